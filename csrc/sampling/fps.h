@@ -1,0 +1,122 @@
+// Farthest point sampling: the contract shared by the CPU and CUDA kernels.
+//
+// fps(points, lengths?, start?, k) -> (indices, distances)
+//   points    (B, N, D) float32/float64/float16/bfloat16, any D >= 1; cloud b is rows [0, lengths[b]).
+//   lengths   (B,) int64 or None (every cloud has N points); values are clamped to [0, N].
+//   start     (B,) int64 or None (0): index of the first pick in each cloud.
+//   k         number of picks per cloud, >= 0.
+//   indices   (B, k) int64: point indices within the cloud, in pick order.
+//   distances (B, k) float32 (float64 for float64 points): the squared distance from each picked
+//             point to the set picked before it, i.e. the selection radius squared. The first pick
+//             has +inf (the distance to an empty set).
+// fps_packed(points, offsets, start?, k) -> (indices, distances)
+//   points    (P, D); cloud b is rows [offsets[b], offsets[b+1]) (offsets (B+1,) int64, clamped to
+//             [0, P] and made non-decreasing). indices index rows of P.
+//
+// Rules (identical on CPU and CUDA, bit for bit):
+//   * Each step picks the point farthest from the picked set; ties go to the lowest index.
+//   * A point is never picked twice: once every remaining distance is 0 (duplicates) the next pick
+//     is the lowest-index point not picked yet.
+//   * Points with a NaN or Inf coordinate are absent: never picked, never counted.
+//   * A start outside [0, length) or at an absent point falls back to the lowest-index present point.
+//   * When a cloud runs out of points (k > present points), the rest of its row is index -1 and
+//     distance -1.
+//   * Squared distances accumulate coordinate by coordinate with fused multiply-adds,
+//     acc = fma(p[d] - q[d], p[d] - q[d], acc) for d = 0..D-1, in the compute type (float32, or
+//     float64 for float64 points; float16/bfloat16 are widened to float32 first).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+#if defined(__CUDACC__)
+#define POINTOPS_HOST_DEVICE __host__ __device__
+#else
+#define POINTOPS_HOST_DEVICE
+#endif
+
+namespace pointops {
+
+std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
+                                           const std::optional<at::Tensor>& lengths,
+                                           const std::optional<at::Tensor>& start, int64_t k);
+std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
+                                                  const at::Tensor& offsets,
+                                                  const std::optional<at::Tensor>& start,
+                                                  int64_t k);
+
+namespace fps_detail {
+
+// Where each cloud lives among the rows of the flattened points, for both input layouts.
+struct CloudLayout {
+  const int64_t* counts;  // padded: lengths (B,) or nullptr for all N; packed: offsets (B+1,)
+  int64_t rows_per_cloud; // padded: N; packed: unused
+  int64_t total_rows;     // padded: B * N; packed: P
+  bool packed;
+
+  POINTOPS_HOST_DEVICE int64_t begin(int64_t b) const {
+    if (!packed) return b * rows_per_cloud;
+    return clamp(counts[b], 0, total_rows);
+  }
+  POINTOPS_HOST_DEVICE int64_t length(int64_t b) const {
+    if (!packed) return counts == nullptr ? rows_per_cloud : clamp(counts[b], 0, rows_per_cloud);
+    const int64_t first = begin(b);
+    return clamp(counts[b + 1], first, total_rows) - first;
+  }
+  // Packed indices point into all P rows, padded ones into the cloud.
+  POINTOPS_HOST_DEVICE int64_t index_base(int64_t b) const { return packed ? begin(b) : 0; }
+
+ private:
+  POINTOPS_HOST_DEVICE static int64_t clamp(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+  }
+};
+
+POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double fused_multiply_add(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// The one distance formula both backends use (see the rounding rule above).
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline acc_t squared_distance(const acc_t* p, const acc_t* q, int64_t dims) {
+  acc_t acc = 0;
+  for (int64_t d = 0; d < dims; ++d) {
+    const acc_t diff = p[d] - q[d];
+    acc = fused_multiply_add(diff, diff, acc);
+  }
+  return acc;
+}
+
+// Markers kept in the running min-distance array besides real squared distances (>= 0).
+template <typename acc_t>
+POINTOPS_HOST_DEVICE constexpr acc_t picked_marker() { return acc_t(-1); }
+
+// Checks shared by both backends (defined in fps_cpu.cpp).
+void check_fps_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                    const std::optional<at::Tensor>& start, int64_t k);
+void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
+                           const std::optional<at::Tensor>& start, int64_t k);
+
+// Output dtype of the distances: float64 for float64 points, float32 otherwise.
+inline at::ScalarType distance_dtype(const at::Tensor& points) {
+  return points.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+}  // namespace fps_detail
+}  // namespace pointops

@@ -1,0 +1,99 @@
+"""Every pointops operator and wrapper through opcheck, torch.compile, TorchScript, export,
+side streams and a second GPU. Families join by adding samples to tests/op_samples.py."""
+import pytest
+import torch
+
+from tests.conftest import DEVICES
+from tests.op_samples import OP_SAMPLES, WRAPPER_CASES
+
+
+def registered_ops():
+    names = {n.split("::", 1)[1].split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("pointops::")}
+    return sorted(names)
+
+
+def test_every_registered_op_has_samples():
+    assert registered_ops(), "no pointops operators are registered"
+    assert set(registered_ops()) == set(OP_SAMPLES)
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _assert_equal(a, b):
+    for x, y in zip(_as_tuple(a), _as_tuple(b)):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_opcheck(op_name, device):
+    op = getattr(torch.ops.pointops, op_name).default
+    for args in OP_SAMPLES[op_name](device):
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(WRAPPER_CASES))
+def test_compile_fullgraph(name, device):
+    case = WRAPPER_CASES[name]
+    args = case.make_args(device)
+    torch._dynamo.reset()
+    compiled = torch.compile(case.fn, fullgraph=True)
+    _assert_equal(compiled(*args), case.fn(*args))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(WRAPPER_CASES))
+def test_torchscript(name, device):
+    case = WRAPPER_CASES[name]
+    args = case.make_args(device)
+    _assert_equal(torch.jit.script(case.fn)(*args), case.fn(*args))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(WRAPPER_CASES))
+def test_export(name, device):
+    case = WRAPPER_CASES[name]
+    args = case.make_args(device)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+
+    class Module(torch.nn.Module):
+        def forward(self, *ts):
+            it = iter(ts)
+            full = [next(it) if isinstance(a, torch.Tensor) else a for a in args]
+            return case.fn(*full)
+
+    exported = torch.export.export(Module(), tuple(tensors))
+    _assert_equal(exported.module()(*tensors), case.fn(*args))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_side_stream(op_name):
+    """Inputs produced on a non-default stream: the op must run on the current stream."""
+    op = getattr(torch.ops.pointops, op_name)
+    for args in OP_SAMPLES[op_name]("cpu"):
+        expected = op(*args)
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(20_000_000)  # keeps the stream busy: a launch elsewhere would race
+            # the copies queue behind the sleep on this stream
+            cuda_args = tuple(a.cuda(non_blocking=True) if isinstance(a, torch.Tensor) else a for a in args)
+            result = op(*cuda_args)
+        stream.synchronize()
+        _assert_equal(tuple(r.cpu() for r in _as_tuple(result)), _as_tuple(expected))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_second_gpu(op_name):
+    op = getattr(torch.ops.pointops, op_name)
+    for args in OP_SAMPLES[op_name]("cuda:1"):
+        result = op(*args)
+        assert all(r.device == torch.device("cuda:1") for r in _as_tuple(result))
+        cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
+        _assert_equal(tuple(r.cpu() for r in _as_tuple(result)), _as_tuple(op(*cpu_args)))

@@ -6,7 +6,7 @@ baseline in the same run: for fps, the classic one-block-per-cloud kernel of see
 PyTorch loop. `--plot out.png` draws the ratios. Without a GPU it times the CPU kernels at small
 sizes (for the harness itself; CPU figures are not the product's numbers).
 
-    python tools/bench.py [--ops fps] [--quick] [--plans "" grid:66 cluster:16] [--json f] [--plot f]
+    python tools/bench.py [--ops fps] [--quick] [--plans auto grid:66 cluster:16] [--json f] [--plot f]
 """
 import argparse
 import json
@@ -110,8 +110,8 @@ def bench_fps(device, quick, plans, results):
         if n * k <= 1024 * 512 * 32:
             row["torch_loop_ms"] = time_ms(lambda: torch_loop_fps(points, k), device)
         for plan in plans:
-            os.environ["POINTOPS_FPS_PLAN"] = plan
-            out = dict(row, plan=plan or "auto")
+            os.environ["POINTOPS_FPS_PLAN"] = "" if plan == "auto" else plan
+            out = dict(row, plan=plan)
             if device == "cuda":
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
@@ -157,8 +157,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*", default=["fps"])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
-    parser.add_argument("--plans", nargs="*", default=[""],
-                        help="fps layouts to time ('' = automatic; block, cluster:P, grid:P)")
+    parser.add_argument("--plans", nargs="*", default=["auto"],
+                        help="fps layouts to time: auto, block, cluster:P, grid:P")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", help="also write the JSON lines here")
     parser.add_argument("--plot", help="write a PNG of the ratios here")

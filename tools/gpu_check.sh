@@ -8,6 +8,10 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+# The GPU image's default CXX (/opt/gcc/bin/g++, a wrapper) links parts of libstdc++ statically
+# into extensions; that second copy's iostream locale is never set up and every error message
+# segfaults. The system compiler (the same GCC version there) links it dynamically.
+if [ -x /usr/bin/g++ ]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++; fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 start=$(date +%s)

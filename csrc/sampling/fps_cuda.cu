@@ -42,6 +42,7 @@ using fps_detail::CloudLayout;
 enum class Sync { kBlock, kCluster, kGrid };
 
 constexpr int kPointsPerThread = 16;
+constexpr int kSmallPointsPerThread = 8;
 constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / kWarpSize;
 constexpr int kMaxClusterParts = 16;
@@ -51,37 +52,32 @@ constexpr int64_t kMinPointsPerBlock = 1024;
 constexpr int kStreamingThreads = 256;
 
 // A step's best point as seen by one thread, warp, block or cluster. `dist < 0` means none.
-template <typename acc_t, int DIM>
+// The generic (streaming) kernel reduces these with shuffles; the on-chip kernel packs
+// float32 candidates into 64-bit keys instead (see pack_key).
+template <typename acc_t>
 struct Candidate {
   acc_t dist;
   int32_t index;  // within the cloud
-  acc_t coord[DIM > 0 ? DIM : 1];
 };
 
-template <typename acc_t, int DIM>
-__device__ __forceinline__ Candidate<acc_t, DIM> no_candidate() {
-  Candidate<acc_t, DIM> c;
-  c.dist = fps_detail::picked_marker<acc_t>();
-  c.index = std::numeric_limits<int32_t>::max();
-  return c;
+template <typename acc_t>
+__device__ __forceinline__ Candidate<acc_t> no_candidate() {
+  return {fps_detail::picked_marker<acc_t>(), std::numeric_limits<int32_t>::max()};
 }
 
-template <typename acc_t, int DIM>
-__device__ __forceinline__ bool beats(const Candidate<acc_t, DIM>& a,
-                                      const Candidate<acc_t, DIM>& b) {
+template <typename acc_t>
+__device__ __forceinline__ bool beats(const Candidate<acc_t>& a, const Candidate<acc_t>& b) {
   return a.dist > b.dist || (a.dist == b.dist && a.index < b.index);
 }
 
 // Butterfly argmax: every lane ends with the same winner (largest distance, lowest index).
-template <typename acc_t, int DIM>
-__device__ __forceinline__ Candidate<acc_t, DIM> warp_argmax(Candidate<acc_t, DIM> c) {
+template <typename acc_t>
+__device__ __forceinline__ Candidate<acc_t> warp_argmax(Candidate<acc_t> c) {
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    Candidate<acc_t, DIM> other;
+    Candidate<acc_t> other;
     other.dist = __shfl_xor_sync(kFullMask, c.dist, offset);
     other.index = __shfl_xor_sync(kFullMask, c.index, offset);
-#pragma unroll
-    for (int d = 0; d < DIM; ++d) other.coord[d] = __shfl_xor_sync(kFullMask, c.coord[d], offset);
     if (beats(other, c)) c = other;
   }
   return c;
@@ -89,16 +85,15 @@ __device__ __forceinline__ Candidate<acc_t, DIM> warp_argmax(Candidate<acc_t, DI
 
 // Warp winners -> block winner, known to every thread. `slots` is double-buffered by the caller
 // (step parity) so that one barrier per step suffices.
-template <typename acc_t, int DIM>
-__device__ __forceinline__ Candidate<acc_t, DIM> block_argmax(Candidate<acc_t, DIM> c,
-                                                              Candidate<acc_t, DIM>* slots) {
+template <typename acc_t>
+__device__ __forceinline__ Candidate<acc_t> block_argmax(Candidate<acc_t> c, Candidate<acc_t>* slots) {
   c = warp_argmax(c);
   const int warps = blockDim.x / kWarpSize;
   if (warps == 1) return c;
   const int lane = threadIdx.x % kWarpSize;
   if (lane == 0) slots[threadIdx.x / kWarpSize] = c;
   __syncthreads();
-  return warp_argmax(lane < warps ? slots[lane] : no_candidate<acc_t, DIM>());
+  return warp_argmax(lane < warps ? slots[lane] : no_candidate<acc_t>());
 }
 
 __device__ __forceinline__ bool all_finite(const float* p, int dims) {
@@ -113,11 +108,40 @@ __device__ __forceinline__ bool all_finite(const double* p, int dims) {
   return finite;
 }
 
-// (distance, index) as one 64-bit key whose unsigned max is the step's winner. Only distances
-// >= 0 are packed, whose float bits already order like the values; 0 means "no candidate".
+// (distance, index) as one 64-bit key whose unsigned max is the step's winner: the high word is
+// the distance's bits + 1 (distances >= 0, +inf included, order like their bits), the low word
+// ~index so that equal distances prefer the lower index. 0 means "no candidate".
 __device__ __forceinline__ unsigned long long pack_key(float dist, int32_t index) {
-  const unsigned long long bits = __float_as_uint(dist) | 0x80000000u;
-  return (bits << 32) | (0xffffffffu - static_cast<uint32_t>(index));
+  if (!(dist >= 0.f)) return 0ull;
+  const unsigned long long high = __float_as_uint(dist) + 1u;
+  return (high << 32) | (0xffffffffu - static_cast<uint32_t>(index));
+}
+
+__device__ __forceinline__ float key_distance(unsigned long long key) {
+  return __uint_as_float(static_cast<uint32_t>(key >> 32) - 1u);
+}
+
+__device__ __forceinline__ int32_t key_index(unsigned long long key) {
+  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+}
+
+// Max of a 64-bit key over the warp in two redux.sync steps (sm_80+), every lane gets it.
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long key) {
+  const uint32_t high = static_cast<uint32_t>(key >> 32);
+  const uint32_t top = __reduce_max_sync(kFullMask, high);
+  const uint32_t low = __reduce_max_sync(kFullMask, high == top ? static_cast<uint32_t>(key) : 0u);
+  return (static_cast<unsigned long long>(top) << 32) | low;
+}
+
+__device__ __forceinline__ unsigned long long block_max_key(unsigned long long key,
+                                                            unsigned long long* slots) {
+  key = warp_max_key(key);
+  const int warps = blockDim.x / kWarpSize;
+  if (warps == 1) return key;
+  const int lane = threadIdx.x % kWarpSize;
+  if (lane == 0) slots[threadIdx.x / kWarpSize] = key;
+  __syncthreads();
+  return warp_max_key(lane < warps ? slots[lane] : 0ull);
 }
 
 __device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
@@ -134,24 +158,29 @@ __device__ __forceinline__ void add_release(unsigned long long* p, unsigned long
 constexpr int kGridKeySlots = 3;
 constexpr int kGridStateWords = kGridKeySlots + 1;
 
-template <int DIM, Sync SYNC>
+// A block's winner as its cluster peers read it: the key and the point's coordinates.
+template <int DIM>
+struct WinnerSlot {
+  unsigned long long key;
+  float coord[DIM];
+};
+
+template <int DIM, int PPT, Sync SYNC>
 __global__ void __launch_bounds__(kMaxThreads)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
                       const int64_t* __restrict__ start, int64_t k, int parts,
                       float* __restrict__ overflow_min_distance,
                       unsigned long long* __restrict__ grid_state, int64_t* __restrict__ out_index,
                       float* __restrict__ out_distance) {
-  using Cand = Candidate<float, DIM>;
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  extern __shared__ float onchip_coords[];  // [DIM][kPointsPerThread * blockDim.x]
-  __shared__ Cand warp_slots[2][kMaxWarps];
-  __shared__ Cand cluster_slots[2];
-  __shared__ Cand grid_winner[2];
+  extern __shared__ float onchip_coords[];  // [DIM][PPT * blockDim.x]
+  __shared__ unsigned long long warp_keys[2][kMaxWarps];
+  __shared__ WinnerSlot<DIM> winner_slots[2];  // cluster: read by peers; grid: block broadcast
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
   const int tid = threadIdx.x;
   const int threads = blockDim.x;
-  const int32_t onchip = kPointsPerThread * threads;
+  const int32_t onchip = PPT * threads;
   const int64_t b = blockIdx.x / parts;
   const int part = blockIdx.x % parts;
   const int64_t begin = layout.begin(b);
@@ -162,22 +191,22 @@ __global__ void __launch_bounds__(kMaxThreads)
   const float* cloud = points + begin * DIM;
   float* overflow = overflow_min_distance == nullptr ? nullptr : overflow_min_distance + begin;
 
-  float x[kPointsPerThread][DIM];
-  float min_dist[kPointsPerThread];
+  // Point p of this thread is lo + p * threads + tid, so ascending p is ascending index.
+  float x[PPT][DIM];
+  float min_dist[PPT];
 #pragma unroll
-  for (int p = 0; p < kPointsPerThread; ++p) {
+  for (int p = 0; p < PPT; ++p) {
     const int32_t i = lo + p * threads + tid;
     min_dist[p] = -kInf;
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) x[p][d] = 0.f;
     if (i < hi) {
 #pragma unroll
       for (int d = 0; d < DIM; ++d) {
-        x[p][d] = cloud[i * DIM + d];
+        x[p][d] = cloud[int64_t{i} * DIM + d];
         onchip_coords[d * onchip + p * threads + tid] = x[p][d];
       }
       min_dist[p] = all_finite(x[p], DIM) ? kInf : -kInf;
-    } else {
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) x[p][d] = 0.f;
     }
   }
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
@@ -185,132 +214,165 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   __syncthreads();
 
-  const int64_t first = start == nullptr ? 0 : start[b];
-  const bool start_present = first >= 0 && first < n && all_finite(cloud + first * DIM, DIM);
   int64_t* index_row = out_index + b * k;
   float* distance_row = out_distance + b * k;
   const int64_t index_base = layout.index_base(b);
 
-  float q[DIM];
-  bool have_q = false;
-  int round = 0;  // argmax rounds done so far (the start pick skips one)
-  int64_t s = 0;
-  for (; s < k; ++s) {
-    Cand win;
-    if (s == 0 && start_present) {
-      win.dist = kInf;
-      win.index = static_cast<int32_t>(first);
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) win.coord[d] = cloud[first * DIM + d];
-    } else {
-      // Update the running min-distances with the last pick and find this thread's best.
-      // Ascending order and a strict comparison keep the lowest index among equals.
-      float best = fps_detail::picked_marker<float>();
-      int best_slot = -1;
-#pragma unroll
-      for (int p = 0; p < kPointsPerThread; ++p) {
-        float m = min_dist[p];
-        if (have_q) {
-          const float dist = fps_detail::squared_distance<float>(x[p], q, DIM);
-          m = dist < m ? dist : m;
-          min_dist[p] = m;
-        }
-        if (m > best) {
-          best = m;
-          best_slot = p;
-        }
-      }
-      int32_t best_i = best_slot < 0 ? -1 : lo + best_slot * threads + tid;
-      for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
-        float m = overflow[i];
-        if (have_q) {
-          const float dist = fps_detail::squared_distance<float>(cloud + int64_t{i} * DIM, q, DIM);
-          if (dist < m) {
-            m = dist;
-            overflow[i] = m;
-          }
-        }
-        if (m > best) {
-          best = m;
-          best_i = i;
-        }
-      }
-      Cand mine = no_candidate<float, DIM>();
-      if (best_i >= 0) {
-        mine.dist = best;
-        mine.index = best_i;
-        const bool in_smem = best_i - lo < onchip;
-#pragma unroll
-        for (int d = 0; d < DIM; ++d) {
-          mine.coord[d] = in_smem ? onchip_coords[d * onchip + (best_i - lo)]
-                                  : cloud[int64_t{best_i} * DIM + d];
-        }
-      }
-      const int parity = round & 1;
-      win = block_argmax(mine, warp_slots[parity]);
+  // This thread's best point of the current step (slot -1: none on chip).
+  float best = fps_detail::picked_marker<float>();
+  int best_slot = -1;
+  int32_t best_overflow = -1;
+  int round = 0;
 
-      if constexpr (SYNC == Sync::kCluster) {
+  // Agrees on the step's winner across the cloud's blocks; returns its key, sets q.
+  auto agree = [&](float q[DIM]) -> unsigned long long {
+    int32_t mine_index = best_slot >= 0 ? lo + best_slot * threads + tid : best_overflow;
+    const unsigned long long mine = pack_key(best, mine_index);
+    const int parity = round & 1;
+    ++round;
+    unsigned long long key = block_max_key(mine, warp_keys[parity]);
+    // The winner's coordinates: from shared memory when this block holds it on chip.
+    auto coords_of = [&](int32_t index, float* out) {
+      const int32_t local = index - lo;
+      const bool in_smem = local >= 0 && local < min(onchip, hi - lo);
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) {
+        out[d] = in_smem ? onchip_coords[d * onchip + local] : cloud[int64_t{index} * DIM + d];
+      }
+    };
+    if constexpr (SYNC == Sync::kBlock) {
+      if (key != 0) coords_of(key_index(key), q);
+    } else if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        cg::cluster_group cluster = cg::this_cluster();
-        if (tid == 0) cluster_slots[parity] = win;
-        cluster.sync();
-        const int lane = tid % kWarpSize;
-        win = warp_argmax(lane < parts ? *cluster.map_shared_rank(&cluster_slots[parity], lane)
-                                       : no_candidate<float, DIM>());
-#else
-        __trap();  // the host never plans clusters below sm_90
-#endif
-      } else if constexpr (SYNC == Sync::kGrid) {
-        if (tid == 0) {
-          unsigned long long* state = grid_state + b * kGridStateWords;
-          unsigned long long* key_slot = state + round % kGridKeySlots;
-          if (win.dist >= 0) atomicMax(key_slot, pack_key(win.dist, win.index));
-          add_release(state + kGridKeySlots, 1);
-          const unsigned long long arrived = static_cast<unsigned long long>(round + 1) * parts;
-          while (load_acquire(state + kGridKeySlots) < arrived) {
-          }
-          const unsigned long long key = load_acquire(key_slot);
-          // Every block has now read the slot of round-1, so it can be cleared for round+2:
-          // nobody touches it before arriving at round+1, which follows this store.
-          if (part == 0) atomicExch(state + (round + 2) % kGridKeySlots, 0ull);
-          Cand g = no_candidate<float, DIM>();
-          if (key != 0) {
-            g.dist = __uint_as_float(static_cast<uint32_t>(key >> 32) & 0x7fffffffu);
-            g.index = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
-#pragma unroll
-            for (int d = 0; d < DIM; ++d) g.coord[d] = cloud[int64_t{g.index} * DIM + d];
-          }
-          grid_winner[parity] = g;
-        }
-        __syncthreads();
-        win = grid_winner[parity];
+      cg::cluster_group cluster = cg::this_cluster();
+      if (tid == 0) {
+        winner_slots[parity].key = key;
+        if (key != 0) coords_of(key_index(key), winner_slots[parity].coord);
       }
-      ++round;
+      cluster.sync();
+      const int lane = tid % kWarpSize;
+      WinnerSlot<DIM> peer;
+      peer.key = 0;
+      if (lane < parts) peer = *cluster.map_shared_rank(&winner_slots[parity], lane);
+      key = warp_max_key(peer.key);
+      const int from = __ffs(__ballot_sync(kFullMask, lane < parts && peer.key == key)) - 1;
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, peer.coord[d], from);
+#else
+      __trap();  // the host never plans clusters below sm_90
+#endif
+    } else {
+      if (tid == 0) {
+        unsigned long long* state = grid_state + b * kGridStateWords;
+        unsigned long long* key_slot = state + (round - 1) % kGridKeySlots;
+        if (key != 0) atomicMax(key_slot, key);
+        add_release(state + kGridKeySlots, 1);
+        const unsigned long long arrived = static_cast<unsigned long long>(round) * parts;
+        while (load_acquire(state + kGridKeySlots) < arrived) {
+        }
+        key = load_acquire(key_slot);
+        // Every block has now read the slot of the previous round, so it can be cleared for
+        // the round after next: nobody touches it before arriving at the next round, which
+        // follows this store.
+        if (part == 0) atomicExch(state + (round + 1) % kGridKeySlots, 0ull);
+        winner_slots[parity].key = key;
+        if (key != 0) coords_of(key_index(key), winner_slots[parity].coord);
+      }
+      __syncthreads();
+      key = winner_slots[parity].key;
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) q[d] = winner_slots[parity].coord[d];
     }
+    return key;
+  };
 
-    if (win.dist < 0) break;  // every block of the cloud sees the same winner and stops together
+  // The first pick: the start point when present, else the lowest-index present point (the
+  // argmax while every present distance is +inf).
+  float q[DIM];
+  unsigned long long win;
+  const int64_t first = start == nullptr ? 0 : start[b];
+  if (first >= 0 && first < n && all_finite(cloud + first * DIM, DIM)) {
+    win = pack_key(kInf, static_cast<int32_t>(first));
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) q[d] = cloud[first * DIM + d];
+  } else {
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+      if (min_dist[p] > best) {
+        best = min_dist[p];
+        best_slot = p;
+      }
+    }
+    for (int32_t i = lo + onchip + tid; i < hi && best_slot < 0; i += threads) {
+      if (overflow[i] > best) {
+        best = overflow[i];
+        best_overflow = i;
+      }
+    }
+    win = agree(q);
+  }
+
+  int64_t s = 0;
+  for (; s < k && win != 0; ++s) {
+    const int32_t win_index = key_index(win);
     if (part == 0 && tid == 0) {
-      index_row[s] = win.index + index_base;
-      distance_row[s] = win.dist;
+      index_row[s] = win_index + index_base;
+      distance_row[s] = key_distance(win);
     }
     // The owner marks the pick so that it is never picked again.
-    const int32_t local = win.index - lo;
+    const int32_t local = win_index - lo;
     if (local >= 0 && local < hi - lo) {
       if (local < onchip) {
-        if (tid == local % threads) {
-          const int slot = local / threads;
+        const int32_t mine = local - tid;  // p * threads when this thread owns it
+        if (mine >= 0 && mine % threads == 0) {
 #pragma unroll
-          for (int p = 0; p < kPointsPerThread; ++p) {
-            if (p == slot) min_dist[p] = fps_detail::picked_marker<float>();
+          for (int p = 0; p < PPT; ++p) {
+            if (p * threads == mine) min_dist[p] = fps_detail::picked_marker<float>();
           }
         }
-      } else if (tid == (local - onchip) % threads) {
-        overflow[win.index] = fps_detail::picked_marker<float>();
+      } else if (win_index == best_overflow) {
+        overflow[win_index] = fps_detail::picked_marker<float>();
       }
     }
+    if (s + 1 == k) {
+      ++s;
+      break;
+    }
+
+    // Update the running min-distances with the last pick and find this thread's best.
+    // Two interleaved chains (even / odd slots) shorten the dependency; each keeps its lowest
+    // slot on ties, and the merge prefers the lower slot.
+    float best_even = fps_detail::picked_marker<float>(), best_odd = best_even;
+    int slot_even = -1, slot_odd = -1;
 #pragma unroll
-    for (int d = 0; d < DIM; ++d) q[d] = win.coord[d];
-    have_q = true;
+    for (int p = 0; p < PPT; p += 2) {
+      const float m0 = fminf(min_dist[p], fps_detail::squared_distance<float>(x[p], q, DIM));
+      const float m1 = fminf(min_dist[p + 1], fps_detail::squared_distance<float>(x[p + 1], q, DIM));
+      min_dist[p] = m0;
+      min_dist[p + 1] = m1;
+      if (m0 > best_even) {
+        best_even = m0;
+        slot_even = p;
+      }
+      if (m1 > best_odd) {
+        best_odd = m1;
+        slot_odd = p + 1;
+      }
+    }
+    const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
+    best = odd_wins ? best_odd : best_even;
+    best_slot = odd_wins ? slot_odd : slot_even;
+    best_overflow = -1;
+    for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
+      const float m = fminf(overflow[i], fps_detail::squared_distance<float>(cloud + int64_t{i} * DIM, q, DIM));
+      overflow[i] = m;
+      if (m > best) {
+        best = m;
+        best_slot = -1;
+        best_overflow = i;
+      }
+    }
+    win = agree(q);
   }
 
   if (part == 0) {
@@ -321,7 +383,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cg::this_cluster().sync();  // peers may still read this block's slots
+    cg::this_cluster().sync();  // peers may still read this block's winner slots
 #endif
   }
 }
@@ -333,7 +395,7 @@ __global__ void __launch_bounds__(kStreamingThreads)
                          const int64_t* __restrict__ start, int64_t k,
                          acc_t* __restrict__ min_distance, int64_t* __restrict__ out_index,
                          acc_t* __restrict__ out_distance) {
-  using Cand = Candidate<acc_t, 0>;
+  using Cand = Candidate<acc_t>;
   constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
   extern __shared__ unsigned char streaming_smem[];
   acc_t* q = reinterpret_cast<acc_t*>(streaming_smem);  // [dims]
@@ -379,7 +441,7 @@ __global__ void __launch_bounds__(kStreamingThreads)
           best_i = i;
         }
       }
-      Cand mine = no_candidate<acc_t, 0>();
+      Cand mine = no_candidate<acc_t>();
       if (best_i >= 0) {
         mine.dist = best;
         mine.index = static_cast<int32_t>(best_i);
@@ -409,29 +471,36 @@ struct Plan {
   int threads;  // per block
 };
 
-// Threads so that a block's share of the cloud sits in registers (kPointsPerThread each).
-int threads_for(int64_t points_per_block) {
-  const int64_t t = cuda::round_up(cuda::ceil_div(points_per_block, kPointsPerThread), kWarpSize);
+// Threads so that a block's share of the cloud sits in registers (PPT points each).
+int threads_for(int64_t points_per_block, int ppt) {
+  const int64_t t = cuda::round_up(cuda::ceil_div(points_per_block, ppt), kWarpSize);
   return static_cast<int>(std::min<int64_t>(std::max<int64_t>(t, kWarpSize), kMaxThreads));
 }
 
-template <int DIM>
+template <int DIM, int PPT>
 size_t onchip_smem_bytes(int threads) {
-  return sizeof(float) * DIM * kPointsPerThread * threads;
+  return sizeof(float) * DIM * PPT * threads;
 }
 
-// How many clusters of `parts` blocks can be resident at once (0: this cluster shape can't run).
-template <int DIM>
-int active_clusters(int parts, int threads) {
-  auto kernel = fps_onchip_kernel<DIM, Sync::kCluster>;
-  const size_t smem = onchip_smem_bytes<DIM>(threads);
+template <int DIM, int PPT, Sync SYNC>
+void set_kernel_attributes(int threads) {
+  auto kernel = fps_onchip_kernel<DIM, PPT, SYNC>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                                      static_cast<int>(onchip_smem_bytes<DIM, PPT>(threads))));
+  if constexpr (SYNC == Sync::kCluster) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+}
+
+// How many clusters of `parts` blocks can be resident at once (0: this shape can't run).
+template <int DIM, int PPT>
+int active_clusters(int parts, int threads) {
+  auto kernel = fps_onchip_kernel<DIM, PPT, Sync::kCluster>;
+  set_kernel_attributes<DIM, PPT, Sync::kCluster>(threads);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(parts);
   config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
+  config.dynamicSmemBytes = onchip_smem_bytes<DIM, PPT>(threads);
   cudaLaunchAttribute attribute;
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = parts;
@@ -445,15 +514,6 @@ int active_clusters(int parts, int threads) {
     return 0;
   }
   return clusters;
-}
-
-template <int DIM>
-int grid_blocks_per_sm(int threads) {
-  int blocks = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, fps_onchip_kernel<DIM, Sync::kGrid>, threads,
-      onchip_smem_bytes<DIM>(threads)));
-  return blocks;
 }
 
 // POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P" forces a layout (benchmarks, tests).
@@ -479,59 +539,36 @@ bool plan_override(Plan* plan) {
   return true;
 }
 
-// Picks the layout for clouds of about `n` points.
-template <int DIM>
-Plan plan_fast(int64_t batch, int64_t n) {
-  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  const int sms = props->multiProcessorCount;
-  const bool clusters = props->major >= 9;
+// The layout for clouds of about `n` points: spread each cloud over as many SMs as the batch
+// leaves free (one block per SM), with at least kMinPointsPerBlock points per block; prefer a
+// cluster (cheap barrier) when the cloud fits on chip in at most 16 SMs, else a grid.
+Plan plan_layout(int64_t batch, int64_t n) {
   Plan plan;
-  if (!plan_override(&plan)) {
-    const int64_t spread = std::max<int64_t>(1, sms / batch);  // one block per SM
-    const int64_t wanted = std::max<int64_t>(1, cuda::ceil_div(n, kMinPointsPerBlock));
-    int64_t parts = std::min({spread, wanted, int64_t{clusters ? kMaxClusterParts : 1}});
-    if (cuda::ceil_div(n, parts) <= kBlockCapacity || spread <= parts) {
-      plan = {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};
-    } else {
-      plan = {Sync::kGrid, static_cast<int>(std::min(spread, wanted)), 0};
-    }
+  if (plan_override(&plan)) return plan;
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  const bool clusters = props->major >= 9;
+  const int64_t spread = std::max<int64_t>(1, props->multiProcessorCount / batch);
+  const int64_t wanted = std::max<int64_t>(1, cuda::ceil_div(n, kMinPointsPerBlock));
+  const int64_t parts = std::min({spread, wanted, int64_t{clusters ? kMaxClusterParts : 1}});
+  if (cuda::ceil_div(n, parts) <= kBlockCapacity || spread <= parts) {
+    return {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};
   }
-  plan.threads = threads_for(cuda::ceil_div(n, plan.parts));
-  if (plan.sync == Sync::kCluster) {
-    TORCH_CHECK(clusters, "fps: thread-block clusters need compute capability 9.0, this device has ",
-                props->major, ".", props->minor);
-    while (plan.parts > 1 && active_clusters<DIM>(plan.parts, plan.threads) < 1) {
-      plan.parts /= 2;
-      plan.threads = threads_for(cuda::ceil_div(n, plan.parts));
-    }
-    if (plan.parts == 1) plan.sync = Sync::kBlock;
-  } else if (plan.sync == Sync::kGrid) {
-    // A cooperative launch needs every block resident at once.
-    const int64_t resident = int64_t{sms} * grid_blocks_per_sm<DIM>(plan.threads);
-    plan.parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(plan.parts, resident / batch)));
-    TORCH_CHECK(plan.parts * batch <= resident, "fps: ", batch,
-                " clouds do not fit the grid layout on this device (", resident, " resident blocks)");
-  }
-  return plan;
+  return {Sync::kGrid, static_cast<int>(std::min(spread, wanted)), 0};
 }
 
-template <int DIM, Sync SYNC>
+template <int DIM, int PPT, Sync SYNC>
 void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout& layout,
                    int64_t batch, const int64_t* start, int64_t k, float* overflow,
                    unsigned long long* grid_state, at::Tensor& indices, at::Tensor& distances) {
-  auto kernel = fps_onchip_kernel<DIM, SYNC>;
-  const size_t smem = onchip_smem_bytes<DIM>(plan.threads);
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  set_kernel_attributes<DIM, PPT, SYNC>(plan.threads);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(batch * plan.parts));
   config.blockDim = dim3(plan.threads);
-  config.dynamicSmemBytes = smem;
+  config.dynamicSmemBytes = onchip_smem_bytes<DIM, PPT>(plan.threads);
   config.stream = at::cuda::getCurrentCUDAStream();
   cudaLaunchAttribute attribute;
   config.numAttrs = 0;
   if constexpr (SYNC == Sync::kCluster) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = plan.parts;
     attribute.val.clusterDim.y = 1;
@@ -544,41 +581,79 @@ void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, points.data_ptr<float>(), layout, start, k,
-                                    plan.parts, overflow, grid_state,
-                                    indices.data_ptr<int64_t>(), distances.data_ptr<float>()));
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fps_onchip_kernel<DIM, PPT, SYNC>,
+                                    points.data_ptr<float>(), layout, start, k, plan.parts,
+                                    overflow, grid_state, indices.data_ptr<int64_t>(),
+                                    distances.data_ptr<float>()));
 }
 
-// `typical_cloud` sizes the plan; clouds up to `max_cloud` points still run, their extra points
-// streamed through the overflow scratch.
-template <int DIM>
-void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
-                int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
-                at::Tensor& indices, at::Tensor& distances) {
-  const Plan plan = plan_fast<DIM>(batch, typical_cloud);
+// Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
+// and launches it. Clouds up to `max_cloud` points run: what does not fit on chip is streamed
+// through the overflow scratch.
+template <int DIM, int PPT>
+void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layout,
+                    int64_t batch, int64_t typical_cloud, int64_t max_cloud, const int64_t* start,
+                    int64_t k, at::Tensor& indices, at::Tensor& distances) {
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
+  if (plan.sync == Sync::kCluster) {
+    TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
+                "this device has ", props->major, ".", props->minor);
+    while (plan.parts > 1 && active_clusters<DIM, PPT>(plan.parts, plan.threads) < 1) {
+      plan.parts /= 2;
+      plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
+    }
+    if (plan.parts == 1) plan.sync = Sync::kBlock;
+  } else if (plan.sync == Sync::kGrid) {
+    // A cooperative launch needs every block resident at once.
+    int per_sm = 0;
+    set_kernel_attributes<DIM, PPT, Sync::kGrid>(plan.threads);
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads,
+        onchip_smem_bytes<DIM, PPT>(plan.threads)));
+    const int64_t resident = int64_t{props->multiProcessorCount} * per_sm;
+    TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
+                "device (", resident, " resident blocks)");
+    plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
+  }
+
   const auto options = points.options();
   at::Tensor overflow;
-  if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{kPointsPerThread} * plan.threads) {
+  if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
     overflow = at::empty({layout.total_rows}, options);
   }
   float* overflow_ptr = overflow.defined() ? overflow.data_ptr<float>() : nullptr;
   switch (plan.sync) {
     case Sync::kBlock:
-      launch_onchip<DIM, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
-                                       nullptr, indices, distances);
+      launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
+                                            nullptr, indices, distances);
       break;
     case Sync::kCluster:
-      launch_onchip<DIM, Sync::kCluster>(plan, points, layout, batch, start, k, overflow_ptr,
-                                         nullptr, indices, distances);
+      launch_onchip<DIM, PPT, Sync::kCluster>(plan, points, layout, batch, start, k, overflow_ptr,
+                                              nullptr, indices, distances);
       break;
     case Sync::kGrid: {
       at::Tensor state = at::zeros({batch, kGridStateWords}, options.dtype(at::kLong));
-      launch_onchip<DIM, Sync::kGrid>(
+      launch_onchip<DIM, PPT, Sync::kGrid>(
           plan, points, layout, batch, start, k, overflow_ptr,
           reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>()), indices, distances);
       break;
     }
   }
+}
+
+// `typical_cloud` sizes the plan. Blocks holding up to 8 points per thread take the PPT = 8
+// kernel (more warps, shorter per-thread chains); larger shares take PPT = 16.
+template <int DIM>
+void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
+                int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
+                at::Tensor& indices, at::Tensor& distances) {
+  const Plan plan = plan_layout(batch, typical_cloud);
+  const int64_t per_block = cuda::ceil_div(typical_cloud, plan.parts);
+  auto run = per_block <= int64_t{kSmallPointsPerThread} * kMaxThreads
+                 ? run_onchip_ppt<DIM, kSmallPointsPerThread>
+                 : run_onchip_ppt<DIM, kPointsPerThread>;
+  run(plan, points, layout, batch, typical_cloud, max_cloud, start, k, indices, distances);
 }
 
 std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,

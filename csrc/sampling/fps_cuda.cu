@@ -2,21 +2,26 @@
 //
 // Why not one block per cloud: that classic layout leaves most SMs idle when clouds are few,
 // and re-reads every cloud from memory at every step. Here a cloud is split over `parts` blocks
-// that keep their points and running min-distances on chip (registers, with a shared-memory
-// copy of the coordinates for reading out the winner), and each step's argmax is agreed on by
-//   kBlock   parts == 1: warp shuffles, then one shared-memory exchange;
+// that keep their points and running min-distances in registers (8 or 16 per thread, with a
+// shared-memory copy of the coordinates for reading out the winner). Each step's argmax is a
+// 64-bit key ((distance bits + 1) << 32 | ~index: max = farthest, then lowest index), reduced
+// in a warp by two redux.sync and agreed on across the cloud's blocks by
+//   kBlock   parts == 1: one shared-memory exchange between warps;
 //   kCluster parts <= 16 on sm_90: the block winners meet in distributed shared memory after one
 //            cluster barrier;
-//   kGrid    parts > 16: a cooperative launch; block winners meet in one 64-bit atomicMax of
-//            (distance bits << 32 | ~index), followed by a per-cloud arrival counter.
-// plan_fast() picks the layout from (B, N, D, device); POINTOPS_FPS_PLAN overrides it for the
-// benchmark ("block", "cluster:P", "grid:P"). What bounds each layout: the per-step barrier
-// latency (grid: ~4 L2 round trips; cluster: the cluster barrier plus one DSMEM read) once the
-// per-SM work (points/SM x ~10 instructions / 128 lanes) is small.
+//   kGrid    a cooperative launch: block winners meet in one 64-bit atomicMax in global memory,
+//            then a per-cloud arrival counter (release/acquire) closes the step.
+// plan_layout() picks the layout from (B, N) and the device; POINTOPS_FPS_PLAN overrides it for
+// benchmarks and tests ("block", "cluster:P", "grid:P").
 //
-// Points that do not fit on chip (more than parts * 8192 per cloud) are streamed from memory
-// with their min-distances in a float scratch array (4 bytes per point). D other than 2 or 3,
-// and float64, take a simpler one-block-per-cloud streaming kernel with the same rules.
+// What bounds it (H200, tools/bench.py): per step, the barrier (grid: ~1.5 us of L2 atomics and
+// polling; cluster: grows with cluster size) plus the per-SM work of ~10 instructions per point
+// at the low issue rate of a few warps with long dependency chains. The arithmetic itself is far
+// from any limit.
+//
+// Points beyond a block's on-chip share are streamed from memory with their min-distances in a
+// float scratch array (4 bytes per point). D other than 2 or 3, and float64, take a simpler
+// one-block-per-cloud streaming kernel with the same rules.
 #include "sampling/fps.h"
 
 #include <ATen/Dispatch.h>
@@ -46,9 +51,8 @@ constexpr int kSmallPointsPerThread = 8;
 constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / kWarpSize;
 constexpr int kMaxClusterParts = 16;
-constexpr int64_t kBlockCapacity = int64_t{kMaxThreads} * kPointsPerThread;
-// Below this many points per block the per-step barrier dominates; more blocks do not help.
-constexpr int64_t kMinPointsPerBlock = 1024;
+constexpr int64_t kClusterPointsPerBlock = 4096;
+constexpr int64_t kGridPointsPerBlock = 2048;
 constexpr int kStreamingThreads = 256;
 
 // A step's best point as seen by one thread, warp, block or cluster. `dist < 0` means none.
@@ -539,21 +543,23 @@ bool plan_override(Plan* plan) {
   return true;
 }
 
-// The layout for clouds of about `n` points: spread each cloud over as many SMs as the batch
-// leaves free (one block per SM), with at least kMinPointsPerBlock points per block; prefer a
-// cluster (cheap barrier) when the cloud fits on chip in at most 16 SMs, else a grid.
+// The layout for clouds of about `n` points, from H200 measurements (tools/bench.py --plans):
+// a cluster barrier gets dearer with cluster size, so clusters hold >= 4096 points per block;
+// clouds that would need more than 16 such blocks take the grid, whose best share is ~2048
+// points per block (fewer blocks contend less on the per-step atomics).
 Plan plan_layout(int64_t batch, int64_t n) {
   Plan plan;
   if (plan_override(&plan)) return plan;
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  const bool clusters = props->major >= 9;
   const int64_t spread = std::max<int64_t>(1, props->multiProcessorCount / batch);
-  const int64_t wanted = std::max<int64_t>(1, cuda::ceil_div(n, kMinPointsPerBlock));
-  const int64_t parts = std::min({spread, wanted, int64_t{clusters ? kMaxClusterParts : 1}});
-  if (cuda::ceil_div(n, parts) <= kBlockCapacity || spread <= parts) {
+  const int64_t max_cluster = props->major >= 9 ? kMaxClusterParts : 1;
+  if (n <= kClusterPointsPerBlock * max_cluster || spread == 1) {
+    const int64_t parts =
+        std::min({spread, max_cluster, std::max<int64_t>(1, cuda::ceil_div(n, kClusterPointsPerBlock))});
     return {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};
   }
-  return {Sync::kGrid, static_cast<int>(std::min(spread, wanted)), 0};
+  const int64_t parts = std::min(spread, cuda::ceil_div(n, kGridPointsPerBlock));
+  return {Sync::kGrid, static_cast<int>(parts), 0};
 }
 
 template <int DIM, int PPT, Sync SYNC>

@@ -87,17 +87,18 @@ __device__ __forceinline__ Candidate<acc_t> warp_argmax(Candidate<acc_t> c) {
   return c;
 }
 
-// Warp winners -> block winner, known to every thread. `slots` is double-buffered by the caller
-// (step parity) so that one barrier per step suffices.
-template <typename acc_t>
-__device__ __forceinline__ Candidate<acc_t> block_argmax(Candidate<acc_t> c, Candidate<acc_t>* slots) {
-  c = warp_argmax(c);
+// Warp results -> block result, known to every thread: `warp_reduce` (every lane gets the
+// warp's result) runs per warp, then over the warps' results. `slots` is double-buffered by the
+// caller (step parity) so that one barrier per step suffices.
+template <typename T, typename WarpReduce>
+__device__ __forceinline__ T block_reduce(T value, T* slots, T identity, WarpReduce warp_reduce) {
+  value = warp_reduce(value);
   const int warps = blockDim.x / kWarpSize;
-  if (warps == 1) return c;
+  if (warps == 1) return value;
   const int lane = threadIdx.x % kWarpSize;
-  if (lane == 0) slots[threadIdx.x / kWarpSize] = c;
+  if (lane == 0) slots[threadIdx.x / kWarpSize] = value;
   __syncthreads();
-  return warp_argmax(lane < warps ? slots[lane] : no_candidate<acc_t>());
+  return warp_reduce(lane < warps ? slots[lane] : identity);
 }
 
 __device__ __forceinline__ bool all_finite(const float* p, int dims) {
@@ -135,17 +136,6 @@ __device__ __forceinline__ unsigned long long warp_max_key(unsigned long long ke
   const uint32_t top = __reduce_max_sync(kFullMask, high);
   const uint32_t low = __reduce_max_sync(kFullMask, high == top ? static_cast<uint32_t>(key) : 0u);
   return (static_cast<unsigned long long>(top) << 32) | low;
-}
-
-__device__ __forceinline__ unsigned long long block_max_key(unsigned long long key,
-                                                            unsigned long long* slots) {
-  key = warp_max_key(key);
-  const int warps = blockDim.x / kWarpSize;
-  if (warps == 1) return key;
-  const int lane = threadIdx.x % kWarpSize;
-  if (lane == 0) slots[threadIdx.x / kWarpSize] = key;
-  __syncthreads();
-  return warp_max_key(lane < warps ? slots[lane] : 0ull);
 }
 
 __device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
@@ -234,7 +224,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     const unsigned long long mine = pack_key(best, mine_index);
     const int parity = round & 1;
     ++round;
-    unsigned long long key = block_max_key(mine, warp_keys[parity]);
+    unsigned long long key = block_reduce(mine, warp_keys[parity], 0ull,
+                                          [](unsigned long long v) { return warp_max_key(v); });
     // The winner's coordinates: from shared memory when this block holds it on chip.
     auto coords_of = [&](int32_t index, float* out) {
       const int32_t local = index - lo;
@@ -450,7 +441,8 @@ __global__ void __launch_bounds__(kStreamingThreads)
         mine.dist = best;
         mine.index = static_cast<int32_t>(best_i);
       }
-      win = block_argmax(mine, warp_slots[s & 1]);
+      win = block_reduce(mine, warp_slots[s & 1], no_candidate<acc_t>(),
+                         [](Cand c) { return warp_argmax(c); });
     }
     if (win.dist < 0) break;
     if (tid == 0) {

@@ -48,6 +48,7 @@ enum class Sync { kBlock, kCluster, kGrid };
 
 constexpr int kPointsPerThread = 16;
 constexpr int kSmallPointsPerThread = 8;
+constexpr int kWarpPointsPerThread = 32;
 constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / kWarpSize;
 constexpr int kMaxClusterParts = 16;
@@ -159,8 +160,15 @@ struct WinnerSlot {
   float coord[DIM];
 };
 
+// Single-warp blocks (small clouds, kWarpPointsPerThread points per lane) need no barrier at all
+// and get the registers of a 32-thread launch bound.
+template <int PPT>
+constexpr int max_threads_for() {
+  return PPT == kWarpPointsPerThread ? kWarpSize : kMaxThreads;
+}
+
 template <int DIM, int PPT, Sync SYNC>
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(max_threads_for<PPT>(), 1)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
                       const int64_t* __restrict__ start, int64_t k, int parts,
                       float* __restrict__ overflow_min_distance,
@@ -465,6 +473,7 @@ struct Plan {
   Sync sync;
   int parts;    // blocks per cloud
   int threads;  // per block
+  int points_per_thread = 0;  // 0: chosen from the block's share of the cloud
 };
 
 // Threads so that a block's share of the cloud sits in registers (PPT points each).
@@ -512,23 +521,32 @@ int active_clusters(int parts, int threads) {
   return clusters;
 }
 
-// POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P" forces a layout (benchmarks, tests).
+// POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P", optionally ":T" for T points per thread
+// (8, 16 or 32, the last for single-warp blocks), forces a layout (benchmarks, tests).
 bool plan_override(Plan* plan) {
   const char* env = std::getenv("POINTOPS_FPS_PLAN");
   if (env == nullptr || *env == '\0') return false;
   const std::string text(env);
   const auto colon = text.find(':');
   const std::string kind = text.substr(0, colon);
-  const int parts = colon == std::string::npos ? 1 : std::atoi(text.c_str() + colon + 1);
+  int parts = 1, ppt = 0;
+  if (colon != std::string::npos) {
+    parts = std::atoi(text.c_str() + colon + 1);
+    const auto second = text.find(':', colon + 1);
+    if (second != std::string::npos) ppt = std::atoi(text.c_str() + second + 1);
+  }
   TORCH_CHECK(parts >= 1, "POINTOPS_FPS_PLAN: parts must be >= 1, got '", text, "'");
+  TORCH_CHECK(ppt == 0 || ppt == kSmallPointsPerThread || ppt == kPointsPerThread ||
+                  (ppt == kWarpPointsPerThread && kind == "block"),
+              "POINTOPS_FPS_PLAN: points per thread must be 8, 16 or (block only) 32, got '", text, "'");
   if (kind == "block") {
-    *plan = {Sync::kBlock, 1, 0};
+    *plan = {Sync::kBlock, 1, 0, ppt};
   } else if (kind == "cluster") {
     TORCH_CHECK(parts <= kMaxClusterParts, "POINTOPS_FPS_PLAN: at most ", kMaxClusterParts,
                 " blocks per cluster, got '", text, "'");
-    *plan = {parts == 1 ? Sync::kBlock : Sync::kCluster, parts, 0};
+    *plan = {parts == 1 ? Sync::kBlock : Sync::kCluster, parts, 0, ppt};
   } else if (kind == "grid") {
-    *plan = {Sync::kGrid, parts, 0};
+    *plan = {Sync::kGrid, parts, 0, ppt};
   } else {
     TORCH_CHECK(false, "POINTOPS_FPS_PLAN must be block, cluster:P or grid:P, got '", text, "'");
   }
@@ -594,7 +612,11 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
                     int64_t k, at::Tensor& indices, at::Tensor& distances) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
-  if (plan.sync == Sync::kCluster) {
+  at::Tensor grid_state;
+  if constexpr (PPT == kWarpPointsPerThread) {
+    TORCH_INTERNAL_ASSERT(plan.sync == Sync::kBlock);
+    plan.threads = kWarpSize;  // larger shares stream the rest through the overflow scratch
+  } else if (plan.sync == Sync::kCluster) {
     TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
                 "this device has ", props->major, ".", props->minor);
     while (plan.parts > 1 && active_clusters<DIM, PPT>(plan.parts, plan.threads) < 1) {
@@ -613,44 +635,54 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
                 "device (", resident, " resident blocks)");
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
+    grid_state = at::zeros({batch, kGridStateWords}, points.options().dtype(at::kLong));
   }
 
-  const auto options = points.options();
   at::Tensor overflow;
   if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
-    overflow = at::empty({layout.total_rows}, options);
+    overflow = at::empty({layout.total_rows}, points.options());
   }
   float* overflow_ptr = overflow.defined() ? overflow.data_ptr<float>() : nullptr;
-  switch (plan.sync) {
-    case Sync::kBlock:
-      launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
-                                            nullptr, indices, distances);
-      break;
-    case Sync::kCluster:
+  if (plan.sync == Sync::kBlock) {
+    launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
+                                          nullptr, indices, distances);
+    return;
+  }
+  if constexpr (PPT != kWarpPointsPerThread) {
+    if (plan.sync == Sync::kCluster) {
       launch_onchip<DIM, PPT, Sync::kCluster>(plan, points, layout, batch, start, k, overflow_ptr,
                                               nullptr, indices, distances);
-      break;
-    case Sync::kGrid: {
-      at::Tensor state = at::zeros({batch, kGridStateWords}, options.dtype(at::kLong));
+    } else {
       launch_onchip<DIM, PPT, Sync::kGrid>(
           plan, points, layout, batch, start, k, overflow_ptr,
-          reinterpret_cast<unsigned long long*>(state.data_ptr<int64_t>()), indices, distances);
-      break;
+          reinterpret_cast<unsigned long long*>(grid_state.data_ptr<int64_t>()), indices,
+          distances);
     }
   }
 }
 
-// `typical_cloud` sizes the plan. Blocks holding up to 8 points per thread take the PPT = 8
-// kernel (more warps, shorter per-thread chains); larger shares take PPT = 16.
+// `typical_cloud` sizes the plan. A cloud of at most 1024 points on one block is one warp with
+// 32 points per lane (no barrier); blocks holding up to 8 points per thread take PPT = 8 (more
+// warps, shorter per-thread chains); larger shares take PPT = 16.
 template <int DIM>
 void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
                 int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
                 at::Tensor& indices, at::Tensor& distances) {
   const Plan plan = plan_layout(batch, typical_cloud);
   const int64_t per_block = cuda::ceil_div(typical_cloud, plan.parts);
-  auto run = per_block <= int64_t{kSmallPointsPerThread} * kMaxThreads
-                 ? run_onchip_ppt<DIM, kSmallPointsPerThread>
-                 : run_onchip_ppt<DIM, kPointsPerThread>;
+  int ppt = plan.points_per_thread;
+  if (ppt == 0) {
+    ppt = kPointsPerThread;
+    if (plan.sync == Sync::kBlock && per_block > kSmallPointsPerThread * kWarpSize &&
+        per_block <= kWarpPointsPerThread * kWarpSize) {
+      ppt = kWarpPointsPerThread;
+    } else if (per_block <= int64_t{kSmallPointsPerThread} * kMaxThreads) {
+      ppt = kSmallPointsPerThread;
+    }
+  }
+  auto run = ppt == kWarpPointsPerThread  ? run_onchip_ppt<DIM, kWarpPointsPerThread>
+             : ppt == kPointsPerThread    ? run_onchip_ppt<DIM, kPointsPerThread>
+                                          : run_onchip_ppt<DIM, kSmallPointsPerThread>;
   run(plan, points, layout, batch, typical_cloud, max_cloud, start, k, indices, distances);
 }
 

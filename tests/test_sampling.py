@@ -212,7 +212,7 @@ def test_mixed_devices_raise():
 
 
 # Every CUDA layout (block, cluster, grid, with and without overflow streaming) against the CPU.
-CUDA_PLANS = ["", "block", "block:1:8", "block:1:32", "cluster:2", "cluster:4:16", "cluster:8", "cluster:16", "grid:3", "grid:20:8"]
+CUDA_PLANS = ["", "block", "block:1:16", "cluster:2", "cluster:4:16", "cluster:8", "cluster:16", "grid:3", "grid:20:8"]
 
 
 @pytest.mark.cuda

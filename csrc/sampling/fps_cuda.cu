@@ -48,7 +48,6 @@ enum class Sync { kBlock, kCluster, kGrid };
 
 constexpr int kPointsPerThread = 16;
 constexpr int kSmallPointsPerThread = 8;
-constexpr int kWarpPointsPerThread = 32;
 constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / kWarpSize;
 constexpr int kMaxClusterParts = 16;
@@ -160,15 +159,9 @@ struct WinnerSlot {
   float coord[DIM];
 };
 
-// Single-warp blocks (small clouds, kWarpPointsPerThread points per lane) need no barrier at all
-// and get the registers of a 32-thread launch bound.
-template <int PPT>
-constexpr int max_threads_for() {
-  return PPT == kWarpPointsPerThread ? kWarpSize : kMaxThreads;
-}
-
+// One block per SM as the minimum: without it ptxas squeezed PPT = 8 into 64 registers and spilled.
 template <int DIM, int PPT, Sync SYNC>
-__global__ void __launch_bounds__(max_threads_for<PPT>(), 1)
+__global__ void __launch_bounds__(kMaxThreads, 1)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
                       const int64_t* __restrict__ start, int64_t k, int parts,
                       float* __restrict__ overflow_min_distance,
@@ -220,16 +213,17 @@ __global__ void __launch_bounds__(max_threads_for<PPT>(), 1)
   float* distance_row = out_distance + b * k;
   const int64_t index_base = layout.index_base(b);
 
-  // This thread's best point of the current step (slot -1: none on chip).
+  // This thread's best point of the current step (slot -1: none on chip) and its packed key:
+  // the thread whose key wins owns the pick.
   float best = fps_detail::picked_marker<float>();
   int best_slot = -1;
   int32_t best_overflow = -1;
+  unsigned long long mine = 0;
   int round = 0;
 
   // Agrees on the step's winner across the cloud's blocks; returns its key, sets q.
   auto agree = [&](float q[DIM]) -> unsigned long long {
-    int32_t mine_index = best_slot >= 0 ? lo + best_slot * threads + tid : best_overflow;
-    const unsigned long long mine = pack_key(best, mine_index);
+    mine = pack_key(best, best_slot >= 0 ? lo + best_slot * threads + tid : best_overflow);
     const int parity = round & 1;
     ++round;
     unsigned long long key = block_reduce(mine, warp_keys[parity], 0ull,
@@ -298,6 +292,17 @@ __global__ void __launch_bounds__(max_threads_for<PPT>(), 1)
     win = pack_key(kInf, static_cast<int32_t>(first));
 #pragma unroll
     for (int d = 0; d < DIM; ++d) q[d] = cloud[first * DIM + d];
+    // No reduction chose the start, so its owner is found from the index.
+    const int32_t local = static_cast<int32_t>(first) - lo;
+    if (local >= 0 && local < hi - lo) {
+      if (local >= onchip) {
+        best_overflow = static_cast<int32_t>(first);
+        mine = win;
+      } else if (local % threads == tid) {
+        best_slot = local / threads;
+        mine = win;
+      }
+    }
   } else {
 #pragma unroll
     for (int p = 0; p < PPT; ++p) {
@@ -317,24 +322,19 @@ __global__ void __launch_bounds__(max_threads_for<PPT>(), 1)
 
   int64_t s = 0;
   for (; s < k && win != 0; ++s) {
-    const int32_t win_index = key_index(win);
     if (part == 0 && tid == 0) {
-      index_row[s] = win_index + index_base;
+      index_row[s] = key_index(win) + index_base;
       distance_row[s] = key_distance(win);
     }
     // The owner marks the pick so that it is never picked again.
-    const int32_t local = win_index - lo;
-    if (local >= 0 && local < hi - lo) {
-      if (local < onchip) {
-        const int32_t mine = local - tid;  // p * threads when this thread owns it
-        if (mine >= 0 && mine % threads == 0) {
+    if (win == mine) {
+      if (best_slot >= 0) {
 #pragma unroll
-          for (int p = 0; p < PPT; ++p) {
-            if (p * threads == mine) min_dist[p] = fps_detail::picked_marker<float>();
-          }
+        for (int p = 0; p < PPT; ++p) {
+          if (p == best_slot) min_dist[p] = fps_detail::picked_marker<float>();
         }
-      } else if (win_index == best_overflow) {
-        overflow[win_index] = fps_detail::picked_marker<float>();
+      } else {
+        overflow[best_overflow] = fps_detail::picked_marker<float>();
       }
     }
     if (s + 1 == k) {
@@ -521,8 +521,8 @@ int active_clusters(int parts, int threads) {
   return clusters;
 }
 
-// POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P", optionally ":T" for T points per thread
-// (8, 16 or 32, the last for single-warp blocks), forces a layout (benchmarks, tests).
+// POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P", optionally ":T" for T (8 or 16) points
+// per thread, forces a layout (benchmarks, tests).
 bool plan_override(Plan* plan) {
   const char* env = std::getenv("POINTOPS_FPS_PLAN");
   if (env == nullptr || *env == '\0') return false;
@@ -536,9 +536,8 @@ bool plan_override(Plan* plan) {
     if (second != std::string::npos) ppt = std::atoi(text.c_str() + second + 1);
   }
   TORCH_CHECK(parts >= 1, "POINTOPS_FPS_PLAN: parts must be >= 1, got '", text, "'");
-  TORCH_CHECK(ppt == 0 || ppt == kSmallPointsPerThread || ppt == kPointsPerThread ||
-                  (ppt == kWarpPointsPerThread && kind == "block"),
-              "POINTOPS_FPS_PLAN: points per thread must be 8, 16 or (block only) 32, got '", text, "'");
+  TORCH_CHECK(ppt == 0 || ppt == kSmallPointsPerThread || ppt == kPointsPerThread,
+              "POINTOPS_FPS_PLAN: points per thread must be 8 or 16, got '", text, "'");
   if (kind == "block") {
     *plan = {Sync::kBlock, 1, 0, ppt};
   } else if (kind == "cluster") {
@@ -613,10 +612,7 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
   at::Tensor grid_state;
-  if constexpr (PPT == kWarpPointsPerThread) {
-    TORCH_INTERNAL_ASSERT(plan.sync == Sync::kBlock);
-    plan.threads = kWarpSize;  // larger shares stream the rest through the overflow scratch
-  } else if (plan.sync == Sync::kCluster) {
+  if (plan.sync == Sync::kCluster) {
     TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
                 "this device has ", props->major, ".", props->minor);
     while (plan.parts > 1 && active_clusters<DIM, PPT>(plan.parts, plan.threads) < 1) {
@@ -643,27 +639,27 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     overflow = at::empty({layout.total_rows}, points.options());
   }
   float* overflow_ptr = overflow.defined() ? overflow.data_ptr<float>() : nullptr;
-  if (plan.sync == Sync::kBlock) {
-    launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
-                                          nullptr, indices, distances);
-    return;
-  }
-  if constexpr (PPT != kWarpPointsPerThread) {
-    if (plan.sync == Sync::kCluster) {
+  switch (plan.sync) {
+    case Sync::kBlock:
+      launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
+                                            nullptr, indices, distances);
+      break;
+    case Sync::kCluster:
       launch_onchip<DIM, PPT, Sync::kCluster>(plan, points, layout, batch, start, k, overflow_ptr,
                                               nullptr, indices, distances);
-    } else {
+      break;
+    case Sync::kGrid:
       launch_onchip<DIM, PPT, Sync::kGrid>(
           plan, points, layout, batch, start, k, overflow_ptr,
           reinterpret_cast<unsigned long long*>(grid_state.data_ptr<int64_t>()), indices,
           distances);
-    }
+      break;
   }
 }
 
-// `typical_cloud` sizes the plan. A cloud of at most 1024 points on one block is one warp with
-// 32 points per lane (no barrier); blocks holding up to 8 points per thread take PPT = 8 (more
-// warps, shorter per-thread chains); larger shares take PPT = 16.
+// `typical_cloud` sizes the plan. Points per thread, from H200 measurements: 8 (more warps,
+// shorter per-thread chains) for a single block of up to 4096 points or a cluster/grid share of
+// up to 2048; 16 above (at 4096 points per cluster block, 16 beat 8 by 8%).
 template <int DIM>
 void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
                 int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
@@ -672,17 +668,11 @@ void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t bat
   const int64_t per_block = cuda::ceil_div(typical_cloud, plan.parts);
   int ppt = plan.points_per_thread;
   if (ppt == 0) {
-    ppt = kPointsPerThread;
-    if (plan.sync == Sync::kBlock && per_block > kSmallPointsPerThread * kWarpSize &&
-        per_block <= kWarpPointsPerThread * kWarpSize) {
-      ppt = kWarpPointsPerThread;
-    } else if (per_block <= int64_t{kSmallPointsPerThread} * kMaxThreads) {
-      ppt = kSmallPointsPerThread;
-    }
+    const int64_t small_limit = plan.sync == Sync::kBlock ? 4096 : 2048;
+    ppt = per_block <= small_limit ? kSmallPointsPerThread : kPointsPerThread;
   }
-  auto run = ppt == kWarpPointsPerThread  ? run_onchip_ppt<DIM, kWarpPointsPerThread>
-             : ppt == kPointsPerThread    ? run_onchip_ppt<DIM, kPointsPerThread>
-                                          : run_onchip_ppt<DIM, kSmallPointsPerThread>;
+  auto run = ppt == kPointsPerThread ? run_onchip_ppt<DIM, kPointsPerThread>
+                                     : run_onchip_ppt<DIM, kSmallPointsPerThread>;
   run(plan, points, layout, batch, typical_cloud, max_cloud, start, k, indices, distances);
 }
 

@@ -450,7 +450,7 @@ class PlaneScore(NamedTuple):
     precision: float  # share of the detections that match some ground-truth plane
     found: Tensor  # (P,) bool: ground-truth plane p is matched by a detection
     required: Tensor  # (P,) bool: ground-truth plane p holds at least min_share of the points
-    matched: Tensor  # (M,) int64: the ground-truth plane each detection matches (closest in angle), -1 if none
+    matched: Tensor  # (M,) int64: the ground-truth plane each detection matches (the nearest), -1 if none
 
 
 def evaluate_planes(
@@ -474,11 +474,15 @@ def evaluate_planes(
     cos = detected[:, :3] @ planes[:, :3].T / detected[:, :3].norm(dim=1, keepdim=True)  # (M, P)
     sign = torch.where(cos < 0, -1.0, 1.0).to(_F64)
     offset_gap = (detected[:, 3:] / detected[:, :3].norm(dim=1, keepdim=True) * sign - planes[:, 3]).abs()
-    close = (cos.abs() >= math.cos(math.radians(max_angle_deg))) & (offset_gap <= max_offset)  # (M, P)
+    angle = cos.abs().clamp(max=1).acos()
+    close = (angle <= math.radians(max_angle_deg)) & (offset_gap <= max_offset)  # (M, P)
     support = torch.bincount(labels[labels >= 0], minlength=planes.shape[0])[: planes.shape[0]]
     required = support >= min_share * max(labels.numel(), 1)
     found = close.any(0)
-    best = torch.where(close, cos.abs(), -1.0).argmax(1) if planes.shape[0] else torch.zeros(0, dtype=torch.int64)
+    # Nearly coplanar ground-truth planes (box tops at one height) can both be close: the nearest
+    # in tolerance units wins.
+    cost = (angle / math.radians(max_angle_deg) + offset_gap / max_offset).masked_fill(~close, math.inf)
+    best = cost.argmin(1) if planes.shape[0] else torch.zeros(0, dtype=torch.int64)
     matched = torch.where(close.any(1), best, -1)
     n_required = int(required.sum())
     recall = float((found & required).sum()) / n_required if n_required else 1.0

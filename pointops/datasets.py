@@ -52,7 +52,7 @@ class Scene:
     plane_v: Tensor  # (P, 3)
     plane_half: Tensor  # (P, 2)
     plane_object: Tensor  # (P,) int64
-    plane_solid: Tensor  # (P,) bool: a solid lies behind the plane (ground, box faces): seen only from the normal's side
+    plane_solid: Tensor  # (P,) bool: a box face, seen from outside (the normal's side) only
     pole_center: Tensor  # (C, 2)
     pole_radius: Tensor  # (C,)
     pole_z: Tensor  # (C, 2)
@@ -216,7 +216,7 @@ def make_scene(
         plane_v=plane_v,
         plane_half=torch.tensor(halves, dtype=_F64),
         plane_object=torch.tensor(objects, dtype=torch.int64),
-        plane_solid=torch.tensor([kind != "wall" for kind in (kinds[o] for o in objects)]),
+        plane_solid=torch.tensor([kinds[o] == "box" for o in objects]),
         pole_center=torch.tensor(pole_center, dtype=_F64).reshape(-1, 2),
         pole_radius=torch.tensor(pole_radius, dtype=_F64),
         pole_z=torch.tensor(pole_z, dtype=_F64).reshape(-1, 2),
@@ -230,8 +230,8 @@ def _cast_chunk(scene: Scene, planes: Tensor, origin: Tensor, dirs: Tensor) -> T
     """Nearest hit of unit rays ``dirs (R, 3)`` from ``origin (3,)`` on the scene planes listed in
     ``planes (K,)`` and on every pole: range (R,) (+inf on a miss), primitive (R,) (index into
     ``planes``, then pole sides, then pole tops) and |cos incidence| (R,)."""
-    normals, center, u, v = scene.planes[planes, :3], scene.plane_center[planes], scene.plane_u[planes], scene.plane_v[planes]
-    half = scene.plane_half[planes]
+    normals, center, half = scene.planes[planes, :3], scene.plane_center[planes], scene.plane_half[planes]
+    u, v = scene.plane_u[planes], scene.plane_v[planes]
     facing = dirs @ normals.T  # (R, K)
     t_plane = (scene.planes[planes, 3] - normals @ origin) / facing
     rel = origin - center
@@ -268,7 +268,7 @@ def _cast_chunk(scene: Scene, planes: Tensor, origin: Tensor, dirs: Tensor) -> T
 
 def _cast(scene: Scene, origin: Tensor, dirs: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     """As :func:`_cast_chunk` for all planes, with primitive indexing scene planes then poles."""
-    # A solid's face seen from behind is never the nearest hit (its front is nearer): skip it.
+    # A box face seen from behind is never the nearest hit (the box's front is nearer): skip it.
     planes = torch.nonzero(~scene.plane_solid | (scene.planes[:, :3] @ origin > scene.planes[:, 3]))[:, 0]
     parts = [_cast_chunk(scene, planes, origin, chunk) for chunk in dirs.split(_RAY_CHUNK)]
     t, primitive, cos = (torch.cat(column) for column in zip(*parts))
@@ -320,7 +320,8 @@ def _scan(
         points = torch.cat([points, clutter_range[:, None] * dirs_sensor[clutter_ray]])
         intensity = torch.cat([intensity, 0.2 * torch.rand(n_clutter, generator=g, dtype=_F64)])
         minus_one = torch.full((n_clutter,), -1, dtype=torch.int64)
-        labels, instance, ray = torch.cat([labels, minus_one]), torch.cat([instance, minus_one]), torch.cat([ray, clutter_ray])
+        labels, instance = torch.cat([labels, minus_one]), torch.cat([instance, minus_one])
+        ray = torch.cat([ray, clutter_ray])
 
     # World plane n.X = d becomes (R^T n).x = d - n.origin in the sensor frame; flip to d >= 0.
     normals = scene.planes[:, :3] @ rotation
@@ -374,9 +375,10 @@ def lidar_scan(
     elevation = torch.linspace(math.radians(vertical_fov[0]), math.radians(vertical_fov[1]), n_beams, dtype=_F64)
     azimuth = torch.arange(n_azimuth, dtype=_F64) * (2 * math.pi / n_azimuth)
     el, az = elevation[:, None], azimuth[None, :]
-    dirs = torch.stack(torch.broadcast_tensors(el.cos() * az.cos(), el.cos() * az.sin(), el.sin()), -1).reshape(-1, 3)
-    origin = torch.tensor([0.0, 0.0, float(scene.ground_height(torch.zeros(2, dtype=_F64))) + sensor_height], dtype=_F64)
-    return _scan(scene, torch.eye(3, dtype=_F64), origin, dirs, max_range, range_noise, dropout, clutter, seed)
+    dirs = torch.stack(torch.broadcast_tensors(el.cos() * az.cos(), el.cos() * az.sin(), el.sin()), -1)
+    origin = torch.tensor([0.0, 0.0, sensor_height], dtype=_F64)  # the ground passes through the world origin
+    rotation = torch.eye(3, dtype=_F64)
+    return _scan(scene, rotation, origin, dirs.reshape(-1, 3), max_range, range_noise, dropout, clutter, seed)
 
 
 def depth_camera_scan(
@@ -422,7 +424,9 @@ def depth_camera_scan(
     return _scan(scene, rotation, origin, dirs, max_range, range_noise, dropout, clutter, seed)
 
 
-def batch_scenes(seeds: Sequence[int], sensor: str = "lidar", scene_options: Optional[dict] = None, **scan_options) -> SceneBatch:
+def batch_scenes(
+    seeds: Sequence[int], sensor: str = "lidar", scene_options: Optional[dict] = None, **scan_options
+) -> SceneBatch:
     """Scans of ``make_scene(seed, **scene_options)`` for each seed, padded into one batch.
 
     ``sensor`` is ``"lidar"`` (:func:`lidar_scan`) or ``"depth_camera"`` (:func:`depth_camera_scan`);

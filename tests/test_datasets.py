@@ -81,7 +81,8 @@ def test_points_lie_inside_their_patches_and_on_their_poles():
     assert (a <= half[:, 0] + 1e-4).all() and (b <= half[:, 1] + 1e-4).all()
 
     pole_rows = torch.nonzero(scan.instance >= 0)[:, 0]
-    pole_rows = pole_rows[torch.tensor([scene.object_kind[i] == "pole" for i in scan.instance[pole_rows]], dtype=torch.bool)]
+    is_pole = [scene.object_kind[i] == "pole" for i in scan.instance[pole_rows]]
+    pole_rows = pole_rows[torch.tensor(is_pole, dtype=torch.bool)]
     assert pole_rows.numel() > 10 and (scan.labels[pole_rows] == -1).all()
     pole = scan.instance[pole_rows] - scene.pole_object[0]
     radial = (world[pole_rows, :2] - scene.pole_center[pole]).norm(dim=1)
@@ -132,7 +133,9 @@ def test_clutter_is_that_fraction_and_off_the_planes():
     world = to_world(noisy)[n:, None, :]
     gap = ((world * scene.planes[:, :3]).sum(2) - scene.planes[:, 3]).abs()
     rel = world - scene.plane_center
-    inside = ((rel * scene.plane_u).sum(2).abs() <= scene.plane_half[:, 0]) & ((rel * scene.plane_v).sum(2).abs() <= scene.plane_half[:, 1])
+    inside = ((rel * scene.plane_u).sum(2).abs() <= scene.plane_half[:, 0]) & (
+        (rel * scene.plane_v).sum(2).abs() <= scene.plane_half[:, 1]
+    )
     assert ((gap < 0.06) & inside).any(1).float().mean() < 0.05
     assert extra.norm(dim=1).max() <= 100.0
 

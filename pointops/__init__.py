@@ -7,9 +7,11 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
+from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 
 __all__ = [
+    "datasets",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",

@@ -387,48 +387,31 @@ Raster<acc_t> make_raster(const RasterArgs& args, int64_t dims) {
   r.out_channels = args.out_channels;
   r.height_slices = 0;
   r.slice = acc_t(1);
-  int32_t slots = 0;
-  auto take = [&](int32_t size) {
-    if (size == 2 && slots % 2 != 0) ++slots;
-    const int32_t offset = slots;
-    slots += size;
-    return offset;
-  };
-  RecordLayout& layout = r.record;
+  bool wants[kNumChannels] = {};
   for (int32_t k = 0; k < r.num_channels; ++k) {
-    const Channel channel = args.channels[k];
-    r.channels[k] = channel;
-    switch (channel) {
-      case Channel::kMaxZ:
-      case Channel::kTopFeature:
-        if (layout.top < 0) layout.top = take(2);
-        break;
-      case Channel::kMeanZ:
-        layout.sum_z = take(2);
-        break;
-      case Channel::kMeanFeature:
-        layout.sum_f = take(2);
-        take(2);
-        break;
-      case Channel::kMinZ:
-        layout.min_z = take(1);
-        break;
-      case Channel::kMaxFeature:
-        layout.max_f = take(1);
-        break;
-      case Channel::kHeightSlices:
-        r.height_slices = static_cast<int32_t>(args.height_slices);
-        r.slice = static_cast<acc_t>((args.hi[2] - args.lo[2]) / args.height_slices);
-        layout.slices = take(static_cast<int32_t>((args.height_slices + 31) / 32));
-        break;
-      case Channel::kCount:
-      case Channel::kDensity:
-      case Channel::kOccupancy:
-        break;
-    }
-    r.read_feature = r.read_feature || channel == Channel::kMaxFeature ||
-                     channel == Channel::kMeanFeature;
+    r.channels[k] = args.channels[k];
+    wants[static_cast<int>(args.channels[k])] = true;
   }
+  auto wanted = [&](Channel c) { return wants[static_cast<int>(c)]; };
+  r.read_feature = wanted(Channel::kMaxFeature) || wanted(Channel::kMeanFeature);
+  if (wanted(Channel::kHeightSlices)) {
+    r.height_slices = static_cast<int32_t>(args.height_slices);
+    r.slice = static_cast<acc_t>((args.hi[2] - args.lo[2]) / args.height_slices);
+  }
+  // 64-bit fields first, so they are aligned without padding.
+  RecordLayout& layout = r.record;
+  int32_t slots = 0;
+  auto take = [&](bool needed, int32_t size) {
+    if (!needed) return -1;
+    slots += size;
+    return slots - size;
+  };
+  layout.top = take(wanted(Channel::kMaxZ) || wanted(Channel::kTopFeature), 2);
+  layout.sum_z = take(wanted(Channel::kMeanZ), 2);
+  layout.sum_f = take(wanted(Channel::kMeanFeature), 4);
+  layout.min_z = take(wanted(Channel::kMinZ), 1);
+  layout.max_f = take(wanted(Channel::kMaxFeature), 1);
+  layout.slices = take(wanted(Channel::kHeightSlices), (r.height_slices + 31) / 32);
   layout.stride = slots + (slots % 2);
   return r;
 }

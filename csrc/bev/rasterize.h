@@ -32,8 +32,9 @@
 //     portable_log below so both backends round alike.
 //   * mean_z sums z - z_min in unsigned 64-bit fixed point with 2^32 steps over the z range
 //     (exact integer sums, so order-free); mean_feature sums the feature in signed 128-bit fixed
-//     point with 32 fractional bits. The means are then (sum / count) in float64, rounded to
-//     float32; they differ from an exact mean by far less than a float32 ulp.
+//     point with 32 fractional bits (per point truncated toward zero). The means are then
+//     (sum / count) in float64, rounded to float32: before that rounding they are within one
+//     fixed-point step of the exact mean (2^-32 of the z range; 2^-32 for features).
 //   * The feature channels read feature_column (any column, 0 <= feature_column < C) through
 //     sanitize_feature: NaN reads as 0 and values are clamped to +-2^30, so a bad feature never
 //     poisons a cell's z channels or overflows the fixed-point sum.

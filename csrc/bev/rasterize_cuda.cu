@@ -10,7 +10,7 @@
 // Every accumulator is an integer, so the result is the same in any order of the atomics.
 //
 // What bounds it: memory traffic. The output is written once, the counts are zeroed and read
-// once, points are read twice (3-16 bytes each), and records (8-48 bytes) are touched only for
+// once, points are read twice, and records (8 to 40 bytes without slices) are touched only for
 // occupied cells, so grids that are mostly empty (BEV images are) cost little more than
 // the output itself. The atomics land in L2; contention is per cell.
 #include "bev/rasterize.h"

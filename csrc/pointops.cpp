@@ -19,4 +19,8 @@ TORCH_LIBRARY(pointops, m) {
   m.def("fps(Tensor points, Tensor? lengths, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
   // points (P,D) float, offsets (B+1,) int64, start (B,) int64? -> indices into P (B,k) int64, sq. distances (B,k)
   m.def("fps_packed(Tensor points, Tensor offsets, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
+  // points (B,N,C) float (x, y, z, features), lengths (B,) int64? -> image (B,n_out,H,W) float32, (B,n_out,W,H) with seed_layout
+  m.def("bev_rasterize(Tensor points, Tensor? lengths, float[] point_range, float[] cell_size, str[] channels, int feature_column=3, float density_base=64.0, int height_slices=0, bool seed_layout=False) -> Tensor");
+  // features (B,P,F) float, coords (B,P,3) int32 (z,y,x), num_voxels (B,) int32 -> canvas (B,F,height,width) of features' dtype
+  m.def("pillar_scatter(Tensor features, Tensor coords, Tensor num_voxels, int height, int width) -> Tensor");
 }

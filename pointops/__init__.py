@@ -8,10 +8,16 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
+from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 
 __all__ = [
+    "bev_grid_size",
+    "bev_preset",
+    "bev_rasterize",
     "datasets",
+    "height_image",
+    "pillar_scatter",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",

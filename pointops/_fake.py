@@ -2,6 +2,8 @@
 
 Output sizes come from arguments only, so none of these needs a dynamic size.
 """
+import math
+
 import torch
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -37,3 +39,45 @@ def _fps_packed_fake(points, offsets, start, k):
         points.new_empty((batch, k), dtype=torch.int64),
         points.new_empty((batch, k), dtype=_distance_dtype(points)),
     )
+
+
+_BEV_CHANNELS = (
+    "max_z", "min_z", "mean_z", "count", "density", "occupancy",
+    "max_feature", "mean_feature", "top_feature", "height_slices",
+)
+
+
+def _cells_along(lo: float, hi: float, size: float, axis: str) -> int:
+    # The kernels' float64 formula, so the shapes agree to the cell.
+    cells = math.floor((hi - lo) / size + 0.5)
+    torch._check(1 <= cells <= 2**31 - 1, lambda: f"point_range and cell_size give {cells} cells along {axis}")
+    return cells
+
+
+@torch.library.register_fake("pointops::bev_rasterize")
+def _bev_rasterize_fake(points, lengths, point_range, cell_size, channels, feature_column=3, density_base=64.0,
+                        height_slices=0, seed_layout=False):
+    _check_points(points, 3, "(B, N, C)")
+    torch._check(points.shape[2] >= 3, lambda: f"points must have at least x, y, z (C >= 3), got {tuple(points.shape)}")
+    torch._check(len(point_range) == 6, lambda: f"point_range must have 6 values, got {len(point_range)}")
+    torch._check(len(cell_size) == 2, lambda: f"cell_size must have 2 values, got {len(cell_size)}")
+    torch._check(all(c > 0 for c in cell_size), lambda: f"cell_size must be > 0, got {cell_size}")
+    torch._check(len(channels) > 0, lambda: "channels must name at least one channel")
+    out_channels = 0
+    for name in channels:
+        torch._check(name in _BEV_CHANNELS, lambda: f"channels: unknown channel '{name}'")
+        out_channels += height_slices if name == "height_slices" else 1
+    nx = _cells_along(point_range[0], point_range[3], cell_size[0], "x (W)")
+    ny = _cells_along(point_range[1], point_range[4], cell_size[1], "y (H)")
+    shape = (points.shape[0], out_channels, nx, ny) if seed_layout else (points.shape[0], out_channels, ny, nx)
+    return points.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("pointops::pillar_scatter")
+def _pillar_scatter_fake(features, coords, num_voxels, height, width):
+    torch._check(features.dim() == 3, lambda: f"features must have shape (B, P, F), got {tuple(features.shape)}")
+    torch._check(features.dtype in _FLOATS, lambda: f"features must be a floating tensor, got {features.dtype}")
+    torch._check(coords.dtype == torch.int32, lambda: f"coords must be int32, got {coords.dtype}")
+    torch._check(num_voxels.dtype == torch.int32, lambda: f"num_voxels must be int32, got {num_voxels.dtype}")
+    torch._check(height >= 0 and width >= 0, lambda: f"height and width must be >= 0, got {height}, {width}")
+    return features.new_empty((features.shape[0], features.shape[2], height, width))

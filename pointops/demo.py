@@ -1,9 +1,14 @@
-"""pointops demo: farthest point sampling of a generated scene, written as a PNG.
+"""pointops demo: farthest point sampling and BEV images of a generated scene, written as PNGs.
 
-    python -m pointops.demo [--points 200000] [--k 1024] [--out pointops_demo.png] [--device cuda]
+    python -m pointops.demo [--points 200000] [--k 1024] [--out pointops_demo.png]
+                            [--height-out pointops_height.png] [--bev-out pointops_bev.png] [--device cuda]
 
-Runs on CUDA when available, else on the CPU. The picture is a top view: the cloud in grey, the
-samples in red. Needs nothing beyond torch and numpy (the PNG is written with zlib).
+Runs on CUDA when available, else on the CPU. Every picture is a top view with x forward pointing
+up and y left pointing left (seed 004's layout). `--out`: the cloud in grey, the farthest point
+samples in red. `--height-out`: seed 004's grayscale height image (the highest point per 0.1 m
+cell, 0..255 over the z range). `--bev-out`: a Complex-YOLO style 3-channel BEV image: red = max
+z, green = log density, blue = the intensity of the highest point (the scene has no intensity, so
+it is synthesized from range). Needs nothing beyond torch and numpy (the PNGs are written with zlib).
 """
 import argparse
 import struct
@@ -69,11 +74,33 @@ def top_view(points: np.ndarray, samples: np.ndarray, size: int = 800, extent: f
     return image
 
 
+# The demo scene's extent: 80 x 80 m around the sensor at 0.1 m, z from below the ground to above the pole.
+DEMO_RANGE = [-40.0, -40.0, -2.0, 40.0, 40.0, 4.4]
+DEMO_CELL = [0.1, 0.1]
+
+
+def with_intensity(cloud: torch.Tensor) -> torch.Tensor:
+    """(..., 3) -> (..., 4): a LiDAR-like return strength that fades with range."""
+    intensity = (1.0 - cloud.norm(dim=-1, keepdim=True) / 50.0).clamp(0.05, 1.0)
+    return torch.cat([cloud, intensity], -1)
+
+
+def bev_picture(points: torch.Tensor) -> np.ndarray:
+    """(1, N, 4) -> (rows, cols, 3) uint8: max z, density and top intensity as red, green, blue."""
+    image = pointops.bev_rasterize(points, ["max_z", "density", "top_feature", "occupancy"], None,
+                                   DEMO_RANGE, DEMO_CELL, seed_layout=True)[0]
+    red = (image[0] - DEMO_RANGE[2]) / (DEMO_RANGE[5] - DEMO_RANGE[2])
+    rgb = torch.stack([red, image[1], image[2]], -1) * image[3].unsqueeze(-1)
+    return (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=200_000)
     parser.add_argument("--k", type=int, default=1024)
     parser.add_argument("--out", default="pointops_demo.png")
+    parser.add_argument("--height-out", default="pointops_height.png")
+    parser.add_argument("--bev-out", default="pointops_bev.png")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
@@ -90,6 +117,20 @@ def main() -> None:
     write_png(args.out, top_view(cloud[0].cpu().numpy(), samples[0].cpu().numpy()))
     print(f"farthest_point_sampling: {args.points} points -> {args.k} samples on {args.device} "
           f"in {elapsed:.1f} ms; top view written to {args.out}")
+
+    points = with_intensity(cloud)
+    pointops.height_image(points[:, :1000], None, DEMO_RANGE, DEMO_CELL)  # warm-up
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    gray = pointops.height_image(points, None, DEMO_RANGE, DEMO_CELL)[0]
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    elapsed = (time.perf_counter() - t0) * 1e3
+    write_png(args.height_out, gray.unsqueeze(-1).expand(-1, -1, 3).cpu().numpy())
+    write_png(args.bev_out, bev_picture(points))
+    print(f"height_image: {tuple(gray.shape)} uint8 in {elapsed:.1f} ms, written to {args.height_out}; "
+          f"max z / density / top intensity BEV written to {args.bev_out}")
 
 
 if __name__ == "__main__":

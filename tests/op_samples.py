@@ -29,10 +29,53 @@ def _fps_packed_samples(device: str) -> List[tuple]:
     return [(points, offsets, torch.tensor([2, 0, 5], device=device), 12), (points, offsets, None, 40)]
 
 
+_BEV_RANGE = [-2.0, -1.5, -1.0, 2.0, 1.5, 1.0]
+_BEV_CELL = [0.25, 0.5]
+
+
+def _bev_cloud(device: str, batch: int = 2, n: int = 60, dims: int = 4, seed: int = 2) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(batch, n, dims, generator=g) * 5 - 2.5).to(device)
+
+
+def _bev_rasterize_samples(device: str) -> List[tuple]:
+    points = _bev_cloud(device)
+    lengths = torch.tensor([60, 25], device=device)
+    every = ["max_z", "min_z", "mean_z", "count", "density", "occupancy", "max_feature", "mean_feature",
+             "top_feature", "height_slices"]
+    return [
+        (points, lengths, _BEV_RANGE, _BEV_CELL, every, 3, 64.0, 4, False),
+        (points.double(), None, _BEV_RANGE, _BEV_CELL, ["top_feature", "max_z"], 3, 64.0, 0, True),
+        (points.half(), lengths, _BEV_RANGE, [0.3, 0.2], ["density", "mean_z"], 3, 10.0, 0, False),
+        (_bev_cloud(device, 0, 5), None, _BEV_RANGE, _BEV_CELL, ["count"], 3, 64.0, 0, False),
+    ]
+
+
+def _pillar_samples(device: str, batch: int = 2, pillars: int = 40, channels: int = 5) -> tuple:
+    g = torch.Generator().manual_seed(3)
+    features = torch.randn(batch, pillars, channels, generator=g).to(device)
+    coords = torch.stack([torch.zeros(batch, pillars, dtype=torch.int32),
+                          torch.randint(-1, 7, (batch, pillars), generator=g, dtype=torch.int32),
+                          torch.randint(-1, 9, (batch, pillars), generator=g, dtype=torch.int32)], -1).to(device)
+    num_voxels = torch.tensor([pillars, pillars // 3][:batch], dtype=torch.int32, device=device)
+    return features, coords, num_voxels
+
+
+def _pillar_scatter_samples(device: str) -> List[tuple]:
+    features, coords, num_voxels = _pillar_samples(device)
+    return [
+        (features, coords, num_voxels, 6, 8),
+        (features.double(), coords, num_voxels, 7, 5),
+        (features[:, :0], coords[:, :0], num_voxels, 6, 8),
+    ]
+
+
 # op name (without namespace) -> sample argument tuples for a device
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "fps": _fps_samples,
     "fps_packed": _fps_packed_samples,
+    "bev_rasterize": _bev_rasterize_samples,
+    "pillar_scatter": _pillar_scatter_samples,
 }
 
 
@@ -53,4 +96,16 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     "sample_farthest_points": WrapperCase(
         pointops.sample_farthest_points, lambda d: (torch.rand(2, 64, 3, device=d), 10)
     ),
+    "bev_rasterize": WrapperCase(
+        pointops.bev_rasterize,
+        lambda d: (_bev_cloud(d), ["max_z", "top_feature", "density", "mean_z"], torch.tensor([60, 30], device=d),
+                   _BEV_RANGE, _BEV_CELL),
+    ),
+    "bev_rasterize_preset": WrapperCase(
+        pointops.bev_rasterize, lambda d: (_bev_cloud(d) * 10, ["count", "max_feature"], None, None, None, "kitti")
+    ),
+    "height_image": WrapperCase(
+        pointops.height_image, lambda d: (_bev_cloud(d), torch.tensor([60, 30], device=d), _BEV_RANGE, _BEV_CELL)
+    ),
+    "pillar_scatter": WrapperCase(pointops.pillar_scatter, lambda d: _pillar_samples(d) + (6, 8)),
 }

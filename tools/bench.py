@@ -3,13 +3,19 @@
 Times with CUDA events after warm-up and reports medians. Each op is measured against an in-repo
 baseline in the same run: for fps, the classic one-block-per-cloud kernel of seed 001
 (tools/baselines/fps_classic.cu, compiled here on first use) and, at small sizes, the pure
-PyTorch loop. `--plot out.png` draws the ratios. Without a GPU it times the CPU kernels at small
-sizes (for the harness itself; CPU figures are not the product's numbers).
+PyTorch loop; for bev_rasterize, the pure-PyTorch scatter_reduce + bincount image a user writes;
+for pillar_scatter, OpenPCDet's PointPillarScatter (a loop of index_put over clouds) and a batched
+index_put. BEV rows also give `hbm_fraction`: (input + output bytes) / time / the GPU's peak HBM
+bandwidth, the bound these ops live under. `--plot out.png` draws the ratios. Without a GPU it
+times the CPU kernels at small sizes (for the harness itself; CPU figures are not the product's
+numbers).
 
-    python tools/bench.py [--ops fps] [--quick] [--plans auto grid:66 cluster:16] [--json f] [--plot f]
+    python tools/bench.py [--ops fps bev_rasterize pillar_scatter] [--quick] [--plans auto grid:66]
+                          [--json f] [--plot f]
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -19,6 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: E402,F401
+from pointops.demo import generated_scene  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -133,16 +140,172 @@ def bench_fps(device, quick, plans, results):
         os.environ.pop("POINTOPS_FPS_PLAN", None)
 
 
+# Peak HBM bandwidth (bytes/s) by GPU name, for hbm_fraction.
+PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
+
+
+def hbm_fraction(device_name, nbytes, ms):
+    peak = next((v for k, v in PEAK_BANDWIDTH.items() if k in device_name), None)
+    return None if peak is None else round(nbytes / (ms * 1e-3) / peak, 3)
+
+
+def lidar_clouds(batch, n, device, seed=0):
+    """(B, N, 4) x, y, z, intensity: the demo's street scene (dense near the sensor, like a LiDAR),
+    one draw per cloud, with an intensity that fades with range."""
+    clouds = torch.stack([generated_scene(n, seed=seed + b) for b in range(batch)])
+    intensity = (1.0 - clouds.norm(dim=-1, keepdim=True) / 60.0).clamp(0.0, 1.0)
+    return torch.cat([clouds, intensity], -1).to(device)
+
+
+def torch_bev(points, point_range, cell_size, channels, density_base=64.0):
+    """The pure-PyTorch BEV image a user writes: a flat cell index per point, the range mask
+    (boolean indexing, one host sync), then bincount / scatter_reduce per channel."""
+    b, n, _ = points.shape
+    height, width = pointops.bev_grid_size(point_range, cell_size)
+    x, y, z, f = points.unbind(-1)
+    ix = ((x - point_range[0]) / cell_size[0]).floor().long()
+    iy = ((y - point_range[1]) / cell_size[1]).floor().long()
+    keep = ((x >= point_range[0]) & (x < point_range[3]) & (y >= point_range[1]) & (y < point_range[4])
+            & (z >= point_range[2]) & (z < point_range[5]) & (ix < width) & (iy < height))
+    batch = torch.arange(b, device=points.device).unsqueeze(1)
+    flat = ((batch * height + iy) * width + ix)[keep]
+    z, f = z[keep], f[keep]
+    cells = b * height * width
+    count = torch.bincount(flat, minlength=cells).float()
+
+    def reduce(values, how):
+        return torch.zeros(cells, device=points.device).scatter_reduce_(0, flat, values, how, include_self=False)
+
+    out = []
+    for name in channels:
+        if name == "top_feature":  # the highest point's feature, ties to the lowest index
+            max_z = reduce(z, "amax")
+            order = torch.arange(flat.numel(), device=points.device)
+            first = torch.full((cells,), flat.numel(), device=points.device)
+            first.scatter_reduce_(0, flat, torch.where(z == max_z[flat], order, flat.numel()), "amin")
+            out.append(torch.where(count > 0, f[first.clamp(max=max(flat.numel() - 1, 0))], 0.0))
+        elif name == "density":
+            out.append((torch.log(count + 1) / math.log(density_base)).clamp(max=1.0))
+        elif name == "count":
+            out.append(count)
+        elif name == "occupancy":
+            out.append((count > 0).float())
+        else:
+            kind, column = name.split("_")
+            values = z if column == "z" else f
+            out.append(reduce(values, {"max": "amax", "min": "amin", "mean": "mean"}[kind]))
+    return torch.stack(out).view(len(channels), b, height, width).transpose(0, 1)
+
+
+EIGHT_CHANNELS = ["max_z", "min_z", "mean_z", "count", "density", "max_feature", "mean_feature", "top_feature"]
+# (case, B, N, preset, channels, floor_ms, floor_ratio): (a) and (b) from issue 3
+BEV_CASES = [
+    ("a", 8, 120_000, "kitti_bev", ["max_z", "top_feature", "density"], 0.08, 3.5),
+    ("b", 8, 300_000, "seed_004", EIGHT_CHANNELS, None, 3.5),
+]
+BEV_CASES_CPU = [
+    ("a", 2, 20_000, "kitti_bev", ["max_z", "top_feature", "density"], None, None),
+    ("b", 1, 50_000, "seed_004", EIGHT_CHANNELS, None, None),
+]
+
+
+def bench_bev(device, quick, results):
+    cases = BEV_CASES if device == "cuda" else BEV_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for case, b, n, preset, channels, floor_ms, floor_ratio in cases[: 1 if quick else None]:
+        points = lidar_clouds(b, n, device)
+        point_range, cell_size = pointops.bev_preset(preset)
+        height, width = pointops.bev_grid_size(point_range, cell_size)
+        row = {"op": "bev_rasterize", "case": case, "B": b, "N": n, "H": height, "W": width,
+               "channels": channels, "device": name, "floor_ms": floor_ms, "floor_ratio": floor_ratio,
+               "baseline": "pure PyTorch: bincount + scatter_reduce per channel"}
+        row["ms"] = time_ms(lambda: pointops.bev_rasterize(points, channels, None, point_range, cell_size), device)
+        row["baseline_ms"] = time_ms(lambda: torch_bev(points, point_range, cell_size, channels), device)
+        row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        nbytes = points.numel() * points.element_size() + b * len(channels) * height * width * 4
+        row["hbm_fraction"] = hbm_fraction(name, nbytes, row["ms"])
+        checks = [] if floor_ms is None else [row["ms"] <= floor_ms]
+        checks += [] if floor_ratio is None else [row["ratio"] >= floor_ratio]
+        if checks:
+            row["meets_floor"] = all(checks)
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def openpcdet_pillar_scatter(features, coords, num_voxels, height, width):
+    """OpenPCDet's PointPillarScatter as it runs there: a Python loop over clouds, each reading
+    its pillar count back to the host, filling a zero canvas with index_put, then a stack."""
+    canvases = []
+    for b in range(features.shape[0]):
+        count = int(num_voxels[b])
+        c = coords[b, :count].long()
+        keep = (c[:, 0] == 0) & (c[:, 1] >= 0) & (c[:, 1] < height) & (c[:, 2] >= 0) & (c[:, 2] < width)
+        canvas = features.new_zeros(features.shape[2], height * width)
+        canvas[:, (c[:, 1] * width + c[:, 2])[keep]] = features[b, :count][keep].t()
+        canvases.append(canvas)
+    return torch.stack(canvases).view(features.shape[0], features.shape[2], height, width)
+
+
+def batched_pillar_scatter(features, coords, num_voxels, height, width):
+    """The same without the loop: one index_put over every cloud; invalid pillars go to a spare
+    cell that is cut off at the end."""
+    b, p, f = features.shape
+    c = coords.long()
+    valid = ((torch.arange(p, device=features.device) < num_voxels.unsqueeze(1)) & (c[..., 0] == 0)
+             & (c[..., 1] >= 0) & (c[..., 1] < height) & (c[..., 2] >= 0) & (c[..., 2] < width))
+    cell = torch.where(valid, c[..., 1] * width + c[..., 2], height * width)
+    canvas = features.new_zeros(b, height * width + 1, f)
+    canvas[torch.arange(b, device=features.device).unsqueeze(1), cell] = features
+    return canvas[:, :-1].view(b, height, width, f).permute(0, 3, 1, 2)
+
+
+# (B, pillars, F, H, W, floor_ratio): (c) from issue 3, OpenPCDet's KITTI grid
+PILLAR_CASES = [(8, 12_000, 64, 496, 432, 3.0)]
+PILLAR_CASES_CPU = [(2, 3_000, 16, 496, 432, None)]
+
+
+def bench_pillar_scatter(device, quick, results):
+    cases = PILLAR_CASES if device == "cuda" else PILLAR_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for b, p, f, height, width, floor_ratio in cases:
+        g = torch.Generator(device=device).manual_seed(0)
+        features = torch.randn(b, p, f, device=device, generator=g)
+        cells = torch.randperm(height * width, device=device, generator=g)[: b * p].view(b, p)
+        coords = torch.stack([torch.zeros_like(cells), cells // width, cells % width], -1).int()
+        num_voxels = torch.full((b,), p - p // 10, dtype=torch.int32, device=device)
+        row = {"op": "pillar_scatter", "case": "c", "B": b, "P": p, "F": f, "H": height, "W": width,
+               "device": name, "floor_ms": None, "floor_ratio": floor_ratio,
+               "baseline": "OpenPCDet PointPillarScatter (loop over clouds, index_put)"}
+        row["ms"] = time_ms(lambda: pointops.pillar_scatter(features, coords, num_voxels, height, width), device)
+        row["baseline_ms"] = time_ms(lambda: openpcdet_pillar_scatter(features, coords, num_voxels, height, width), device)
+        row["batched_index_put_ms"] = time_ms(
+            lambda: batched_pillar_scatter(features, coords, num_voxels, height, width).contiguous(), device)
+        row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        row["ratio_batched_index_put"] = round(row["batched_index_put_ms"] / row["ms"], 2)
+        nbytes = sum(t.numel() * t.element_size() for t in (features, coords, num_voxels)) + b * f * height * width * 4
+        row["hbm_fraction"] = hbm_fraction(name, nbytes, row["ms"])
+        if floor_ratio is not None:
+            row["meets_floor"] = row["ratio"] >= floor_ratio
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def size_label(row, separator=" "):
+    keys = [k for k in ("B", "N", "P", "k", "F") if k in row]
+    grid = f'{row["H"]}x{row["W"]}' if "H" in row else ""
+    return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
+
+
 def plot(results, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in results if "ratio" in r and r.get("plan") == "auto"]
+    rows = [r for r in results if "ratio" in r and r.get("plan", "auto") == "auto"]
     if not rows:
         return
-    labels = [f'{r["op"]}\nB={r["B"]} N={r["N"]}\nk={r["k"]}' for r in rows]
+    labels = [r["op"] + "\n" + size_label(r, "\n") for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
     ax.bar(range(len(rows)), [r["ratio"] for r in rows])
     ax.axhline(1.0, color="k", lw=0.8)
@@ -155,7 +318,7 @@ def plot(results, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", nargs="*", default=["fps"])
+    parser.add_argument("--ops", nargs="*", default=["fps", "bev_rasterize", "pillar_scatter"])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
     parser.add_argument("--plans", nargs="*", default=["auto"],
                         help="fps layouts to time: auto, block, cluster:P, grid:P")
@@ -166,6 +329,10 @@ def main():
     results = []
     if "fps" in args.ops:
         bench_fps(args.device, args.quick, args.plans, results)
+    if "bev_rasterize" in args.ops:
+        bench_bev(args.device, args.quick, results)
+    if "pillar_scatter" in args.ops:
+        bench_pillar_scatter(args.device, args.quick, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

@@ -317,7 +317,7 @@ def pillars(batch=3, count=300, channels=6, height=20, width=30, seed=0, dtype=t
                           torch.randint(-2, width + 2, (batch, count), generator=g, dtype=torch.int32)], -1)
     coords[0, 7, 0] = 1  # a second z layer: ignored
     coords[0, :40] = coords[0, 40:80]  # duplicates: the lower index must win
-    num_voxels = torch.tensor([count, count // 2, 0][:batch], dtype=torch.int32)
+    num_voxels = torch.tensor(([count, count // 2, 0] + [count] * batch)[:batch], dtype=torch.int32)
     return features, coords, num_voxels
 
 

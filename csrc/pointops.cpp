@@ -19,4 +19,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("fps(Tensor points, Tensor? lengths, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
   // points (P,D) float, offsets (B+1,) int64, start (B,) int64? -> indices into P (B,k) int64, sq. distances (B,k)
   m.def("fps_packed(Tensor points, Tensor offsets, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
+  // points (B,N,3) float, lengths (B,) int64?, weights (B,N) float? -> (B,n_phi,n_theta,n_rho) int32 (float32 if weighted)
+  m.def("hough_planes(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
+  // as hough_planes, equal-area ball orientations -> (B,n_cells,n_rho) int32 (float32 if weighted)
+  m.def("hough_planes_ball(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
+  // acc (B,*dims) int32/float32 -> votes (B,k) acc dtype, indices (B,k,ndim) int64
+  m.def("hough_peaks(Tensor acc, int[] radius, bool[] periodic, float min_votes, int k, bool plane_seam=False) -> (Tensor votes, Tensor indices)");
 }

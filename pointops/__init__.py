@@ -7,9 +7,29 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
+from .hough import (
+    ball_cells,
+    ball_peaks_to_planes,
+    hough_peaks,
+    hough_plane_peaks,
+    hough_planes,
+    hough_planes_ball,
+    peaks_to_planes,
+    plane_grid_normals,
+    rho_bins,
+)
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 
 __all__ = [
+    "ball_cells",
+    "ball_peaks_to_planes",
+    "hough_peaks",
+    "hough_plane_peaks",
+    "hough_planes",
+    "hough_planes_ball",
+    "peaks_to_planes",
+    "plane_grid_normals",
+    "rho_bins",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",

@@ -15,10 +15,11 @@
 // every 65535 points, and at the end. Rejected votes go to a discard row (bin n_rho) instead of a
 // branch. Blocks also split the points into chunks so that small batches still fill the GPU.
 //
-// What bounds it: about 13 instructions per vote (4 flops for the bin, 2 compares, the conversion,
-// address, load/add/store), i.e. the issue rate, and latency hiding with the ~6 warps per SM that
-// n_rho = 256 histograms leave room for. The flushes add 4 bytes of global atomics per
-// (orientation, rho bin) per 65535 points.
+// What bounds it (estimated from the code, not yet measured on a GPU): about 13 instructions per
+// vote (4 flops for the bin, 2 compares, the conversion, address, load/add/store), i.e. the issue
+// rate, and latency hiding with the ~6 warps per SM that n_rho = 256 histograms leave room for
+// (64 threads x 70 KB blocks, 3 per SM; ptxas: 48 registers, no spills). The flushes add 4 bytes
+// of global atomics per (orientation, rho bin) per 65280 points.
 //
 // Weighted (vote_weights_kernel): one float per column, two columns (orientations) per thread, and
 // one block sees every point of its cloud in order, so each bin is the same float32 sum, in the

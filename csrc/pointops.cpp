@@ -23,4 +23,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("bev_rasterize(Tensor points, Tensor? lengths, float[] point_range, float[] cell_size, str[] channels, int feature_column=3, float density_base=64.0, int height_slices=0, bool seed_layout=False) -> Tensor");
   // features (B,P,F) float, coords (B,P,3) int32 (z,y,x), num_voxels (B,) int32 -> canvas (B,F,height,width) of features' dtype
   m.def("pillar_scatter(Tensor features, Tensor coords, Tensor num_voxels, int height, int width) -> Tensor");
+  // points (B,N,3) float, lengths (B,) int64?, weights (B,N) float? -> (B,n_phi,n_theta,n_rho) int32 (float32 if weighted)
+  m.def("hough_planes(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
+  // as hough_planes, equal-area ball orientations -> (B,n_cells,n_rho) int32 (float32 if weighted)
+  m.def("hough_planes_ball(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
+  // acc (B,*dims) int32/float32 -> votes (B,k) acc dtype, indices (B,k,ndim) int64
+  m.def("hough_peaks(Tensor acc, int[] radius, bool[] periodic, float min_votes, int k, bool plane_seam=False) -> (Tensor votes, Tensor indices)");
 }

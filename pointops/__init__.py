@@ -9,15 +9,35 @@ from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
+from .hough import (
+    ball_cells,
+    ball_peaks_to_planes,
+    hough_peaks,
+    hough_plane_peaks,
+    hough_planes,
+    hough_planes_ball,
+    peaks_to_planes,
+    plane_grid_normals,
+    rho_bins,
+)
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 
 __all__ = [
+    "ball_cells",
+    "ball_peaks_to_planes",
     "bev_grid_size",
     "bev_preset",
     "bev_rasterize",
     "datasets",
     "height_image",
+    "hough_peaks",
+    "hough_plane_peaks",
+    "hough_planes",
+    "hough_planes_ball",
+    "peaks_to_planes",
     "pillar_scatter",
+    "plane_grid_normals",
+    "rho_bins",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",

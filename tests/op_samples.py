@@ -70,12 +70,37 @@ def _pillar_scatter_samples(device: str) -> List[tuple]:
     ]
 
 
+def _hough_planes_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(2)
+    points = (torch.rand(2, 40, 3, generator=g) * 2 - 1).to(device)
+    lengths = torch.tensor([40, 11], device=device)
+    weights = torch.rand(2, 40, generator=g).to(device)
+    return [
+        (points, lengths, None, 4, 6, 0.2, 1.5),
+        (points, None, weights, 3, 5, 0.3, 1.0),
+        (points.double(), lengths, weights.double(), 2, 3, 0.25, 1.0),
+    ]
+
+
+def _hough_peaks_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(3)
+    grid = torch.randint(0, 5, (2, 4, 5, 6), generator=g, dtype=torch.int32).to(device)
+    return [
+        (grid, [1, 1, 1], [False, False, False], 1.0, 8, True),
+        (grid.float(), [1, 2, 0], [False, True, False], 2.0, 5, False),
+        (grid[:, 0], [1, 1], [True, False], 0.0, 40, False),
+    ]
+
+
 # op name (without namespace) -> sample argument tuples for a device
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "fps": _fps_samples,
     "fps_packed": _fps_packed_samples,
     "bev_rasterize": _bev_rasterize_samples,
     "pillar_scatter": _pillar_scatter_samples,
+    "hough_planes": _hough_planes_samples,
+    "hough_planes_ball": _hough_planes_samples,
+    "hough_peaks": _hough_peaks_samples,
 }
 
 
@@ -108,4 +133,24 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         pointops.height_image, lambda d: (_bev_cloud(d), torch.tensor([60, 30], device=d), _BEV_RANGE, _BEV_CELL)
     ),
     "pillar_scatter": WrapperCase(pointops.pillar_scatter, lambda d: _pillar_samples(d) + (6, 8)),
+    "hough_planes": WrapperCase(
+        pointops.hough_planes, lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, 4, 5, torch.tensor([30, 9], device=d))
+    ),
+    "hough_planes_ball": WrapperCase(
+        pointops.hough_planes_ball,
+        lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, 4, 6, None, torch.rand(2, 30, device=d)),
+    ),
+    "hough_peaks": WrapperCase(
+        pointops.hough_peaks, lambda d: (torch.randint(0, 4, (2, 6, 7), dtype=torch.int32, device=d), [1, 1], 5)
+    ),
+    "hough_plane_peaks": WrapperCase(
+        pointops.hough_plane_peaks, lambda d: (torch.randint(0, 4, (2, 4, 5, 6), dtype=torch.int32, device=d), 5)
+    ),
+    "peaks_to_planes": WrapperCase(
+        pointops.peaks_to_planes,
+        lambda d: (torch.tensor([[[0, 1, 2], [-1, -1, -1]]], device=d), 4, 5, 0.25, 2.0),
+    ),
+    "ball_peaks_to_planes": WrapperCase(
+        pointops.ball_peaks_to_planes, lambda d: (torch.tensor([[[3, 1], [-1, -1]]], device=d), 4, 6, 0.25, 2.0)
+    ),
 }

@@ -3,6 +3,7 @@
 Arithmetic that the kernels do with fused multiply-adds is done here exactly (fractions) and
 rounded once, so a reference equals the kernels bit for bit, not just to a tolerance.
 """
+import itertools
 import math
 from fractions import Fraction
 
@@ -205,3 +206,121 @@ def pillar_scatter(features: torch.Tensor, coords: torch.Tensor, num_voxels: tor
             taken.add((y, x))
             canvas[b, :, y, x] = features[b, p]
     return canvas
+
+
+# ---- Hough planes and peaks (csrc/hough/planes.h, peaks.h) ----
+
+def rho_bins(rho_step: float, rho_max: float) -> int:
+    return max(1, math.floor(2.0 * rho_max / rho_step + 0.5))
+
+
+def plane_normal_table(n_phi: int, n_theta: int, ball: bool = False):
+    """Unit normals in accumulator order: float64 trigonometry rounded once to float32."""
+    table = []
+    for i in range(n_phi):
+        phi = (i + 0.5) * math.pi / n_phi
+        ring = max(1, math.floor(n_theta * math.sin(phi) + 0.5)) if ball else n_theta
+        for j in range(ring):
+            theta = (j + 0.5) * math.pi / ring
+            table.append(tuple(float(np.float32(v)) for v in (
+                math.sin(phi) * math.cos(theta), math.sin(phi) * math.sin(theta), math.cos(phi))))
+    return table
+
+
+def plane_rho_bin(normal, point, rho_step: float, rho_max: float):
+    """The rho bin of a float32 point for a float32 normal, or None (no vote)."""
+    n_rho = rho_bins(rho_step, rho_max)
+    scale = float(np.float32(n_rho / (2.0 * rho_max)))
+    nx, ny, nz = normal
+    x, y, z = point
+    rho = fma(nz, z, fma(ny, y, float(np.float32(nx) * np.float32(x)), False), False)
+    t = fma(rho, scale, n_rho / 2.0, False)
+    return int(t) if 0 <= t < n_rho else None
+
+
+def hough_planes(points, n_phi, n_theta, rho_step, rho_max, lengths=None, weights=None, ball=False):
+    """Loop reference of hough_planes / hough_planes_ball: (B, M, n_rho) as a NumPy array."""
+    table = plane_normal_table(n_phi, n_theta, ball)
+    n_rho = rho_bins(rho_step, rho_max)
+    pts = points.float().numpy()
+    w = None if weights is None else weights.float().numpy()
+    batch, n = pts.shape[0], pts.shape[1]
+    out = np.zeros((batch, len(table), n_rho), dtype=np.int32 if w is None else np.float32)
+    for b in range(batch):
+        length = n if lengths is None else min(max(int(lengths[b]), 0), n)
+        for p in range(length):
+            point = [float(v) for v in pts[b, p]]
+            weight = np.float32(1.0) if w is None else w[b, p]
+            if not (all(math.isfinite(v) for v in point) and np.isfinite(weight)):
+                continue
+            for m, normal in enumerate(table):
+                r = plane_rho_bin(normal, point, rho_step, rho_max)
+                if r is None:
+                    continue
+                if w is None:
+                    out[b, m, r] += 1
+                else:
+                    out[b, m, r] = np.float32(out[b, m, r] + weight)  # float32, point order
+    return out
+
+
+def _seam_neighbour(shape, coord, offset):
+    """The plane-grid neighbour by single half-turn steps (each one mirrors rho), or None."""
+    n_phi, n_theta, n_rho = shape
+    i, j, r = (c + o for c, o in zip(coord, offset))
+    flips = 0
+    while i < 0 or i >= n_phi:  # past a pole: n(phi +- pi, theta) = -n(phi, theta)
+        i += n_phi if i < 0 else -n_phi
+        flips += 1
+    while j < 0 or j >= n_theta:  # past theta = 0 or pi: n(phi, theta +- pi) = -n(pi - phi, theta)
+        j += n_theta if j < 0 else -n_theta
+        i = n_phi - 1 - i
+        flips += 1
+    if flips % 2:
+        r = n_rho - 1 - r
+    return (i, j, r) if 0 <= r < n_rho else None
+
+
+def hough_peaks(acc: torch.Tensor, radius, periodic, min_votes, k, plane_seam=False):
+    """Brute-force NMS + top-k by the rules in csrc/hough/peaks.h."""
+    a = acc.numpy()
+    batch, shape = a.shape[0], a.shape[1:]
+    ndim = len(shape)
+    offsets = list(itertools.product(*[range(-r, r + 1) for r in radius]))
+    votes = np.zeros((batch, k), dtype=a.dtype)
+    indices = -np.ones((batch, k, ndim), dtype=np.int64)
+    for b in range(batch):
+        peaks = []
+        for coord in itertools.product(*[range(s) for s in shape]):
+            v = a[b][coord]
+            if not (v > 0 and v >= min_votes):
+                continue
+            flat = int(np.ravel_multi_index(coord, shape))
+            beaten = False
+            for off in offsets:
+                if plane_seam:
+                    nb = _seam_neighbour(shape, coord, off)
+                else:
+                    nb = []
+                    for d in range(ndim):
+                        c = coord[d] + off[d]
+                        if periodic[d]:
+                            c %= shape[d]
+                        elif not 0 <= c < shape[d]:
+                            nb = None
+                            break
+                        nb.append(c)
+                if nb is None:
+                    continue
+                nb_flat = int(np.ravel_multi_index(tuple(nb), shape))
+                u = a[b][tuple(nb)]
+                if nb_flat != flat and (u > v or (u == v and nb_flat < flat)):
+                    beaten = True
+                    break
+            if not beaten:
+                peaks.append((-float(v), flat, coord, v))
+        peaks.sort(key=lambda t: (t[0], t[1]))
+        for s, (_, _, coord, v) in enumerate(peaks[:k]):
+            votes[b, s] = v
+            indices[b, s] = coord
+    return torch.from_numpy(votes), torch.from_numpy(indices)

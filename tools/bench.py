@@ -10,7 +10,11 @@ bandwidth, the bound these ops live under. `--plot out.png` draws the ratios. Wi
 times the CPU kernels at small sizes (for the harness itself; CPU figures are not the product's
 numbers).
 
-    python tools/bench.py [--ops fps bev_rasterize pillar_scatter] [--quick] [--plans auto grid:66]
+For hough_planes the baseline is the plane vote as a user writes it in PyTorch (a matmul for rho
+per chunk of points, then one bincount); for hough_peaks, max-pool NMS (no seam) + topk.
+
+    python tools/bench.py [--ops fps bev_rasterize pillar_scatter hough_planes hough_peaks] [--quick]
+                          [--plans auto grid:66 cluster:16]
                           [--json f] [--plot f]
 """
 import argparse
@@ -294,6 +298,70 @@ def size_label(row, separator=" "):
     keys = [k for k in ("B", "N", "P", "k", "F") if k in row]
     grid = f'{row["H"]}x{row["W"]}' if "H" in row else ""
     return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
+def torch_hough_planes(points, n_phi, n_theta, rho_step, rho_max, chunk=2048):
+    """Plane votes in plain PyTorch: rho by matmul per chunk of points, one bincount per chunk
+    (rejected votes go to a spare bin, so nothing syncs)."""
+    n_rho = pointops.rho_bins(rho_step, rho_max)
+    normals = pointops.plane_grid_normals(n_phi, n_theta).reshape(-1, 3).to(points)
+    m = normals.shape[0]
+    base = torch.arange(m, device=points.device) * n_rho
+    acc = torch.zeros(m * n_rho + 1, dtype=torch.int64, device=points.device)
+    step = 2 * rho_max / n_rho
+    for start in range(0, points.shape[0], chunk):
+        bins = torch.floor((points[start:start + chunk] @ normals.T + rho_max) / step).long()
+        flat = torch.where((bins >= 0) & (bins < n_rho), base + bins, m * n_rho)
+        acc += torch.bincount(flat.reshape(-1), minlength=m * n_rho + 1)
+    return acc[:-1].reshape(n_phi, n_theta, n_rho)
+
+
+def torch_peaks(acc, radius, k):
+    """Max-pool NMS and topk, as a user writes it (no seam, ties not resolved)."""
+    a = acc.float().unsqueeze(1)
+    pooled = torch.nn.functional.max_pool3d(a, 2 * radius + 1, 1, radius)
+    return torch.topk((a * (a == pooled)).flatten(1), k)
+
+
+# (N, n_phi, n_theta, rho bins, floor_ms from the issue or None)
+HOUGH_CASES = [(1_000_000, 180, 180, 256, 25.0), (23_000_000, 180, 180, 256, 500.0)]
+HOUGH_CASES_CPU = [(20_000, 45, 45, 64, None)]
+
+
+def bench_hough(device, quick, ops, results):
+    cases = HOUGH_CASES if device == "cuda" else HOUGH_CASES_CPU
+    if quick:
+        cases = cases[:1]
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for n, n_phi, n_theta, n_rho, floor in cases:
+        if device == "cuda" and torch.cuda.mem_get_info()[0] < n * 12 * 4 + (2 << 30):
+            print(json.dumps({"op": "hough_planes", "N": n, "skipped": "not enough free GPU memory"}))
+            continue
+        g = torch.Generator(device=device).manual_seed(0)
+        points = torch.rand(1, n, 3, device=device, generator=g) * 20 - 10  # a 20 m cube
+        rho_max = 17.5  # > 10 sqrt(3): every rho is in range
+        rho_step = 2 * rho_max / n_rho
+        acc = pointops.hough_planes(points, rho_step, rho_max, n_phi, n_theta)
+        sizes = {"B": 1, "N": n, "n_phi": n_phi, "n_theta": n_theta, "n_rho": n_rho, "device": name}
+        if "hough_planes" in ops:
+            row = dict(op="hough_planes", **sizes, floor_ms=floor)
+            row["ms"] = time_ms(lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi, n_theta), device)
+            row["votes_per_s"] = float("%.3g" % (n * n_phi * n_theta / (row["ms"] * 1e-3)))
+            if n <= 1_000_000:
+                row["baseline"] = "PyTorch matmul + bincount per 2048 points"
+                row["baseline_ms"] = time_ms(
+                    lambda: torch_hough_planes(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1)
+                row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+            if floor is not None:
+                row["meets_floor"] = row["ms"] <= floor
+            results.append(row)
+            print(json.dumps(row), flush=True)
+        if "hough_peaks" in ops and n <= 1_000_000:
+            row = dict(op="hough_peaks", **sizes, k=16, radius=2, floor_ms=None)
+            row["ms"] = time_ms(lambda: pointops.hough_plane_peaks(acc, 16, [2, 2, 2]), device)
+            row["baseline"] = "max_pool3d NMS + topk (no seam)"
+            row["baseline_ms"] = time_ms(lambda: torch_peaks(acc, 2, 16), device)
+            row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+            results.append(row)
+            print(json.dumps(row), flush=True)
 
 
 def plot(results, path):
@@ -306,6 +374,7 @@ def plot(results, path):
     if not rows:
         return
     labels = [r["op"] + "\n" + size_label(r, "\n") for r in rows]
+    labels = [f'{r["op"]}\nB={r["B"]} N={r["N"]}\nk={r.get("k", "")}' for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
     ax.bar(range(len(rows)), [r["ratio"] for r in rows])
     ax.axhline(1.0, color="k", lw=0.8)
@@ -333,6 +402,8 @@ def main():
         bench_bev(args.device, args.quick, results)
     if "pillar_scatter" in args.ops:
         bench_pillar_scatter(args.device, args.quick, results)
+    if "hough_planes" in args.ops or "hough_peaks" in args.ops:
+        bench_hough(args.device, args.quick, args.ops, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

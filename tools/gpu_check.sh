@@ -27,6 +27,8 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f'{"op":14} {"case":4} {"size":28} {"plan":>11} {"ms":>9} {"base ms":>9} {"ratio":>7} {"floor":>10} {"HBM":>5} {"B/pt":>5}')
 for r in rows:
+    if "ms" not in r:
+        continue
     size = " ".join(f"{k}={r[k]}" for k in ("B", "N", "P", "k", "F") if k in r)
     size += f' {r["H"]}x{r["W"]}' if "H" in r else ""
     floor = "/".join(s for s in (f'{r["floor_ms"]}ms' if r.get("floor_ms") else "",

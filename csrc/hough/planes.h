@@ -1,0 +1,103 @@
+// 3D plane Hough accumulators: the contract shared by the CPU and CUDA kernels.
+//
+// hough_planes(points, lengths?, weights?, n_phi, n_theta, rho_step, rho_max) -> acc
+//   points   (B, N, 3) float32/float64/float16/bfloat16; cloud b is rows [0, lengths[b]).
+//            Coordinates are rounded to float32 first; all arithmetic below is float32.
+//   lengths  (B,) int64 or None (every cloud has N points); clamped to [0, N].
+//   weights  (B, N) floating or None. None: acc counts votes, int32. Given: acc sums the weights
+//            (rounded to float32) of the voting points, float32.
+//   acc      (B, n_phi, n_theta, n_rho).
+// hough_planes_ball(same arguments) -> acc (B, n_cells, n_rho): the equal-area "ball" layout.
+//
+// Orientations. A plane is {p : n . p = rho} with n = (sin phi cos theta, sin phi sin theta,
+// cos phi). Grid cell (i, j) has the centre phi_i = (i + 0.5) pi / n_phi, theta_j = (j + 0.5) pi /
+// n_theta: phi spans [0, pi], theta a half-turn [0, pi). n and -n give the same plane, and exactly
+// one of them has n_y > 0, so every plane (apart from the measure-zero n_y = 0 set, which falls on
+// cell borders) has one home. The sphere's seams, used by hough_peaks(plane_seam=True): stepping
+// past theta = pi gives n(phi, theta + pi) = -n(pi - phi, theta), i.e. cell (n_phi-1-i, j) with
+// rho -> -rho; stepping past a pole gives n(phi + pi, theta) = -n(phi, theta), i.e. phi index
+// i -/+ n_phi with rho -> -rho.
+// Ball: ring i keeps phi_i and has n_i = max(1, floor(n_theta * sin(phi_i) + 0.5)) cells with
+// theta_ij = (j + 0.5) pi / n_i; cells are numbered ring by ring. n_theta is the cell count of the
+// equator ring: n_theta = n_phi gives square cells (about 2/pi of the grid's cells), n_theta =
+// 2 n_phi is Borrmann et al.'s ring length.
+// The unit normals of either layout come from plane_normals(): float64 trigonometry on the host,
+// rounded once to float32; both backends read that same table.
+//
+// Rho bins. n_rho = max(1, floor(2 rho_max / rho_step + 0.5)) (float64), so the effective step is
+// 2 rho_max / n_rho and the bins tile [-rho_max, rho_max) symmetrically: bin b <-> bin n_rho-1-b
+// under rho -> -rho. In float32, with fma rounding once:
+//   rho = fma(nz, z, fma(ny, y, nx * x))
+//   t   = fma(rho, scale, n_rho / 2),   scale = float32(n_rho / (2 rho_max))
+//   bin = int(t) when 0 <= t < n_rho; otherwise (rho out of range) no vote.
+// Points with a NaN/Inf coordinate, points past lengths[b] and, when weighted, points with a
+// non-finite weight cast no vote.
+//
+// Results are identical on CPU and CUDA, bit for bit: counts are integers, and every weighted bin
+// is the float32 sum of its weights in point order on both backends.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#if defined(__CUDACC__)
+#define POINTOPS_HOST_DEVICE __host__ __device__
+#else
+#define POINTOPS_HOST_DEVICE
+#endif
+
+namespace pointops {
+namespace hough_detail {
+
+enum class PlaneLayout { kGrid, kBall };
+
+// Rho binning as both kernels evaluate it (see above).
+struct RhoBinning {
+  float scale;    // float32(n_rho / (2 rho_max))
+  float half;     // n_rho / 2, exact
+  float bins;     // n_rho, exact
+  int32_t n_rho;
+};
+
+POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);  // never contracted into a neighbouring add
+#else
+  return a * b;
+#endif
+}
+
+// The rho bin of point (x, y, z) for normal (nx, ny, nz); n_rho means "no vote", which the CUDA
+// kernels use as a discard row instead of a branch.
+POINTOPS_HOST_DEVICE inline int32_t rho_bin(float nx, float ny, float nz, float x, float y,
+                                            float z, const RhoBinning& binning) {
+  const float rho = fused_multiply_add(nz, z, fused_multiply_add(ny, y, multiply(nx, x)));
+  const float t = fused_multiply_add(rho, binning.scale, binning.half);
+  return (t >= 0.f && t < binning.bins) ? static_cast<int32_t>(t) : binning.n_rho;
+}
+
+// Checks shared by both backends; returns the rho binning. Defined in planes_cpu.cpp.
+RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                             const std::optional<at::Tensor>& weights, int64_t n_phi,
+                             int64_t n_theta, double rho_step, double rho_max);
+
+// (M, 3) float32 CPU tensor of the layout's unit normals, in accumulator order.
+at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta);
+
+// Output shape for a batch of `batch` clouds.
+std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi,
+                                         int64_t n_theta, int64_t n_rho);
+
+}  // namespace hough_detail
+}  // namespace pointops

@@ -19,4 +19,7 @@ TORCH_LIBRARY(pointops, m) {
   m.def("fps(Tensor points, Tensor? lengths, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
   // points (P,D) float, offsets (B+1,) int64, start (B,) int64? -> indices into P (B,k) int64, sq. distances (B,k)
   m.def("fps_packed(Tensor points, Tensor offsets, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
+  // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], pc_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
+  //   num_points (B,V) int32, num_voxels (B,) int32, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
+  m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] pc_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
 }

@@ -29,10 +29,24 @@ def _fps_packed_samples(device: str) -> List[tuple]:
     return [(points, offsets, torch.tensor([2, 0, 5], device=device), 12), (points, offsets, None, 40)]
 
 
+def _voxelize_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(2)
+    points = (torch.rand(3, 60, 4, generator=g) * 4 - 0.5).to(device)  # some outside the range
+    lengths = torch.tensor([60, 25, 0], device=device)
+    size, pc_range = [0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]
+    return [
+        (points, lengths, size, pc_range, 4, 30),
+        (points, None, size, pc_range, 2, 5),  # more voxels than max_voxels
+        (points.double(), lengths, size, pc_range, 3, 40),
+        (torch.rand(2, 30, 3, generator=g).to(device), None, [0.25, 0.25, 0.25], [0, 0, 0, 1, 1, 1], 0, 64),
+    ]
+
+
 # op name (without namespace) -> sample argument tuples for a device
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "fps": _fps_samples,
     "fps_packed": _fps_packed_samples,
+    "voxelize": _voxelize_samples,
 }
 
 
@@ -52,5 +66,14 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     ),
     "sample_farthest_points": WrapperCase(
         pointops.sample_farthest_points, lambda d: (torch.rand(2, 64, 3, device=d), 10)
+    ),
+    "voxelize": WrapperCase(
+        pointops.voxelize,
+        lambda d: (torch.rand(2, 64, 4, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0], 4, 16,
+                   torch.tensor([64, 30], device=d)),
+    ),
+    "voxelize_dynamic": WrapperCase(
+        pointops.voxelize_dynamic,
+        lambda d: (torch.rand(2, 64, 3, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 1.5, 1.5, 1.5]),
     ),
 }

@@ -25,9 +25,9 @@ $PY tools/bench.py --json "$OUT/bench.jsonl" --plot "$OUT/bench.png" ${BENCH_ARG
 $PY - "$OUT/bench.jsonl" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f'{"op":5} {"B":>3} {"N":>8} {"k":>5} {"plan":>11} {"ms":>9} {"base ms":>9} {"ratio":>7} {"floor":>6} {"B/pt":>5}')
+print(f'{"op":8} {"B":>3} {"N":>8} {"k/V":>5} {"plan":>11} {"ms":>9} {"base ms":>9} {"ratio":>7} {"floor":>6} {"B/pt":>5}')
 for r in rows:
-    print(f'{r["op"]:5} {r["B"]:>3} {r["N"]:>8} {r["k"]:>5} {r.get("plan",""):>11} {r["ms"]:>9.3f} '
+    print(f'{r["op"]:8} {r["B"]:>3} {r["N"]:>8} {r.get("k", r.get("V", "")):>5} {r.get("plan",""):>11} {r["ms"]:>9.3f} '
           f'{r.get("baseline_ms", float("nan")):>9.3f} {r.get("ratio", float("nan")):>7.2f} '
           f'{str(r.get("floor_ms")):>6} {r.get("scratch_bytes_per_point", 0):>5}')
 PYEOF

@@ -1,6 +1,6 @@
-// The parallel hash array on the CPU: the twin of hash_array.cuh, contract in hash_array.h.
-// One call builds it for one batch of keys on the calling thread; kernels that are parallel over
-// clouds build one per cloud.
+// The parallel hash array on the CPU: the twin of hash_array.cuh, contract in hash_array.h
+// (look keys up with hash_array::find_run on unique_keys). One call builds it for one batch of
+// keys on the calling thread; kernels that are parallel over clouds build one per cloud.
 #pragma once
 
 #include <algorithm>
@@ -19,9 +19,6 @@ struct HashArrayCpu {
   std::vector<int64_t> starts;       // (num_unique,)
 
   int64_t num_unique() const { return static_cast<int64_t>(unique_keys.size()); }
-  int64_t find(int64_t key) const {
-    return hash_array::find_run(unique_keys.data(), num_unique(), key);
-  }
 };
 
 // keys: n values in [0, key_bound]; key_bound marks an invalid element.

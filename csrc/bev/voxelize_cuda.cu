@@ -12,11 +12,11 @@
 //      binary search of b * cells in the unique keys);
 //   4. every point finds its run by binary search; its position in the run is its place in the
 //      voxel, and the first max_points_per_voxel are copied.
-// What bounds it: the radix sort of B * N (64-bit key, 32-bit index) pairs, in as many 8-bit
-// passes as the keys have bits, plus a handful of memory-bound passes over the points and the
+// What bounds it: the radix sort of B * N (64-bit key, 32-bit index) pairs, one pass per digit
+// of the bits the keys use, plus a handful of memory-bound passes over the points and the
 // zero-fill of the (B, V, K, C) output, all at HBM bandwidth; at the bench's KITTI-like size
-// (250k points, 40k x 32 x 4 floats) each moves a few MB, so launch latency of the ~12 kernels
-// and CUB calls is a large share.
+// (250k points, 40k x 32 x 4 floats) each moves a few MB, so the latency of ~25 launches (output
+// fills, CUB's passes, six kernels here) is a large share. Not yet measured on a GPU.
 #include "bev/voxelize.h"
 
 #include <ATen/Dispatch.h>

@@ -21,6 +21,7 @@ from .hough import (
     rho_bins,
 )
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
+from .voxelize import Voxels, voxelize, voxelize_dynamic
 
 __all__ = [
     "ball_cells",
@@ -41,5 +42,8 @@ __all__ = [
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",
+    "Voxels",
+    "voxelize",
+    "voxelize_dynamic",
 ]
 __version__ = "0.1.0"

@@ -125,3 +125,21 @@ def _hough_peaks_fake(acc, radius, periodic, min_votes, k, plane_seam=False):
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = acc.shape[0]
     return acc.new_empty((batch, k)), acc.new_empty((batch, k, acc.dim() - 1), dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::voxelize")
+def _voxelize_fake(points, lengths, voxel_size, pc_range, max_points_per_voxel, max_voxels):
+    _check_points(points, 3, "(B, N, C)")
+    torch._check(points.shape[2] >= 3, lambda: f"points must have x, y, z columns (C >= 3), got {tuple(points.shape)}")
+    torch._check(len(voxel_size) == 3, lambda: f"voxel_size must have 3 values, got {len(voxel_size)}")
+    torch._check(len(pc_range) == 6, lambda: f"pc_range must have 6 values, got {len(pc_range)}")
+    torch._check(max_points_per_voxel >= 0, lambda: f"max_points_per_voxel must be >= 0, got {max_points_per_voxel}")
+    torch._check(max_voxels >= 0, lambda: f"max_voxels must be >= 0, got {max_voxels}")
+    batch, n, channels = points.shape
+    return (
+        points.new_empty((batch, max_voxels, max_points_per_voxel, channels)),
+        points.new_empty((batch, max_voxels, 3), dtype=torch.int32),
+        points.new_empty((batch, max_voxels), dtype=torch.int32),
+        points.new_empty((batch,), dtype=torch.int32),
+        points.new_empty((batch, n), dtype=torch.int64),
+    )

@@ -92,6 +92,19 @@ def _hough_peaks_samples(device: str) -> List[tuple]:
     ]
 
 
+def _voxelize_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(2)
+    points = (torch.rand(3, 60, 4, generator=g) * 4 - 0.5).to(device)  # some outside the range
+    lengths = torch.tensor([60, 25, 0], device=device)
+    size, pc_range = [0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]
+    return [
+        (points, lengths, size, pc_range, 4, 30),
+        (points, None, size, pc_range, 2, 5),  # more voxels than max_voxels
+        (points.double(), lengths, size, pc_range, 3, 40),
+        (torch.rand(2, 30, 3, generator=g).to(device), None, [0.25, 0.25, 0.25], [0, 0, 0, 1, 1, 1], 0, 64),
+    ]
+
+
 # op name (without namespace) -> sample argument tuples for a device
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "fps": _fps_samples,
@@ -101,6 +114,7 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "hough_planes": _hough_planes_samples,
     "hough_planes_ball": _hough_planes_samples,
     "hough_peaks": _hough_peaks_samples,
+    "voxelize": _voxelize_samples,
 }
 
 
@@ -152,5 +166,14 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     ),
     "ball_peaks_to_planes": WrapperCase(
         pointops.ball_peaks_to_planes, lambda d: (torch.tensor([[[3, 1], [-1, -1]]], device=d), 4, 6, 0.25, 2.0)
+    ),
+    "voxelize": WrapperCase(
+        pointops.voxelize,
+        lambda d: (torch.rand(2, 64, 4, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0], 4, 16,
+                   torch.tensor([64, 30], device=d)),
+    ),
+    "voxelize_dynamic": WrapperCase(
+        pointops.voxelize_dynamic,
+        lambda d: (torch.rand(2, 64, 3, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 1.5, 1.5, 1.5]),
     ),
 }

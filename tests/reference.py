@@ -324,3 +324,72 @@ def hough_peaks(acc: torch.Tensor, radius, periodic, min_votes, k, plane_seam=Fa
             votes[b, s] = v
             indices[b, s] = coord
     return torch.from_numpy(votes), torch.from_numpy(indices)
+
+
+# ---- Voxelization (csrc/bev/voxelize.h) ----
+
+def voxel_grid_dims(voxel_size, pc_range):
+    """Grid size per axis (x, y, z): round((max - min) / size) in float32, half to even."""
+    dims = []
+    for d in range(3):
+        extent = np.float32(pc_range[d + 3]) - np.float32(pc_range[d])
+        dims.append(int(np.rint(extent / np.float32(voxel_size[d]))))
+    return dims
+
+
+def _voxel_cell(xyz, lo, size, dims):
+    """(x, y, z) cell of a point with floor((x - min) / size) in lo's dtype, or None if outside."""
+    cell = []
+    with np.errstate(all="ignore"):
+        for d in range(3):
+            f = np.floor((xyz[d] - lo[d]) / size[d])
+            if not (f >= 0 and f < dims[d]):  # NaN fails too
+                return None
+            cell.append(int(f))
+    return tuple(cell)
+
+
+def voxelize(points: torch.Tensor, voxel_size, pc_range, max_points: int, max_voxels: int, lengths=None):
+    """Hard voxelization with mmcv's deterministic semantics, one point at a time.
+
+    Voxels take slots in order of their first point; a voxel keeps its first max_points points;
+    voxels past max_voxels are dropped with their points. Cells are computed in float64 for
+    float64 points and in float32 otherwise. Returns (voxels, coords (z, y, x), num_points,
+    num_voxels, point_voxel) as in csrc/bev/voxelize.h.
+    """
+    batch, n, channels = points.shape
+    dtype = np.float64 if points.dtype == torch.float64 else np.float32
+    compute = points.to(torch.float64 if dtype == np.float64 else torch.float32).numpy()
+    lo = np.array(pc_range[:3], dtype=dtype)
+    size = np.array(voxel_size, dtype=dtype)
+    dims = voxel_grid_dims(voxel_size, pc_range)
+    voxels = torch.zeros(batch, max_voxels, max_points, channels, dtype=points.dtype)
+    coords = torch.full((batch, max_voxels, 3), -1, dtype=torch.int32)
+    num_points = torch.zeros(batch, max_voxels, dtype=torch.int32)
+    num_voxels = torch.zeros(batch, dtype=torch.int32)
+    point_voxel = torch.full((batch, n), -1, dtype=torch.int64)
+    for b in range(batch):
+        length = n if lengths is None else min(max(int(lengths[b]), 0), n)
+        slot_of_cell = {}
+        kept = 0
+        for i in range(length):
+            cell = _voxel_cell(compute[b, i, :3], lo, size, dims)
+            if cell is None:
+                continue
+            if cell not in slot_of_cell:
+                if kept < max_voxels:
+                    slot_of_cell[cell] = kept
+                    coords[b, kept] = torch.tensor([cell[2], cell[1], cell[0]], dtype=torch.int32)
+                    kept += 1
+                else:
+                    slot_of_cell[cell] = -1
+            slot = slot_of_cell[cell]
+            if slot < 0:
+                continue
+            point_voxel[b, i] = slot
+            stored = int(num_points[b, slot])
+            if stored < max_points:
+                voxels[b, slot, stored] = points[b, i]
+                num_points[b, slot] = stored + 1
+        num_voxels[b] = kept
+    return voxels, coords, num_points, num_voxels, point_voxel

@@ -29,7 +29,7 @@ print(f'{"op":14} {"case":4} {"size":28} {"plan":>11} {"ms":>9} {"base ms":>9} {
 for r in rows:
     if "ms" not in r:
         continue
-    size = " ".join(f"{k}={r[k]}" for k in ("B", "N", "P", "k", "F") if k in r)
+    size = " ".join(f"{k}={r[k]}" for k in ("B", "N", "P", "k", "V", "K", "F") if k in r)
     size += f' {r["H"]}x{r["W"]}' if "H" in r else ""
     floor = "/".join(s for s in (f'{r["floor_ms"]}ms' if r.get("floor_ms") else "",
                                   f'{r["floor_ratio"]}x' if r.get("floor_ratio") else "") if s) or "-"

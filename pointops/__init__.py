@@ -20,6 +20,7 @@ from .hough import (
     plane_grid_normals,
     rho_bins,
 )
+from .planes import PLANE_PRESETS, PlaneDetections, detect_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
 
@@ -30,6 +31,7 @@ __all__ = [
     "bev_preset",
     "bev_rasterize",
     "datasets",
+    "detect_planes",
     "height_image",
     "hough_peaks",
     "hough_plane_peaks",
@@ -38,6 +40,8 @@ __all__ = [
     "peaks_to_planes",
     "pillar_scatter",
     "plane_grid_normals",
+    "PLANE_PRESETS",
+    "PlaneDetections",
     "rho_bins",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",

@@ -453,6 +453,38 @@ def bench_voxelize(device, quick, results):
         print(json.dumps(row), flush=True)
 
 
+# (B, N, k, floor_ms): issue 4's end-to-end rows (vote, peaks, top-k, refit, labels)
+DETECT_CASES = [(1, 1_000_000, 16, 35.0), (16, 120_000, 8, 60.0)]
+DETECT_CASES_CPU = [(1, 20_000, 4, None)]
+
+
+def bench_detect_planes(device, quick, results):
+    """detect_planes end to end on generated LiDAR scans (tiled to N points per cloud), against
+    the Hough vote alone in plain PyTorch (torch_hough_planes), the step a user would start from."""
+    from pointops import datasets
+
+    cases = DETECT_CASES if device == "cuda" else DETECT_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for b, n, k, floor in cases[:1] if quick else cases:
+        clouds = []
+        for seed in range(b):
+            scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
+        points = torch.stack(clouds).to(device)
+        cfg = pointops.PLANE_PRESETS["outdoor"]
+        row = {"op": "detect_planes", "B": b, "N": n, "k": k, "device": name, "floor_ms": floor,
+               "ms": time_ms(lambda: pointops.detect_planes(points, k, iterations=2), device)}
+        if b * n <= 1_000_000 and device == "cuda":
+            row["baseline"] = "plane votes alone in plain PyTorch (matmul + bincount)"
+            row["baseline_ms"] = time_ms(lambda: torch_hough_planes(points, int(cfg["n_phi"]), int(cfg["n_theta"]),
+                                                                    cfg["rho_step"], cfg["rho_max"]), device)
+            row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        if floor is not None:
+            row["meets_floor"] = row["ms"] <= floor
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
 def plot(results, path):
     import matplotlib
 
@@ -476,7 +508,8 @@ def plot(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*",
-                        default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize"])
+                        default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize",
+                                 "detect_planes"])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
     parser.add_argument("--plans", nargs="*", default=["auto"],
                         help="fps layouts to time: auto, block, cluster:P, grid:P")
@@ -495,6 +528,8 @@ def main():
         bench_hough(args.device, args.quick, args.ops, results)
     if "voxelize" in args.ops:
         bench_voxelize(args.device, args.quick, results)
+    if "detect_planes" in args.ops:
+        bench_detect_planes(args.device, args.quick, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

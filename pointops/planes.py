@@ -1,0 +1,200 @@
+"""Multi-plane detection on the Hough ops: votes, peaks, labels, least-squares refit.
+
+``detect_planes`` is a batched pure-torch pipeline over ``pointops.hough``. It runs on the points'
+device and never syncs with the host: every size comes from the arguments.
+"""
+import math
+from typing import Dict, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from .hough import ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball, peaks_to_planes
+
+# Parameter presets; explicit arguments override them. The accumulator is
+# (n_phi, n_theta, round(2 rho_max / rho_step)) per cloud.
+PLANE_PRESETS: Dict[str, Dict[str, float]] = {
+    # rooms, depth cameras: a few metres
+    "indoor": {"n_phi": 90, "n_theta": 90, "rho_step": 0.02, "rho_max": 8.0, "distance_threshold": 0.03,
+               "min_inliers": 0.02},
+    # spinning LiDAR: tens of metres
+    "outdoor": {"n_phi": 90, "n_theta": 90, "rho_step": 0.1, "rho_max": 50.0, "distance_threshold": 0.08,
+                "min_inliers": 0.02},
+}
+
+
+class PlaneDetections(NamedTuple):
+    planes: Tensor  # (B, k, 4) float32: unit normal and offset, n . p = offset; NaN rows: no plane
+    votes: Tensor  # (B, k) float32: the accumulator votes of each plane's peak; 0 where none
+    labels: Tensor  # (B, N) int64: the strongest plane within the distance threshold, else -1
+
+
+def _label(points: Tensor, planes: Tensor, valid: Tensor, threshold: float) -> Tensor:
+    """The first (strongest) plane within ``threshold`` of each point, else -1; NaN planes never
+    match. First rather than nearest: a weak plane that slices a strong one at a shallow angle
+    (the ground) gets none of the strong plane's points, so it fails the support test."""
+    residual = (torch.einsum("bnd,bkd->bnk", points, torch.nan_to_num(planes[..., :3], nan=0.0))
+                - torch.nan_to_num(planes[..., 3], nan=0.0).unsqueeze(1)).abs()
+    within = (residual <= threshold) & ~torch.isnan(planes[..., 3]).unsqueeze(1)
+    within = torch.cat([within, torch.ones_like(within[..., :1])], -1)  # a sentinel column: k = 0 safe
+    first = within.to(torch.uint8).argmax(dim=2)  # the first True
+    return torch.where((first < planes.shape[1]) & valid, first, torch.full_like(first, -1))
+
+
+def _refit(points: Tensor, labels: Tensor, planes: Tensor) -> Tensor:
+    """Least-squares plane through each plane's inliers (the covariance's smallest-eigenvalue
+    direction, in float64), oriented like the previous estimate; planes with fewer than 3
+    inliers keep their estimate."""
+    k = planes.shape[1]
+    pts = points.double()
+    member = torch.nn.functional.one_hot(labels.clamp(min=0), k).double() * (labels >= 0).unsqueeze(-1)
+    count = member.sum(1)  # (B, k)
+    centroid = torch.einsum("bnk,bnd->bkd", member, pts) / count.clamp(min=1).unsqueeze(-1)
+    centred = pts - torch.gather(centroid, 1, labels.clamp(min=0).unsqueeze(-1).expand(-1, -1, 3))
+    cov = torch.einsum("bnk,bnd,bne->bkde", member, centred, centred)
+    _, vectors = torch.linalg.eigh(cov)
+    normal = vectors[..., 0]
+    previous = torch.nan_to_num(planes[..., :3].double(), nan=0.0)
+    normal = torch.where((normal * previous).sum(-1, keepdim=True) < 0, -normal, normal)
+    refined = torch.cat([normal, (normal * centroid).sum(-1, keepdim=True)], -1).float()
+    keep = (count >= 3) & ~torch.isnan(planes[..., 3])
+    return torch.where(keep.unsqueeze(-1), refined, planes)
+
+
+def _fit(points: Tensor, planes: Tensor, valid: Tensor, threshold: float) -> Tensor:
+    """Refit in shrinking bands (3, 2, 1, then 0.5 x threshold): a coarse estimate reaches the
+    plane's far points before the band tightens, and the last, narrow band keeps the points of
+    neighbouring surfaces (box edges, the ground at a wall's foot) out of the fit."""
+    for band in (3.0, 2.0, 1.0, 0.5):
+        planes = _refit(points, _label(points, planes, valid, band * threshold), planes)
+    return planes
+
+
+def _suppress_duplicates(planes: Tensor, max_angle_deg: float, max_offset: float) -> Tensor:
+    """NaN out every plane that repeats a stronger one (normals within the angle, either sign,
+    and offsets within max_offset): neighbouring accumulator cells near the poles, or the ball
+    layout's cells, can peak for one plane. Planes are in descending vote order."""
+    normal, offset = planes[..., :3], planes[..., 3]
+    cos = (normal.unsqueeze(2) * normal.unsqueeze(1)).sum(-1)
+    same_sign = (cos >= 0).to(planes.dtype) * 2 - 1
+    close = (cos.abs() >= math.cos(math.radians(max_angle_deg))) & (
+        (offset.unsqueeze(2) - same_sign * offset.unsqueeze(1)).abs() <= max_offset)
+    keep = ~torch.isnan(offset)
+    for j in range(1, planes.shape[1]):  # greedy in vote order: a kept stronger plane suppresses j
+        earlier = keep[:, :j] & close[:, j, :j]
+        keep[:, j] = keep[:, j] & ~earlier.any(1)
+    return torch.where(keep.unsqueeze(-1), planes, torch.full_like(planes, math.nan))
+
+
+def _compact(planes: Tensor, votes: Tensor, k: int):
+    """The first k non-NaN planes of each row (stable), NaN / 0 padded."""
+    valid = ~torch.isnan(planes[..., 3])
+    order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[:, :k]
+    planes = torch.gather(planes, 1, order.unsqueeze(-1).expand(-1, -1, 4))
+    votes = torch.where(torch.gather(valid, 1, order), torch.gather(votes, 1, order), torch.zeros_like(votes[:, :k]))
+    if planes.shape[1] < k:
+        pad = k - planes.shape[1]
+        planes = torch.cat([planes, planes.new_full((planes.shape[0], pad, 4), math.nan)], 1)
+        votes = torch.cat([votes, votes.new_zeros((votes.shape[0], pad))], 1)
+    return planes, votes
+
+
+def detect_planes(
+    points: Tensor,
+    k: int,
+    lengths: Optional[Tensor] = None,
+    preset: str = "outdoor",
+    n_phi: Optional[int] = None,
+    n_theta: Optional[int] = None,
+    rho_step: Optional[float] = None,
+    rho_max: Optional[float] = None,
+    distance_threshold: Optional[float] = None,
+    min_votes: float = 1.0,
+    peak_radius: int = 2,
+    iterations: int = 1,
+    layout: str = "grid",
+    min_inliers: Optional[float] = None,
+) -> PlaneDetections:
+    """Detect up to k planes per cloud.
+
+    Every point votes in a (phi, theta, rho) accumulator (``layout="grid"``, or the equal-area
+    ``"ball"``); the strongest non-maximum-suppressed peaks (the sphere's seams glued) are refit by
+    least squares to the points within a shrinking band (3, 2, then 1 x ``distance_threshold``);
+    refit planes that repeat a stronger one (within 1 degree and 2 thresholds) or hold fewer than
+    ``min_inliers`` (a fraction of the cloud's points) are dropped; each point is labelled with
+    the strongest plane within ``distance_threshold`` of it.
+
+    ``iterations > 1`` splits the search into rounds: after each round the points already on a
+    plane stop voting, which brings out small planes next to a dominant one (ground + walls).
+
+    Args:
+        points: (B, N, 3) float. lengths: (B,) int64 or None (all N).
+        preset: "outdoor" (LiDAR, tens of metres) or "indoor"; explicit arguments override it
+            (n_phi, n_theta, rho_step, rho_max: the accumulator; distance_threshold: inlier band;
+            min_inliers: the smallest share of the cloud's points a plane must hold).
+    Returns:
+        PlaneDetections(planes (B, k, 4), votes (B, k), labels (B, N)).
+    """
+    if preset not in PLANE_PRESETS:
+        raise ValueError("preset must be one of " + ", ".join(sorted(PLANE_PRESETS)) + ", got " + preset)
+    if layout not in ("grid", "ball"):
+        raise ValueError('layout must be "grid" or "ball", got ' + layout)
+    if k < 0 or iterations < 1:
+        raise ValueError("k must be >= 0 and iterations >= 1, got " + str(k) + ", " + str(iterations))
+    cfg = dict(PLANE_PRESETS[preset])
+    for name, value in (("n_phi", n_phi), ("n_theta", n_theta), ("rho_step", rho_step),
+                        ("rho_max", rho_max), ("distance_threshold", distance_threshold),
+                        ("min_inliers", min_inliers)):
+        if value is not None:
+            cfg[name] = value
+    phis, thetas, step, rmax = int(cfg["n_phi"]), int(cfg["n_theta"]), float(cfg["rho_step"]), float(cfg["rho_max"])
+    threshold = float(cfg["distance_threshold"])
+    support_share = float(cfg["min_inliers"])
+    batch, n = points.shape[0], points.shape[1]
+    pts = points[..., :3].float()
+    limit = lengths.unsqueeze(1) if lengths is not None else torch.full((batch, 1), n, device=points.device)
+    valid = (torch.arange(n, device=points.device).unsqueeze(0) < limit) & torch.isfinite(pts).all(-1)
+    if k == 0:
+        return PlaneDetections(pts.new_zeros((batch, 0, 4)), pts.new_zeros((batch, 0)),
+                               torch.full((batch, n), -1, dtype=torch.int64, device=points.device))
+    voters = torch.where(valid.unsqueeze(-1), pts, torch.full_like(pts, math.nan))  # NaN casts no vote
+    pts = torch.where(valid.unsqueeze(-1), pts, torch.zeros_like(pts))  # 0 * NaN would spoil the fits
+    bin_angle = 180.0 / min(phis, thetas)
+
+    planes = pts.new_zeros((batch, 0, 4))
+    votes = pts.new_zeros((batch, 0))
+    enough = support_share * valid.sum(1, keepdim=True).to(pts.dtype)  # (B, 1)
+    rounds = min(iterations, max(k, 1))
+    for r in range(rounds):
+        take = k // rounds + (1 if r < k % rounds else 0)
+        # Extra peaks: one plane's echoes in neighbouring cells are merged below. The ball has no
+        # neighbourhood across its rings in hough_peaks yet (rho only), so it needs more.
+        candidates = (4 if layout == "grid" else 16) * take
+        if layout == "grid":
+            acc = hough_planes(voters, step, rmax, phis, thetas)
+            peak_votes, idx = hough_plane_peaks(acc, candidates, [peak_radius] * 3, min_votes)
+            normals, offsets = peaks_to_planes(idx, phis, thetas, step, rmax)
+        else:
+            acc = hough_planes_ball(voters, step, rmax, phis, thetas)
+            peak_votes, idx = hough_peaks(acc, [0, peak_radius], candidates, min_votes)
+            normals, offsets = ball_peaks_to_planes(idx, phis, thetas, step, rmax)
+        found = torch.cat([normals, offsets.unsqueeze(-1)], -1).float()
+        # One plane peaks in several neighbouring cells (near the poles, on the ball): merge those
+        # echoes at bin resolution, refit (bin centres are up to half a bin off), merge what the
+        # refit shows to be one plane, and drop planes with too little support; vote order holds.
+        every = _suppress_duplicates(torch.cat([planes, found], 1), 2.0 * bin_angle, 2.0 * step + threshold)
+        every = _fit(pts, every, valid, threshold)
+        every = _suppress_duplicates(every, 1.0, 2.0 * threshold)
+        support = (_label(pts, every, valid, threshold).unsqueeze(-1)
+                   == torch.arange(every.shape[1], device=pts.device)).sum(1)
+        weak = (support.to(pts.dtype) < enough) | (support < 3)
+        every = torch.where(weak.unsqueeze(-1), torch.full_like(every, math.nan), every)
+        known = planes.shape[1]
+        found, found_votes = _compact(every[:, known:], peak_votes.float(), take)
+        planes, votes = torch.cat([every[:, :known], found], 1), torch.cat([votes, found_votes], 1)
+        if r + 1 < rounds:
+            on_plane = _label(pts, planes, valid, 2.0 * threshold) >= 0
+            voters = torch.where(on_plane.unsqueeze(-1), torch.full_like(pts, math.nan), voters)
+
+    planes = _fit(pts, planes, valid, threshold)
+    return PlaneDetections(planes, votes, _label(pts, planes, valid, threshold))

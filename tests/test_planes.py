@@ -1,0 +1,90 @@
+"""detect_planes: finds the ground-truth planes of generated scenes, on CPU and CUDA."""
+import math
+
+import pytest
+import torch
+
+import pointops
+from pointops import datasets
+
+SMALL = dict(n_phi=45, n_theta=45, rho_step=0.2, rho_max=50.0)  # coarse grid: fast on a CPU
+
+
+def small_scan(seed, **options):
+    return datasets.lidar_scan(datasets.make_scene(seed), n_beams=24, n_azimuth=512, range_noise=0.02,
+                               clutter=0.1, seed=seed, **options)
+
+
+def test_finds_the_ground_and_large_walls(device):
+    scan = small_scan(0)
+    det = pointops.detect_planes(scan.points[None].to(device), 6, iterations=2, **SMALL)
+    assert det.planes.shape == (1, 6, 4) and det.votes.shape == (1, 6) and det.labels.shape == (1, len(scan.points))
+    planes = det.planes[0].cpu()
+    found = planes[~torch.isnan(planes[:, 3])]
+    score = datasets.evaluate_planes(found, scan.planes, scan.labels)
+    assert score.recall == 1.0 and score.precision >= 0.75
+    # the ground's points get the ground's detection
+    ground = (scan.labels == 0)
+    detected_ground = det.labels[0].cpu()[ground]
+    assert (detected_ground == detected_ground.mode().values).float().mean() > 0.95
+
+
+def test_batch_with_lengths_and_padding(device):
+    a, b = small_scan(1), small_scan(2)
+    n = max(len(a.points), len(b.points)) + 10
+    points = torch.full((2, n, 3), float("nan"))
+    points[0, : len(a.points)] = a.points
+    points[1, : len(b.points)] = b.points
+    points[1, len(b.points):] = 1000.0  # past lengths: must be ignored
+    lengths = torch.tensor([len(a.points), len(b.points)])
+    det = pointops.detect_planes(points.to(device), 4, lengths.to(device), **SMALL)
+    assert (det.labels[1, len(b.points):] == -1).all()
+    for row, scan in ((0, a), (1, b)):
+        planes = det.planes[row].cpu()
+        found = planes[~torch.isnan(planes[:, 3])]
+        assert datasets.evaluate_planes(found, scan.planes, scan.labels).recall == 1.0
+    # a single cloud gives the same planes as its row in the batch
+    single = pointops.detect_planes(a.points[None].to(device), 4, **SMALL)
+    torch.testing.assert_close(single.planes[0], det.planes[0], equal_nan=True)
+
+
+def test_refit_beats_the_bin_centre(device):
+    # one tilted plane: the bins are 4 degrees wide, the refit lands within a fraction of one
+    g = torch.Generator().manual_seed(0)
+    uv = torch.rand(4000, 2, generator=g) * 10 - 5
+    normal = torch.tensor([0.1, 0.2, 1.0]) / math.sqrt(1.05)
+    u = torch.nn.functional.normalize(torch.cross(normal, torch.tensor([1.0, 0, 0]), dim=0), dim=0)
+    v = torch.cross(normal, u, dim=0)
+    points = 2.5 * normal + uv[:, :1] * u + uv[:, 1:] * v
+    det = pointops.detect_planes(points[None].to(device), 1, **SMALL)
+    plane = det.planes[0, 0].cpu()
+    assert math.degrees(math.acos(min(1.0, abs(float(plane[:3] @ normal))))) < 0.05
+    assert abs(abs(float(plane[3])) - 2.5) < 1e-3
+    assert (det.labels == 0).all()
+
+
+def test_no_planes_and_empty_inputs(device):
+    det = pointops.detect_planes(torch.rand(2, 50, 3, device=device), 0, **SMALL)
+    assert det.planes.shape == (2, 0, 4) and (det.labels == -1).all()
+    det = pointops.detect_planes(torch.full((1, 30, 3), float("nan"), device=device), 3, **SMALL)
+    assert torch.isnan(det.planes).all() and (det.votes == 0).all() and (det.labels == -1).all()
+    det = pointops.detect_planes(torch.rand(0, 10, 3, device=device), 2, **SMALL)
+    assert det.planes.shape == (0, 2, 4)
+
+
+def test_ball_layout_finds_the_ground(device):
+    scan = small_scan(3)
+    det = pointops.detect_planes(scan.points[None].to(device), 4, layout="ball", **SMALL)
+    found = det.planes[0].cpu()
+    found = found[~torch.isnan(found[:, 3])]
+    assert datasets.evaluate_planes(found, scan.planes, scan.labels).found[0]  # plane 0 is the ground
+
+
+def test_bad_arguments():
+    points = torch.rand(1, 10, 3)
+    with pytest.raises(ValueError, match="preset"):
+        pointops.detect_planes(points, 2, preset="moon")
+    with pytest.raises(ValueError, match="layout"):
+        pointops.detect_planes(points, 2, layout="cube")
+    with pytest.raises(ValueError, match="iterations"):
+        pointops.detect_planes(points, 2, iterations=0)

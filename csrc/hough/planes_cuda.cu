@@ -6,20 +6,34 @@
 // bank L). Points stream through a shared tile, read as one broadcast float4 each.
 //
 // Counts (vote_counts_kernel): a column is one 32-bit word holding two 16-bit counters, i.e. two
-// orientations per thread. Per point a thread computes both bins, loads both words, adds (if both
-// bins land in the same word the second store carries both increments) and stores: two
-// independent loads in flight per point instead of a load-add-store chain per vote, and half the
-// shared memory per orientation of 32-bit counters, so more orientations (warps) stay resident.
-// A 16-bit counter holds at most 65535 votes, so the block flushes its histograms into the
-// output with coalesced integer atomics (exact and order-free, hence deterministic) at least
-// every 65535 points, and at the end. Rejected votes go to a discard row (bin n_rho) instead of a
-// branch. Blocks also split the points into chunks so that small batches still fill the GPU.
+// orientations per thread (a shared-memory word per orientation pair and rho bin is what bounds
+// the orientations resident per SM: 448 for n_rho = 256). Per point a thread computes both rows,
+// loads both words, adds (if both rows are the same word the second store carries both
+// increments) and stores. The loop is software-pipelined: point i's loads are issued, then point
+// i+1's rows are computed (point i+2 is read from the tile), then point i's stores, so the bin
+// arithmetic hides the shared-memory latency. The bin is floor(t) from t + 2^23 added with
+// round-down (FADD.RM; see vote_row), and the range check plus the discard row is one unsigned
+// min, instead of two compares, a select and an F2I (a quarter-rate pipe). A 16-bit counter holds
+// at most 65535 votes, so the block flushes its histograms into the output with coalesced integer
+// atomics (exact and order-free, hence deterministic) at least every 65535 points, and at the end.
+// Rejected votes go to a discard row (bin n_rho) instead of a branch.
+// Work: the block width is the one that keeps the most word columns resident (n_rho = 256: one
+// 224-thread block of 230 KB per SM), and the grid is persistent: the units (cloud, orientation
+// tile, 64-point tile) are split into equal contiguous runs, one per resident block, so all SMs
+// finish together whatever the shapes. Point tiles are double-buffered (the next tile's loads are
+// in flight while the current one votes): one barrier per 64 points.
 //
-// What bounds it (estimated from the code, not yet measured on a GPU): about 13 instructions per
-// vote (4 flops for the bin, 2 compares, the conversion, address, load/add/store), i.e. the issue
-// rate, and latency hiding with the ~6 warps per SM that n_rho = 256 histograms leave room for
-// (64 threads x 70 KB blocks, 3 per SM; ptxas: 48 registers, no spills). The flushes add 4 bytes
-// of global atomics per (orientation, rho bin) per 65280 points.
+// What bounds it (from the SASS, sm_90, not yet measured): the inner loop is 23 instructions per
+// point and thread (2 votes): 3 LDS (2 counter words + the broadcast point), 2 STS, 10 FMA-pipe
+// (FMUL + 3 FFMA for rho, FFMA for t, FADD.RM per orientation), 2 VIADDMNMX, 2 IMAD (address),
+// ISETP + SEL + 2 IADD; no F2I. With 7 warps per SM, three of the four schedulers run two warps:
+// 46 issue cycles per point there, about the same as one warp's load -> add -> store chain (~45
+// cycles), so the issue rate bounds it at about 7 x 64 votes / ~50 cycles ~ 9 votes per SM per
+// cycle, ~2.3e12 votes/s on an H200 (132 SMs, 1.98 GHz). The per-tile bookkeeping (~75
+// instructions per 64 points), the flushes (~2%: their shared reads conflict 32-way) and the
+// padding columns of the last orientation tile (72.3 tiles of 448 for 180 x 180) take some of
+// that; expected ~1.6-2.0e12 votes/s, i.e. ~16-20 ms for 1M points x 32,400 orientations.
+// ptxas: 77 registers, no spills; shared memory 2 x 66 x 16 B of point tiles + 257 x 224 x 4 B.
 //
 // Weighted (vote_weights_kernel): one float per column, two columns (orientations) per thread, and
 // one block sees every point of its cloud in order, so each bin is the same float32 sum, in the
@@ -43,15 +57,39 @@ using hough_detail::PlaneLayout;
 using hough_detail::RhoBinning;
 using cuda::kWarpSize;
 
-constexpr int kTilePoints = 256;
+constexpr int kTilePoints = 256;  // vote_weights_kernel's point tile
 constexpr int kMaxThreads = 256;
-// Flush before a 16-bit counter could pass 65535: a whole number of tiles.
-constexpr int64_t kFlushPoints = (65535 / kTilePoints) * kTilePoints;
-// Chunks smaller than this would spend more on flushing than on voting.
-constexpr int64_t kMinChunkPoints = 16384;
 
-// Stages points [first, first + count) of a cloud as float4 (x, y, z, weight); a point that casts
-// no vote gets x = NaN, which every normal turns into a rejected bin.
+// vote_counts_kernel: points per staged tile, and the tile's stride in float4 (two spare entries
+// that the software pipeline may read past the tile's end, never used).
+constexpr int kCountTile = 64;
+constexpr int kCountTileStride = kCountTile + 2;
+// Flush before a 16-bit counter could pass 65535: at most 65535 points between flushes.
+constexpr int64_t kFlushPoints = 65535;
+// float32 2^23: for 0 <= t < 2^23, t + 2^23 rounded down is 2^23 + floor(t), whose low mantissa
+// bits are floor(t).
+constexpr float kTwo23 = 8388608.f;
+constexpr uint32_t kTwo23Bits = 0x4b000000u;
+
+// Loads point `row` of a cloud (row >= end: x = NaN, no vote) with no check, so that the loads
+// stay in flight until finite_point() reads them.
+__device__ __forceinline__ float4 fetch_point(const float* cloud, int64_t row, int64_t end) {
+  float4 p = make_float4(nanf(""), 0.f, 0.f, 1.f);
+  if (row < end) {
+    p.x = cloud[3 * row];
+    p.y = cloud[3 * row + 1];
+    p.z = cloud[3 * row + 2];
+  }
+  return p;
+}
+
+// A point with a NaN/Inf coordinate casts no vote: x = NaN, which every normal rejects.
+__device__ __forceinline__ float4 finite_point(float4 p) {
+  if (!(isfinite(p.x) && isfinite(p.y) && isfinite(p.z))) p.x = nanf("");
+  return p;
+}
+
+// Stages points [first, first + count) of a cloud (see fetch_point) into tile[0, kTilePoints).
 __device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, const float* weights,
                                            int64_t first, int64_t count) {
   for (int i = threadIdx.x; i < kTilePoints; i += blockDim.x) {
@@ -83,80 +121,194 @@ __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning
   return hough_detail::rho_bin(nrm.x, nrm.y, nrm.z, p.x, p.y, p.z, binning);
 }
 
-// Adds the block's 16-bit histograms into out (b's rows), then clears this thread's column.
-// Thread t's word column holds orientation m_base + t (low half) and m_base + T + t (high half).
+// The counter row of point p for normal nrm: rho_bin()'s bin, or n_rho (the discard row) for a
+// rejected vote. rho and t are rho_bin()'s, bit for bit; the bin is floor(t) from the float32 sum
+// t + 2^23 rounded down (FADD.RM) instead of a conversion (F2I, a quarter-rate pipe): for
+// 0 <= t < n_rho <= 2^23 its bits are 0x4b000000 + floor(t) = 0x4b000000 + int(t). Every rejected
+// t lands outside [0x4b000000, 0x4b000000 + n_rho) as an unsigned difference: t < 0 gives a sum
+// below 2^23 (or a negative float: sign bit set), t >= n_rho a sum of at least 2^23 + n_rho, NaN
+// a NaN (exponent all ones); so one unsigned min (VIADDMNMX.U32, fused with the subtraction) both
+// checks the range and picks the discard row.
+__device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning) {
+  const float rho = hough_detail::fused_multiply_add(
+      nrm.z, p.z, hough_detail::fused_multiply_add(nrm.y, p.y, hough_detail::multiply(nrm.x, p.x)));
+  const float t = hough_detail::fused_multiply_add(rho, binning.scale, binning.half);
+  const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23));
+  return min(bits - kTwo23Bits, static_cast<uint32_t>(binning.n_rho));
+}
+
+// Shared-memory word access by 32-bit shared-window address, so that a vote's address is one
+// IMAD (row * stride + column). The "memory" clobber keeps these in program order with every other
+// memory access, as plain loads and stores would be.
+__device__ __forceinline__ uint32_t load_shared(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_shared(uint32_t address, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
+}
+
+// Adds the block's 16-bit histograms into out (one cloud's rows), then clears this thread's
+// column. Word column c holds orientation m_base + c (low half) and m_base + T + c (high half).
+// A warp per column and a lane per rho bin, so the global atomics coalesce; the shared reads
+// conflict (a column's words share a bank), which costs ~2% of the votes between flushes.
 __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base, int64_t m_total,
                                              int32_t n_rho, int32_t* out_cloud) {
   __syncthreads();
   const int threads = blockDim.x;
   const int lane = threadIdx.x % kWarpSize;
-  // A warp per orientation and a lane per rho bin: the global atomics coalesce. The shared reads
-  // conflict (a column's words share a bank), which costs ~1% of the votes between flushes.
-  for (int local = threadIdx.x / kWarpSize; local < 2 * threads; local += threads / kWarpSize) {
-    const int64_t m = m_base + local;
-    if (m >= m_total) continue;
-    const int column = local < threads ? local : local - threads;
-    const int shift = local < threads ? 0 : 16;
+  for (int column = threadIdx.x / kWarpSize; column < threads; column += threads / kWarpSize) {
+    const int64_t m_lo = m_base + column, m_hi = m_base + threads + column;
+    if (m_lo >= m_total) continue;
+    int32_t* row_lo = out_cloud + m_lo * n_rho;
+    int32_t* row_hi = out_cloud + m_hi * n_rho;
+    const bool has_hi = m_hi < m_total;
     for (int32_t r = lane; r < n_rho; r += kWarpSize) {
-      const uint32_t count = (counters[r * threads + column] >> shift) & 0xffffu;
-      if (count != 0) atomicAdd(out_cloud + m * n_rho + r, static_cast<int32_t>(count));
+      const uint32_t word = counters[r * threads + column];
+      const uint32_t lo = word & 0xffffu, hi = word >> 16;
+      if (lo != 0) atomicAdd(row_lo + r, static_cast<int32_t>(lo));
+      if (has_hi && hi != 0) atomicAdd(row_hi + r, static_cast<int32_t>(hi));
     }
   }
   __syncthreads();
   for (int32_t r = 0; r <= n_rho; ++r) counters[r * threads + threadIdx.x] = 0;
 }
 
-__global__ void __launch_bounds__(kMaxThreads)
+// Counts. The work is a list of units (cloud b, orientation tile, 64-point tile), tile-major per
+// cloud; block k takes the contiguous run [k U / G, (k+1) U / G) (a persistent grid, G = the
+// resident blocks), so every SM gets the same number of point-orientation pairs whatever the
+// shapes. A block flushes when its run moves to another (cloud, orientation tile), before a
+// 16-bit counter could overflow, and at the end. Point tiles are double-buffered: the next tile's
+// points are loaded from global memory into registers while the current tile votes, then stored;
+// one barrier per tile.
+__global__ void __launch_bounds__(kMaxThreads, 1)
     vote_counts_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
                        int64_t batch, int64_t n, const float* __restrict__ normals,
-                       int64_t m_total, RhoBinning binning, int64_t chunk_points,
+                       int64_t m_total, RhoBinning binning, int64_t n_tiles,
                        int32_t* __restrict__ out) {
   extern __shared__ float4 vote_smem[];
-  float4* tile = vote_smem;
-  uint32_t* counters = reinterpret_cast<uint32_t*>(vote_smem + kTilePoints);  // [n_rho + 1][T]
+  float4* tiles = vote_smem;  // [2][kCountTileStride]
+  uint32_t* counters = reinterpret_cast<uint32_t*>(vote_smem + 2 * kCountTileStride);
   const int threads = blockDim.x;
   const int32_t n_rho = binning.n_rho;
-  const int64_t m_base = int64_t{blockIdx.x} * 2 * threads;
-  const float3 lo = load_normal(normals, m_base + threadIdx.x, m_total);
-  const float3 hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
-  uint32_t* column = counters + threadIdx.x;
-  for (int32_t r = 0; r <= n_rho; ++r) column[r * threads] = 0;
+  const uint32_t stride = 4u * static_cast<uint32_t>(threads);
+  const uint32_t column =
+      static_cast<uint32_t>(__cvta_generic_to_shared(counters)) + 4u * threadIdx.x;
 
-  for (int64_t b = blockIdx.z; b < batch; b += gridDim.z) {
-    const int64_t length = cloud_length(lengths, b, n);
-    const int64_t begin = int64_t{blockIdx.y} * chunk_points;
-    const int64_t end = min(length, begin + chunk_points);
-    const float* cloud = points + b * n * 3;
-    int32_t* out_cloud = out + b * m_total * n_rho;
-    int64_t since_flush = 0;
-    for (int64_t first = begin; first < end; first += kTilePoints) {
-      if (since_flush == kFlushPoints) {
-        flush_counts(counters, m_base, m_total, n_rho, out_cloud);
-        since_flush = 0;
+  const int64_t point_tiles = cuda::ceil_div(n, kCountTile);
+  const int64_t units = batch * n_tiles * point_tiles;
+  const int64_t u_end = units * (blockIdx.x + 1) / gridDim.x;
+  // The block's position: unit u = ((b * n_tiles) + tile) * point_tiles + first / kCountTile,
+  // kept incrementally (no 64-bit divisions per tile). Units past a cloud's length are skipped.
+  struct Cursor {
+    int64_t u, group_end, b, tile, first, length;
+  } cur;
+  {
+    cur.u = units * blockIdx.x / gridDim.x;
+    const int64_t group = cur.u / point_tiles;
+    cur.group_end = (group + 1) * point_tiles;
+    cur.b = group / n_tiles;
+    cur.tile = group - cur.b * n_tiles;
+    cur.first = (cur.u - group * point_tiles) * kCountTile;
+    cur.length = cur.u < u_end ? cloud_length(lengths, cur.b, n) : 0;
+  }
+  // Moves c to its first unit that has points, or to u_end.
+  auto settle = [&](Cursor& c) {
+    while (c.u < u_end && c.first >= c.length) {
+      c.u = c.group_end;
+      c.group_end += point_tiles;
+      c.first = 0;
+      if (++c.tile == n_tiles) {
+        c.tile = 0;
+        ++c.b;
+        c.length = c.u < u_end ? cloud_length(lengths, c.b, n) : 0;
       }
-      const int count = static_cast<int>(min(int64_t{kTilePoints}, end - first));
-      __syncthreads();  // everyone is done with the previous tile
-      stage_tile(tile, cloud, nullptr, first, count);
-      __syncthreads();
-      // The next point is loaded before this one's stores, which the compiler could not hoist.
-      float4 p = tile[0];
-      for (int i = 0; i < count; ++i) {
-        const float4 next = tile[i + 1 < count ? i + 1 : i];
-        const int32_t r_lo = bin_of(lo, p, binning);
-        const int32_t r_hi = bin_of(hi, p, binning);
-        uint32_t* w_lo = column + r_lo * threads;
-        uint32_t* w_hi = column + r_hi * threads;
-        uint32_t a = *w_lo;
-        uint32_t c = *w_hi;
-        a += 1u;
-        c = (r_lo == r_hi ? a : c) + 0x10000u;  // same word: the second store carries both
-        *w_lo = a;
-        *w_hi = c;
-        p = next;
-      }
-      since_flush += count;
     }
-    flush_counts(counters, m_base, m_total, n_rho, out_cloud);
+  };
+  // This thread's points of c's tile (thread t stages points t and t + T; T >= kCountTile / 2).
+  auto fetch = [&](const Cursor& c, float4 (&p)[2]) {
+    const float* cloud = points + c.b * n * 3;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int i = threadIdx.x + j * threads;
+      if (i < kCountTile) p[j] = fetch_point(cloud, c.first + i, c.length);
+    }
+  };
+  auto stage = [&](float4* tile, const float4 (&p)[2]) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int i = threadIdx.x + j * threads;
+      if (i < kCountTile) tile[i] = finite_point(p[j]);
+    }
+  };
+
+  for (int32_t r = 0; r <= n_rho; ++r) counters[r * threads + threadIdx.x] = 0;
+  settle(cur);
+  if (cur.u >= u_end) return;
+  float4 staged[2];
+  fetch(cur, staged);
+  stage(tiles, staged);
+  int64_t m_base = cur.tile * 2 * threads;
+  float3 lo = load_normal(normals, m_base + threadIdx.x, m_total);
+  float3 hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
+  __syncthreads();
+  int buffer = 0;
+  int64_t since_flush = 0;
+  while (true) {
+    Cursor next = cur;
+    ++next.u;
+    next.first += kCountTile;
+    if (next.u == next.group_end) next.first = next.length;  // the group is done: settle moves on
+    settle(next);
+    const bool last = next.u >= u_end;
+    if (!last) fetch(next, staged);  // in flight while this tile votes
+
+    // Vote the 64 points of this tile (padding points are NaN: the discard row). Software
+    // pipelined: point i's counter words are read before point i+1's rows are computed and point
+    // i+2 is read from the tile, so the bin arithmetic overlaps the shared-memory latency. Same
+    // word for both orientations: the second store carries both increments.
+    const float4* tile = tiles + buffer * kCountTileStride;
+    float4 q = tile[1];
+    uint32_t row_lo = vote_row(lo, tile[0], binning);
+    uint32_t row_hi = vote_row(hi, tile[0], binning);
+#pragma unroll 16
+    for (int i = 0; i < kCountTile; ++i) {
+      const uint32_t at_lo = row_lo * stride + column;  // one IMAD each
+      const uint32_t at_hi = row_hi * stride + column;
+      uint32_t a = load_shared(at_lo);
+      uint32_t c = load_shared(at_hi);
+      const float4 q2 = tile[i + 2];  // i + 2 <= kCountTile + 1 < kCountTileStride
+      const uint32_t next_lo = vote_row(lo, q, binning);
+      const uint32_t next_hi = vote_row(hi, q, binning);
+      a += 1u;
+      c = (row_lo == row_hi ? a : c) + 0x10000u;
+      store_shared(at_lo, a);
+      store_shared(at_hi, c);
+      row_lo = next_lo;
+      row_hi = next_hi;
+      q = q2;
+    }
+    since_flush += kCountTile;
+
+    const bool new_group = last || next.b != cur.b || next.tile != cur.tile;
+    if (!last) stage(tiles + (buffer ^ 1) * kCountTileStride, staged);
+    if (new_group || since_flush + kCountTile > kFlushPoints) {
+      flush_counts(counters, m_base, m_total, n_rho,
+                   out + cur.b * m_total * n_rho);  // its barriers also publish the staged tile
+      since_flush = 0;
+    } else {
+      __syncthreads();
+    }
+    if (last) break;
+    if (new_group) {
+      m_base = next.tile * 2 * threads;
+      lo = load_normal(normals, m_base + threadIdx.x, m_total);
+      hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
+    }
+    cur = next;
+    buffer ^= 1;
   }
 }
 
@@ -267,17 +419,22 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
   const int64_t batch_blocks = std::min<int64_t>(batch, 65535);
   const int64_t rows = int64_t{binning.n_rho} + 1;  // + the discard row
-  // The widest block whose histograms leave room for two blocks per SM; else one block per SM;
-  // else global memory.
-  const int64_t half_sm = static_cast<int64_t>(prop->sharedMemPerMultiprocessor) / 2 - 1024;
   const int64_t most = static_cast<int64_t>(prop->sharedMemPerBlockOptin);
-  const int64_t words_per_thread = w.defined() ? 2 : 1;
-  auto smem_for = [&](int64_t threads) {
-    return kTilePoints * int64_t{sizeof(float4)} + rows * threads * words_per_thread * 4;
+  // Counts: 16-bit counter pairs, one word column per thread, after two point tiles.
+  auto count_smem = [&](int64_t threads) {
+    return 2 * kCountTileStride * int64_t{sizeof(float4)} + rows * threads * 4;
   };
-  int64_t threads = kMaxThreads;
-  while (threads > kWarpSize && smem_for(threads) > half_sm) threads /= 2;
-  if (smem_for(threads) > most) {
+  // Weighted: the widest block whose histograms leave room for two blocks per SM; else one block
+  // per SM.
+  const int64_t half_sm = static_cast<int64_t>(prop->sharedMemPerMultiprocessor) / 2 - 1024;
+  auto weight_smem = [&](int64_t threads) {
+    return kTilePoints * int64_t{sizeof(float4)} + rows * threads * 2 * 4;
+  };
+  int64_t weight_threads = kMaxThreads;
+  while (weight_threads > kWarpSize && weight_smem(weight_threads) > half_sm) weight_threads /= 2;
+  // Else global memory. (The shared-memory kernels also keep n_rho far below 2^23, which the
+  // counts kernel's binning needs.)
+  if (w.defined() ? weight_smem(weight_threads) > most : count_smem(kWarpSize) > most) {
     const int64_t block = 128;
     const dim3 grid(static_cast<unsigned>(cuda::ceil_div(m_total, block)),
                     static_cast<unsigned>(batch_blocks));
@@ -293,35 +450,48 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
   }
-  const int smem = static_cast<int>(smem_for(threads));
-  const int64_t tiles = cuda::ceil_div(m_total, 2 * threads);
   if (w.defined()) {
+    const int smem = static_cast<int>(weight_smem(weight_threads));
+    const int64_t tiles = cuda::ceil_div(m_total, 2 * weight_threads);
     C10_CUDA_CHECK(cudaFuncSetAttribute(vote_weights_kernel,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(batch_blocks));
-    vote_weights_kernel<<<grid, static_cast<unsigned>(threads), smem, stream>>>(
+    vote_weights_kernel<<<grid, static_cast<unsigned>(weight_threads), smem, stream>>>(
         pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
         normals.data_ptr<float>(), m_total, binning, out.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
   }
+  // Counts: the block width (a whole number of warps, no wider than the orientations need) that
+  // keeps the most word columns resident per SM; the first such, i.e. the narrowest, on a tie.
+  // With n_rho = 256 that is one 224-thread block per SM (230 KB: 7 warps, 448 orientations).
   C10_CUDA_CHECK(cudaFuncSetAttribute(vote_counts_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(most)));
+  const int64_t widest =
+      std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
+  int64_t threads = 0, resident = 0;
   int per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, vote_counts_kernel, static_cast<int>(threads), smem));
-  // Two waves of blocks over (orientation tiles x clouds x point chunks).
-  const int64_t wanted = 2 * std::max(1, per_sm) * int64_t{prop->multiProcessorCount};
-  const int64_t most_chunks = std::max<int64_t>(1, cuda::ceil_div(n, kMinChunkPoints));
-  const int64_t chunks =
-      std::clamp<int64_t>(cuda::ceil_div(wanted, tiles * batch_blocks), 1, std::min<int64_t>(most_chunks, 65535));
-  const int64_t chunk_points = cuda::round_up(cuda::ceil_div(n, chunks), kTilePoints);
-  const dim3 grid(static_cast<unsigned>(tiles),
-                  static_cast<unsigned>(cuda::ceil_div(n, chunk_points)),
-                  static_cast<unsigned>(batch_blocks));
-  vote_counts_kernel<<<grid, static_cast<unsigned>(threads), smem, stream>>>(
-      pts.data_ptr<float>(), lengths_ptr, batch, n, normals.data_ptr<float>(), m_total, binning,
-      chunk_points, out.data_ptr<int32_t>());
+  for (int64_t t = kWarpSize; t <= widest && count_smem(t) <= most; t += kWarpSize) {
+    int blocks = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t))));
+    if (t * blocks > resident) {
+      threads = t;
+      resident = t * blocks;
+      per_sm = blocks;
+    }
+  }
+  TORCH_CHECK(threads > 0, "hough_planes: no resident block fits the accumulator");
+  const int smem = static_cast<int>(count_smem(threads));
+  const int64_t n_tiles = cuda::ceil_div(m_total, 2 * threads);
+  const int64_t units = batch * n_tiles * cuda::ceil_div(n, kCountTile);
+  const int64_t grid =
+      std::clamp<int64_t>(int64_t{per_sm} * prop->multiProcessorCount, 1, std::min<int64_t>(units, 1 << 30));
+  vote_counts_kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), smem,
+                       stream>>>(pts.data_ptr<float>(), lengths_ptr, batch, n,
+                                 normals.data_ptr<float>(), m_total, binning, n_tiles,
+                                 out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

@@ -72,9 +72,18 @@ struct AtomicOps {
   __device__ static void or32(uint32_t* p, uint32_t v) { atomicOr(p, v); }
 };
 
-// Pairs with the claimer's release of the ready bit, so a point's atomics are ordered after the
-// claimer's zeros by the memory model itself, not by how today's hardware happens to issue them.
-// (A relaxed load would spare the L1 invalidation an acquire costs on sm_90, but is not ordered.)
+// The flag word as L2 holds it (not a stale L1 copy). A relaxed load, not an acquire: on sm_90 an
+// acquire load also invalidates the SM's whole L1 (CCTL.IVALL), once per point. The atomics that
+// follow a ready bit read this way are issued only once the load has returned (they depend on it
+// through a branch; the GPU does not speculate) and are performed at L2, where the claimer's zeros
+// were already acknowledged before its release of the ready bit; so they land after the zeros.
+__device__ __forceinline__ uint32_t load_relaxed(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Pairs with the claimer's release of the ready bit (used while waiting, which is rare).
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -124,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t* record = cloud_records + cell * stride;
       uint32_t* word = cloud_flags + cell / kCellsPerWord;
       const uint32_t claimed = 1u << (2 * static_cast<int32_t>(cell % kCellsPerWord));
-      if (!(load_acquire(word) & (claimed << 1))) claim_or_wait(word, claimed, record, stride);
+      if (!(load_relaxed(word) & (claimed << 1))) claim_or_wait(word, claimed, record, stride);
       atomicAdd(record, 1u);
       const acc_t feature = r.read_feature ? static_cast<acc_t>(p[r.feature_column]) : acc_t(0);
       bev_detail::accumulate_point<AtomicOps>(r, record + kRecordHead, z, feature,

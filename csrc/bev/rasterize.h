@@ -42,16 +42,14 @@
 //     a point has floor((z - z_min) / slice_height) == s (clamped to the last slice, which float
 //     rounding just below z_max can overshoot).
 //
-// How both backends accumulate: per cell a count plus a record of 32-bit slots holding only what
-// the channels need (RecordLayout): a 64-bit top key (ordered z bits << 32 | ~point index, max),
-// the inverted ordered bits of z (max = min z), the ordered bits of the feature (max), the
-// fixed-point sums and the slice bits (or). All of these are integer max / add / or whose identity
-// is 0 (every real key is > 0), so order does not matter and CUDA uses plain integer atomics.
-// A record is zeroed by the first point of its cell, so records of empty cells are never written
-// nor read (BEV grids are mostly empty): the CPU keeps a dense int32 count per cloud (the point that
-// finds it at 0 zeroes the record); CUDA keeps the count in the record and zeroes only 2 flag bits
-// per cell (claimed, ready; see rasterize_cuda.cu). finalize_cell / occupied_value turn a cell's
-// count and record into its output channels, the same code on both backends.
+// How both backends accumulate: per cloud, a dense int32 count per cell plus a per-cell record of
+// 32-bit slots holding only what the channels need (RecordLayout): a 64-bit top key
+// (ordered z bits << 32 | ~point index, max), the inverted ordered bits of z (max = min z), the
+// ordered bits of the feature (max), the fixed-point sums and the slice bits (or). All of these
+// are integer max / add / or, so order does not matter and CUDA uses plain integer atomics.
+// A record is zeroed by the point that finds its cell's count at 0, so records of empty cells are
+// never written nor read (BEV grids are mostly empty). finalize_cell turns a cell's count and
+// record into its output channels, the same code on both backends.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -296,66 +294,75 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
   }
 }
 
-// The value of output channel `channel` (slice `s` of height_slices, else unused) of a cell that
-// holds count > 0 points; empty cells hold 0 in every channel. `cloud` is the cloud's (N, C)
-// points, for the top point's feature.
-template <typename scalar_t, typename acc_t>
-POINTOPS_HOST_DEVICE inline float occupied_value(const Raster<acc_t>& r, Channel channel, int32_t s,
-                                                 uint32_t count, const uint32_t* record,
-                                                 const scalar_t* cloud) {
-  const RecordLayout& layout = r.record;
-  switch (channel) {
-    case Channel::kMaxZ:
-      return key_float(
-          static_cast<uint32_t>(*reinterpret_cast<const uint64_t*>(record + layout.top) >> 32));
-    case Channel::kMinZ:
-      return key_float(~record[layout.min_z]);
-    case Channel::kMeanZ: {
-      const double sum = static_cast<double>(*reinterpret_cast<const uint64_t*>(record + layout.sum_z));
-      return static_cast<float>(r.z_offset + sum / count / r.z_scale);
-    }
-    case Channel::kCount:
-      return static_cast<float>(count);
-    case Channel::kDensity: {
-      const double d = portable_log(static_cast<double>(count) + 1.0) / r.log_base;
-      return static_cast<float>(d < 1.0 ? d : 1.0);
-    }
-    case Channel::kOccupancy:
-      return 1.f;
-    case Channel::kMaxFeature:
-      return key_float(record[layout.max_f]);
-    case Channel::kMeanFeature: {
-      const uint64_t* sum = reinterpret_cast<const uint64_t*>(record + layout.sum_f);
-      // high * 2^64 is exact, so a fused multiply-add rounds like the separate operations.
-      const double total = static_cast<double>(static_cast<int64_t>(sum[1])) * 18446744073709551616.0 +
-                           static_cast<double>(sum[0]);
-      return static_cast<float>(total / count / kFixedOne);
-    }
-    case Channel::kTopFeature: {
-      const uint32_t i = top_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
-      const acc_t f = static_cast<acc_t>(cloud[static_cast<int64_t>(i) * r.dims + r.feature_column]);
-      return static_cast<float>(sanitize_feature(f));
-    }
-    case Channel::kHeightSlices:
-      return ((record[layout.slices + s / 32] >> (s % 32)) & 1u) ? 1.f : 0.f;
-  }
-  return 0.f;
-}
-
-// Writes cell's output channels (out[c * plane], c = 0..out_channels-1) from its count and record
-// (not read when count == 0). `cloud` is the cloud's (N, C) points, for the top point's feature.
+// Writes cell's output channels (out[c * plane], c = 0..out_channels-1) from its count and record.
+// `cloud` is the cloud's (N, C) points, for the top point's feature.
 template <typename scalar_t, typename acc_t>
 POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, uint32_t count,
                                                const uint32_t* record, const scalar_t* cloud,
                                                float* out, int64_t plane) {
+  const RecordLayout& layout = r.record;
   const bool occupied = count > 0;
   int64_t c = 0;
   for (int32_t k = 0; k < r.num_channels; ++k) {
-    const Channel channel = r.channels[k];
-    const int32_t slices = channel == Channel::kHeightSlices ? r.height_slices : 1;
-    for (int32_t s = 0; s < slices; ++s, ++c) {
-      out[c * plane] = occupied ? occupied_value<scalar_t, acc_t>(r, channel, s, count, record, cloud) : 0.f;
+    float value = 0.f;
+    switch (r.channels[k]) {
+      case Channel::kMaxZ:
+        if (occupied) {
+          value = key_float(static_cast<uint32_t>(
+              *reinterpret_cast<const uint64_t*>(record + layout.top) >> 32));
+        }
+        break;
+      case Channel::kMinZ:
+        if (occupied) value = key_float(~record[layout.min_z]);
+        break;
+      case Channel::kMeanZ:
+        if (occupied) {
+          const double sum =
+              static_cast<double>(*reinterpret_cast<const uint64_t*>(record + layout.sum_z));
+          value = static_cast<float>(r.z_offset + sum / count / r.z_scale);
+        }
+        break;
+      case Channel::kCount:
+        value = static_cast<float>(count);
+        break;
+      case Channel::kDensity:
+        if (occupied) {
+          const double d = portable_log(static_cast<double>(count) + 1.0) / r.log_base;
+          value = static_cast<float>(d < 1.0 ? d : 1.0);
+        }
+        break;
+      case Channel::kOccupancy:
+        value = occupied ? 1.f : 0.f;
+        break;
+      case Channel::kMaxFeature:
+        if (occupied) value = key_float(record[layout.max_f]);
+        break;
+      case Channel::kMeanFeature:
+        if (occupied) {
+          const uint64_t* sum = reinterpret_cast<const uint64_t*>(record + layout.sum_f);
+          // high * 2^64 is exact, so a fused multiply-add rounds like the separate operations.
+          const double total = static_cast<double>(static_cast<int64_t>(sum[1])) * 18446744073709551616.0 +
+                               static_cast<double>(sum[0]);
+          value = static_cast<float>(total / count / kFixedOne);
+        }
+        break;
+      case Channel::kTopFeature:
+        if (occupied) {
+          const uint32_t i = top_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
+          const acc_t f = static_cast<acc_t>(cloud[static_cast<int64_t>(i) * r.dims + r.feature_column]);
+          value = static_cast<float>(sanitize_feature(f));
+        }
+        break;
+      case Channel::kHeightSlices:
+        for (int32_t s = 0; s < r.height_slices; ++s) {
+          const bool set = occupied && ((record[layout.slices + s / 32] >> (s % 32)) & 1u);
+          out[(c + s) * plane] = set ? 1.f : 0.f;
+        }
+        c += r.height_slices;
+        continue;
     }
+    out[c * plane] = value;
+    ++c;
   }
 }
 

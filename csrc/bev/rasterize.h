@@ -61,11 +61,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__CUDACC__)
-#define POINTOPS_HOST_DEVICE __host__ __device__
-#else
-#define POINTOPS_HOST_DEVICE
-#endif
+#include "common/portable_math.h"
 
 namespace pointops {
 
@@ -167,14 +163,6 @@ POINTOPS_HOST_DEVICE inline double floor_of(double v) {
 #endif
 }
 
-POINTOPS_HOST_DEVICE inline double fma_of(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
 // Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
 // the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
 // ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an
@@ -193,9 +181,9 @@ POINTOPS_HOST_DEVICE inline double portable_log(double x) {
   const double s = (m - 1.0) / (m + 1.0);
   const double s2 = s * s;
   double series = 1.0 / 23.0;
-  for (int k = 21; k >= 1; k -= 2) series = fma_of(series, s2, 1.0 / k);
+  for (int k = 21; k >= 1; k -= 2) series = fused_multiply_add(series, s2, 1.0 / k);
   const double ln_m = 2.0 * s * series;
-  return fma_of(static_cast<double>(e), 0.69314718055994531, ln_m);
+  return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
 }
 
 POINTOPS_HOST_DEVICE inline uint32_t float_bits(float v) {

@@ -25,11 +25,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define POINTOPS_HOST_DEVICE __host__ __device__
-#else
-#define POINTOPS_HOST_DEVICE
-#endif
+#include "common/portable_math.h"
 
 namespace pointops {
 namespace hash_array {

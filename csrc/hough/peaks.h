@@ -32,11 +32,7 @@
 #include <cstring>
 #include <tuple>
 
-#if defined(__CUDACC__)
-#define POINTOPS_HOST_DEVICE __host__ __device__
-#else
-#define POINTOPS_HOST_DEVICE
-#endif
+#include "common/portable_math.h"
 
 namespace pointops {
 namespace hough_detail {

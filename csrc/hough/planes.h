@@ -43,11 +43,7 @@
 #include <cstdint>
 #include <optional>
 
-#if defined(__CUDACC__)
-#define POINTOPS_HOST_DEVICE __host__ __device__
-#else
-#define POINTOPS_HOST_DEVICE
-#endif
+#include "common/portable_math.h"
 
 namespace pointops {
 namespace hough_detail {
@@ -61,22 +57,6 @@ struct RhoBinning {
   float bins;     // n_rho, exact
   int32_t n_rho;
 };
-
-POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);  // never contracted into a neighbouring add
-#else
-  return a * b;
-#endif
-}
 
 // The rho bin of point (x, y, z) for normal (nx, ny, nz); n_rho means "no vote", which the CUDA
 // kernels use as a discard row instead of a branch.

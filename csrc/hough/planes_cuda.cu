@@ -130,9 +130,9 @@ __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning
 // a NaN (exponent all ones); so one unsigned min (VIADDMNMX.U32, fused with the subtraction) both
 // checks the range and picks the discard row.
 __device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning) {
-  const float rho = hough_detail::fused_multiply_add(
-      nrm.z, p.z, hough_detail::fused_multiply_add(nrm.y, p.y, hough_detail::multiply(nrm.x, p.x)));
-  const float t = hough_detail::fused_multiply_add(rho, binning.scale, binning.half);
+  const float rho = fused_multiply_add(
+      nrm.z, p.z, fused_multiply_add(nrm.y, p.y, multiply(nrm.x, p.x)));
+  const float t = fused_multiply_add(rho, binning.scale, binning.half);
   const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23));
   return min(bits - kTwo23Bits, static_cast<uint32_t>(binning.n_rho));
 }

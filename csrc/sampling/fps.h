@@ -33,11 +33,7 @@
 #include <optional>
 #include <tuple>
 
-#if defined(__CUDACC__)
-#define POINTOPS_HOST_DEVICE __host__ __device__
-#else
-#define POINTOPS_HOST_DEVICE
-#endif
+#include "common/portable_math.h"
 
 namespace pointops {
 
@@ -75,22 +71,6 @@ struct CloudLayout {
     return v < lo ? lo : (v > hi ? hi : v);
   }
 };
-
-POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline double fused_multiply_add(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
 
 // The one distance formula both backends use (see the rounding rule above).
 template <typename acc_t>

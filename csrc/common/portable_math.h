@@ -1,0 +1,42 @@
+// Host/device arithmetic that rounds the same way in the CPU kernels and the CUDA kernels.
+// nvcc contracts a * b + c into an fma by default and g++ does not, so code whose CPU and CUDA
+// results must agree bit for bit spells out every fused and every unfused product.
+#pragma once
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define POINTOPS_HOST_DEVICE __host__ __device__
+#else
+#define POINTOPS_HOST_DEVICE
+#endif
+
+namespace pointops {
+
+// a * b + c with a single rounding.
+POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double fused_multiply_add(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+// a * b rounded on its own: never contracted into a neighbouring add.
+POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+}  // namespace pointops

@@ -54,7 +54,9 @@ def _extension():
     cpp_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
     cuda_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cu"), recursive=True))
     cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
-    cxx_flags += ["-fdiagnostics-color=always"]
+    # Host arithmetic must round like the device's (csrc/common/portable_math.h): never let g++
+    # fuse a * b + c on its own, even when CFLAGS enable FMA instructions.
+    cxx_flags += ["-fdiagnostics-color=always", "-ffp-contract=off"]
     include_dirs = [os.path.join(ROOT, "csrc")]
     if not _with_cuda():
         return CppExtension(

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 
 namespace pointops {
 namespace bev_detail {
@@ -193,7 +194,7 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
     float* out = image.data_ptr<float>();
     at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
       for (int64_t b = first; b < last; ++b) {
-        const int64_t length = lengths_ptr ? std::clamp<int64_t>(lengths_ptr[b], 0, n) : n;
+        const int64_t length = cloud_length(lengths_ptr, b, n);
         rasterize_cloud<scalar_t, acc_t>(r, pts_ptr + b * n * dims, length, count_ptr + b * cells,
                                          records_ptr + b * cells * r.record.stride);
       }

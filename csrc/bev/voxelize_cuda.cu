@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 #include "common/hash_array.cuh"
 
@@ -55,7 +56,7 @@ __global__ void cell_keys_kernel(const scalar_t* __restrict__ points,
   const int64_t p = thread_index();
   if (p >= total) return;
   const int64_t b = p / n;
-  const int64_t length = lengths == nullptr ? n : min64(lengths[b] < 0 ? 0 : lengths[b], n);
+  const int64_t length = cloud_length(lengths, b, n);
   int64_t cell = -1;
   if (p - b * n < length) {
     const scalar_t* q = points + p * channels;

@@ -39,4 +39,46 @@ POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
 #endif
 }
 
+// float64 steps for host/device code that must round identically: each rounds once, and none is
+// fused with a neighbour (the CPU build also passes -ffp-contract=off, so g++ never fuses them).
+POINTOPS_HOST_DEVICE inline double multiply(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double add(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double subtract(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double divide(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double square_root(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
 }  // namespace pointops

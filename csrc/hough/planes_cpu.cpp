@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 
 namespace pointops {
 namespace hough_detail {
@@ -108,7 +109,7 @@ void vote_cpu(const float* points, const float* weights, const int64_t* lengths,
       const int64_t b = task / blocks;
       const int64_t m0 = (task % blocks) * kOrientationsPerTask;
       const int64_t m1 = std::min(m_total, m0 + kOrientationsPerTask);
-      const int64_t length = lengths == nullptr ? n : std::min(std::max(lengths[b], int64_t{0}), n);
+      const int64_t length = cloud_length(lengths, b, n);
       const float* cloud = points + b * n * 3;
       count_t* rows = out + (b * m_total + m0) * n_rho;
       // Point order outer, so every bin adds its weights in point order, as on CUDA.

@@ -48,6 +48,7 @@
 #include <algorithm>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 
 namespace pointops {
@@ -109,12 +110,6 @@ __device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, con
 __device__ __forceinline__ float3 load_normal(const float* normals, int64_t m, int64_t m_total) {
   if (m >= m_total) return make_float3(nanf(""), 0.f, 0.f);  // a padding column: never votes
   return make_float3(normals[3 * m], normals[3 * m + 1], normals[3 * m + 2]);
-}
-
-__device__ __forceinline__ int64_t cloud_length(const int64_t* lengths, int64_t b, int64_t n) {
-  if (lengths == nullptr) return n;
-  const int64_t v = lengths[b];
-  return v < 0 ? 0 : (v > n ? n : v);
 }
 
 __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning& binning) {

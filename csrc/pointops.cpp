@@ -29,6 +29,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("hough_planes_ball(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
   // acc (B,*dims) int32/float32 -> votes (B,k) acc dtype, indices (B,k,ndim) int64
   m.def("hough_peaks(Tensor acc, int[] radius, bool[] periodic, float min_votes, int k, bool plane_seam=False) -> (Tensor votes, Tensor indices)");
+  // points (B,N,3) float, lengths (B,) int64?, planes (B,K,4) float (n, d: n.p = d) -> labels (B,N) int64: first plane within threshold, else -1
+  m.def("plane_labels(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> Tensor");
+  // as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64
+  m.def("plane_refit(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> (Tensor planes, Tensor inliers)");
   // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], pc_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
   //   num_points (B,V) int32, num_voxels (B,) int32, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
   m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] pc_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");

@@ -127,6 +127,28 @@ def _hough_peaks_fake(acc, radius, periodic, min_votes, k, plane_seam=False):
     return acc.new_empty((batch, k)), acc.new_empty((batch, k, acc.dim() - 1), dtype=torch.int64)
 
 
+def _check_plane_fit(points, planes, threshold):
+    _check_points(points, 3, "(B, N, 3)")
+    torch._check(points.shape[2] == 3, lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
+    torch._check(planes.dim() == 3 and planes.shape[0] == points.shape[0] and planes.shape[2] == 4,
+                 lambda: f"planes must have shape (B, K, 4) with B = {points.shape[0]}, got {tuple(planes.shape)}")
+    torch._check(planes.dtype in _FLOATS, lambda: f"planes must be a floating tensor, got {planes.dtype}")
+    torch._check(planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}")
+    torch._check(math.isfinite(threshold) and threshold >= 0, lambda: f"threshold must be finite and >= 0, got {threshold}")
+
+
+@torch.library.register_fake("pointops::plane_labels")
+def _plane_labels_fake(points, lengths, planes, threshold):
+    _check_plane_fit(points, planes, threshold)
+    return points.new_empty(points.shape[:2], dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::plane_refit")
+def _plane_refit_fake(points, lengths, planes, threshold):
+    _check_plane_fit(points, planes, threshold)
+    return planes.new_empty(planes.shape, dtype=torch.float32), planes.new_empty(planes.shape[:2], dtype=torch.int64)
+
+
 @torch.library.register_fake("pointops::voxelize")
 def _voxelize_fake(points, lengths, voxel_size, pc_range, max_points_per_voxel, max_voxels):
     _check_points(points, 3, "(B, N, C)")

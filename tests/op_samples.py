@@ -92,6 +92,26 @@ def _hough_peaks_samples(device: str) -> List[tuple]:
     ]
 
 
+def _plane_fit_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(4)
+    points = (torch.rand(2, 50, 3, generator=g) * 2 - 1).to(device)
+    points[..., 2] *= 0.05  # most points near the plane z = 0
+    # an Inf row matches nothing and comes back as given (a NaN one would too, but opcheck's
+    # comparisons take NaN != NaN)
+    planes = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, float("inf")]]] * 2, device=device)
+    lengths = torch.tensor([50, 17], device=device)
+    return [
+        (points, lengths, planes, 0.1),
+        (points.double(), None, planes.double(), 0.02),
+        (points, None, planes[:, :0], 0.1),
+    ]
+
+
+def _plane_fit_wrapper_args(device: str) -> tuple:
+    points, lengths, planes, threshold = _plane_fit_samples(device)[0]
+    return points, planes, threshold, lengths
+
+
 def _voxelize_samples(device: str) -> List[tuple]:
     g = torch.Generator().manual_seed(2)
     points = (torch.rand(3, 60, 4, generator=g) * 4 - 0.5).to(device)  # some outside the range
@@ -115,6 +135,8 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "hough_planes_ball": _hough_planes_samples,
     "hough_peaks": _hough_peaks_samples,
     "voxelize": _voxelize_samples,
+    "plane_labels": _plane_fit_samples,
+    "plane_refit": _plane_fit_samples,
 }
 
 
@@ -167,6 +189,8 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     "ball_peaks_to_planes": WrapperCase(
         pointops.ball_peaks_to_planes, lambda d: (torch.tensor([[[3, 1], [-1, -1]]], device=d), 4, 6, 0.25, 2.0)
     ),
+    "plane_labels": WrapperCase(pointops.plane_labels, lambda d: _plane_fit_wrapper_args(d)),
+    "refit_planes": WrapperCase(pointops.refit_planes, lambda d: _plane_fit_wrapper_args(d)),
     "voxelize": WrapperCase(
         pointops.voxelize,
         lambda d: (torch.rand(2, 64, 4, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0], 4, 16,

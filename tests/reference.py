@@ -393,3 +393,51 @@ def voxelize(points: torch.Tensor, voxel_size, pc_range, max_points: int, max_vo
                 num_points[b, slot] = stored + 1
         num_voxels[b] = kept
     return voxels, coords, num_points, num_voxels, point_voxel
+
+
+def plane_labels(points: torch.Tensor, planes: torch.Tensor, threshold: float, lengths=None) -> torch.Tensor:
+    """Loop reference of plane_labels: the first plane within threshold, by csrc/hough/plane_fit.h's
+    float32 rounding (exact fma), else -1."""
+    pts = points.float().numpy()
+    pl = planes.float().numpy()
+    limit = float(np.float32(threshold))
+    batch, n = pts.shape[0], pts.shape[1]
+    labels = np.full((batch, n), -1, dtype=np.int64)
+    for b in range(batch):
+        length = n if lengths is None else max(0, min(int(lengths[b]), n))
+        for p in range(length):
+            x, y, z = (float(v) for v in pts[b, p])
+            if not all(math.isfinite(v) for v in (x, y, z)):
+                continue
+            for j, (nx, ny, nz, d) in enumerate(pl[b]):
+                if not all(math.isfinite(float(v)) for v in (nx, ny, nz, d)):
+                    continue
+                rho = fma(float(nz), z, fma(float(ny), y, float(np.float32(nx) * np.float32(x)), False), False)
+                if abs(float(np.float32(rho) - np.float32(d))) <= limit:
+                    labels[b, p] = j
+                    break
+    return torch.from_numpy(labels)
+
+
+def plane_refit(points: torch.Tensor, planes: torch.Tensor, threshold: float, lengths=None):
+    """NumPy reference of plane_refit: float64 eigh of each plane's inlier covariance."""
+    labels = plane_labels(points, planes, threshold, lengths).numpy()
+    pts = points.float().double().numpy()
+    out = planes.float().numpy().copy()
+    counts = np.zeros(planes.shape[:2], dtype=np.int64)
+    for b in range(planes.shape[0]):
+        for j in range(planes.shape[1]):
+            inliers = pts[b][labels[b] == j]
+            counts[b, j] = len(inliers)
+            if len(inliers) < 3:
+                continue
+            centroid = inliers.mean(0)
+            values, vectors = np.linalg.eigh(np.cov((inliers - centroid).T, bias=True))
+            if not values[1] > 1e-12 * values[2]:
+                continue  # all on one line: the plane is undetermined
+            normal = vectors[:, 0]
+            if normal @ out[b, j, :3].astype(np.float64) < 0:
+                normal = -normal
+            out[b, j, :3] = normal
+            out[b, j, 3] = normal @ centroid
+    return torch.from_numpy(out), torch.from_numpy(counts)

@@ -1,0 +1,170 @@
+// Plane labels and least-squares refits on the CPU: the exact twin of plane_fit_cuda.cu (rules in
+// plane_fit.h).
+#include "hough/plane_fit.h"
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/clouds.h"
+
+namespace pointops {
+namespace plane_fit_detail {
+
+void check_plane_fit_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                          const at::Tensor& planes, double threshold) {
+  check_dim(points, "points", 3, "(B, N, 3)");
+  check_floating(points, "points");
+  TORCH_CHECK(points.size(2) == 3, "points must have shape (B, N, 3), got shape ", points.sizes());
+  TORCH_CHECK(points.size(1) < (int64_t{1} << 32), "points must have fewer than 2^32 rows per cloud, got ",
+              points.size(1));
+  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
+  check_dim(planes, "planes", 3, "(B, K, 4)");
+  check_floating(planes, "planes");
+  TORCH_CHECK(planes.size(0) == points.size(0) && planes.size(2) == 4,
+              "planes must have shape (B, K, 4) with B = ", points.size(0), ", got shape ",
+              planes.sizes());
+  TORCH_CHECK(planes.size(1) <= kMaxPlanes, "planes must have at most ", kMaxPlanes,
+              " rows per cloud (K), got ", planes.size(1));
+  check_same_device(planes, "planes", points, "points");
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0, "threshold must be finite and >= 0, got ",
+              threshold);
+}
+
+}  // namespace plane_fit_detail
+
+namespace {
+
+using namespace plane_fit_detail;
+
+constexpr int64_t kPointsPerTask = 16384;
+
+// The inputs both ops read: float32 points, sanitized float32 planes.
+struct FitInputs {
+  at::Tensor points;     // (B, N, 3) float32, contiguous
+  at::Tensor planes;     // (B, K, 4) float32, contiguous, as given
+  at::Tensor sanitized;  // (B, K, 4) float32, see sanitize_plane()
+  at::Tensor lengths;    // (B,) int64 or undefined
+  int64_t batch, n, k;
+  float threshold;
+  const int64_t* lengths_ptr() const { return lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr; }
+};
+
+FitInputs prepare(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                  const at::Tensor& planes, double threshold) {
+  check_plane_fit_args(points, lengths, planes, threshold);
+  FitInputs in;
+  in.points = points.to(at::kFloat).contiguous();
+  in.planes = planes.to(at::kFloat).contiguous();
+  in.sanitized = at::empty_like(in.planes);
+  in.lengths = lengths.has_value() ? lengths->contiguous() : at::Tensor();
+  in.batch = points.size(0);
+  in.n = points.size(1);
+  in.k = planes.size(1);
+  in.threshold = static_cast<float>(threshold);
+  const float* raw = in.planes.data_ptr<float>();
+  float* clean = in.sanitized.data_ptr<float>();
+  for (int64_t row = 0; row < in.batch * in.k; ++row) sanitize_plane(raw + 4 * row, clean + 4 * row);
+  return in;
+}
+
+at::Tensor plane_labels_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                            const at::Tensor& planes, double threshold) {
+  const FitInputs in = prepare(points, lengths, planes, threshold);
+  at::Tensor labels = at::empty({in.batch, in.n}, points.options().dtype(at::kLong));
+  const float* pts = in.points.data_ptr<float>();
+  const float* pl = in.sanitized.data_ptr<float>();
+  const int64_t* lengths_ptr = in.lengths_ptr();
+  int64_t* out = labels.data_ptr<int64_t>();
+  at::parallel_for(0, in.batch * in.n, kPointsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t b = i / in.n;
+      const float* p = pts + 3 * i;
+      out[i] = i - b * in.n < cloud_length(lengths_ptr, b, in.n) && finite_point(p[0], p[1], p[2])
+                   ? first_plane_within(pl + 4 * b * in.k, in.k, p[0], p[1], p[2], in.threshold)
+                   : -1;
+    }
+  });
+  return labels;
+}
+
+std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
+                                                   const std::optional<at::Tensor>& lengths,
+                                                   const at::Tensor& planes, double threshold) {
+  const FitInputs in = prepare(points, lengths, planes, threshold);
+  const int64_t batch = in.batch, n = in.n, k = in.k;
+  const float* pts = in.points.data_ptr<float>();
+  const float* pl = in.sanitized.data_ptr<float>();
+  const int64_t* lengths_ptr = in.lengths_ptr();
+
+  std::vector<int> shift(batch);
+  at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      float largest = 0.f;
+      const float* cloud = pts + 3 * b * n;
+      for (int64_t p = 0; p < cloud_length(lengths_ptr, b, n); ++p) {
+        const float* q = cloud + 3 * p;
+        if (!finite_point(q[0], q[1], q[2])) continue;
+        for (int c = 0; c < 3; ++c) largest = std::max(largest, std::fabs(q[c]));
+      }
+      uint32_t bits;
+      std::memcpy(&bits, &largest, sizeof bits);
+      shift[b] = quant_shift(bits);
+    }
+  });
+
+  // Integer sums: any split of the points into tasks adds up to the same moments.
+  std::vector<int64_t> moments(batch * k * kMoments, 0);
+  std::mutex merge;
+  const int64_t tasks_per_cloud = std::max<int64_t>(1, (n + kPointsPerTask - 1) / kPointsPerTask);
+  at::parallel_for(0, batch * tasks_per_cloud, 1, [&](int64_t first, int64_t last) {
+    std::vector<int64_t> local(k * kMoments);
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / tasks_per_cloud;
+      const int64_t begin = (task % tasks_per_cloud) * kPointsPerTask;
+      const int64_t end = std::min(cloud_length(lengths_ptr, b, n), begin + kPointsPerTask);
+      std::fill(local.begin(), local.end(), 0);
+      const float* cloud_planes = pl + 4 * b * k;
+      for (int64_t p = begin; p < end; ++p) {
+        const float* q = pts + 3 * (b * n + p);
+        if (!finite_point(q[0], q[1], q[2])) continue;
+        const int64_t label = first_plane_within(cloud_planes, k, q[0], q[1], q[2], in.threshold);
+        if (label < 0) continue;
+        const int64_t quantized[3] = {quantize(q[0], shift[b]), quantize(q[1], shift[b]),
+                                      quantize(q[2], shift[b])};
+        int64_t terms[kMoments];
+        moment_terms(quantized, terms);
+        for (int t = 0; t < kMoments; ++t) local[label * kMoments + t] += terms[t];
+      }
+      const std::lock_guard<std::mutex> lock(merge);
+      for (int64_t t = 0; t < k * kMoments; ++t) moments[b * k * kMoments + t] += local[t];
+    }
+  });
+
+  at::Tensor refit = at::empty({batch, k, 4}, points.options().dtype(at::kFloat));
+  at::Tensor inliers = at::empty({batch, k}, points.options().dtype(at::kLong));
+  float* refit_ptr = refit.data_ptr<float>();
+  int64_t* inliers_ptr = inliers.data_ptr<int64_t>();
+  const float* original = in.planes.data_ptr<float>();
+  for (int64_t row = 0; row < batch * k; ++row) {
+    const int64_t* m = moments.data() + row * kMoments;
+    solve_plane(m, shift[row / std::max<int64_t>(k, 1)], pl + 4 * row, original + 4 * row,
+                refit_ptr + 4 * row);
+    inliers_ptr[row] = m[0];
+  }
+  return {refit, inliers};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pointops, CPU, m) {
+  m.impl("plane_labels", &plane_labels_cpu);
+  m.impl("plane_refit", &plane_refit_cpu);
+}
+
+}  // namespace pointops

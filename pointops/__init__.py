@@ -20,7 +20,7 @@ from .hough import (
     plane_grid_normals,
     rho_bins,
 )
-from .planes import PLANE_PRESETS, PlaneDetections, detect_planes
+from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
 
@@ -40,8 +40,10 @@ __all__ = [
     "peaks_to_planes",
     "pillar_scatter",
     "plane_grid_normals",
+    "plane_labels",
     "PLANE_PRESETS",
     "PlaneDetections",
+    "refit_planes",
     "rho_bins",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",

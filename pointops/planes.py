@@ -4,7 +4,7 @@
 device and never syncs with the host: every size comes from the arguments.
 """
 import math
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -20,7 +20,14 @@ PLANE_PRESETS: Dict[str, Dict[str, float]] = {
     # spinning LiDAR: tens of metres
     "outdoor": {"n_phi": 90, "n_theta": 90, "rho_step": 0.1, "rho_max": 50.0, "distance_threshold": 0.08,
                 "min_inliers": 0.02},
+    # the same with 256 rho bins: the vote runs ~6x faster (a 256-bin histogram per orientation
+    # fits shared memory four times as often), at some recall and precision (tools/PERF_NOTES.md)
+    "outdoor_fast": {"n_phi": 90, "n_theta": 90, "rho_step": 100.0 / 256, "rho_max": 50.0,
+                     "distance_threshold": 0.08, "min_inliers": 0.02},
 }
+
+
+_MAX_FIT_PLANES = 1024  # plane_labels / plane_refit take at most this many planes per cloud
 
 
 class PlaneDetections(NamedTuple):
@@ -29,44 +36,46 @@ class PlaneDetections(NamedTuple):
     labels: Tensor  # (B, N) int64: the strongest plane within the distance threshold, else -1
 
 
-def _label(points: Tensor, planes: Tensor, valid: Tensor, threshold: float) -> Tensor:
-    """The first (strongest) plane within ``threshold`` of each point, else -1; NaN planes never
-    match. First rather than nearest: a weak plane that slices a strong one at a shallow angle
-    (the ground) gets none of the strong plane's points, so it fails the support test."""
-    residual = (torch.einsum("bnd,bkd->bnk", points, torch.nan_to_num(planes[..., :3], nan=0.0))
-                - torch.nan_to_num(planes[..., 3], nan=0.0).unsqueeze(1)).abs()
-    within = (residual <= threshold) & ~torch.isnan(planes[..., 3]).unsqueeze(1)
-    within = torch.cat([within, torch.ones_like(within[..., :1])], -1)  # a sentinel column: k = 0 safe
-    first = within.to(torch.uint8).argmax(dim=2)  # the first True
-    return torch.where((first < planes.shape[1]) & valid, first, torch.full_like(first, -1))
+def plane_labels(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None) -> Tensor:
+    """The first plane within ``threshold`` of each point, else -1.
+
+    Args:
+        points: (B, N, 3) floating (computed in float32).
+        planes: (B, K, 4) rows (nx, ny, nz, d) of the planes n . p = d, K <= 1024; a row with a
+            NaN/Inf entry matches no point.
+        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
+
+    Returns:
+        (B, N) int64: the lowest k with |n_k . p - d_k| <= threshold; -1 for points on no plane,
+        past lengths[b], or with a NaN/Inf coordinate. Identical on CPU and CUDA.
+    """
+    return torch.ops.pointops.plane_labels(points, lengths, planes, threshold)
 
 
-def _refit(points: Tensor, labels: Tensor, planes: Tensor) -> Tensor:
-    """Least-squares plane through each plane's inliers (the covariance's smallest-eigenvalue
-    direction, in float64), oriented like the previous estimate; planes with fewer than 3
-    inliers keep their estimate."""
-    k = planes.shape[1]
-    pts = points.double()
-    member = torch.nn.functional.one_hot(labels.clamp(min=0), k).double() * (labels >= 0).unsqueeze(-1)
-    count = member.sum(1)  # (B, k)
-    centroid = torch.einsum("bnk,bnd->bkd", member, pts) / count.clamp(min=1).unsqueeze(-1)
-    centred = pts - torch.gather(centroid, 1, labels.clamp(min=0).unsqueeze(-1).expand(-1, -1, 3))
-    cov = torch.einsum("bnk,bnd,bne->bkde", member, centred, centred)
-    _, vectors = torch.linalg.eigh(cov)
-    normal = vectors[..., 0]
-    previous = torch.nan_to_num(planes[..., :3].double(), nan=0.0)
-    normal = torch.where((normal * previous).sum(-1, keepdim=True) < 0, -normal, normal)
-    refined = torch.cat([normal, (normal * centroid).sum(-1, keepdim=True)], -1).float()
-    keep = (count >= 3) & ~torch.isnan(planes[..., 3])
-    return torch.where(keep.unsqueeze(-1), refined, planes)
+def refit_planes(
+    points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None
+) -> Tuple[Tensor, Tensor]:
+    """Least-squares refit of each plane to its inliers (the points :func:`plane_labels` gives it).
+
+    The normal is the covariance's smallest-eigenvalue direction, turned to within 90 degrees of
+    the row's normal, and the plane passes through the inliers' centroid. Rows with fewer than 3
+    inliers, or with inliers all on one line, keep their values.
+
+    Returns:
+        planes (B, K, 4) float32 and inlier counts (B, K) int64; identical on CPU and CUDA (the
+        moments are exact integer sums; see csrc/hough/plane_fit.h).
+    """
+    return torch.ops.pointops.plane_refit(points, lengths, planes, threshold)
 
 
-def _fit(points: Tensor, planes: Tensor, valid: Tensor, threshold: float) -> Tensor:
+def _fit(points: Tensor, planes: Tensor, threshold: float) -> Tensor:
     """Refit in shrinking bands (3, 2, 1, then 0.5 x threshold): a coarse estimate reaches the
     plane's far points before the band tightens, and the last, narrow band keeps the points of
-    neighbouring surfaces (box edges, the ground at a wall's foot) out of the fit."""
+    neighbouring surfaces (box edges, the ground at a wall's foot) out of the fit. A point counts
+    for the first (strongest) plane within the band: a weak plane that slices a strong one at a
+    shallow angle (the ground) gets none of the strong plane's points."""
     for band in (3.0, 2.0, 1.0, 0.5):
-        planes = _refit(points, _label(points, planes, valid, band * threshold), planes)
+        planes = torch.ops.pointops.plane_refit(points, None, planes, band * threshold)[0]
     return planes
 
 
@@ -129,7 +138,8 @@ def detect_planes(
 
     Args:
         points: (B, N, 3) float. lengths: (B,) int64 or None (all N).
-        preset: "outdoor" (LiDAR, tens of metres) or "indoor"; explicit arguments override it
+        preset: "outdoor" (LiDAR, tens of metres), "outdoor_fast" (coarser rho bins) or "indoor";
+            explicit arguments override it
             (n_phi, n_theta, rho_step, rho_max: the accumulator; distance_threshold: inlier band;
             min_inliers: the smallest share of the cloud's points a plane must hold).
     Returns:
@@ -157,8 +167,9 @@ def detect_planes(
     if k == 0:
         return PlaneDetections(pts.new_zeros((batch, 0, 4)), pts.new_zeros((batch, 0)),
                                torch.full((batch, n), -1, dtype=torch.int64, device=points.device))
-    voters = torch.where(valid.unsqueeze(-1), pts, torch.full_like(pts, math.nan))  # NaN casts no vote
-    pts = torch.where(valid.unsqueeze(-1), pts, torch.zeros_like(pts))  # 0 * NaN would spoil the fits
+    # Points past lengths and non-finite points cast no vote (NaN) and the plane ops skip them.
+    pts = torch.where(valid.unsqueeze(-1), pts, torch.full_like(pts, math.nan))
+    voters = pts
     bin_angle = 180.0 / min(phis, thetas)
 
     planes = pts.new_zeros((batch, 0, 4))
@@ -170,6 +181,7 @@ def detect_planes(
         # Extra peaks: one plane's echoes in neighbouring cells are merged below. The ball has no
         # neighbourhood across its rings in hough_peaks yet (rho only), so it needs more.
         candidates = (4 if layout == "grid" else 16) * take
+        candidates = max(take, min(candidates, _MAX_FIT_PLANES - planes.shape[1]))  # the plane ops' K limit
         if layout == "grid":
             acc = hough_planes(voters, step, rmax, phis, thetas)
             peak_votes, idx = hough_plane_peaks(acc, candidates, [peak_radius] * 3, min_votes)
@@ -183,18 +195,17 @@ def detect_planes(
         # echoes at bin resolution, refit (bin centres are up to half a bin off), merge what the
         # refit shows to be one plane, and drop planes with too little support; vote order holds.
         every = _suppress_duplicates(torch.cat([planes, found], 1), 2.0 * bin_angle, 2.0 * step + threshold)
-        every = _fit(pts, every, valid, threshold)
+        every = _fit(pts, every, threshold)
         every = _suppress_duplicates(every, 1.0, 2.0 * threshold)
-        support = (_label(pts, every, valid, threshold).unsqueeze(-1)
-                   == torch.arange(every.shape[1], device=pts.device)).sum(1)
+        support = torch.ops.pointops.plane_refit(pts, None, every, threshold)[1]  # inlier counts
         weak = (support.to(pts.dtype) < enough) | (support < 3)
         every = torch.where(weak.unsqueeze(-1), torch.full_like(every, math.nan), every)
         known = planes.shape[1]
         found, found_votes = _compact(every[:, known:], peak_votes.float(), take)
         planes, votes = torch.cat([every[:, :known], found], 1), torch.cat([votes, found_votes], 1)
         if r + 1 < rounds:
-            on_plane = _label(pts, planes, valid, 2.0 * threshold) >= 0
+            on_plane = plane_labels(pts, planes, 2.0 * threshold) >= 0
             voters = torch.where(on_plane.unsqueeze(-1), torch.full_like(pts, math.nan), voters)
 
-    planes = _fit(pts, planes, valid, threshold)
-    return PlaneDetections(planes, votes, _label(pts, planes, valid, threshold))
+    planes = _fit(pts, planes, threshold)
+    return PlaneDetections(planes, votes, plane_labels(pts, planes, threshold))

@@ -156,6 +156,8 @@ CASES = [
     ((2, 5, 6, 4), [1, 1, 1], [False, False, False], 1.0, 12, True),
     ((1, 6, 8, 5), [2, 3, 1], [False, False, False], 1.0, 12, True),
     ((2, 3, 4), [5, 0], [True, True], 1.0, 5, False),  # radius past the size, wrapping twice
+    ((1, 3, 4, 5), [4, 9, 2], [False, False, False], 1.0, 10, True),  # past both seams, twice
+    ((2, 4, 3, 6), [0, 2, 0], [False, False, False], 0.0, 30, True),  # across the theta seam only
 ]
 
 

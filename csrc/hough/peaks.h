@@ -22,7 +22,14 @@
 // larger key is a better peak, and keys of distinct bins differ. The top-k of the keys (at::topk,
 // values only: the only equal keys are the zeros, which decode to padding whichever comes first)
 // then decodes to votes and coordinates, on the keys' device, without a host sync. Both backends
-// share the mark function below and the decoding code, so they agree bit for bit.
+// share the key function below and the decoding code, so they agree bit for bit.
+//
+// Two ways to the same keys. Keys of distinct bins differ, and every bin that beats a candidate
+// is a candidate itself, so a candidate is a peak exactly when its key is the largest candidate
+// key in its box. The CPU scans each candidate's box (peak_key). CUDA takes the box maximum as
+// one 1-D window maximum per dim (peaks_cuda.cu), which is the same box: windows are symmetric,
+// and on the plane sphere each seam crossing mirrors only dims whose windows are already taken
+// (rho first, then phi, whose pole crossing mirrors rho, then theta, whose seam mirrors both).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -93,11 +100,22 @@ POINTOPS_HOST_DEVICE inline int64_t neighbour_index(const PeakGrid& g, const int
   return flat;
 }
 
+// The key bin `flat` holding v would have as a peak, or 0 when it cannot be one (votes not > 0,
+// below min_votes, or NaN).
+template <typename T>
+POINTOPS_HOST_DEVICE inline int64_t candidate_key(T v, int64_t flat, const PeakGrid& g) {
+  if (!(v > T(0)) || !(static_cast<double>(v) >= g.min_votes)) return 0;
+  const uint64_t key = (static_cast<uint64_t>(vote_bits(v)) << 32) |
+                       (static_cast<uint64_t>(0xffffffffu) - static_cast<uint64_t>(flat));
+  return static_cast<int64_t>(key);
+}
+
 // The key of bin `flat` of one cloud's accumulator `acc` (see the header comment).
 template <typename T>
 POINTOPS_HOST_DEVICE inline int64_t peak_key(const T* acc, int64_t flat, const PeakGrid& g) {
   const T v = acc[flat];
-  if (!(v > T(0)) || !(static_cast<double>(v) >= g.min_votes)) return 0;
+  const int64_t key = candidate_key(v, flat, g);
+  if (key == 0) return 0;
   int64_t coord[kMaxPeakDims], offset[kMaxPeakDims];
   for (int d = 0; d < g.ndim; ++d) {
     coord[d] = (flat / g.stride[d]) % g.size[d];
@@ -116,9 +134,7 @@ POINTOPS_HOST_DEVICE inline int64_t peak_key(const T* acc, int64_t flat, const P
     }
     if (d < 0) break;
   }
-  const uint64_t key = (static_cast<uint64_t>(vote_bits(v)) << 32) |
-                       (static_cast<uint64_t>(0xffffffffu) - static_cast<uint64_t>(flat));
-  return static_cast<int64_t>(key);
+  return key;
 }
 
 // Checks shared by both backends; returns the grid. Defined in peaks_cpu.cpp.

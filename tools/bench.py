@@ -453,27 +453,34 @@ def bench_voxelize(device, quick, results):
         print(json.dumps(row), flush=True)
 
 
-# (B, N, k, floor_ms): issue 4's end-to-end rows (vote, peaks, top-k, refit, labels)
-DETECT_CASES = [(1, 1_000_000, 16, 35.0), (16, 120_000, 8, 60.0)]
-DETECT_CASES_CPU = [(1, 20_000, 4, None)]
+# (B, N, k, floor_ms, options): issue 4's end-to-end rows (one vote, peaks, top-k, refit, labels)
+# with the outdoor presets and with the issue's vote grid (180 x 180 orientations, 256 rho bins
+# over the preset's +-50 m). tools/eval_planes.py gives each one's accuracy.
+ISSUE_GRID = {"n_phi": 180, "n_theta": 180, "rho_step": 100.0 / 256}
+DETECT_CASES = [(b, n, k, floor, options)
+                for options in ({"preset": "outdoor"}, {"preset": "outdoor_fast"}, ISSUE_GRID)
+                for b, n, k, floor in ((1, 1_000_000, 16, 35.0), (16, 120_000, 8, 60.0))]
+DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
 
 
 def bench_detect_planes(device, quick, results):
-    """detect_planes end to end on generated LiDAR scans (tiled to N points per cloud), against
-    issue 4's floors (no in-repo baseline: the plain PyTorch vote alone does not fit in memory at
-    the outdoor preset's 1,000 rho bins for 1M points)."""
+    """detect_planes end to end (one round) on generated LiDAR scans (tiled to N points per cloud),
+    against issue 4's floors (no in-repo baseline: the plain PyTorch vote alone does not fit in
+    memory at the outdoor preset's 1,000 rho bins for 1M points)."""
     from pointops import datasets
 
     cases = DETECT_CASES if device == "cuda" else DETECT_CASES_CPU
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    for b, n, k, floor in cases[:1] if quick else cases:
+    for b, n, k, floor, options in cases[:1] if quick else cases:
         clouds = []
         for seed in range(b):
             scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
             clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
         points = torch.stack(clouds).to(device)
-        row = {"op": "detect_planes", "B": b, "N": n, "k": k, "device": name, "floor_ms": floor,
-               "ms": time_ms(lambda: pointops.detect_planes(points, k, iterations=2), device)}
+        config = options.get("preset", "outdoor") if "n_phi" not in options else "x".join(
+            str(options[key]) for key in ("n_phi", "n_theta"))
+        row = {"op": "detect_planes", "case": config, "B": b, "N": n, "k": k, "device": name, "floor_ms": floor,
+               "ms": time_ms(lambda: pointops.detect_planes(points, k, **options), device)}
         if floor is not None:
             row["meets_floor"] = row["ms"] <= floor
         results.append(row)

@@ -1,9 +1,11 @@
 """Plane-detection accuracy on generated LiDAR scenes (issue 4's floor: recall >= 0.95, precision >= 0.9).
 
     python tools/eval_planes.py [--scenes 50] [--layouts grid ball] [--device cuda] [--json f]
+                                [--preset outdoor] [--iterations 1] [--n-phi P --n-theta T --rho-step S]
 
 Each scene: pointops.datasets.make_scene(seed) scanned by a 64-beam x 2048-step LiDAR with 0.02 m
-range noise and 10 % clutter; detect_planes(k=8, iterations=2, preset="outdoor"); scored with
+range noise and 10 % clutter; detect_planes(k=8, iterations=1, preset="outdoor", or the given
+preset, rounds and accumulator); scored with
 datasets.evaluate_planes (a ground-truth plane holding >= 5 % of the points is found when a
 detection's normal is within 2 degrees and its offset within 0.05 m). Recall and precision are
 pooled over all scenes (found / required, correct / detections).
@@ -21,7 +23,7 @@ import pointops  # noqa: E402
 from pointops import datasets  # noqa: E402
 
 
-def evaluate(layout, scenes, device, k=8):
+def evaluate(layout, scenes, device, k=8, **options):
     found = required = correct = detections = 0
     seconds = 0.0
     for seed in range(scenes):
@@ -30,7 +32,7 @@ def evaluate(layout, scenes, device, k=8):
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        det = pointops.detect_planes(points, k, iterations=2, layout=layout)
+        det = pointops.detect_planes(points, k, layout=layout, **options)
         if device == "cuda":
             torch.cuda.synchronize()
         seconds += time.perf_counter() - t0
@@ -41,7 +43,7 @@ def evaluate(layout, scenes, device, k=8):
         found += int((score.found & score.required).sum())
         detections += len(planes)
         correct += int((score.matched >= 0).sum())
-    return {"layout": layout, "scenes": scenes, "device": device, "recall": found / max(required, 1),
+    return {"layout": layout, **options, "scenes": scenes, "device": device, "recall": found / max(required, 1),
             "precision": correct / max(detections, 1), "required": required, "found": found,
             "detections": detections, "correct": correct, "mean_detect_ms": 1e3 * seconds / scenes}
 
@@ -52,8 +54,17 @@ def main():
     parser.add_argument("--layouts", nargs="*", default=["grid", "ball"])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json")
+    parser.add_argument("--preset", default="outdoor")
+    parser.add_argument("--iterations", type=int, default=1)
+    parser.add_argument("--n-phi", type=int)
+    parser.add_argument("--n-theta", type=int)
+    parser.add_argument("--rho-step", type=float)
     args = parser.parse_args()
-    rows = [evaluate(layout, args.scenes, args.device) for layout in args.layouts]
+    options = {"preset": args.preset, "iterations": args.iterations}
+    for name in ("n_phi", "n_theta", "rho_step"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    rows = [evaluate(layout, args.scenes, args.device, **options) for layout in args.layouts]
     for row in rows:
         print(json.dumps(row), flush=True)
     if args.json:

@@ -2,6 +2,7 @@
 # Build pointops on a GPU machine, run every test, then the benchmarks; logs go to $OUT (or ./out).
 #   PYTEST_ARGS  extra pytest arguments (default: -q)
 #   BENCH_ARGS   extra tools/bench.py arguments
+# Usage: bash tools/gpu_check.sh [--build-only]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -19,6 +20,8 @@ if ! $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi
 echo "build: $(( $(date +%s) - start )) s"
+# --build-only: just the build, for a command that runs its own scripts next
+if [ "${1:-}" = "--build-only" ]; then exit 0; fi
 $PY -m pytest ${PYTEST_ARGS:--q} tests 2>&1 | tee "$OUT/tests.log" | tail -25
 tests_rc=${PIPESTATUS[0]}
 $PY tools/bench.py --json "$OUT/bench.jsonl" --plot "$OUT/bench.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v '^{' 

@@ -283,11 +283,19 @@ def test_cuda_counts_equal_cpu_with_flushes_and_chunks():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("n_rho_step", [0.5, 0.01, 0.001])  # 8, 400 and 4000 bins (global fallback)
+@pytest.mark.parametrize("n_rho_step", [0.5, 0.01, 0.001])  # 8, 400 and 4000 bins (rho windows)
 def test_cuda_counts_equal_cpu_any_rho_bins(n_rho_step):
     points = torch.randn(3, 3000, 3, generator=torch.Generator().manual_seed(1))
     _cuda_equal(points, torch.tensor([3000, 17, 0]), rho_step=n_rho_step)
     _cuda_equal(points, rho_step=n_rho_step, ball=True)
+
+
+@pytest.mark.cuda
+def test_cuda_counts_equal_cpu_past_the_windowed_bins():
+    # 2^22 + 1 rho bins: the global-memory kernel
+    points = torch.randn(1, 3000, 3, generator=torch.Generator().manual_seed(4))
+    acc = _cuda_equal(points, n_phi=1, n_theta=2, rho_step=4.0 / (2**22 + 1))
+    assert acc.shape == (1, 1, 2, 2**22 + 1) and int(acc.sum()) > 2000
 
 
 @pytest.mark.cuda

@@ -65,6 +65,10 @@ constexpr int kMaxThreads = 256;
 // that the software pipeline may read past the tile's end, never used).
 constexpr int kCountTile = 64;
 constexpr int kCountTileStride = kCountTile + 2;
+// Rho bins per window when n_rho is split (see planes_cuda), and the most rho bins the counts
+// kernel takes: its binning is exact below 2^23.
+constexpr int64_t kRhoWindow = 256;
+constexpr int32_t kMaxWindowedRhoBins = 1 << 22;
 // Flush before a 16-bit counter could pass 65535: at most 65535 points between flushes.
 constexpr int64_t kFlushPoints = 65535;
 // float32 2^23: for 0 <= t < 2^23, t + 2^23 rounded down is 2^23 + floor(t), whose low mantissa
@@ -124,12 +128,16 @@ __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning
 // below 2^23 (or a negative float: sign bit set), t >= n_rho a sum of at least 2^23 + n_rho, NaN
 // a NaN (exponent all ones); so one unsigned min (VIADDMNMX.U32, fused with the subtraction) both
 // checks the range and picks the discard row.
-__device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning) {
+// With rho windows (vote_counts_kernel), the row is relative to the window's first bin w0: base =
+// 0x4b000000 + w0 and limit = the window's rows, which is also its discard row; bins past n_rho in
+// a last, partial window land in rows that are never flushed.
+__device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning,
+                                             uint32_t base, uint32_t limit) {
   const float rho = fused_multiply_add(
       nrm.z, p.z, fused_multiply_add(nrm.y, p.y, multiply(nrm.x, p.x)));
   const float t = fused_multiply_add(rho, binning.scale, binning.half);
   const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23));
-  return min(bits - kTwo23Bits, static_cast<uint32_t>(binning.n_rho));
+  return min(bits - base, limit);
 }
 
 // Shared-memory word access by 32-bit shared-window address, so that a vote's address is one
@@ -149,18 +157,21 @@ __device__ __forceinline__ void store_shared(uint32_t address, uint32_t v) {
 // column. Word column c holds orientation m_base + c (low half) and m_base + T + c (high half).
 // A warp per column and a lane per rho bin, so the global atomics coalesce; the shared reads
 // conflict (a column's words share a bank), which costs ~2% of the votes between flushes.
+// Rows [0, rows) of the block's counters are bins [w0, w0 + rows) of the output; all `window` + 1
+// counter rows are cleared.
 __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base, int64_t m_total,
-                                             int32_t n_rho, int32_t* out_cloud) {
+                                             int32_t n_rho, int32_t w0, int32_t rows,
+                                             int32_t window, int32_t* out_cloud) {
   __syncthreads();
   const int threads = blockDim.x;
   const int lane = threadIdx.x % kWarpSize;
   for (int column = threadIdx.x / kWarpSize; column < threads; column += threads / kWarpSize) {
     const int64_t m_lo = m_base + column, m_hi = m_base + threads + column;
     if (m_lo >= m_total) continue;
-    int32_t* row_lo = out_cloud + m_lo * n_rho;
-    int32_t* row_hi = out_cloud + m_hi * n_rho;
+    int32_t* row_lo = out_cloud + m_lo * n_rho + w0;
+    int32_t* row_hi = out_cloud + m_hi * n_rho + w0;
     const bool has_hi = m_hi < m_total;
-    for (int32_t r = lane; r < n_rho; r += kWarpSize) {
+    for (int32_t r = lane; r < rows; r += kWarpSize) {
       const uint32_t word = counters[r * threads + column];
       const uint32_t lo = word & 0xffffu, hi = word >> 16;
       if (lo != 0) atomicAdd(row_lo + r, static_cast<int32_t>(lo));
@@ -168,13 +179,15 @@ __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base,
     }
   }
   __syncthreads();
-  for (int32_t r = 0; r <= n_rho; ++r) counters[r * threads + threadIdx.x] = 0;
+  for (int32_t r = 0; r <= window; ++r) counters[r * threads + threadIdx.x] = 0;
 }
 
-// Counts. The work is a list of units (cloud b, orientation tile, 64-point tile), tile-major per
-// cloud; block k takes the contiguous run [k U / G, (k+1) U / G) (a persistent grid, G = the
+// Counts. The work is a list of units (cloud b, tile, 64-point tile), tile-major per cloud, where a
+// tile is an orientation tile and a rho window of `window` bins (tile = orientation tile *
+// n_windows + window index; one window of n_rho bins unless n_rho is too large for enough
+// resident columns); block k takes the contiguous run [k U / G, (k+1) U / G) (a persistent grid, G = the
 // resident blocks), so every SM gets the same number of point-orientation pairs whatever the
-// shapes. A block flushes when its run moves to another (cloud, orientation tile), before a
+// shapes. A block flushes when its run moves to another (cloud, tile), before a
 // 16-bit counter could overflow, and at the end. Point tiles are double-buffered: the next tile's
 // points are loaded from global memory into registers while the current tile votes, then stored;
 // one barrier per tile.
@@ -182,7 +195,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     vote_counts_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
                        int64_t batch, int64_t n, const float* __restrict__ normals,
                        int64_t m_total, RhoBinning binning, int64_t n_tiles,
-                       int32_t* __restrict__ out) {
+                       int32_t window, int64_t n_windows, int32_t* __restrict__ out) {
   extern __shared__ float4 vote_smem[];
   float4* tiles = vote_smem;  // [2][kCountTileStride]
   uint32_t* counters = reinterpret_cast<uint32_t*>(vote_smem + 2 * kCountTileStride);
@@ -239,13 +252,25 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
   };
 
-  for (int32_t r = 0; r <= n_rho; ++r) counters[r * threads + threadIdx.x] = 0;
+  for (int32_t r = 0; r <= window; ++r) counters[r * threads + threadIdx.x] = 0;
   settle(cur);
   if (cur.u >= u_end) return;
   float4 staged[2];
   fetch(cur, staged);
   stage(tiles, staged);
-  int64_t m_base = cur.tile * 2 * threads;
+  // The tile's orientations and rho window.
+  int64_t m_base = 0;
+  int32_t w0 = 0, w_rows = 0;
+  uint32_t base = 0;
+  auto enter = [&](int64_t tile) {
+    const int64_t orientation_tile = tile / n_windows;
+    m_base = orientation_tile * 2 * threads;
+    w0 = static_cast<int32_t>(tile - orientation_tile * n_windows) * window;
+    w_rows = min(window, n_rho - w0);
+    base = kTwo23Bits + static_cast<uint32_t>(w0);
+  };
+  enter(cur.tile);
+  const uint32_t limit = static_cast<uint32_t>(window);
   float3 lo = load_normal(normals, m_base + threadIdx.x, m_total);
   float3 hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
   __syncthreads();
@@ -266,8 +291,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     // word for both orientations: the second store carries both increments.
     const float4* tile = tiles + buffer * kCountTileStride;
     float4 q = tile[1];
-    uint32_t row_lo = vote_row(lo, tile[0], binning);
-    uint32_t row_hi = vote_row(hi, tile[0], binning);
+    uint32_t row_lo = vote_row(lo, tile[0], binning, base, limit);
+    uint32_t row_hi = vote_row(hi, tile[0], binning, base, limit);
 #pragma unroll 16
     for (int i = 0; i < kCountTile; ++i) {
       const uint32_t at_lo = row_lo * stride + column;  // one IMAD each
@@ -275,8 +300,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       uint32_t a = load_shared(at_lo);
       uint32_t c = load_shared(at_hi);
       const float4 q2 = tile[i + 2];  // i + 2 <= kCountTile + 1 < kCountTileStride
-      const uint32_t next_lo = vote_row(lo, q, binning);
-      const uint32_t next_hi = vote_row(hi, q, binning);
+      const uint32_t next_lo = vote_row(lo, q, binning, base, limit);
+      const uint32_t next_hi = vote_row(hi, q, binning, base, limit);
       a += 1u;
       c = (row_lo == row_hi ? a : c) + 0x10000u;
       store_shared(at_lo, a);
@@ -290,7 +315,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const bool new_group = last || next.b != cur.b || next.tile != cur.tile;
     if (!last) stage(tiles + (buffer ^ 1) * kCountTileStride, staged);
     if (new_group || since_flush + kCountTile > kFlushPoints) {
-      flush_counts(counters, m_base, m_total, n_rho,
+      flush_counts(counters, m_base, m_total, n_rho, w0, w_rows, window,
                    out + cur.b * m_total * n_rho);  // its barriers also publish the staged tile
       since_flush = 0;
     } else {
@@ -298,7 +323,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
     if (last) break;
     if (new_group) {
-      m_base = next.tile * 2 * threads;
+      enter(next.tile);
       lo = load_normal(normals, m_base + threadIdx.x, m_total);
       hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
     }
@@ -415,9 +440,10 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const int64_t batch_blocks = std::min<int64_t>(batch, 65535);
   const int64_t rows = int64_t{binning.n_rho} + 1;  // + the discard row
   const int64_t most = static_cast<int64_t>(prop->sharedMemPerBlockOptin);
-  // Counts: 16-bit counter pairs, one word column per thread, after two point tiles.
-  auto count_smem = [&](int64_t threads) {
-    return 2 * kCountTileStride * int64_t{sizeof(float4)} + rows * threads * 4;
+  // Counts: 16-bit counter pairs, one word column per thread and window row (+ the discard row),
+  // after two point tiles.
+  auto count_smem = [&](int64_t threads, int64_t window) {
+    return 2 * kCountTileStride * int64_t{sizeof(float4)} + (window + 1) * threads * 4;
   };
   // Weighted: the widest block whose histograms leave room for two blocks per SM; else one block
   // per SM.
@@ -427,9 +453,9 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   };
   int64_t weight_threads = kMaxThreads;
   while (weight_threads > kWarpSize && weight_smem(weight_threads) > half_sm) weight_threads /= 2;
-  // Else global memory. (The shared-memory kernels also keep n_rho far below 2^23, which the
-  // counts kernel's binning needs.)
-  if (w.defined() ? weight_smem(weight_threads) > most : count_smem(kWarpSize) > most) {
+  // Else global memory: weights too wide for shared memory, or counts with so many rho bins that
+  // the counts kernel's binning (exact for bins below 2^23) cannot take them.
+  if (w.defined() ? weight_smem(weight_threads) > most : binning.n_rho >= kMaxWindowedRhoBins) {
     const int64_t block = 128;
     const dim3 grid(static_cast<unsigned>(cuda::ceil_div(m_total, block)),
                     static_cast<unsigned>(batch_blocks));
@@ -457,35 +483,58 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
   }
-  // Counts: the block width (a whole number of warps, no wider than the orientations need) that
-  // keeps the most word columns resident per SM; the first such, i.e. the narrowest, on a tie.
-  // With n_rho = 256 that is one 224-thread block per SM (230 KB: 7 warps, 448 orientations).
+  // Counts: for a rho window, the block width (a whole number of warps, no wider than the
+  // orientations need) that keeps the most word columns resident per SM; the first such, i.e.
+  // the narrowest, on a tie. With n_rho = 256 that is one 224-thread block per SM (230 KB: 7
+  // warps, 448 orientations). The window is all n_rho bins, or kRhoWindow bins when n_rho is so
+  // large that few warps stay resident: each window re-reads the points, but up to ~7 resident
+  // warps the vote rate grows with the warps (their load-add-store chains overlap), so the
+  // layout with the larger min(warps, 7) / windows wins (n_rho = 1000: 1 warp in one window, 7
+  // in four windows of 256).
   C10_CUDA_CHECK(cudaFuncSetAttribute(vote_counts_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(most)));
   const int64_t widest =
       std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
-  int64_t threads = 0, resident = 0;
-  int per_sm = 0;
-  for (int64_t t = kWarpSize; t <= widest && count_smem(t) <= most; t += kWarpSize) {
-    int blocks = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t))));
-    if (t * blocks > resident) {
-      threads = t;
-      resident = t * blocks;
-      per_sm = blocks;
+  struct CountLayout {
+    int64_t window = 0, n_windows = 0, threads = 0, resident = 0;
+    int per_sm = 0;
+    double score() const {
+      return threads == 0 ? 0.0 : std::min(resident / double(kWarpSize), 7.0) / n_windows;
     }
+  };
+  auto layout_for = [&](int64_t window) {
+    CountLayout c;
+    c.window = window;
+    c.n_windows = cuda::ceil_div(binning.n_rho, window);
+    for (int64_t t = kWarpSize; t <= widest && count_smem(t, window) <= most; t += kWarpSize) {
+      int blocks = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t, window))));
+      if (t * blocks > c.resident) {
+        c.threads = t;
+        c.resident = t * blocks;
+        c.per_sm = blocks;
+      }
+    }
+    return c;
+  };
+  CountLayout chosen = layout_for(binning.n_rho);
+  if (binning.n_rho > kRhoWindow) {
+    const CountLayout windowed = layout_for(kRhoWindow);
+    if (windowed.score() > chosen.score()) chosen = windowed;
   }
+  const int64_t threads = chosen.threads;
   TORCH_CHECK(threads > 0, "hough_planes: no resident block fits the accumulator");
-  const int smem = static_cast<int>(count_smem(threads));
-  const int64_t n_tiles = cuda::ceil_div(m_total, 2 * threads);
+  const int smem = static_cast<int>(count_smem(threads, chosen.window));
+  const int64_t n_tiles = cuda::ceil_div(m_total, 2 * threads) * chosen.n_windows;
   const int64_t units = batch * n_tiles * cuda::ceil_div(n, kCountTile);
   const int64_t grid =
-      std::clamp<int64_t>(int64_t{per_sm} * prop->multiProcessorCount, 1, std::min<int64_t>(units, 1 << 30));
+      std::clamp<int64_t>(int64_t{chosen.per_sm} * prop->multiProcessorCount, 1, std::min<int64_t>(units, 1 << 30));
   vote_counts_kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), smem,
                        stream>>>(pts.data_ptr<float>(), lengths_ptr, batch, n,
                                  normals.data_ptr<float>(), m_total, binning, n_tiles,
+                                 static_cast<int32_t>(chosen.window), chosen.n_windows,
                                  out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

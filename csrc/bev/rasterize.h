@@ -147,22 +147,6 @@ inline std::vector<int64_t> image_shape(const RasterArgs& args, int64_t batch) {
                           : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
 }
 
-POINTOPS_HOST_DEVICE inline float floor_of(float v) {
-#if defined(__CUDA_ARCH__)
-  return floorf(v);
-#else
-  return std::floor(v);
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline double floor_of(double v) {
-#if defined(__CUDA_ARCH__)
-  return floor(v);
-#else
-  return std::floor(v);
-#endif
-}
-
 // Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
 // the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
 // ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an
@@ -240,8 +224,8 @@ POINTOPS_HOST_DEVICE inline int64_t point_cell(const Raster<acc_t>& r, acc_t x, 
         z < r.hi[2])) {
     return -1;
   }
-  const int64_t ix = static_cast<int64_t>(floor_of((x - r.lo[0]) / r.cell[0]));
-  const int64_t iy = static_cast<int64_t>(floor_of((y - r.lo[1]) / r.cell[1]));
+  const int64_t ix = static_cast<int64_t>(floor_value((x - r.lo[0]) / r.cell[0]));
+  const int64_t iy = static_cast<int64_t>(floor_value((y - r.lo[1]) / r.cell[1]));
   if (ix >= r.nx || iy >= r.ny) return -1;
   return r.seed_layout ? (r.nx - 1 - ix) * r.ny + (r.ny - 1 - iy) : iy * r.nx + ix;
 }
@@ -276,7 +260,7 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
     if (high != 0) Ops::add64(low + 1, high);
   }
   if (layout.slices >= 0) {
-    int64_t s = static_cast<int64_t>(floor_of((z - r.lo[2]) / r.slice));
+    int64_t s = static_cast<int64_t>(floor_value((z - r.lo[2]) / r.slice));
     if (s >= r.height_slices) s = r.height_slices - 1;
     Ops::or32(record + layout.slices + s / 32, 1u << (s % 32));
   }

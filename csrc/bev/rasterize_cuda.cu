@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 
 namespace pointops {
@@ -46,9 +47,7 @@ __device__ __forceinline__ bool point_in_cloud(int64_t k, int64_t n, const int64
                                                int64_t* b, int64_t* i) {
   *b = k / n;
   *i = k - *b * n;
-  if (lengths == nullptr) return true;
-  const int64_t length = lengths[*b];
-  return *i < (length < 0 ? 0 : length);
+  return *i < cloud_length(lengths, *b, n);
 }
 
 template <typename scalar_t, typename acc_t>

@@ -42,6 +42,7 @@
 #include <tuple>
 
 #include "common/hash_array.h"
+#include "common/portable_math.h"
 
 namespace pointops {
 
@@ -52,22 +53,6 @@ VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Te
                             int64_t max_points_per_voxel, int64_t max_voxels);
 
 namespace voxelize_detail {
-
-POINTOPS_HOST_DEVICE inline float floor_value(float v) {
-#if defined(__CUDA_ARCH__)
-  return floorf(v);
-#else
-  return std::floor(v);
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline double floor_value(double v) {
-#if defined(__CUDA_ARCH__)
-  return ::floor(v);
-#else
-  return std::floor(v);
-#endif
-}
 
 // The grid in the compute type acc_t; cells are numbered x fastest: (z * ny + y) * nx + x.
 template <typename acc_t>

@@ -39,6 +39,23 @@ POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
 #endif
 }
 
+// floor() under one name on host and device (exact: no rounding).
+POINTOPS_HOST_DEVICE inline float floor_value(float v) {
+#if defined(__CUDA_ARCH__)
+  return floorf(v);
+#else
+  return std::floor(v);
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline double floor_value(double v) {
+#if defined(__CUDA_ARCH__)
+  return ::floor(v);
+#else
+  return std::floor(v);
+#endif
+}
+
 // float64 steps for host/device code that must round identically: each rounds once, and none is
 // fused with a neighbour (the CPU build also passes -ffp-contract=off, so g++ never fuses them).
 POINTOPS_HOST_DEVICE inline double multiply(double a, double b) {

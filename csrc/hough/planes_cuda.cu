@@ -18,8 +18,10 @@
 // atomics (exact and order-free, hence deterministic) at least every 65535 points, and at the end.
 // Rejected votes go to a discard row (bin n_rho) instead of a branch.
 // Work: the block width is the one that keeps the most word columns resident (n_rho = 256: one
-// 224-thread block of 230 KB per SM), and the grid is persistent: the units (cloud, orientation
-// tile, 64-point tile) are split into equal contiguous runs, one per resident block, so all SMs
+// 224-thread block of 230 KB per SM); a long rho range (n_rho = 1,000: one warp per SM) is split
+// into 256-bin windows, each a pass over the points with 7 warps resident. The grid is
+// persistent: the units (cloud, orientation tile and rho window, 64-point tile) are split into
+// equal contiguous runs, one per resident block, so all SMs
 // finish together whatever the shapes. Point tiles are double-buffered (the next tile's loads are
 // in flight while the current one votes): one barrier per 64 points.
 //

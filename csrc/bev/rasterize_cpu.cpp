@@ -63,12 +63,8 @@ RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::T
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                              c10::ArrayRef<std::string> channels, int64_t feature_column,
                              double density_base, int64_t height_slices, bool seed_layout) {
-  check_dim(points, "points", 3, "(B, N, C)");
-  check_floating(points, "points");
-  TORCH_CHECK(points.size(2) >= 3, "points must have at least x, y, z (C >= 3), got shape ",
-              points.sizes());
+  check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
-  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
   TORCH_CHECK(point_range.size() == 6,
               "point_range must be [x_min, y_min, z_min, x_max, y_max, z_max] (6 values), got ",
               point_range.size(), " values");
@@ -179,8 +175,8 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
   if (batch == 0) return image;
   const int64_t cells = args.nx * args.ny;
   const at::Tensor pts = points.contiguous();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* lengths_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* lengths_ptr = lengths_c.data;
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cpu", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;

@@ -129,8 +129,8 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
   if (batch == 0) return image;
   const int64_t cells = args.nx * args.ny;
   const at::Tensor pts = points.contiguous();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* lengths_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* lengths_ptr = lengths_c.data;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cuda", [&] {

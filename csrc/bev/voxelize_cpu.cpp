@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 #include "common/hash_array_cpu.h"
 
 namespace pointops {
@@ -22,12 +23,8 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
                                  const std::optional<at::Tensor>& lengths,
                                  at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels) {
-  check_dim(points, "points", 3, "(B, N, C)");
-  check_floating(points, "points");
-  TORCH_CHECK(points.size(2) >= 3, "points must have x, y, z columns (C >= 3), got shape ",
-              points.sizes());
+  check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
-  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
   TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ",
               voxel_size.size(), ": ", voxel_size);
   TORCH_CHECK(pc_range.size() == 6,
@@ -147,8 +144,8 @@ VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Te
   const int64_t channels = points.size(2);
   if (batch == 0 || n == 0) return outputs;
   const at::Tensor pts = points.contiguous();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* length_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* length_ptr = lengths_c.data;
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "voxelize_cpu", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;

@@ -152,8 +152,8 @@ VoxelizeResult voxelize_cuda(const at::Tensor& points, const std::optional<at::T
   cuda::check_cub_items(total, "voxelize: B * N points");
 
   const at::Tensor pts = points.contiguous();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* length_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* length_ptr = lengths_c.data;
   const auto options = pts.options();
   const at::Device device = pts.device();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();

@@ -59,4 +59,16 @@ inline void check_optional_batch_vector(const std::optional<at::Tensor>& t, cons
   check_same_device(*t, name, ref, ref_name);
 }
 
+// Padded clouds: points (B, N, C) floating with min_columns <= C <= max_columns (`layout` names
+// the shape, e.g. "(B, N, C) with C >= 3"), and lengths (B,) int64 on the points' device, or none.
+inline void check_padded_clouds(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                const char* layout, int64_t min_columns,
+                                int64_t max_columns = std::numeric_limits<int64_t>::max()) {
+  check_dim(points, "points", 3, layout);
+  check_floating(points, "points");
+  TORCH_CHECK(points.size(2) >= min_columns && points.size(2) <= max_columns,
+              "points must have shape ", layout, ", got shape ", points.sizes());
+  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
+}
+
 }  // namespace pointops

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "common/clouds.h"
 #include "common/portable_math.h"
 
 namespace pointops {
@@ -206,9 +207,18 @@ POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], in
   }
 }
 
-// Checks shared by both backends. Defined in plane_fit_cpu.cpp.
-void check_plane_fit_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                          const at::Tensor& planes, double threshold);
+// The arguments as both backends' kernels read them, after the checks. Defined in
+// plane_fit_cpu.cpp.
+struct FitInputs {
+  at::Tensor points;  // (B, N, 3) float32, contiguous
+  at::Tensor planes;  // (B, K, 4) float32, contiguous, as given (kernels sanitize as they read)
+  CloudLengths lengths;
+  int64_t batch, n, k;
+  float threshold;
+};
+
+FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                             const at::Tensor& planes, double threshold);
 
 }  // namespace plane_fit_detail
 }  // namespace pointops

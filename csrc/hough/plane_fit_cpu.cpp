@@ -16,14 +16,11 @@
 namespace pointops {
 namespace plane_fit_detail {
 
-void check_plane_fit_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                          const at::Tensor& planes, double threshold) {
-  check_dim(points, "points", 3, "(B, N, 3)");
-  check_floating(points, "points");
-  TORCH_CHECK(points.size(2) == 3, "points must have shape (B, N, 3), got shape ", points.sizes());
+FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                             const at::Tensor& planes, double threshold) {
+  check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
   TORCH_CHECK(points.size(1) < (int64_t{1} << 32), "points must have fewer than 2^32 rows per cloud, got ",
               points.size(1));
-  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
   check_dim(planes, "planes", 3, "(B, K, 4)");
   check_floating(planes, "planes");
   TORCH_CHECK(planes.size(0) == points.size(0) && planes.size(2) == 4,
@@ -34,6 +31,9 @@ void check_plane_fit_args(const at::Tensor& points, const std::optional<at::Tens
   check_same_device(planes, "planes", points, "points");
   TORCH_CHECK(std::isfinite(threshold) && threshold >= 0, "threshold must be finite and >= 0, got ",
               threshold);
+  return {points.to(at::kFloat).contiguous(), planes.to(at::kFloat).contiguous(),
+          contiguous_lengths(lengths), points.size(0), points.size(1), planes.size(1),
+          static_cast<float>(threshold)};
 }
 
 }  // namespace plane_fit_detail
@@ -44,42 +44,23 @@ using namespace plane_fit_detail;
 
 constexpr int64_t kPointsPerTask = 16384;
 
-// The inputs both ops read: float32 points, sanitized float32 planes.
-struct FitInputs {
-  at::Tensor points;     // (B, N, 3) float32, contiguous
-  at::Tensor planes;     // (B, K, 4) float32, contiguous, as given
-  at::Tensor sanitized;  // (B, K, 4) float32, see sanitize_plane()
-  at::Tensor lengths;    // (B,) int64 or undefined
-  int64_t batch, n, k;
-  float threshold;
-  const int64_t* lengths_ptr() const { return lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr; }
-};
-
-FitInputs prepare(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                  const at::Tensor& planes, double threshold) {
-  check_plane_fit_args(points, lengths, planes, threshold);
-  FitInputs in;
-  in.points = points.to(at::kFloat).contiguous();
-  in.planes = planes.to(at::kFloat).contiguous();
-  in.sanitized = at::empty_like(in.planes);
-  in.lengths = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  in.batch = points.size(0);
-  in.n = points.size(1);
-  in.k = planes.size(1);
-  in.threshold = static_cast<float>(threshold);
-  const float* raw = in.planes.data_ptr<float>();
-  float* clean = in.sanitized.data_ptr<float>();
-  for (int64_t row = 0; row < in.batch * in.k; ++row) sanitize_plane(raw + 4 * row, clean + 4 * row);
-  return in;
+// Every row of planes (B, K, 4) float32 through sanitize_plane().
+at::Tensor sanitized(const at::Tensor& planes) {
+  at::Tensor clean = at::empty_like(planes);
+  const float* raw = planes.data_ptr<float>();
+  float* out = clean.data_ptr<float>();
+  for (int64_t row = 0; row < planes.numel() / 4; ++row) sanitize_plane(raw + 4 * row, out + 4 * row);
+  return clean;
 }
 
 at::Tensor plane_labels_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                             const at::Tensor& planes, double threshold) {
-  const FitInputs in = prepare(points, lengths, planes, threshold);
+  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold);
   at::Tensor labels = at::empty({in.batch, in.n}, points.options().dtype(at::kLong));
   const float* pts = in.points.data_ptr<float>();
-  const float* pl = in.sanitized.data_ptr<float>();
-  const int64_t* lengths_ptr = in.lengths_ptr();
+  const at::Tensor clean = sanitized(in.planes);
+  const float* pl = clean.data_ptr<float>();
+  const int64_t* lengths_ptr = in.lengths.data;
   int64_t* out = labels.data_ptr<int64_t>();
   at::parallel_for(0, in.batch * in.n, kPointsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
@@ -96,11 +77,12 @@ at::Tensor plane_labels_cpu(const at::Tensor& points, const std::optional<at::Te
 std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
                                                    const std::optional<at::Tensor>& lengths,
                                                    const at::Tensor& planes, double threshold) {
-  const FitInputs in = prepare(points, lengths, planes, threshold);
+  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold);
   const int64_t batch = in.batch, n = in.n, k = in.k;
   const float* pts = in.points.data_ptr<float>();
-  const float* pl = in.sanitized.data_ptr<float>();
-  const int64_t* lengths_ptr = in.lengths_ptr();
+  const at::Tensor clean = sanitized(in.planes);
+  const float* pl = clean.data_ptr<float>();
+  const int64_t* lengths_ptr = in.lengths.data;
 
   std::vector<int> shift(batch);
   at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {

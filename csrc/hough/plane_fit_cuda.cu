@@ -168,34 +168,17 @@ Launch point_launch(int64_t batch, int64_t n) {
           at::cuda::getCurrentCUDAStream()};
 }
 
-// The inputs both ops read, as the kernels take them.
-struct FitInputs {
-  at::Tensor points;   // (B, N, 3) float32, contiguous
-  at::Tensor planes;   // (B, K, 4) float32, contiguous
-  at::Tensor lengths;  // (B,) int64 or undefined
-  int64_t batch, n, k;
-  const int64_t* lengths_ptr() const { return lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr; }
-};
-
-FitInputs prepare(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                  const at::Tensor& planes) {
-  return {points.to(at::kFloat).contiguous(), planes.to(at::kFloat).contiguous(),
-          lengths.has_value() ? lengths->contiguous() : at::Tensor(), points.size(0),
-          points.size(1), planes.size(1)};
-}
-
 at::Tensor plane_labels_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              const at::Tensor& planes, double threshold) {
-  check_plane_fit_args(points, lengths, planes, threshold);
   const c10::cuda::CUDAGuard guard(points.device());
-  const FitInputs in = prepare(points, lengths, planes);
+  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold);
   const int64_t batch = in.batch, n = in.n, k = in.k;
   at::Tensor labels = at::empty({batch, n}, points.options().dtype(at::kLong));
   if (batch * n == 0) return labels;
   const Launch launch = point_launch(batch, n);
   labels_kernel<<<launch.grid, kThreads, static_cast<size_t>(16 * k), launch.stream>>>(
-      in.points.data_ptr<float>(), in.lengths_ptr(), batch, n, in.planes.data_ptr<float>(), k,
-      static_cast<float>(threshold), labels.data_ptr<int64_t>());
+      in.points.data_ptr<float>(), in.lengths.data, batch, n, in.planes.data_ptr<float>(), k,
+      in.threshold, labels.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return labels;
 }
@@ -203,9 +186,8 @@ at::Tensor plane_labels_cuda(const at::Tensor& points, const std::optional<at::T
 std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
                                                     const std::optional<at::Tensor>& lengths,
                                                     const at::Tensor& planes, double threshold) {
-  check_plane_fit_args(points, lengths, planes, threshold);
   const c10::cuda::CUDAGuard guard(points.device());
-  const FitInputs in = prepare(points, lengths, planes);
+  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold);
   const int64_t batch = in.batch, n = in.n, k = in.k;
   const float* pts = in.points.data_ptr<float>();
   const float* pl = in.planes.data_ptr<float>();
@@ -219,15 +201,15 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (n > 0) {
     const Launch launch = point_launch(batch, n);
-    extent_kernel<<<launch.grid, kThreads, 0, stream>>>(pts, in.lengths_ptr(), batch,
+    extent_kernel<<<launch.grid, kThreads, 0, stream>>>(pts, in.lengths.data, batch,
                                                         n, max_bits);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const size_t smem = static_cast<size_t>(k) * (kMoments * sizeof(unsigned long long) + 4 * sizeof(float));
     C10_CUDA_CHECK(cudaFuncSetAttribute(moments_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
     moments_kernel<<<launch.grid, kThreads, smem, stream>>>(
-        pts, in.lengths_ptr(), batch, n, pl, k,
-        static_cast<float>(threshold), max_bits, moments);
+        pts, in.lengths.data, batch, n, pl, k,
+        in.threshold, max_bits, moments);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   const int64_t rows = batch * k;

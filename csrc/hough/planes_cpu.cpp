@@ -37,10 +37,7 @@ int64_t ball_cells(int64_t n_phi, int64_t n_theta) {
 RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              const std::optional<at::Tensor>& weights, int64_t n_phi,
                              int64_t n_theta, double rho_step, double rho_max) {
-  check_dim(points, "points", 3, "(B, N, 3)");
-  check_floating(points, "points");
-  TORCH_CHECK(points.size(2) == 3, "points must have shape (B, N, 3), got shape ", points.sizes());
-  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
+  check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
   if (weights.has_value()) {
     check_floating(*weights, "weights");
     check_shape(*weights, "weights", {points.size(0), points.size(1)});
@@ -145,8 +142,8 @@ at::Tensor planes_cpu(PlaneLayout layout, const at::Tensor& points,
   const int64_t batch = points.size(0), n = points.size(1), m_total = normals.size(0);
   const at::Tensor pts = points.to(at::kFloat).contiguous();
   const at::Tensor w = weights.has_value() ? weights->to(at::kFloat).contiguous() : at::Tensor();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* lengths_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* lengths_ptr = lengths_c.data;
   const auto shape =
       hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
   at::Tensor out = at::zeros(shape, points.options().dtype(w.defined() ? at::kFloat : at::kInt));

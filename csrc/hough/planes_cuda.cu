@@ -428,8 +428,8 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const int64_t batch = points.size(0), n = points.size(1);
   const at::Tensor pts = points.to(at::kFloat).contiguous();
   const at::Tensor w = weights.has_value() ? weights->to(at::kFloat).contiguous() : at::Tensor();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const int64_t* lengths_ptr = lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const int64_t* lengths_ptr = lengths_c.data;
   const auto shape =
       hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
   at::Tensor out = at::zeros(shape, points.options().dtype(w.defined() ? at::kFloat : at::kInt));

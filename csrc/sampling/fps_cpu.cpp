@@ -9,18 +9,15 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "common/clouds.h"
 
 namespace pointops {
 namespace fps_detail {
 
 void check_fps_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                     const std::optional<at::Tensor>& start, int64_t k) {
-  check_dim(points, "points", 3, "(B, N, D)");
-  check_floating(points, "points");
-  TORCH_CHECK(points.size(2) >= 1, "points must have at least one coordinate (D >= 1), got shape ",
-              points.sizes());
+  check_padded_clouds(points, lengths, "(B, N, D) with D >= 1", 1);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
-  check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
   check_optional_batch_vector(start, "start", points.size(0), points, "points");
   check_nonnegative(k, "k");
 }
@@ -132,8 +129,8 @@ std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
                                            const std::optional<at::Tensor>& start, int64_t k) {
   fps_detail::check_fps_args(points, lengths, start, k);
   const at::Tensor pts = points.contiguous();
-  const at::Tensor lengths_c = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  const CloudLayout layout{lengths_c.defined() ? lengths_c.data_ptr<int64_t>() : nullptr,
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const CloudLayout layout{lengths_c.data,
                            pts.size(1), pts.size(0) * pts.size(1), /*packed=*/false};
   return fps_cpu_impl(pts, layout, pts.size(0), pts.size(2), start, k);
 }

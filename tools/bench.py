@@ -463,6 +463,54 @@ DETECT_CASES = [(b, n, k, floor, options)
 DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
 
 
+def torch_plane_refit(points, planes, threshold):
+    """plane_refit in plain PyTorch, as detect_planes did it before the op: (B, N, K) residuals,
+    the first plane within the band, one-hot float64 moments and a batched eigh."""
+    k = planes.shape[1]
+    residual = (torch.einsum("bnd,bkd->bnk", points, planes[..., :3]) - planes[..., 3].unsqueeze(1)).abs()
+    within = torch.cat([residual <= threshold, torch.ones_like(residual[..., :1], dtype=torch.bool)], -1)
+    labels = within.to(torch.uint8).argmax(dim=2)
+    member = torch.nn.functional.one_hot(labels, k + 1)[..., :k].double()
+    pts = points.double()
+    count = member.sum(1)
+    centroid = torch.einsum("bnk,bnd->bkd", member, pts) / count.clamp(min=1).unsqueeze(-1)
+    centred = pts - torch.gather(centroid, 1, labels.clamp(max=k - 1).unsqueeze(-1).expand(-1, -1, 3))
+    _, vectors = torch.linalg.eigh(torch.einsum("bnk,bnd,bne->bkde", member, centred, centred))
+    normal = vectors[..., 0]
+    normal = torch.where((normal * planes[..., :3].double()).sum(-1, keepdim=True) < 0, -normal, normal)
+    refit = torch.cat([normal, (normal * centroid).sum(-1, keepdim=True)], -1).float()
+    return torch.where((count >= 3).unsqueeze(-1), refit, planes), count.long()
+
+
+# (B, N, K): plane_refit on LiDAR scans (tiled to N) with the planes detect_planes finds there,
+# padded with copies to K rows; against the plain PyTorch refit above.
+PLANE_FIT_CASES = [(1, 1_000_000, 16), (16, 120_000, 32)]
+PLANE_FIT_CASES_CPU = [(1, 20_000, 8)]
+
+
+def bench_plane_fit(device, quick, results):
+    from pointops import datasets
+
+    cases = PLANE_FIT_CASES if device == "cuda" else PLANE_FIT_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for b, n, k in cases[:1] if quick else cases:
+        clouds = []
+        for seed in range(b):
+            scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
+        points = torch.stack(clouds).to(device)
+        found = pointops.detect_planes(points, 8).planes
+        planes = torch.nan_to_num(found, nan=0.0).repeat(1, (k + 7) // 8, 1)[:, :k].contiguous()
+        row = {"op": "plane_refit", "B": b, "N": n, "K": k, "device": name,
+               "baseline": "plain PyTorch: einsum residuals, one-hot float64 moments, eigh",
+               "ms": time_ms(lambda: pointops.refit_planes(points, planes, 0.08), device),
+               "baseline_ms": time_ms(lambda: torch_plane_refit(points, planes, 0.08), device, min_reps=1)}
+        row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        row["labels_ms"] = time_ms(lambda: pointops.plane_labels(points, planes, 0.08), device)
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
 def bench_detect_planes(device, quick, results):
     """detect_planes end to end (one round) on generated LiDAR scans (tiled to N points per cloud),
     against issue 4's floors (no in-repo baseline: the plain PyTorch vote alone does not fit in
@@ -511,7 +559,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*",
                         default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize",
-                                 "detect_planes"])
+                                 "plane_refit", "detect_planes"])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
     parser.add_argument("--plans", nargs="*", default=["auto"],
                         help="fps layouts to time: auto, block, cluster:P, grid:P")
@@ -530,6 +578,8 @@ def main():
         bench_hough(args.device, args.quick, args.ops, results)
     if "voxelize" in args.ops:
         bench_voxelize(args.device, args.quick, results)
+    if "plane_refit" in args.ops:
+        bench_plane_fit(args.device, args.quick, results)
     if "detect_planes" in args.ops:
         bench_detect_planes(args.device, args.quick, results)
     if args.json:

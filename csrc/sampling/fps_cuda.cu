@@ -7,8 +7,9 @@
 // 64-bit key ((distance bits + 1) << 32 | ~index: max = farthest, then lowest index), reduced
 // in a warp by two redux.sync and agreed on across the cloud's blocks by
 //   kBlock   parts == 1: one shared-memory exchange between warps;
-//   kCluster parts <= 16 on sm_90: the block winners meet in distributed shared memory after one
-//            cluster barrier;
+//   kCluster parts <= 16 on sm_90: every warp pushes its winner into every peer block's shared
+//            memory (st.async, counted by the peer's mbarrier), and each warp reduces the pushed
+//            winners once its block's barrier completes: no block or cluster barrier per step;
 //   kGrid    a cooperative launch: block winners meet in one 64-bit atomicMax in global memory,
 //            then a per-cloud arrival counter (release/acquire) closes the step.
 // plan_layout() picks the layout from (B, N) and the device; POINTOPS_FPS_PLAN overrides it for
@@ -152,7 +153,59 @@ __device__ __forceinline__ void add_release(unsigned long long* p, unsigned long
 constexpr int kGridKeySlots = 3;
 constexpr int kGridStateWords = kGridKeySlots + 1;
 
-// A block's winner as its cluster peers read it: the key and the point's coordinates.
+// The cluster exchange: every warp pushes its winner into a slot of every peer's shared memory
+// with st.async, whose bytes count down the peer's transaction barrier (mbarrier); a block then
+// waits on its own barrier alone, with no cluster-wide barrier per step. Two slot sets and two
+// barriers alternate by step parity: a peer can run at most one step ahead, since it cannot
+// finish a step before this block has pushed it.
+constexpr int kMaxPushSlots = kMaxClusterParts * kMaxWarps;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The address of the same shared variable in the cluster block `rank`.
+__device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+
+__device__ __forceinline__ void push_to_peer(uint32_t address, uint4 v, uint32_t barrier) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+      ::"r"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(barrier) : "memory");
+}
+
+__device__ __forceinline__ void push_to_peer(uint32_t address, uint32_t v, uint32_t barrier) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+               ::"r"(address), "r"(v), "r"(barrier) : "memory");
+}
+
+__device__ __forceinline__ void init_barrier(uint32_t barrier) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier) : "memory");
+}
+
+// This block's one arrival of the phase, announcing the bytes the peers will push in it.
+__device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+               ::"r"(barrier), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void wait_phase(uint32_t barrier, uint32_t phase_parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done) : "r"(barrier), "r"(phase_parity) : "memory");
+  } while (done == 0);
+}
+#endif
+
+// A block's winner and its coordinates, as the grid layout broadcasts them to the block.
 template <int DIM>
 struct WinnerSlot {
   unsigned long long key;
@@ -170,7 +223,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   constexpr float kInf = std::numeric_limits<float>::infinity();
   extern __shared__ float onchip_coords[];  // [DIM][PPT * blockDim.x]
   __shared__ unsigned long long warp_keys[2][kMaxWarps];
-  __shared__ WinnerSlot<DIM> winner_slots[2];  // cluster: read by peers; grid: block broadcast
+  __shared__ WinnerSlot<DIM> winner_slots[2];  // grid: the block's broadcast
+  // Cluster: the warps' pushed winners, [step parity][part * warps + warp], as {key high, key
+  // low, x, y} plus z (DIM 3); the arrays shrink to one entry in the other layouts.
+  constexpr int kPushSlots = SYNC == Sync::kCluster ? kMaxPushSlots : 1;
+  __shared__ uint4 push_head[2][kPushSlots];
+  __shared__ float push_tail[2][DIM == 3 ? kPushSlots : 1];
+  __shared__ unsigned long long push_barrier[2];
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
   const int tid = threadIdx.x;
@@ -207,7 +266,29 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
     overflow[i] = all_finite(cloud + int64_t{i} * DIM, DIM) ? kInf : -kInf;
   }
-  __syncthreads();
+  const int lane = tid % kWarpSize;
+  const int warps = threads / kWarpSize;
+  // Cluster: lane r < parts pushes the warp's winner to block r of the cluster.
+  uint32_t peer_head = 0, peer_tail = 0, peer_barrier = 0;
+  uint32_t push_bytes = 0;
+  if constexpr (SYNC == Sync::kCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tid == 0) {
+      init_barrier(shared_address(&push_barrier[0]));
+      init_barrier(shared_address(&push_barrier[1]));
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (lane < parts) {
+      peer_head = peer_address(shared_address(&push_head[0][0]), lane);
+      peer_tail = peer_address(shared_address(&push_tail[0][0]), lane);
+      peer_barrier = peer_address(shared_address(&push_barrier[0]), lane);
+    }
+    push_bytes = static_cast<uint32_t>(parts * warps) * (DIM == 3 ? 20u : 16u);
+    cg::this_cluster().sync();  // the barriers exist before any peer pushes
+#endif
+  } else {
+    __syncthreads();
+  }
 
   int64_t* index_row = out_index + b * k;
   float* distance_row = out_distance + b * k;
@@ -222,43 +303,64 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   int round = 0;
 
   // Agrees on the step's winner across the cloud's blocks; returns its key, sets q.
+  // The winner's coordinates: from shared memory when this block holds it on chip.
+  auto coords_of = [&](int32_t index, float* out) {
+    const int32_t local = index - lo;
+    const bool in_smem = local >= 0 && local < min(onchip, hi - lo);
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      out[d] = in_smem ? onchip_coords[d * onchip + local] : cloud[int64_t{index} * DIM + d];
+    }
+  };
   auto agree = [&](float q[DIM]) -> unsigned long long {
     mine = pack_key(best, best_slot >= 0 ? lo + best_slot * threads + tid : best_overflow);
     const int parity = round & 1;
+    const uint32_t phase_parity = (round >> 1) & 1;
     ++round;
-    unsigned long long key = block_reduce(mine, warp_keys[parity], 0ull,
-                                          [](unsigned long long v) { return warp_max_key(v); });
-    // The winner's coordinates: from shared memory when this block holds it on chip.
-    auto coords_of = [&](int32_t index, float* out) {
-      const int32_t local = index - lo;
-      const bool in_smem = local >= 0 && local < min(onchip, hi - lo);
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) {
-        out[d] = in_smem ? onchip_coords[d * onchip + local] : cloud[int64_t{index} * DIM + d];
-      }
-    };
-    if constexpr (SYNC == Sync::kBlock) {
-      if (key != 0) coords_of(key_index(key), q);
-    } else if constexpr (SYNC == Sync::kCluster) {
+    if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      cg::cluster_group cluster = cg::this_cluster();
-      if (tid == 0) {
-        winner_slots[parity].key = key;
-        if (key != 0) coords_of(key_index(key), winner_slots[parity].coord);
+      const uint32_t barrier = shared_address(&push_barrier[parity]);
+      if (tid == 0) expect_bytes(barrier, push_bytes);
+      const unsigned long long warp_key = warp_max_key(mine);
+      float c[DIM] = {};
+      if (warp_key != 0) coords_of(key_index(warp_key), c);
+      if (lane < parts) {
+        const uint32_t slot = static_cast<uint32_t>(parity * kPushSlots + part * warps + tid / kWarpSize);
+        const uint32_t peer = peer_barrier + 8u * parity;
+        push_to_peer(peer_head + 16u * slot,
+                     make_uint4(static_cast<uint32_t>(warp_key >> 32), static_cast<uint32_t>(warp_key),
+                                __float_as_uint(c[0]), __float_as_uint(c[1])),
+                     peer);
+        if constexpr (DIM == 3) push_to_peer(peer_tail + 4u * slot, __float_as_uint(c[2]), peer);
       }
-      cluster.sync();
-      const int lane = tid % kWarpSize;
-      WinnerSlot<DIM> peer;
-      peer.key = 0;
-      if (lane < parts) peer = *cluster.map_shared_rank(&winner_slots[parity], lane);
-      key = warp_max_key(peer.key);
-      const int from = __ffs(__ballot_sync(kFullMask, lane < parts && peer.key == key)) - 1;
+      wait_phase(barrier, phase_parity);
+      unsigned long long lane_key = 0;
+      float lane_coords[DIM] = {};
+      for (int j = lane; j < parts * warps; j += kWarpSize) {
+        const uint4 head = push_head[parity][j];
+        const unsigned long long key = (static_cast<unsigned long long>(head.x) << 32) | head.y;
+        if (key > lane_key) {
+          lane_key = key;
+          lane_coords[0] = __uint_as_float(head.z);
+          lane_coords[1] = __uint_as_float(head.w);
+          if constexpr (DIM == 3) lane_coords[2] = push_tail[parity][j];
+        }
+      }
+      const unsigned long long key = warp_max_key(lane_key);
+      const int from = __ffs(__ballot_sync(kFullMask, lane_key == key)) - 1;
 #pragma unroll
-      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, peer.coord[d], from);
+      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, lane_coords[d], from);
+      return key;
 #else
       __trap();  // the host never plans clusters below sm_90
+      return 0ull;
 #endif
-    } else {
+    }
+    unsigned long long key = block_reduce(mine, warp_keys[parity], 0ull,
+                                          [](unsigned long long v) { return warp_max_key(v); });
+    if constexpr (SYNC == Sync::kBlock) {
+      if (key != 0) coords_of(key_index(key), q);
+    } else if constexpr (SYNC == Sync::kGrid) {
       if (tid == 0) {
         unsigned long long* state = grid_state + b * kGridStateWords;
         unsigned long long* key_slot = state + (round - 1) % kGridKeySlots;
@@ -386,7 +488,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
   if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cg::this_cluster().sync();  // peers may still read this block's winner slots
+    cg::this_cluster().sync();  // no block leaves while pushes between peers may be in flight
 #endif
   }
 }

@@ -396,10 +396,13 @@ def test_pillar_scatter_bad_arguments(device, args, message):
 # CUDA == CPU, bit for bit, at sizes that exercise contention and many blocks
 
 
+# Both CUDA finalize paths: every channel (60k points x 44 channels > 563k cells: a pass over the
+# cells) and few channels (points x channels <= cells: the occupied cells' leaders).
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("seed_layout", [False, True])
-def test_cuda_equals_cpu(dtype, seed_layout):
+@pytest.mark.parametrize("channels", [ALL, ["max_z", "top_feature", "density"], ["mean_z", "min_z", "mean_feature", "count"]])
+def test_cuda_equals_cpu(dtype, seed_layout, channels):
     from pointops.demo import generated_scene
 
     clouds = torch.stack([generated_scene(60_000, seed=s) for s in range(3)])
@@ -410,8 +413,8 @@ def test_cuda_equals_cpu(dtype, seed_layout):
     kw = dict(point_range=[0.0, -40.0, -3.0, 70.4, 40.0, 1.0], cell_size=[0.1, 0.1], height_slices=35,
               seed_layout=seed_layout)
     for column in (3, 4):
-        expected = rasterize(points, ALL, lengths, feature_column=column, **kw)
-        actual = rasterize(points.cuda(), ALL, lengths, feature_column=column, **kw)
+        expected = rasterize(points, channels, lengths, feature_column=column, **kw)
+        actual = rasterize(points.cuda(), channels, lengths, feature_column=column, **kw)
         torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
 
 
@@ -420,9 +423,11 @@ def test_cuda_repeated_runs_are_identical():
     points = scene(batch=4, n=200_000, seed=10)
     points[..., :3] *= torch.tensor([0.2, 0.2, 1.0])  # a dense core: heavy atomic contention
     points = points.cuda()
-    first = rasterize(points, ALL)
-    for _ in range(5):
-        assert torch.equal(rasterize(points, ALL), first)
+    # the second grid has more cells than points x channels: the leaders finalize
+    for channels, cell_size in ((ALL, CELL), (["max_z", "top_feature", "density"], [0.005, 0.01])):
+        first = rasterize(points, channels, cell_size=cell_size)
+        for _ in range(5):
+            assert torch.equal(rasterize(points, channels, cell_size=cell_size), first)
 
 
 @pytest.mark.cuda

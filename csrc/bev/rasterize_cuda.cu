@@ -259,8 +259,7 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
     }
     float* image_ptr = image.data_ptr<float>();
     if (by_leaders) {
-      // Filled last, so that more of the image is still in L2 when the leaders' scattered
-      // stores land.
+      // Every channel of the empty cells is 0; the leaders overwrite the occupied cells.
       fill_zero(image);
       // One resident wave of threads; each takes the leaders its stride reaches.
       const int64_t wave = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} *

@@ -230,12 +230,15 @@ def plane_normal_table(n_phi: int, n_theta: int, ball: bool = False):
 def plane_rho_bin(normal, point, rho_step: float, rho_max: float):
     """The rho bin of a float32 point for a float32 normal, or None (no vote)."""
     n_rho = rho_bins(rho_step, rho_max)
-    scale = float(np.float32(n_rho / (2.0 * rho_max)))
+    scale = np.float32(n_rho / (2.0 * rho_max))
     nx, ny, nz = normal
-    x, y, z = point
-    rho = fma(nz, z, fma(ny, y, float(np.float32(nx) * np.float32(x)), False), False)
-    t = fma(rho, scale, n_rho / 2.0, False)
-    return int(t) if 0 <= t < n_rho else None
+    x, y, z = (float(np.float32(v) * scale) for v in point)  # the point in rho bins, float32
+    if not all(math.isfinite(v) for v in (x, y, z)):
+        return None
+    half = n_rho // 2
+    t = fma(nz, z, fma(ny, y, fma(nx, x, (n_rho % 2) / 2.0, False), False), False)
+    b = math.floor(t) + half
+    return b if 0 <= b < n_rho else None
 
 
 def hough_planes(points, n_phi, n_theta, rho_step, rho_max, lengths=None, weights=None, ball=False):

@@ -26,10 +26,13 @@
 //
 // Rho bins. n_rho = max(1, floor(2 rho_max / rho_step + 0.5)) (float64), so the effective step is
 // 2 rho_max / n_rho and the bins tile [-rho_max, rho_max) symmetrically: bin b <-> bin n_rho-1-b
-// under rho -> -rho. In float32, with fma rounding once:
-//   rho = fma(nz, z, fma(ny, y, nx * x))
-//   t   = fma(rho, scale, n_rho / 2),   scale = float32(n_rho / (2 rho_max))
-//   bin = int(t) when 0 <= t < n_rho; otherwise (rho out of range) no vote.
+// under rho -> -rho. In float32, with fma rounding once: each coordinate is first scaled to bins
+// (once per point, so a vote costs three fused multiply-adds and the CUDA bin one more add),
+//   x' = x * scale, y' = y * scale, z' = z * scale,   scale = float32(n_rho / (2 rho_max))
+//   t   = fma(nz, z', fma(ny, y', fma(nx, x', f))),   f = n_rho / 2 - floor(n_rho / 2) (0 or 1/2)
+//   bin = floor(t) + floor(n_rho / 2) when that is in [0, n_rho); otherwise (rho out of range)
+//         no vote.
+// t is rho / step + f, so bin = floor(rho / step + n_rho / 2) up to float32 rounding.
 // Points with a NaN/Inf coordinate, points past lengths[b] and, when weighted, points with a
 // non-finite weight cast no vote.
 //
@@ -52,19 +55,27 @@ enum class PlaneLayout { kGrid, kBall };
 
 // Rho binning as both kernels evaluate it (see above).
 struct RhoBinning {
-  float scale;    // float32(n_rho / (2 rho_max))
-  float half;     // n_rho / 2, exact
-  float bins;     // n_rho, exact
+  float scale;         // float32(n_rho / (2 rho_max))
+  float frac;          // n_rho / 2 - floor_half: 0 or 0.5, exact
+  int32_t floor_half;  // floor(n_rho / 2)
   int32_t n_rho;
 };
 
-// The rho bin of point (x, y, z) for normal (nx, ny, nz); n_rho means "no vote", which the CUDA
-// kernels use as a discard row instead of a branch.
+// A coordinate in rho bins (x' above).
+POINTOPS_HOST_DEVICE inline float to_bins(float v, const RhoBinning& binning) {
+  return multiply(v, binning.scale);
+}
+
+// The rho bin of the point (x', y', z') (coordinates already to_bins) for normal (nx, ny, nz);
+// n_rho means "no vote", which the CUDA kernels use as a discard row instead of a branch.
 POINTOPS_HOST_DEVICE inline int32_t rho_bin(float nx, float ny, float nz, float x, float y,
                                             float z, const RhoBinning& binning) {
-  const float rho = fused_multiply_add(nz, z, fused_multiply_add(ny, y, multiply(nx, x)));
-  const float t = fused_multiply_add(rho, binning.scale, binning.half);
-  return (t >= 0.f && t < binning.bins) ? static_cast<int32_t>(t) : binning.n_rho;
+  const float t = fused_multiply_add(nz, z, fused_multiply_add(ny, y, fused_multiply_add(nx, x, binning.frac)));
+  // floor(t) and both bounds are integers of at most 2^24 in magnitude: exact in float32.
+  const float f = floor_value(t);
+  const float low = -static_cast<float>(binning.floor_half);
+  const float high = static_cast<float>(binning.n_rho - binning.floor_half);
+  return (f >= low && f < high) ? static_cast<int32_t>(f) + binning.floor_half : binning.n_rho;
 }
 
 // Checks shared by both backends; returns the rho binning. Defined in planes_cpu.cpp.

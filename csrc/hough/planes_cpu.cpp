@@ -56,8 +56,7 @@ RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::T
               "2 * rho_max / rho_step must give at most 2^24 rho bins, got rho_max = ", rho_max,
               ", rho_step = ", rho_step);
   const int32_t n_rho = static_cast<int32_t>(std::max(1.0, bins));
-  return RhoBinning{static_cast<float>(n_rho / (2.0 * rho_max)), 0.5f * static_cast<float>(n_rho),
-                    static_cast<float>(n_rho), n_rho};
+  return RhoBinning{static_cast<float>(n_rho / (2.0 * rho_max)), (n_rho % 2) * 0.5f, n_rho / 2, n_rho};
 }
 
 at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta) {
@@ -111,11 +110,15 @@ void vote_cpu(const float* points, const float* weights, const int64_t* lengths,
       count_t* rows = out + (b * m_total + m0) * n_rho;
       // Point order outer, so every bin adds its weights in point order, as on CUDA.
       for (int64_t p = 0; p < length; ++p) {
-        const float x = cloud[3 * p], y = cloud[3 * p + 1], z = cloud[3 * p + 2];
+        const float* point = cloud + 3 * p;
         const float w = weights == nullptr ? 1.f : weights[b * n + p];
-        if (!(std::isfinite(x) && std::isfinite(y) && std::isfinite(z) && std::isfinite(w))) {
+        if (!(std::isfinite(point[0]) && std::isfinite(point[1]) && std::isfinite(point[2]) &&
+              std::isfinite(w))) {
           continue;
         }
+        const float x = hough_detail::to_bins(point[0], binning);
+        const float y = hough_detail::to_bins(point[1], binning);
+        const float z = hough_detail::to_bins(point[2], binning);
         for (int64_t m = m0; m < m1; ++m) {
           const float* nrm = normals + 3 * m;
           const int32_t r = hough_detail::rho_bin(nrm[0], nrm[1], nrm[2], x, y, z, binning);

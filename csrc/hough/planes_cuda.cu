@@ -25,17 +25,18 @@
 // finish together whatever the shapes. Point tiles are double-buffered (the next tile's loads are
 // in flight while the current one votes): one barrier per 64 points.
 //
-// What bounds it (from the SASS, sm_90, not yet measured): the inner loop is 23 instructions per
-// point and thread (2 votes): 3 LDS (2 counter words + the broadcast point), 2 STS, 10 FMA-pipe
-// (FMUL + 3 FFMA for rho, FFMA for t, FADD.RM per orientation), 2 VIADDMNMX, 2 IMAD (address),
-// ISETP + SEL + 2 IADD; no F2I. With 7 warps per SM, three of the four schedulers run two warps:
-// 46 issue cycles per point there, about the same as one warp's load -> add -> store chain (~45
-// cycles), so the issue rate bounds it at about 7 x 64 votes / ~50 cycles ~ 9 votes per SM per
-// cycle, ~2.3e12 votes/s on an H200 (132 SMs, 1.98 GHz). The per-tile bookkeeping (~75
-// instructions per 64 points), the flushes (~2%: their shared reads conflict 32-way) and the
-// padding columns of the last orientation tile (72.3 tiles of 448 for 180 x 180) take some of
-// that; expected ~1.6-2.0e12 votes/s, i.e. ~16-20 ms for 1M points x 32,400 orientations.
-// ptxas: 77 registers, no spills; shared memory 2 x 66 x 16 B of point tiles + 257 x 224 x 4 B.
+// What bounds it (SASS and Nsight Compute source counters, sm_90, H200): the inner loop is 21
+// instructions per point and thread (2 votes): 3 LDS (2 counter words + the broadcast point),
+// 2 STS, 8 FMA-pipe (3 FFMA for t and FADD.RM per orientation: the point is scaled to bins once,
+// when staged), 2 VIADDMNMX, 2 IMAD (address), ISETP + SEL + 2 IADD; no F2I. With 7 warps per SM,
+// three of the four schedulers run two warps: 42 issue cycles per point there, against one
+// warp's load -> add -> store chain of ~45 cycles. Measured: 1.52e12 votes/s (1M points x 32,400
+// orientations in 21.2 ms); a warp's samples are 31% issuing, 34% waiting on fixed-latency
+// dependencies (the FFMA chains and the add -> select -> store after each load), 9% at the
+// per-tile barrier, 8% not selected, 7% on shared loads. The flushes (their shared reads conflict
+// 32-way) and the padding columns of the last orientation tile (72.3 tiles of 448 for 180 x 180)
+// take a few percent. ptxas: 71 registers, no spills; shared memory 2 x 66 x 16 B of point tiles
+// + 257 x 224 x 4 B.
 //
 // Weighted (vote_weights_kernel): one float per column, two columns (orientations) per thread, and
 // one block sees every point of its cloud in order, so each bin is the same float32 sum, in the
@@ -79,7 +80,7 @@ constexpr float kTwo23 = 8388608.f;
 constexpr uint32_t kTwo23Bits = 0x4b000000u;
 
 // Loads point `row` of a cloud (row >= end: x = NaN, no vote) with no check, so that the loads
-// stay in flight until finite_point() reads them.
+// stay in flight until binned_point() reads them.
 __device__ __forceinline__ float4 fetch_point(const float* cloud, int64_t row, int64_t end) {
   float4 p = make_float4(nanf(""), 0.f, 0.f, 1.f);
   if (row < end) {
@@ -90,15 +91,20 @@ __device__ __forceinline__ float4 fetch_point(const float* cloud, int64_t row, i
   return p;
 }
 
-// A point with a NaN/Inf coordinate casts no vote: x = NaN, which every normal rejects.
-__device__ __forceinline__ float4 finite_point(float4 p) {
+// A fetched point as the vote loops read it: coordinates in rho bins (to_bins), and x = NaN,
+// which every normal rejects, when a coordinate is NaN/Inf.
+__device__ __forceinline__ float4 binned_point(float4 p, const RhoBinning& binning) {
   if (!(isfinite(p.x) && isfinite(p.y) && isfinite(p.z))) p.x = nanf("");
+  p.x = hough_detail::to_bins(p.x, binning);
+  p.y = hough_detail::to_bins(p.y, binning);
+  p.z = hough_detail::to_bins(p.z, binning);
   return p;
 }
 
-// Stages points [first, first + count) of a cloud (see fetch_point) into tile[0, kTilePoints).
+// Stages points [first, first + count) of a cloud (binned_point, weight in w; a non-finite
+// weight: no vote) into tile[0, kTilePoints).
 __device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, const float* weights,
-                                           int64_t first, int64_t count) {
+                                           int64_t first, int64_t count, const RhoBinning& binning) {
   for (int i = threadIdx.x; i < kTilePoints; i += blockDim.x) {
     float4 p = make_float4(nanf(""), 0.f, 0.f, 0.f);
     if (i < count) {
@@ -107,7 +113,8 @@ __device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, con
       p.y = cloud[3 * row + 1];
       p.z = cloud[3 * row + 2];
       p.w = weights == nullptr ? 1.f : weights[row];
-      if (!(isfinite(p.x) && isfinite(p.y) && isfinite(p.z) && isfinite(p.w))) p.x = nanf("");
+      if (!isfinite(p.w)) p.x = nanf("");
+      p = binned_point(p, binning);
     }
     tile[i] = p;
   }
@@ -122,23 +129,23 @@ __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning
   return hough_detail::rho_bin(nrm.x, nrm.y, nrm.z, p.x, p.y, p.z, binning);
 }
 
-// The counter row of point p for normal nrm: rho_bin()'s bin, or n_rho (the discard row) for a
-// rejected vote. rho and t are rho_bin()'s, bit for bit; the bin is floor(t) from the float32 sum
-// t + 2^23 rounded down (FADD.RM) instead of a conversion (F2I, a quarter-rate pipe): for
-// 0 <= t < n_rho <= 2^23 its bits are 0x4b000000 + floor(t) = 0x4b000000 + int(t). Every rejected
-// t lands outside [0x4b000000, 0x4b000000 + n_rho) as an unsigned difference: t < 0 gives a sum
-// below 2^23 (or a negative float: sign bit set), t >= n_rho a sum of at least 2^23 + n_rho, NaN
-// a NaN (exponent all ones); so one unsigned min (VIADDMNMX.U32, fused with the subtraction) both
-// checks the range and picks the discard row.
+// The counter row of binned point p for normal nrm: rho_bin()'s bin, or n_rho (the discard row)
+// for a rejected vote. t is rho_bin()'s, bit for bit; the bin floor(t) + floor_half comes from the
+// float32 sum t + (2^23 + floor_half) rounded down (FADD.RM) instead of a floor and a conversion
+// (F2I, a quarter-rate pipe): with the integer 2^23 + floor_half, a sum in [2^23, 2^24) rounds down
+// to 2^23 + floor(t) + floor_half, whose bits are 0x4b000000 + the bin. Every rejected t lands
+// outside [0x4b000000, 0x4b000000 + n_rho) as an unsigned difference: a bin below 0 gives a sum
+// below 2^23 (or a negative float: sign bit set), a bin of n_rho or more a sum of at least
+// 2^23 + n_rho, NaN a NaN (exponent all ones); so one unsigned min (VIADDMNMX.U32, fused with the
+// subtraction) both checks the range and picks the discard row.
 // With rho windows (vote_counts_kernel), the row is relative to the window's first bin w0: base =
 // 0x4b000000 + w0 and limit = the window's rows, which is also its discard row; bins past n_rho in
 // a last, partial window land in rows that are never flushed.
 __device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning,
                                              uint32_t base, uint32_t limit) {
-  const float rho = fused_multiply_add(
-      nrm.z, p.z, fused_multiply_add(nrm.y, p.y, multiply(nrm.x, p.x)));
-  const float t = fused_multiply_add(rho, binning.scale, binning.half);
-  const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23));
+  const float t = fused_multiply_add(
+      nrm.z, p.z, fused_multiply_add(nrm.y, p.y, fused_multiply_add(nrm.x, p.x, binning.frac)));
+  const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
   return min(bits - base, limit);
 }
 
@@ -250,7 +257,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int i = threadIdx.x + j * threads;
-      if (i < kCountTile) tile[i] = finite_point(p[j]);
+      if (i < kCountTile) tile[i] = binned_point(p[j], binning);
     }
   };
 
@@ -290,7 +297,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     // Vote the 64 points of this tile (padding points are NaN: the discard row). Software
     // pipelined: point i's counter words are read before point i+1's rows are computed and point
     // i+2 is read from the tile, so the bin arithmetic overlaps the shared-memory latency. Same
-    // word for both orientations: the second store carries both increments.
+    // word for both orientations: the second store carries both increments. (Choosing the high
+    // increment from the rows instead, off the load -> store chain, measured 3.5% slower.)
     const float4* tile = tiles + buffer * kCountTileStride;
     float4 q = tile[1];
     uint32_t row_lo = vote_row(lo, tile[0], binning, base, limit);
@@ -359,7 +367,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int64_t first = 0; first < length; first += kTilePoints) {
       const int count = static_cast<int>(min(int64_t{kTilePoints}, length - first));
       __syncthreads();
-      stage_tile(tile, cloud, cloud_weights, first, count);
+      stage_tile(tile, cloud, cloud_weights, first, count, binning);
       __syncthreads();
       for (int i = 0; i < count; ++i) {
         const float4 p = tile[i];
@@ -398,8 +406,8 @@ __global__ void vote_global_kernel(const float* __restrict__ points,
     for (int64_t i = 0; i < length; ++i) {
       float4 p = make_float4(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2],
                              WEIGHTED ? weights[b * n + i] : 1.f);
-      if (!(isfinite(p.x) && isfinite(p.y) && isfinite(p.z) && isfinite(p.w))) continue;
-      const int32_t r = bin_of(nrm, p, binning);
+      if (!isfinite(p.w)) continue;
+      const int32_t r = bin_of(nrm, binned_point(p, binning), binning);
       if (r == binning.n_rho) continue;
       if constexpr (WEIGHTED) {
         static_cast<float*>(out)[row + r] += p.w;

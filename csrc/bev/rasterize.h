@@ -42,14 +42,15 @@
 //     a point has floor((z - z_min) / slice_height) == s (clamped to the last slice, which float
 //     rounding just below z_max can overshoot).
 //
-// How both backends accumulate: per cloud, a dense int32 count per cell plus a per-cell record of
-// 32-bit slots holding only what the channels need (RecordLayout): a 64-bit top key
+// How both backends accumulate: each occupied cell has an int32 count and a record of 32-bit
+// slots holding only what the channels need (RecordLayout): a 64-bit top key
 // (ordered z bits << 32 | ~point index, max), the inverted ordered bits of z (max = min z), the
 // ordered bits of the feature (max), the fixed-point sums and the slice bits (or). All of these
 // are integer max / add / or, so order does not matter and CUDA uses plain integer atomics.
-// A record is zeroed by the point that finds its cell's count at 0, so records of empty cells are
-// never written nor read (BEV grids are mostly empty). finalize_cell turns a cell's count and
-// record into its output channels, the same code on both backends.
+// The CPU keeps them per cell of a cloud and zeroes a record when its first point arrives; CUDA
+// keeps them only for occupied cells, found through an occupancy bitmap (rasterize_cuda.cu).
+// Records of empty cells are never read. finalize_cell turns a cell's count and record into its
+// output channels, the same code on both backends.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -267,13 +268,14 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
 }
 
 // Writes cell's output channels (out[c * plane], c = 0..out_channels-1) from its count and record.
-// `cloud` is the cloud's (N, C) points, for the top point's feature.
+// `cloud` is the cloud's (N, C) points, for the top point's feature. occupied == (count > 0), passed
+// apart so that CUDA, which knows it from its bitmap, issues the record's loads without waiting
+// for the count's. The record of an empty cell is never read.
 template <typename scalar_t, typename acc_t>
-POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, uint32_t count,
+POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occupied, uint32_t count,
                                                const uint32_t* record, const scalar_t* cloud,
                                                float* out, int64_t plane) {
   const RecordLayout& layout = r.record;
-  const bool occupied = count > 0;
   int64_t c = 0;
   for (int32_t k = 0; k < r.num_channels; ++k) {
     float value = 0.f;

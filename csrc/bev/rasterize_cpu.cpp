@@ -199,7 +199,7 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
       for (int64_t k = first; k < last; ++k) {
         const int64_t b = k / cells;
         const int64_t cell = k - b * cells;
-        bev_detail::finalize_cell<scalar_t, acc_t>(r, count_ptr[k], records_ptr + k * r.record.stride,
+        bev_detail::finalize_cell<scalar_t, acc_t>(r, count_ptr[k] > 0, count_ptr[k], records_ptr + k * r.record.stride,
                                                    pts_ptr + b * n * dims,
                                                    out + b * args.out_channels * cells + cell, cells);
       }

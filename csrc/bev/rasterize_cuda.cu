@@ -1,40 +1,39 @@
 // BEV rasterization on CUDA (rules and accumulators in rasterize.h; the CPU twin is
 // rasterize_cpu.cpp).
 //
-// A zero fill of the counts (and of the image when the leaders finalize), then on the current
-// stream:
-//   count_points        cell, atomicAdd on the count; the point that finds the count at 0 is the
-//                       cell's leader: it zeroes the cell's record (records of empty cells are
-//                       never written nor read) and, when the leaders finalize, lists its cell.
-//   accumulate_points   (when a channel needs a record) accumulate_point's integer atomics (max /
-//                       add / or) into the record. They are order-free, so the result is the same
-//                       in any order.
-//   finalize            finalize_cell writes each occupied cell's channels, either
-//     finalize_occupied   once per listed cell, after the fill wrote 0 to every channel, or
-//     finalize_cells      by a thread per cell, every channel of every cell written once.
-// The point launches run a 2-D grid (x: rows of a cloud, y: clouds), so no thread divides a flat
-// index.
+// One cooperative launch of resident blocks (rasterize_kernel) runs five phases separated by grid
+// barriers. The per-cell state lives in compact arrays with one entry per occupied cell, in cell
+// order, found through an occupancy bitmap:
+//   1 clear    zeroes the bitmap.
+//   2 mark     each counted point sets its cell's bit (atomicOr; each cloud's bits start on a word
+//              boundary); then the image is filled with 0, the value of empty cells.
+//   3 rank     an exclusive scan of the words' popcounts: a cell's rank (its index among the
+//              occupied cells of the batch) is its word's prefix plus the set bits below it. Each
+//              rank's cloud and cell are listed and its count and record zeroed.
+//   4 vote     atomicAdd on the count and accumulate_point's integer atomics (max / add / or) into
+//              the record at the point's rank: order-free, so the result is the same in any order.
+//   5 write    finalize_cell writes each occupied cell's channels, rank by rank.
 //
-// Leaders finalize when a cloud's points times the output channels are at most its cells (from
-// H200 measurements of issue 3's two cases, tools/bench.py). A pass over the cells reads every
-// count and, for each occupied cell, the record and then the top point: dependent loads that
-// left it latency-bound (62 of 119 us with 8 x 120k points on 800 x 704 cells, 3 channels),
-// where the fill runs at memset speed. With many points and channels per cell (8 x 300k points
-// on 1024 x 1024 cells, 8 channels) the listed cells' scattered partial-sector stores cost more
-// than the pass over the cells.
+// Why this shape (H200, tools/PERF_NOTES.md): dense per-cell counts and records (108 MB with the
+// image in the KITTI case, more than L2) made every point's atomics and every occupied cell's
+// reads random 32-byte sectors in HBM; the bitmap (0.56 MB there), the prefixes and the compact
+// state stay in L2. As separate kernels the phases left the GPU idle between launches for about
+// a fifth of the time.
 //
-// What bounds it (H200, KITTI case, torch.profiler): the fills 18 us (72 MB), count_points 24 us,
-// accumulate_points 16 us, finalize_occupied 32 us. None is near bandwidth: the counts, records
-// and image (108 MB, more than L2) are touched at random, one 32-byte sector per access, and
-// finalize_occupied's ~1.1M random sectors in 32 us are ~35e9 per second, the order of what HBM
-// row activations allow. Giving each thread 1, 2 or 4 points with their loads and atomics
-// issued together changed nothing.
+// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 83 us in all, per
+// phase from runs stopped after it): launch and clear 3 us, mark 20 us, fill 11 us, rank 13 us,
+// vote 24 us, write 12 us. Mark and vote are about L2 operations per point (the point, its word,
+// its atomics; ~2-4 32-byte sectors each); the fill adds 11 us for 54 MB; a grid barrier
+// costs ~2-3 us. Issuing the fill in the rank phase instead (0.096 ms against 0.093) or in a
+// separate memset did not overlap it with other work.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>
+#include <cooperative_groups.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "common/checks.h"
 #include "common/clouds.h"
@@ -44,8 +43,11 @@ namespace pointops {
 namespace {
 
 using bev_detail::Raster;
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / cuda::kWarpSize;
+constexpr int kWordBits = 32;
 
 struct AtomicOps {
   __device__ static void max64(uint64_t* p, uint64_t v) {
@@ -58,18 +60,46 @@ struct AtomicOps {
   __device__ static void or32(uint32_t* p, uint32_t v) { atomicOr(p, v); }
 };
 
-// Calls visit(b, row) for each row of cloud b this thread owns in the 2-D grid; row is -1 past the
-// cloud's length. Whole blocks take the same trips, so every thread reaches append_block's
-// barriers.
+// A bitmap word and the number of set bits in the words before it, side by side so that a rank
+// lookup reads one 32-byte sector.
+struct alignas(16) RankWord {
+  int64_t prefix;
+  uint32_t bits;
+};
+
+// The kernel's scratch, one allocation. Cloud b's cell c is bit c % 32 of word
+// b * words_per_cloud + c / 32. The arrays indexed by rank (slots, count, records) hold
+// `capacity` entries: at most min(points, cells) cells are occupied.
+struct Scratch {
+  RankWord* words_of;     // words
+  int64_t* block_totals;  // gridDim.x: the set bits in each block's share of the words
+  int2* slots;            // capacity: {cloud, cell within the cloud} of each rank
+  uint32_t* count;        // capacity
+  uint32_t* records;      // capacity * record.stride
+  int64_t words_per_cloud;
+  int64_t words;
+};
+
+// Calls visit(b, rows) for the rows of every cloud that this thread owns in the grid,
+// kRowsPerVisit at a time (rows[u] = -1 past the cloud's length): a visit issues the loads of its
+// rows together, since each row's chain of dependent loads is long and a thread has few rows.
+constexpr int kRowsPerVisit = 4;
+
 template <typename Visit>
-__device__ __forceinline__ void for_each_row(int64_t batch, int64_t n, const int64_t* lengths,
-                                             Visit visit) {
-  for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
+__device__ __forceinline__ void for_each_rows(int64_t batch, int64_t n, const int64_t* lengths,
+                                              Visit visit) {
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t b = 0; b < batch; ++b) {
     const int64_t length = cloud_length(lengths, b, n);
-    for (int64_t first = blockIdx.x * int64_t{blockDim.x}; first < length;
-         first += int64_t{gridDim.x} * blockDim.x) {
-      const int64_t row = first + threadIdx.x;
-      visit(b, row < length ? row : -1);
+    for (int64_t row0 = first; row0 < length; row0 += stride * kRowsPerVisit) {
+      int64_t rows[kRowsPerVisit];
+#pragma unroll
+      for (int u = 0; u < kRowsPerVisit; ++u) {
+        const int64_t row = row0 + u * stride;
+        rows[u] = row < length ? row : -1;
+      }
+      visit(b, rows);
     }
   }
 }
@@ -87,119 +117,189 @@ __device__ __forceinline__ PointValues<acc_t> read_point(const Raster<acc_t>& r,
           with_feature ? static_cast<acc_t>(p[r.feature_column]) : acc_t(0)};
 }
 
-// The slot (cloud b's cell) of a point, or -1 when it does not count.
-template <typename acc_t>
-__device__ __forceinline__ int64_t point_slot(const Raster<acc_t>& r, const PointValues<acc_t>& v,
-                                              int64_t b) {
-  const int64_t cell = bev_detail::point_cell(r, v.x, v.y, v.z);
-  return cell < 0 ? -1 : b * r.nx * r.ny + cell;
+// The points of rows (visited by for_each_rows) and their cells (-1: no row, or the point does
+// not count).
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void read_rows(const Raster<acc_t>& r, const scalar_t* points, int64_t b,
+                                          int64_t n, const int64_t (&rows)[kRowsPerVisit],
+                                          bool with_feature, PointValues<acc_t> (&v)[kRowsPerVisit],
+                                          int64_t (&cell)[kRowsPerVisit]) {
+#pragma unroll
+  for (int u = 0; u < kRowsPerVisit; ++u) {
+    if (rows[u] < 0) {
+      cell[u] = -1;
+      continue;
+    }
+    v[u] = read_point(r, points + (b * n + rows[u]) * r.dims, with_feature);
+    cell[u] = bev_detail::point_cell(r, v[u].x, v[u].y, v[u].z);
+  }
 }
 
-// Appends the slots of the block's picked threads to list: one atomic on *list_count per block
-// and call, since one counter shared by every warp serializes in L2 (measured: a warp-level
-// append took count_points from 24 to 62 us in the KITTI case). Every thread of the block calls
-// it (it has barriers).
-__device__ __forceinline__ void append_block(bool picked, int64_t slot, int64_t* list,
-                                             unsigned long long* list_count) {
-  __shared__ uint32_t warp_totals[kThreads / cuda::kWarpSize];
-  __shared__ unsigned long long block_base;
+__device__ __forceinline__ int64_t word_of(const Scratch& s, int64_t b, int64_t cell) {
+  return b * s.words_per_cloud + static_cast<int64_t>(static_cast<uint64_t>(cell) / kWordBits);
+}
+
+__device__ __forceinline__ uint32_t bit_of(int64_t cell) {
+  return 1u << (static_cast<uint32_t>(cell) % kWordBits);
+}
+
+// Sum of v over the block, returned to every thread. `totals` holds kWarps values.
+__device__ __forceinline__ int64_t block_sum(int64_t v, int64_t* totals) {
+  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(cuda::kFullMask, v, offset);
+  __syncthreads();  // totals may still be read from the previous call
+  if (threadIdx.x % cuda::kWarpSize == 0) totals[threadIdx.x / cuda::kWarpSize] = v;
+  __syncthreads();
+  int64_t sum = 0;
+  for (int w = 0; w < kWarps; ++w) sum += totals[w];
+  return sum;
+}
+
+// Exclusive prefix of v over the block in thread order; *total gets the block's sum.
+__device__ __forceinline__ int64_t block_exclusive_scan(int64_t v, int64_t* totals, int64_t* total) {
   const int lane = threadIdx.x % cuda::kWarpSize;
   const int warp = threadIdx.x / cuda::kWarpSize;
-  const uint32_t ballot = __ballot_sync(cuda::kFullMask, picked);
-  if (lane == 0) warp_totals[warp] = __popc(ballot);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t total = 0;
-    for (int w = 0; w < kThreads / cuda::kWarpSize; ++w) total += warp_totals[w];
-    block_base = total == 0 ? 0 : atomicAdd(list_count, static_cast<unsigned long long>(total));
+  int64_t inclusive = v;
+  for (int offset = 1; offset < cuda::kWarpSize; offset *= 2) {
+    const int64_t up = __shfl_up_sync(cuda::kFullMask, inclusive, offset);
+    if (lane >= offset) inclusive += up;
   }
   __syncthreads();
-  if (picked) {
-    unsigned long long at = block_base + __popc(ballot & ((1u << lane) - 1u));
-    for (int w = 0; w < warp; ++w) at += warp_totals[w];
-    list[at] = slot;
+  if (lane == cuda::kWarpSize - 1) totals[warp] = inclusive;
+  __syncthreads();
+  int64_t before = 0, sum = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    before += w < warp ? totals[w] : 0;
+    sum += totals[w];
   }
-  __syncthreads();  // warp_totals and block_base are rewritten by the next call
-}
-
-// leader_list / leader_count: null unless the leaders finalize; then every leader's slot is
-// listed, in no particular order: each cell is finalized alone.
-template <typename scalar_t, typename acc_t>
-__global__ void count_points(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t batch,
-                             int64_t n, const int64_t* __restrict__ lengths,
-                             uint32_t* __restrict__ count, uint32_t* __restrict__ records,
-                             int64_t* __restrict__ leader_list,
-                             unsigned long long* __restrict__ leader_count) {
-  for_each_row(batch, n, lengths, [&](int64_t b, int64_t row) {
-    const int64_t slot =
-        row >= 0 ? point_slot(r, read_point(r, points + (b * n + row) * r.dims, false), b) : -1;
-    const bool leads = slot >= 0 && atomicAdd(count + slot, 1u) == 0u;
-    if (leads && r.record.stride > 0) {
-      // accumulate_points runs next, so these stores are visible to every atomic there.
-      uint64_t* record = reinterpret_cast<uint64_t*>(records + slot * r.record.stride);
-      for (int32_t w = 0; w < r.record.stride / 2; ++w) record[w] = 0;
-    }
-    if (leader_list != nullptr) append_block(leads, slot, leader_list, leader_count);
-  });
+  *total = sum;
+  return before + inclusive - v;
 }
 
 template <typename scalar_t, typename acc_t>
-__global__ void accumulate_points(Raster<acc_t> r, const scalar_t* __restrict__ points,
-                                  int64_t batch, int64_t n, const int64_t* __restrict__ lengths,
-                                  uint32_t* __restrict__ records) {
-  for_each_row(batch, n, lengths, [&](int64_t b, int64_t row) {
-    if (row < 0) return;
-    const PointValues<acc_t> v = read_point(r, points + (b * n + row) * r.dims, r.read_feature);
-    const int64_t slot = point_slot(r, v, b);
-    if (slot >= 0) {
-      bev_detail::accumulate_point<AtomicOps>(r, records + slot * r.record.stride, v.z, v.feature,
-                                              static_cast<uint32_t>(row));
-    }
-  });
-}
-
-template <typename scalar_t, typename acc_t>
-__global__ void finalize_occupied(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t n,
-                                  const int64_t* __restrict__ leader_list,
-                                  const unsigned long long* __restrict__ leader_count,
-                                  const uint32_t* __restrict__ count,
-                                  const uint32_t* __restrict__ records, float* __restrict__ image) {
+__global__ void __launch_bounds__(kThreads, 4)
+    rasterize_kernel(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t batch, int64_t n,
+                     const int64_t* __restrict__ lengths, Scratch s,
+                     float* __restrict__ image, int64_t image_size) {
+  __shared__ int64_t warp_totals[kWarps];
+  __shared__ uint32_t tile_bits[kThreads];
+  __shared__ int64_t tile_prefix[kThreads];
+  const cg::grid_group grid = cg::this_grid();
+  const int64_t thread = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  const int64_t threads = int64_t{gridDim.x} * kThreads;
   const int64_t cells = r.nx * r.ny;
-  const int64_t leaders = static_cast<int64_t>(*leader_count);
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < leaders;
-       j += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t slot = leader_list[j];
-    const int64_t b = slot / cells;
-    const int64_t cell = slot - b * cells;
-    bev_detail::finalize_cell<scalar_t, acc_t>(r, count[slot], records + slot * r.record.stride,
-                                               points + b * n * r.dims,
-                                               image + b * r.out_channels * cells + cell, cells);
-  }
-}
+  const int lane = threadIdx.x % cuda::kWarpSize;
+  const int warp = threadIdx.x / cuda::kWarpSize;
 
-template <typename scalar_t, typename acc_t>
-__global__ void finalize_cells(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t batch,
-                               int64_t n, const uint32_t* __restrict__ count,
-                               const uint32_t* __restrict__ records, float* __restrict__ image) {
-  const int64_t cells = r.nx * r.ny;
-  for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
-    for (int64_t cell = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; cell < cells;
-         cell += int64_t{gridDim.x} * blockDim.x) {
-      const int64_t slot = b * cells + cell;
-      bev_detail::finalize_cell<scalar_t, acc_t>(r, count[slot], records + slot * r.record.stride,
-                                                 points + b * n * r.dims,
-                                                 image + b * r.out_channels * cells + cell, cells);
+  // 1 clear
+  for (int64_t w = thread; w < s.words; w += threads) s.words_of[w].bits = 0;
+  grid.sync();
+
+  // 2 mark, then fill the image
+  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t (&rows)[kRowsPerVisit]) {
+    PointValues<acc_t> v[kRowsPerVisit];
+    int64_t cell[kRowsPerVisit];
+    read_rows(r, points, b, n, rows, false, v, cell);
+    // A word's 32 cells make it hot, and a thread's later points find most bits set: reading
+    // first skips their atomics (a stale read costs one atomic more, never a missed bit).
+    uint32_t seen[kRowsPerVisit];
+#pragma unroll
+    for (int u = 0; u < kRowsPerVisit; ++u) seen[u] = cell[u] < 0 ? 0u : s.words_of[word_of(s, b, cell[u])].bits;
+#pragma unroll
+    for (int u = 0; u < kRowsPerVisit; ++u) {
+      if (cell[u] >= 0 && (seen[u] & bit_of(cell[u])) == 0) atomicOr(&s.words_of[word_of(s, b, cell[u])].bits, bit_of(cell[u]));
+    }
+  });
+  float4* image4 = reinterpret_cast<float4*>(image);
+  for (int64_t i = thread; i < image_size / 4; i += threads) image4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t i = image_size / 4 * 4 + thread; i < image_size; i += threads) image[i] = 0.f;
+  grid.sync();
+
+  // 3 rank: block k scans words [begin, end); first the blocks' totals, then each block's base
+  // from the totals before it.
+  const int64_t begin = s.words * blockIdx.x / gridDim.x;
+  const int64_t end = s.words * (blockIdx.x + 1) / gridDim.x;
+  {
+    int64_t bits = 0;
+    for (int64_t w = begin + threadIdx.x; w < end; w += kThreads) bits += __popc(s.words_of[w].bits);
+    bits = block_sum(bits, warp_totals);
+    if (threadIdx.x == 0) s.block_totals[blockIdx.x] = bits;
+  }
+  grid.sync();
+  int64_t base = 0;
+  for (int64_t k = threadIdx.x; k < blockIdx.x; k += kThreads) base += s.block_totals[k];
+  base = block_sum(base, warp_totals);
+  // The cloud of each warp's current word, advanced as its words increase (no division).
+  int64_t cloud = begin / s.words_per_cloud;
+  for (int64_t tile = begin; tile < end; tile += kThreads) {
+    const int64_t w = tile + threadIdx.x;
+    const uint32_t bits = w < end ? s.words_of[w].bits : 0u;
+    int64_t total;
+    const int64_t prefix = base + block_exclusive_scan(__popc(bits), warp_totals, &total);
+    if (w < end) s.words_of[w].prefix = prefix;
+    tile_bits[threadIdx.x] = bits;
+    tile_prefix[threadIdx.x] = prefix;
+    base += total;
+    __syncthreads();
+    // A warp per word, a lane per cell: coalesced stores.
+    for (int j = warp; j < kThreads && tile + j < end; j += kWarps) {
+      while (tile + j >= (cloud + 1) * s.words_per_cloud) ++cloud;
+      const uint32_t word_bits = tile_bits[j];
+      if (((word_bits >> lane) & 1u) == 0) continue;
+      const int64_t rank = tile_prefix[j] + __popc(word_bits & ((1u << lane) - 1u));
+      s.slots[rank] = make_int2(static_cast<int>(cloud),
+                                static_cast<int>((tile + j - cloud * s.words_per_cloud) * kWordBits + lane));
+      s.count[rank] = 0;
+      uint64_t* record = reinterpret_cast<uint64_t*>(s.records + rank * r.record.stride);
+      for (int32_t k = 0; k < r.record.stride / 2; ++k) record[k] = 0;
     }
   }
+  grid.sync();
+
+  // 4 vote
+  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t (&rows)[kRowsPerVisit]) {
+    PointValues<acc_t> v[kRowsPerVisit];
+    int64_t cell[kRowsPerVisit];
+    read_rows(r, points, b, n, rows, r.read_feature, v, cell);
+    RankWord word[kRowsPerVisit];
+#pragma unroll
+    for (int u = 0; u < kRowsPerVisit; ++u) {
+      if (cell[u] >= 0) word[u] = s.words_of[word_of(s, b, cell[u])];
+    }
+#pragma unroll
+    for (int u = 0; u < kRowsPerVisit; ++u) {
+      if (cell[u] < 0) continue;
+      const int64_t rank = word[u].prefix + __popc(word[u].bits & (bit_of(cell[u]) - 1u));
+      atomicAdd(s.count + rank, 1u);
+      if (r.record.stride > 0) {
+        bev_detail::accumulate_point<AtomicOps>(r, s.records + rank * r.record.stride, v[u].z, v[u].feature,
+                                                static_cast<uint32_t>(rows[u]));
+      }
+    }
+  });
+  grid.sync();
+
+  // 5 write
+  const RankWord last = s.words_of[s.words - 1];
+  const int64_t occupied = last.prefix + __popc(last.bits);
+  for (int64_t rank = thread; rank < occupied; rank += threads) {
+    const int2 slot = s.slots[rank];
+    bev_detail::finalize_cell<scalar_t, acc_t>(r, true, s.count[rank], s.records + rank * r.record.stride,
+                                               points + slot.x * n * r.dims,
+                                               image + slot.x * r.out_channels * cells + slot.y, cells);
+  }
 }
 
-// A 2-D grid over (items per cloud, clouds) that fills the device a few times over; the kernels
-// stride over the rest.
-dim3 grid_for(int64_t items, int64_t batch) {
-  const int64_t most = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 32;
-  const int64_t clouds = std::min<int64_t>(batch, 65535);
-  const int64_t x = std::max<int64_t>(1, std::min(cuda::ceil_div(items, kThreads), cuda::ceil_div(most, clouds)));
-  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(clouds));
+// Resident blocks of rasterize_kernel<scalar_t, acc_t> per SM (for the cooperative launch),
+// queried once per process: the GPUs of one machine share an architecture.
+template <typename scalar_t, typename acc_t>
+int blocks_per_sm() {
+  static const int blocks = [] {
+    int count = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &count, rasterize_kernel<scalar_t, acc_t>, kThreads, 0));
+    return count;
+  }();
+  return blocks;
 }
 
 at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
@@ -215,63 +315,50 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
   const int64_t n = points.size(1);
   const int64_t dims = points.size(2);
   at::Tensor image = at::empty(bev_detail::image_shape(args, batch), points.options().dtype(at::kFloat));
-  if (batch == 0) return image;
+  if (image.numel() == 0) return image;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (n == 0) {
+    C10_CUDA_CHECK(cudaMemsetAsync(image.data_ptr(), 0, image.nbytes(), stream));
+    return image;
+  }
   const int64_t cells = args.nx * args.ny;
+  TORCH_CHECK(cells <= INT_MAX, "bev_rasterize on CUDA: the grid must have at most ", INT_MAX,
+              " cells, got ", args.nx, " x ", args.ny);
+  TORCH_CHECK(batch <= INT_MAX, "bev_rasterize on CUDA: at most ", INT_MAX, " clouds, got ", batch);
   const at::Tensor pts = points.contiguous();
   const CloudLengths lengths_c = contiguous_lengths(lengths);
   const int64_t* lengths_ptr = lengths_c.data;
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  auto fill_zero = [&](const at::Tensor& t) {
-    if (t.nbytes() > 0) C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream));
-  };
-  // See the file comment. With no points, the fill is the whole image.
-  const bool by_leaders = n * args.out_channels <= cells;
-  if (n == 0) {
-    fill_zero(image);
-    return image;
-  }
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cuda", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const Raster<acc_t> r = bev_detail::make_raster<acc_t>(args, dims);
-    // The counts, then (8-byte aligned) the number of leaders; one fill zeroes both.
-    const int64_t count_words = cuda::round_up(batch * cells, 2);
-    const at::Tensor count = at::empty({count_words + 2}, points.options().dtype(at::kInt));
-    fill_zero(count);
-    // Records of empty cells are never read, so only the counts need zeroing.
-    const at::Tensor records = at::empty({batch, cells * r.record.stride}, points.options().dtype(at::kInt));
-    at::Tensor leader_list;
-    if (by_leaders) leader_list = at::empty({batch * n}, points.options().dtype(at::kLong));
-    uint32_t* count_ptr = reinterpret_cast<uint32_t*>(count.data_ptr<int32_t>());
-    auto* leader_count = reinterpret_cast<unsigned long long*>(count_ptr + count_words);
-    uint32_t* records_ptr = reinterpret_cast<uint32_t*>(records.data_ptr<int32_t>());
-    int64_t* leader_ptr = by_leaders ? leader_list.data_ptr<int64_t>() : nullptr;
-    const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
-    const dim3 point_grid = grid_for(n, batch);
-    count_points<scalar_t, acc_t><<<point_grid, kThreads, 0, stream>>>(
-        r, pts_ptr, batch, n, lengths_ptr, count_ptr, records_ptr, leader_ptr,
-        by_leaders ? leader_count : nullptr);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    if (r.record.stride > 0) {
-      accumulate_points<scalar_t, acc_t><<<point_grid, kThreads, 0, stream>>>(
-          r, pts_ptr, batch, n, lengths_ptr, records_ptr);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-    float* image_ptr = image.data_ptr<float>();
-    if (by_leaders) {
-      // Every channel of the empty cells is 0; the leaders overwrite the occupied cells.
-      fill_zero(image);
-      // One resident wave of threads; each takes the leaders its stride reaches.
-      const int64_t wave = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} *
-                           (2048 / kThreads);
-      const auto blocks = static_cast<unsigned>(std::min(wave, cuda::ceil_div(batch * n, kThreads)));
-      finalize_occupied<scalar_t, acc_t><<<blocks, kThreads, 0, stream>>>(
-          r, pts_ptr, n, leader_ptr, leader_count, count_ptr, records_ptr, image_ptr);
-    } else {
-      finalize_cells<scalar_t, acc_t><<<grid_for(cells, batch), kThreads, 0, stream>>>(
-          r, pts_ptr, batch, n, count_ptr, records_ptr, image_ptr);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int blocks = blocks_per_sm<scalar_t, acc_t>() * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    TORCH_CHECK(blocks > 0, "bev_rasterize: the kernel cannot be resident on this device");
+    Scratch s{};
+    s.words_per_cloud = cuda::ceil_div(cells, kWordBits);
+    s.words = batch * s.words_per_cloud;
+    const int64_t capacity = std::min(batch * n, batch * cells);
+    // One allocation: the word pairs, then the 64-bit arrays, then the 32-bit ones (an even
+    // count of count words keeps the records 8-byte aligned).
+    const int64_t wide = 2 * s.words + blocks + capacity;
+    const int64_t narrow = cuda::round_up(capacity, 2) + capacity * r.record.stride;
+    const at::Tensor scratch = at::empty({wide + cuda::ceil_div(narrow, 2)}, points.options().dtype(at::kLong));
+    s.words_of = reinterpret_cast<RankWord*>(scratch.data_ptr<int64_t>());
+    s.block_totals = reinterpret_cast<int64_t*>(s.words_of + s.words);
+    s.slots = reinterpret_cast<int2*>(s.block_totals + blocks);
+    s.count = reinterpret_cast<uint32_t*>(s.slots + capacity);
+    s.records = s.count + cuda::round_up(capacity, 2);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreads);
+    config.stream = stream;
+    cudaLaunchAttribute cooperative;
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, rasterize_kernel<scalar_t, acc_t>, r, pts.data_ptr<scalar_t>(),
+                                      batch, n, lengths_ptr, s, image.data_ptr<float>(), image.numel()));
   });
   return image;
 }

@@ -29,11 +29,13 @@ def grid_reference(points, n_phi, n_theta, rho_step, rho_max, **kw):
     return torch.from_numpy(acc).reshape(points.shape[0], n_phi, n_theta, -1)
 
 
-def test_grid_counts_match_reference(device):
+# 12 rho bins, and 11: an odd count makes the binning's f = 1/2 (csrc/hough/planes.h)
+@pytest.mark.parametrize("rho_step,n_rho", [(0.25, 12), (0.27, 11)])
+def test_grid_counts_match_reference(device, rho_step, n_rho):
     points, lengths = ragged_clouds()
-    expected = grid_reference(points, 5, 7, 0.25, 1.5, lengths=lengths)
-    acc = pointops.hough_planes(points.to(device), 0.25, 1.5, n_phi=5, n_theta=7, lengths=lengths.to(device))
-    assert acc.dtype == torch.int32 and acc.shape == (2, 5, 7, 12)
+    expected = grid_reference(points, 5, 7, rho_step, 1.5, lengths=lengths)
+    acc = pointops.hough_planes(points.to(device), rho_step, 1.5, n_phi=5, n_theta=7, lengths=lengths.to(device))
+    assert acc.dtype == torch.int32 and acc.shape == (2, 5, 7, n_rho)
     torch.testing.assert_close(acc.cpu(), expected, rtol=0, atol=0)
     # each finite point votes at most once per orientation; some rho fall outside [-1.5, 1.5)
     assert int(acc[1].sum()) <= 20 * 35 and int(acc[0].sum()) < 28 * 35

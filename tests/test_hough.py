@@ -278,10 +278,21 @@ def _cuda_equal(points, lengths=None, weights=None, n_phi=20, n_theta=24, rho_st
 @pytest.mark.cuda
 def test_cuda_counts_equal_cpu_with_flushes_and_chunks():
     g = torch.Generator().manual_seed(0)
-    points = torch.rand(2, 150_000, 3, generator=g) * 3 - 1.5  # > 65280 points: 16-bit flushes
+    points = torch.rand(2, 150_000, 3, generator=g) * 3 - 1.5
     points[0, 1000:1010] = NAN
     acc = _cuda_equal(points, torch.tensor([150_000, 70_001]), n_phi=9, n_theta=13)
     assert int(acc.max()) > 0
+
+
+@pytest.mark.cuda
+def test_cuda_counts_past_16_bits_in_every_block():
+    # One orientation tile, so each SM's block votes ~70,000 points; nearly all are one point, so
+    # their bins pass 65,535 votes within each block: its 16-bit counters must be flushed in time.
+    n = 70_000 * torch.cuda.get_device_properties(0).multi_processor_count
+    points = torch.tensor([0.3, -0.2, 0.7]).expand(1, n, 3).clone()
+    points[0, ::1000] = torch.randn(points[0, ::1000].shape, generator=torch.Generator().manual_seed(5))
+    acc = _cuda_equal(points, n_phi=1, n_theta=2)
+    assert int(acc.max()) > n * 0.99 > 65535
 
 
 @pytest.mark.cuda

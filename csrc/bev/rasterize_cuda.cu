@@ -24,8 +24,10 @@
 // phase from runs stopped after it): launch and clear 3 us, mark 20 us, fill 11 us, rank 13 us,
 // vote 24 us, write 12 us. Mark and vote are about L2 operations per point (the point, its word,
 // its atomics; ~2-4 32-byte sectors each); the fill adds 11 us for 54 MB; a grid barrier
-// costs ~2-3 us. Issuing the fill in the rank phase instead (0.096 ms against 0.093) or in a
-// separate memset did not overlap it with other work.
+// costs ~1.2 us alone, more while blocks wait for the slowest one. Issuing the fill in the rank
+// phase instead (0.096 ms against 0.093), after the vote, as streaming stores, or in a separate
+// memset did not overlap it with other work; writing every cell of the occupied words in the
+// write phase instead of filling was slower (tools/PERF_NOTES.md, session 5).
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>

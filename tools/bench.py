@@ -463,13 +463,19 @@ DETECT_CASES = [(b, n, k, floor, options)
 DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
 
 
-def torch_plane_refit(points, planes, threshold):
-    """plane_refit in plain PyTorch, as detect_planes did it before the op: (B, N, K) residuals,
-    the first plane within the band, one-hot float64 moments and a batched eigh."""
-    k = planes.shape[1]
+def torch_plane_labels(points, planes, threshold):
+    """plane_labels in plain PyTorch, as detect_planes did it before the op: (B, N, K) residuals
+    and the first plane within the band, K where none is."""
     residual = (torch.einsum("bnd,bkd->bnk", points, planes[..., :3]) - planes[..., 3].unsqueeze(1)).abs()
     within = torch.cat([residual <= threshold, torch.ones_like(residual[..., :1], dtype=torch.bool)], -1)
-    labels = within.to(torch.uint8).argmax(dim=2)
+    return within.to(torch.uint8).argmax(dim=2)
+
+
+def torch_plane_refit(points, planes, threshold):
+    """plane_refit in plain PyTorch, as detect_planes did it before the op: the labels above,
+    one-hot float64 moments and a batched eigh."""
+    k = planes.shape[1]
+    labels = torch_plane_labels(points, planes, threshold)
     member = torch.nn.functional.one_hot(labels, k + 1)[..., :k].double()
     pts = points.double()
     count = member.sum(1)
@@ -507,6 +513,8 @@ def bench_plane_fit(device, quick, results):
                "baseline_ms": time_ms(lambda: torch_plane_refit(points, planes, 0.08), device, min_reps=1)}
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
         row["labels_ms"] = time_ms(lambda: pointops.plane_labels(points, planes, 0.08), device)
+        row["labels_baseline_ms"] = time_ms(lambda: torch_plane_labels(points, planes, 0.08), device)
+        row["labels_ratio"] = round(row["labels_baseline_ms"] / row["labels_ms"], 2)
         results.append(row)
         print(json.dumps(row), flush=True)
 

@@ -396,12 +396,17 @@ def test_pillar_scatter_bad_arguments(device, args, message):
 # CUDA == CPU, bit for bit, at sizes that exercise contention and many blocks
 
 
-# Every channel, few channels, the sums; a grid of 704 x 800 cells (whole 32-cell bitmap words per
-# cloud) and one of 542 x 471 (a cloud's last word is partial).
+# Every channel, the sums, and subsets whose records hold only some fields (the KITTI channels; no
+# top key; top key and min_z; max_feature alone); a grid of 704 x 800 cells (whole 32-cell bitmap
+# words per cloud) and one of 542 x 471 (a cloud's last word is partial).
+SUBSETS = [["max_z", "top_feature", "density"], ["occupancy", "min_z", "max_feature", "count"],
+           ["top_feature", "min_z", "max_z"], ["max_feature"]]
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("seed_layout", [False, True])
-@pytest.mark.parametrize("channels", [ALL, ["max_z", "top_feature", "density"], ["mean_z", "min_z", "mean_feature", "count"]])
+@pytest.mark.parametrize("channels", [ALL, ["mean_z", "min_z", "mean_feature", "count"], *SUBSETS])
 @pytest.mark.parametrize("cell_size", [[0.1, 0.1], [0.13, 0.17]])
 def test_cuda_equals_cpu(dtype, seed_layout, channels, cell_size):
     from pointops.demo import generated_scene
@@ -424,8 +429,8 @@ def test_cuda_repeated_runs_are_identical():
     points = scene(batch=4, n=200_000, seed=10)
     points[..., :3] *= torch.tensor([0.2, 0.2, 1.0])  # a dense core: heavy atomic contention
     points = points.cuda()
-    # the second grid is mostly empty cells
-    for channels, cell_size in ((ALL, CELL), (["max_z", "top_feature", "density"], [0.005, 0.01])):
+    # the finer grid is mostly empty cells
+    for channels, cell_size in ((ALL, CELL), *((channels, [0.005, 0.01]) for channels in SUBSETS)):
         first = rasterize(points, channels, cell_size=cell_size)
         for _ in range(5):
             assert torch.equal(rasterize(points, channels, cell_size=cell_size), first)

@@ -27,7 +27,10 @@
 // costs ~1.2 us alone, more while blocks wait for the slowest one. Issuing the fill in the rank
 // phase instead (0.096 ms against 0.093), after the vote, as streaming stores, or in a separate
 // memset did not overlap it with other work; writing every cell of the occupied words in the
-// write phase instead of filling was slower (tools/PERF_NOTES.md, session 5).
+// write phase instead of filling was slower (tools/PERF_NOTES.md, session 5). So was keeping each
+// cell's state in its own slots of the zero-filled image (no bitmap, ranks or records; session 8):
+// its atomics reach lines that the fill pushed out of L2, and the top point then takes another
+// pass over the points.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>

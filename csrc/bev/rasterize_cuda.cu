@@ -25,9 +25,10 @@
 // vote 24 us, write 12 us. Mark and vote are about L2 operations per point (the point, its word,
 // its atomics; ~2-4 32-byte sectors each); the fill adds 11 us for 54 MB; a grid barrier
 // costs ~1.2 us alone, more while blocks wait for the slowest one. Issuing the fill in the rank
-// phase instead (0.096 ms against 0.093), after the vote, as streaming stores, or in a separate
-// memset did not overlap it with other work; writing every cell of the occupied words in the
-// write phase instead of filling was slower (tools/PERF_NOTES.md, session 5). So was keeping each
+// phase instead (0.096 ms against 0.093), after the vote, as streaming stores, in a separate
+// memset, or in parts between the clouds' marks or votes (session 9) did not make this case
+// faster; writing every cell of the occupied words in the write phase instead of filling was
+// slower (tools/PERF_NOTES.md, session 5). So was keeping each
 // cell's state in its own slots of the zero-filled image (no bitmap, ranks or records; session 8):
 // its atomics reach lines that the fill pushed out of L2, and the top point then takes another
 // pass over the points.
@@ -35,6 +36,8 @@
 
 #include <ATen/Dispatch.h>
 #include <cooperative_groups.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -148,36 +151,25 @@ __device__ __forceinline__ uint32_t bit_of(int64_t cell) {
   return 1u << (static_cast<uint32_t>(cell) % kWordBits);
 }
 
-// Sum of v over the block, returned to every thread. `totals` holds kWarps values.
-__device__ __forceinline__ int64_t block_sum(int64_t v, int64_t* totals) {
-  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(cuda::kFullMask, v, offset);
-  __syncthreads();  // totals may still be read from the previous call
-  if (threadIdx.x % cuda::kWarpSize == 0) totals[threadIdx.x / cuda::kWarpSize] = v;
-  __syncthreads();
-  int64_t sum = 0;
-  for (int w = 0; w < kWarps; ++w) sum += totals[w];
-  return sum;
-}
+// The rank phase scans the bitmap a tile of kTileWords words at a time, kWordsPerThread words per
+// thread (blocked: thread t holds words 2t and 2t + 1 of the tile).
+constexpr int kWordsPerThread = 2;
+constexpr int kTileWords = kThreads * kWordsPerThread;
+// A tile's set bits fit in 32 bits; sums over blocks need 64.
+using TileScan = cub::BlockScan<int32_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+using BlockReduce = cub::BlockReduce<int64_t, kThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+union ScanStorage {
+  TileScan::TempStorage scan;
+  BlockReduce::TempStorage reduce;
+};
 
-// Exclusive prefix of v over the block in thread order; *total gets the block's sum.
-__device__ __forceinline__ int64_t block_exclusive_scan(int64_t v, int64_t* totals, int64_t* total) {
-  const int lane = threadIdx.x % cuda::kWarpSize;
-  const int warp = threadIdx.x / cuda::kWarpSize;
-  int64_t inclusive = v;
-  for (int offset = 1; offset < cuda::kWarpSize; offset *= 2) {
-    const int64_t up = __shfl_up_sync(cuda::kFullMask, inclusive, offset);
-    if (lane >= offset) inclusive += up;
-  }
+// Sum of v over the block, returned to every thread.
+__device__ __forceinline__ int64_t block_sum(int64_t v, ScanStorage& storage, int64_t& sum) {
+  __syncthreads();  // storage may still be read by the previous scan
+  v = BlockReduce(storage.reduce).Sum(v);
+  if (threadIdx.x == 0) sum = v;
   __syncthreads();
-  if (lane == cuda::kWarpSize - 1) totals[warp] = inclusive;
-  __syncthreads();
-  int64_t before = 0, sum = 0;
-  for (int w = 0; w < kWarps; ++w) {
-    before += w < warp ? totals[w] : 0;
-    sum += totals[w];
-  }
-  *total = sum;
-  return before + inclusive - v;
+  return sum;
 }
 
 template <typename scalar_t, typename acc_t>
@@ -185,9 +177,10 @@ __global__ void __launch_bounds__(kThreads, 4)
     rasterize_kernel(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t batch, int64_t n,
                      const int64_t* __restrict__ lengths, Scratch s,
                      float* __restrict__ image, int64_t image_size) {
-  __shared__ int64_t warp_totals[kWarps];
-  __shared__ uint32_t tile_bits[kThreads];
-  __shared__ int64_t tile_prefix[kThreads];
+  __shared__ ScanStorage scan_storage;
+  __shared__ int64_t block_total;
+  __shared__ uint32_t tile_bits[kTileWords];
+  __shared__ int64_t tile_prefix[kTileWords];
   const cg::grid_group grid = cg::this_grid();
   const int64_t thread = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   const int64_t threads = int64_t{gridDim.x} * kThreads;
@@ -226,27 +219,38 @@ __global__ void __launch_bounds__(kThreads, 4)
   {
     int64_t bits = 0;
     for (int64_t w = begin + threadIdx.x; w < end; w += kThreads) bits += __popc(s.words_of[w].bits);
-    bits = block_sum(bits, warp_totals);
+    bits = block_sum(bits, scan_storage, block_total);
     if (threadIdx.x == 0) s.block_totals[blockIdx.x] = bits;
   }
   grid.sync();
   int64_t base = 0;
   for (int64_t k = threadIdx.x; k < blockIdx.x; k += kThreads) base += s.block_totals[k];
-  base = block_sum(base, warp_totals);
+  base = block_sum(base, scan_storage, block_total);
   // The cloud of each warp's current word, advanced as its words increase (no division).
   int64_t cloud = begin / s.words_per_cloud;
-  for (int64_t tile = begin; tile < end; tile += kThreads) {
-    const int64_t w = tile + threadIdx.x;
-    const uint32_t bits = w < end ? s.words_of[w].bits : 0u;
-    int64_t total;
-    const int64_t prefix = base + block_exclusive_scan(__popc(bits), warp_totals, &total);
-    if (w < end) s.words_of[w].prefix = prefix;
-    tile_bits[threadIdx.x] = bits;
-    tile_prefix[threadIdx.x] = prefix;
+  for (int64_t tile = begin; tile < end; tile += kTileWords) {
+    uint32_t bits[kWordsPerThread];
+    int32_t ones[kWordsPerThread], prefix[kWordsPerThread];
+#pragma unroll
+    for (int u = 0; u < kWordsPerThread; ++u) {
+      const int64_t w = tile + threadIdx.x * kWordsPerThread + u;
+      bits[u] = w < end ? s.words_of[w].bits : 0u;
+      ones[u] = __popc(bits[u]);
+    }
+    int32_t total;
+    __syncthreads();  // the previous tile's listing and scan are done with the shared arrays
+    TileScan(scan_storage.scan).ExclusiveSum(ones, prefix, total);
+#pragma unroll
+    for (int u = 0; u < kWordsPerThread; ++u) {
+      const int j = threadIdx.x * kWordsPerThread + u;
+      if (tile + j < end) s.words_of[tile + j].prefix = base + prefix[u];
+      tile_bits[j] = bits[u];
+      tile_prefix[j] = base + prefix[u];
+    }
     base += total;
     __syncthreads();
     // A warp per word, a lane per cell: coalesced stores.
-    for (int j = warp; j < kThreads && tile + j < end; j += kWarps) {
+    for (int j = warp; j < kTileWords && tile + j < end; j += kWarps) {
       while (tile + j >= (cloud + 1) * s.words_per_cloud) ++cloud;
       const uint32_t word_bits = tile_bits[j];
       if (((word_bits >> lane) & 1u) == 0) continue;

@@ -28,10 +28,9 @@
 // phase instead (0.096 ms against 0.093), after the vote, as streaming stores, in a separate
 // memset, or in parts between the clouds' marks or votes (session 9) did not make this case
 // faster; writing every cell of the occupied words in the write phase instead of filling was
-// slower (tools/PERF_NOTES.md, session 5). So was keeping each
-// cell's state in its own slots of the zero-filled image (no bitmap, ranks or records; session 8):
-// its atomics reach lines that the fill pushed out of L2, and the top point then takes another
-// pass over the points.
+// slower (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of
+// the zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that
+// the fill pushed out of L2, and the top point then takes another pass over the points.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>
@@ -164,7 +163,8 @@ union ScanStorage {
 };
 
 // Sum of v over the block, returned to every thread.
-__device__ __forceinline__ int64_t block_sum(int64_t v, ScanStorage& storage, int64_t& sum) {
+__device__ __forceinline__ int64_t block_sum(int64_t v, ScanStorage& storage) {
+  __shared__ int64_t sum;
   __syncthreads();  // storage may still be read by the previous scan
   v = BlockReduce(storage.reduce).Sum(v);
   if (threadIdx.x == 0) sum = v;
@@ -178,7 +178,6 @@ __global__ void __launch_bounds__(kThreads, 4)
                      const int64_t* __restrict__ lengths, Scratch s,
                      float* __restrict__ image, int64_t image_size) {
   __shared__ ScanStorage scan_storage;
-  __shared__ int64_t block_total;
   __shared__ uint32_t tile_bits[kTileWords];
   __shared__ int64_t tile_prefix[kTileWords];
   const cg::grid_group grid = cg::this_grid();
@@ -219,13 +218,13 @@ __global__ void __launch_bounds__(kThreads, 4)
   {
     int64_t bits = 0;
     for (int64_t w = begin + threadIdx.x; w < end; w += kThreads) bits += __popc(s.words_of[w].bits);
-    bits = block_sum(bits, scan_storage, block_total);
+    bits = block_sum(bits, scan_storage);
     if (threadIdx.x == 0) s.block_totals[blockIdx.x] = bits;
   }
   grid.sync();
   int64_t base = 0;
   for (int64_t k = threadIdx.x; k < blockIdx.x; k += kThreads) base += s.block_totals[k];
-  base = block_sum(base, scan_storage, block_total);
+  base = block_sum(base, scan_storage);
   // The cloud of each warp's current word, advanced as its words increase (no division).
   int64_t cloud = begin / s.words_per_cloud;
   for (int64_t tile = begin; tile < end; tile += kTileWords) {

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int warp = threadIdx.x / cuda::kWarpSize;
 
   // 1 clear
-  for (int64_t w = thread; w < s.words; w += threads) s.words_of[w].bits = 0;
+  for (int64_t w = thread; w < s.words; w += threads) s.words_of[w] = RankWord{0, 0u};
   grid.sync();
 
   // 2 mark, then fill the image

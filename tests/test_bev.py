@@ -425,6 +425,22 @@ def test_cuda_equals_cpu(dtype, seed_layout, channels, cell_size):
 
 
 @pytest.mark.cuda
+def test_cuda_equals_cpu_when_each_block_ranks_several_tiles():
+    # 2 x 3600 x 3600 cells are ~810k bitmap words: a block of the rank phase scans more than one
+    # 512-word tile (about three with 528 resident blocks), and tiles straddle the two clouds.
+    g = torch.Generator().manual_seed(3)
+    points = torch.rand(2, 150_000, 4, generator=g) * torch.tensor([360.0, 360.0, 4.0, 1.0])
+    points[..., 2] -= 3.0
+    points[:, :50_000, :2] *= 0.01  # a dense corner: fully occupied words
+    kw = dict(point_range=[0.0, 0.0, -3.0, 360.0, 360.0, 1.0], cell_size=[0.1, 0.1])
+    lengths = torch.tensor([150_000, 90_000])
+    channels = ["max_z", "top_feature", "density"]
+    expected = rasterize(points, channels, lengths, **kw)
+    actual = rasterize(points.cuda(), channels, lengths, **kw)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
 def test_cuda_repeated_runs_are_identical():
     points = scene(batch=4, n=200_000, seed=10)
     points[..., :3] *= torch.tensor([0.2, 0.2, 1.0])  # a dense core: heavy atomic contention

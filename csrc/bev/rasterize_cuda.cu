@@ -20,17 +20,18 @@
 // state stay in L2. As separate kernels the phases left the GPU idle between launches for about
 // a fifth of the time.
 //
-// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 83 us in all, per
-// phase from runs stopped after it): launch and clear 3 us, mark 20 us, fill 11 us, rank 13 us,
-// vote 24 us, write 12 us. Mark and vote are about L2 operations per point (the point, its word,
-// its atomics; ~2-4 32-byte sectors each); the fill adds 11 us for 54 MB; a grid barrier
-// costs ~1.2 us alone, more while blocks wait for the slowest one. Issuing the fill in the rank
-// phase instead (0.096 ms against 0.093), after the vote, as streaming stores, in a separate
-// memset, or in parts between the clouds' marks or votes (session 9) did not make this case
-// faster; writing every cell of the occupied words in the write phase instead of filling was
-// slower (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of
-// the zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that
-// the fill pushed out of L2, and the top point then takes another pass over the points.
+// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 76 us in all): the
+// slowest block ends its marks at ~30 us, the fill at ~33, the rank phase at ~42, the vote at ~66
+// and the write at ~80 (per-block timestamps, session 10, which add ~4 us). Mark and vote are
+// about L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each);
+// the fill adds 11 us for 54 MB; a grid barrier costs ~1.2 us alone, and the median block
+// reaches each barrier 0.5-7 us before the slowest. Issuing the fill in the rank phase instead
+// (0.096 ms against 0.093), after the vote, as streaming stores, in a separate memset, or in
+// parts between the clouds' marks or votes (session 9) did not make this case faster; writing
+// every cell of the occupied words in the write phase instead of filling was slower
+// (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of the
+// zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that the
+// fill pushed out of L2, and the top point then takes another pass over the points.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>
@@ -53,7 +54,6 @@ using bev_detail::Raster;
 namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / cuda::kWarpSize;
 constexpr int kWordBits = 32;
 
 struct AtomicOps {
@@ -179,13 +179,11 @@ __global__ void __launch_bounds__(kThreads, 4)
                      float* __restrict__ image, int64_t image_size) {
   __shared__ ScanStorage scan_storage;
   __shared__ uint32_t tile_bits[kTileWords];
-  __shared__ int64_t tile_prefix[kTileWords];
+  __shared__ int32_t tile_first[kTileWords];
   const cg::grid_group grid = cg::this_grid();
   const int64_t thread = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   const int64_t threads = int64_t{gridDim.x} * kThreads;
   const int64_t cells = r.nx * r.ny;
-  const int lane = threadIdx.x % cuda::kWarpSize;
-  const int warp = threadIdx.x / cuda::kWarpSize;
 
   // 1 clear
   for (int64_t w = thread; w < s.words; w += threads) s.words_of[w] = RankWord{0, 0u};
@@ -225,8 +223,6 @@ __global__ void __launch_bounds__(kThreads, 4)
   int64_t base = 0;
   for (int64_t k = threadIdx.x; k < blockIdx.x; k += kThreads) base += s.block_totals[k];
   base = block_sum(base, scan_storage);
-  // The cloud of each warp's current word, advanced as its words increase (no division).
-  int64_t cloud = begin / s.words_per_cloud;
   for (int64_t tile = begin; tile < end; tile += kTileWords) {
     uint32_t bits[kWordsPerThread];
     int32_t ones[kWordsPerThread], prefix[kWordsPerThread];
@@ -244,22 +240,41 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int j = threadIdx.x * kWordsPerThread + u;
       if (tile + j < end) s.words_of[tile + j].prefix = base + prefix[u];
       tile_bits[j] = bits[u];
-      tile_prefix[j] = base + prefix[u];
+      tile_first[j] = prefix[u];
     }
-    base += total;
+    // A cloud has fewer than 2^26 words (cells <= INT_MAX), so a word's offset from the tile's
+    // first cloud fits in 32 bits.
+    const int64_t tile_cloud = tile / s.words_per_cloud;
     __syncthreads();
-    // A warp per word, a lane per cell: coalesced stores.
-    for (int j = warp; j < kTileWords && tile + j < end; j += kWarps) {
-      while (tile + j >= (cloud + 1) * s.words_per_cloud) ++cloud;
-      const uint32_t word_bits = tile_bits[j];
-      if (((word_bits >> lane) & 1u) == 0) continue;
-      const int64_t rank = tile_prefix[j] + __popc(word_bits & ((1u << lane) - 1u));
-      s.slots[rank] = make_int2(static_cast<int>(cloud),
-                                static_cast<int>((tile + j - cloud * s.words_per_cloud) * kWordBits + lane));
+    // A thread per occupied cell, in rank order (balanced, coalesced stores): the tile's i-th
+    // occupied cell lies in the last word whose first rank within the tile is <= i (words past
+    // `end` start at `total`), at that word's (i - first)-th set bit.
+    for (int32_t i = threadIdx.x; i < total; i += kThreads) {
+      int j = 0;
+      for (int step = kTileWords / 2; step > 0; step /= 2) {
+        if (tile_first[j + step] <= i) j += step;
+      }
+      uint32_t word_bits = tile_bits[j];
+      int32_t skip = i - tile_first[j];
+      int bit = 0;
+      for (int width = kWordBits / 2; width > 0; width /= 2) {
+        const int32_t low = __popc(word_bits & ((1u << width) - 1u));
+        if (skip >= low) {
+          skip -= low;
+          word_bits >>= width;
+          bit += width;
+        }
+      }
+      const uint32_t offset = static_cast<uint32_t>(tile + j - tile_cloud * s.words_per_cloud);
+      const uint32_t clouds_on = offset / static_cast<uint32_t>(s.words_per_cloud);
+      const uint32_t word = offset - clouds_on * static_cast<uint32_t>(s.words_per_cloud);
+      const int64_t rank = base + i;
+      s.slots[rank] = make_int2(static_cast<int>(tile_cloud + clouds_on), static_cast<int>(word * kWordBits + bit));
       s.count[rank] = 0;
       uint64_t* record = reinterpret_cast<uint64_t*>(s.records + rank * r.record.stride);
       for (int32_t k = 0; k < r.record.stride / 2; ++k) record[k] = 0;
     }
+    base += total;
   }
   grid.sync();
 

@@ -427,7 +427,7 @@ def test_cuda_equals_cpu(dtype, seed_layout, channels, cell_size):
 @pytest.mark.cuda
 def test_cuda_equals_cpu_when_each_block_ranks_several_tiles():
     # 2 x 3600 x 3600 cells are ~810k bitmap words: a block of the rank phase scans more than one
-    # 512-word tile (about three with 528 resident blocks), and tiles straddle the two clouds.
+    # 512-word tile (about three with 528 resident blocks), and one tile straddles the two clouds.
     g = torch.Generator().manual_seed(3)
     points = torch.rand(2, 150_000, 4, generator=g) * torch.tensor([360.0, 360.0, 4.0, 1.0])
     points[..., 2] -= 3.0

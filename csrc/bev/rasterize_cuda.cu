@@ -269,7 +269,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint32_t clouds_on = offset / static_cast<uint32_t>(s.words_per_cloud);
       const uint32_t word = offset - clouds_on * static_cast<uint32_t>(s.words_per_cloud);
       const int64_t rank = base + i;
-      s.slots[rank] = make_int2(static_cast<int>(tile_cloud + clouds_on), static_cast<int>(word * kWordBits + bit));
+      s.slots[rank] =
+          make_int2(static_cast<int>(tile_cloud + clouds_on), static_cast<int>(word * kWordBits + bit));
       s.count[rank] = 0;
       uint64_t* record = reinterpret_cast<uint64_t*>(s.records + rank * r.record.stride);
       for (int32_t k = 0; k < r.record.stride / 2; ++k) record[k] = 0;

@@ -248,23 +248,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     __syncthreads();
     // A thread per occupied cell, in rank order (balanced, coalesced stores): the tile's i-th
     // occupied cell lies in the last word whose first rank within the tile is <= i (words past
-    // `end` start at `total`), at that word's (i - first)-th set bit.
+    // `end` start at `total`), at that word's (i - first)-th set bit (__fns counts from 1).
     for (int32_t i = threadIdx.x; i < total; i += kThreads) {
       int j = 0;
       for (int step = kTileWords / 2; step > 0; step /= 2) {
         if (tile_first[j + step] <= i) j += step;
       }
-      uint32_t word_bits = tile_bits[j];
-      int32_t skip = i - tile_first[j];
-      int bit = 0;
-      for (int width = kWordBits / 2; width > 0; width /= 2) {
-        const int32_t low = __popc(word_bits & ((1u << width) - 1u));
-        if (skip >= low) {
-          skip -= low;
-          word_bits >>= width;
-          bit += width;
-        }
-      }
+      const uint32_t bit = __fns(tile_bits[j], 0, i - tile_first[j] + 1);
       const uint32_t offset = static_cast<uint32_t>(tile + j - tile_cloud * s.words_per_cloud);
       const uint32_t clouds_on = offset / static_cast<uint32_t>(s.words_per_cloud);
       const uint32_t word = offset - clouds_on * static_cast<uint32_t>(s.words_per_cloud);

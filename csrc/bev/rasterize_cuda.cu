@@ -22,12 +22,14 @@
 //
 // What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 76 us in all): the
 // slowest block ends its marks at ~30 us, the fill at ~33, the rank phase at ~42, the vote at ~66
-// and the write at ~80 (per-block timestamps, session 10, which add ~4 us). Mark and vote are
-// about L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each);
-// the fill adds 11 us for 54 MB; a grid barrier costs ~1.2 us alone, and the median block
-// reaches each barrier 0.5-7 us before the slowest. Issuing the fill in the rank phase instead
-// (0.096 ms against 0.093), after the vote, as streaming stores, in a separate memset, or in
-// parts between the clouds' marks or votes (session 9) did not make this case faster; writing
+// and the write at ~80 (per-block timestamps, session 10, which add ~4 us). Mark and vote wait on
+// L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each), each
+// SM on its own share: a block filling on an SM slows the blocks marking there, and handing out
+// the rows through atomic counters was slower (session 11). The fill adds 11 us for 54 MB; a
+// grid barrier costs ~1.2 us alone, and the median block reaches each barrier 0.5-7 us before
+// the slowest. Issuing the fill in the rank phase instead (0.096 ms against 0.093), after the
+// vote, as streaming stores, in a separate memset, in parts between the clouds' marks or votes
+// (session 9), or on blocks that have no rows to mark did not make this case faster; writing
 // every cell of the occupied words in the write phase instead of filling was slower
 // (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of the
 // zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that the

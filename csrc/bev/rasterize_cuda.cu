@@ -187,7 +187,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int64_t threads = int64_t{gridDim.x} * kThreads;
   const int64_t cells = r.nx * r.ny;
 
-  // 1 clear
+  // 1 clear: whole 16-byte pairs (the rank phase rewrites the prefix), measured faster than the
+  // 4-byte bits alone at a 16-byte stride (tools/PERF_NOTES.md, session 10).
   for (int64_t w = thread; w < s.words; w += threads) s.words_of[w] = RankWord{0, 0u};
   grid.sync();
 

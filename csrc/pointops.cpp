@@ -36,4 +36,12 @@ TORCH_LIBRARY(pointops, m) {
   // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], pc_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
   //   num_points (B,V) int32, num_voxels (B,) int32, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
   m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] pc_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
+
+  // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
+
+  // ---- geometry: downsampling, normals, registration ----
+
+  // ---- hough: 2D circles and lines ----
+
+  // ---- ppf: point pair features ----
 }

@@ -1,8 +1,12 @@
 """Sample inputs for every registered pointops operator and every public wrapper.
 
-Each family adds its entries here; test_registration.py runs them all through opcheck, compile,
-script, export and the stream/device tests, and fails if an operator has no samples.
+Each family keeps its entries in tests/samples_<family>.py (dicts OP_SAMPLES and WRAPPER_CASES of
+the same form as below); they are merged here. test_registration.py runs them all through opcheck,
+compile, script, export and the stream/device tests, and fails if an operator has no samples.
 """
+import glob
+import importlib
+import os
 from typing import Callable, Dict, List, NamedTuple
 
 import torch
@@ -201,3 +205,15 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         lambda d: (torch.rand(2, 64, 3, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 1.5, 1.5, 1.5]),
     ),
 }
+
+
+def _merge_family_samples() -> None:
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "samples_*.py"))):
+        module = importlib.import_module("tests." + os.path.splitext(os.path.basename(path))[0])
+        for table, extra in ((OP_SAMPLES, module.OP_SAMPLES), (WRAPPER_CASES, module.WRAPPER_CASES)):
+            clash = set(table) & set(extra)
+            assert not clash, f"{path} repeats sample names {sorted(clash)}"
+            table.update(extra)
+
+
+_merge_family_samples()

@@ -593,11 +593,25 @@ def plot(results, path):
     fig.savefig(path, dpi=120)
 
 
+def family_benches():
+    """tools/bench_<family>.py modules: each has OPS (the op names it times) and
+    run(device, quick, ops, results), which appends its rows to results."""
+    import glob
+    import importlib
+
+    modules = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "bench_*.py"))):
+        sys.path.insert(0, ROOT)
+        modules.append(importlib.import_module(os.path.splitext(os.path.basename(path))[0]))
+    return modules
+
+
 def main():
+    families = family_benches()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="*",
                         default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize",
-                                 "plane_refit", "detect_planes"])
+                                 "plane_refit", "detect_planes"] + [op for m in families for op in m.OPS])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
     parser.add_argument("--plans", nargs="*", default=["auto"],
                         help="fps layouts to time: auto, block, cluster:P, grid:P")
@@ -620,6 +634,9 @@ def main():
         bench_plane_fit(args.device, args.quick, results)
     if "detect_planes" in args.ops:
         bench_detect_planes(args.device, args.quick, results)
+    for module in families:
+        if any(op in args.ops for op in module.OPS):
+            module.run(args.device, args.quick, args.ops, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

@@ -70,6 +70,23 @@ def test_export(name, device):
     _assert_equal(exported.module()(*tensors), case.fn(*args))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_repeat_calls_equal(op_name, device):
+    """Two identical calls return identical results, bit for bit (no order-dependent sums)."""
+    op = getattr(torch.ops.pointops, op_name)
+    for args in OP_SAMPLES[op_name](device):
+        _assert_equal(op(*args), op(*args))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(WRAPPER_CASES))
+def test_wrapper_repeat_calls_equal(name, device):
+    case = WRAPPER_CASES[name]
+    args = case.make_args(device)
+    _assert_equal(case.fn(*args), case.fn(*args))
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
 def test_side_stream(op_name):

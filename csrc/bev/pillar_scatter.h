@@ -3,7 +3,7 @@
 // pillar_scatter(features, coords, num_voxels, height, width) -> canvas
 //   features    (B, P, F) float32/float64/float16/bfloat16: pillar b, p has features[b, p].
 //   coords      (B, P, 3) int32 (z, y, x) cell of each pillar (OpenPCDet / mmcv order).
-//   num_voxels  (B,) int32: pillars p >= num_voxels[b] are padding (clamped to [0, P]).
+//   num_voxels  (B,) int64: pillars p >= num_voxels[b] are padding (clamped to [0, P]).
 //   height, width  the grid (H along y, W along x), >= 0.
 //   canvas      (B, F, height, width), features' dtype: canvas[b, :, y, x] = features[b, p] for the
 //               pillar p placed at (y, x); 0 where no pillar is.

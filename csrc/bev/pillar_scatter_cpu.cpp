@@ -20,7 +20,7 @@ void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coo
   check_dtype(coords, "coords", at::kInt);
   check_shape(coords, "coords", {features.size(0), features.size(1), 3});
   check_same_device(coords, "coords", features, "features");
-  check_dtype(num_voxels, "num_voxels", at::kInt);
+  check_dtype(num_voxels, "num_voxels", at::kLong);
   check_shape(num_voxels, "num_voxels", {features.size(0)});
   check_same_device(num_voxels, "num_voxels", features, "features");
   check_nonnegative(height, "height");
@@ -44,7 +44,7 @@ at::Tensor pillar_scatter_cpu(const at::Tensor& features, const at::Tensor& coor
   const at::Tensor coords_c = coords.contiguous();
   const at::Tensor counts = num_voxels.contiguous();
   const int32_t* coord = coords_c.data_ptr<int32_t>();
-  const int32_t* count = counts.data_ptr<int32_t>();
+  const int64_t* count = counts.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "pillar_scatter_cpu", [&] {
     const scalar_t* src = feats.data_ptr<scalar_t>();
     scalar_t* dst = canvas.data_ptr<scalar_t>();

@@ -22,7 +22,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void claim_cells(const int32_t* __restrict__ coords, const int32_t* __restrict__ num_voxels,
+__global__ void claim_cells(const int32_t* __restrict__ coords, const int64_t* __restrict__ num_voxels,
                             int64_t batch, int64_t pillars, int64_t height, int64_t width,
                             uint32_t* __restrict__ owner) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < batch * pillars;
@@ -80,7 +80,7 @@ at::Tensor pillar_scatter_cuda(const at::Tensor& features, const at::Tensor& coo
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (batch * pillars > 0) {
     claim_cells<<<blocks_for(batch * pillars), kThreads, 0, stream>>>(
-        coords_c.data_ptr<int32_t>(), counts.data_ptr<int32_t>(), batch, pillars, height, width,
+        coords_c.data_ptr<int32_t>(), counts.data_ptr<int64_t>(), batch, pillars, height, width,
         owner_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }

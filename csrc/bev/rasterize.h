@@ -1,7 +1,7 @@
 // BEV rasterization: the contract shared by the CPU and CUDA kernels.
 //
 // bev_rasterize(points, lengths?, point_range, cell_size, channels, feature_column, density_base,
-//               height_slices, seed_layout) -> image
+//               height_slices, forward_up) -> image
 //   points       (B, N, C) float32/float64/float16/bfloat16, C >= 3: x, y, z, then features.
 //   lengths      (B,) int64 or None (all N); clamped to [0, N].
 //   point_range  [x_min, y_min, z_min, x_max, y_max, z_max], finite, max > min on every axis.
@@ -13,8 +13,8 @@
 //                W = floor((x_max - x_min) / dx + 0.5) cells along x, H = likewise along y (in
 //                float64, so the sizes come from the arguments alone).
 //                [b, c, iy, ix] holds the cell ix = floor((x - x_min) / dx), iy = floor((y - y_min) / dy)
-//                (OpenPCDet: x forward along W, y left along H). With seed_layout the image is
-//                (B, n_out, W, H) and [b, c, W-1-ix, H-1-iy] holds that cell: seed 004's picture,
+//                (OpenPCDet: x forward along W, y left along H). With forward_up the image is
+//                (B, n_out, W, H) and [b, c, W-1-ix, H-1-iy] holds that cell: a top view as a person reads it,
 //                x forward pointing up, y left pointing left.
 //
 // Rules (identical on CPU and CUDA, bit for bit):
@@ -69,7 +69,7 @@ namespace pointops {
 at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                              c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool seed_layout);
+                             double density_base, int64_t height_slices, bool forward_up);
 
 namespace bev_detail {
 
@@ -111,7 +111,7 @@ struct Raster {
   acc_t slice;      // (z_max - z_min) / height_slices, rounded to the compute type
   int64_t nx, ny;   // W, H
   int32_t height_slices;
-  bool seed_layout;
+  bool forward_up;
   double z_offset;  // lo[2] in float64: the origin of the z sums
   double z_scale;   // 2^32 / (hi[2] - lo[2]) in float64: fixed-point steps per metre
   double log_base;  // portable_log(density_base)
@@ -133,18 +133,18 @@ struct RasterArgs {
   int64_t height_slices;
   int64_t feature_column;
   double density_base;
-  bool seed_layout;
+  bool forward_up;
 };
 
 // Checks every argument (defined in rasterize_cpu.cpp) and returns what they describe.
 RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                              c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool seed_layout);
+                             double density_base, int64_t height_slices, bool forward_up);
 
-// The output's (rows, cols): (H, W), or (W, H) in seed layout.
+// The output's (rows, cols): (H, W), or (W, H) with forward_up.
 inline std::vector<int64_t> image_shape(const RasterArgs& args, int64_t batch) {
-  return args.seed_layout ? std::vector<int64_t>{batch, args.out_channels, args.nx, args.ny}
+  return args.forward_up ? std::vector<int64_t>{batch, args.out_channels, args.nx, args.ny}
                           : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
 }
 
@@ -228,7 +228,7 @@ POINTOPS_HOST_DEVICE inline int64_t point_cell(const Raster<acc_t>& r, acc_t x, 
   const int64_t ix = static_cast<int64_t>(floor_value((x - r.lo[0]) / r.cell[0]));
   const int64_t iy = static_cast<int64_t>(floor_value((y - r.lo[1]) / r.cell[1]));
   if (ix >= r.nx || iy >= r.ny) return -1;
-  return r.seed_layout ? (r.nx - 1 - ix) * r.ny + (r.ny - 1 - iy) : iy * r.nx + ix;
+  return r.forward_up ? (r.nx - 1 - ix) * r.ny + (r.ny - 1 - iy) : iy * r.nx + ix;
 }
 
 // The per-cell accumulators are updated through Ops: plain operations on the CPU, where one
@@ -352,7 +352,7 @@ Raster<acc_t> make_raster(const RasterArgs& args, int64_t dims) {
   r.cell[1] = static_cast<acc_t>(args.cell[1]);
   r.nx = args.nx;
   r.ny = args.ny;
-  r.seed_layout = args.seed_layout;
+  r.forward_up = args.forward_up;
   r.z_offset = static_cast<double>(r.lo[2]);
   r.z_scale = kFixedOne / (static_cast<double>(r.hi[2]) - static_cast<double>(r.lo[2]));
   r.log_base = portable_log(args.density_base > 1.0 ? args.density_base : 2.0);

@@ -62,7 +62,7 @@ int64_t cells_along(double lo, double hi, double size, const char* axis) {
 RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                              c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool seed_layout) {
+                             double density_base, int64_t height_slices, bool forward_up) {
   check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
   TORCH_CHECK(point_range.size() == 6,
@@ -119,7 +119,7 @@ RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::T
   args.height_slices = height_slices;
   args.feature_column = wants_feature ? feature_column : 0;
   args.density_base = density_base;
-  args.seed_layout = seed_layout;
+  args.forward_up = forward_up;
   return args;
 }
 
@@ -164,10 +164,10 @@ void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, u
 at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                              c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool seed_layout) {
+                             double density_base, int64_t height_slices, bool forward_up) {
   const bev_detail::RasterArgs args =
       bev_detail::parse_raster_args(points, lengths, point_range, cell_size, channels,
-                                    feature_column, density_base, height_slices, seed_layout);
+                                    feature_column, density_base, height_slices, forward_up);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const int64_t dims = points.size(2);

@@ -322,10 +322,10 @@ int blocks_per_sm() {
 at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                               c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
                               c10::ArrayRef<std::string> channels, int64_t feature_column,
-                              double density_base, int64_t height_slices, bool seed_layout) {
+                              double density_base, int64_t height_slices, bool forward_up) {
   const bev_detail::RasterArgs args =
       bev_detail::parse_raster_args(points, lengths, point_range, cell_size, channels,
-                                    feature_column, density_base, height_slices, seed_layout);
+                                    feature_column, density_base, height_slices, forward_up);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   const int64_t batch = points.size(0);

@@ -1,18 +1,18 @@
 // Hard voxelization (PointPillars / SECOND): the contract shared by the CPU and CUDA kernels.
 //
-// voxelize(points, lengths?, voxel_size, pc_range, max_points_per_voxel, max_voxels)
+// voxelize(points, lengths?, voxel_size, point_range, max_points_per_voxel, max_voxels)
 //     -> (voxels, coords, num_points, num_voxels, point_voxel)
 //   points       (B, N, C) float32/float64/float16/bfloat16, C >= 3; columns 0..2 are x, y, z, the
 //                rest are features carried along. Cloud b is rows [0, lengths[b]).
 //   lengths      (B,) int64 or None (every cloud has N points); values are clamped to [0, N].
 //   voxel_size   [dx, dy, dz], finite and > 0.
-//   pc_range     [x_min, y_min, z_min, x_max, y_max, z_max], finite, max > min.
+//   point_range  [x_min, y_min, z_min, x_max, y_max, z_max], finite, max > min.
 //   max_points_per_voxel (K >= 0), max_voxels (V >= 0): the output capacity.
 //   voxels       (B, V, K, C) points' dtype: voxel v of cloud b holds its first K points (in point
 //                order) in rows [0, num_points[b, v]); every other entry is 0.
 //   coords       (B, V, 3) int32: (z, y, x) cell of each voxel; unused rows are -1.
 //   num_points   (B, V) int32: points stored per voxel, min(points in the voxel, K); unused 0.
-//   num_voxels   (B,) int32: voxels kept per cloud, min(distinct cells in the cloud, V).
+//   num_voxels   (B,) int64: voxels kept per cloud, min(distinct cells in the cloud, V).
 //   point_voxel  (B, N) int64: the voxel slot v of each point (dynamic voxelization), also for
 //                points past the first K of their voxel (they are only left out of `voxels`);
 //                -1 for points outside the grid, with a NaN/Inf coordinate, in a voxel dropped by
@@ -49,7 +49,7 @@ namespace pointops {
 using VoxelizeResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                            at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
+                            at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                             int64_t max_points_per_voxel, int64_t max_voxels);
 
 namespace voxelize_detail {
@@ -92,7 +92,7 @@ struct VoxelizeArgs {
 };
 VoxelizeArgs check_voxelize_args(const at::Tensor& points,
                                  const std::optional<at::Tensor>& lengths,
-                                 at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
+                                 at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels);
 
 template <typename acc_t>

@@ -21,15 +21,15 @@ namespace voxelize_detail {
 
 VoxelizeArgs check_voxelize_args(const at::Tensor& points,
                                  const std::optional<at::Tensor>& lengths,
-                                 at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
+                                 at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels) {
   check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
   TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ",
               voxel_size.size(), ": ", voxel_size);
-  TORCH_CHECK(pc_range.size() == 6,
-              "pc_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ",
-              pc_range.size(), ": ", pc_range);
+  TORCH_CHECK(point_range.size() == 6,
+              "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ",
+              point_range.size(), ": ", point_range);
   check_nonnegative(max_points_per_voxel, "max_points_per_voxel");
   check_fits_int32(max_points_per_voxel, "max_points_per_voxel");
   check_nonnegative(max_voxels, "max_voxels");
@@ -41,18 +41,18 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
   for (int d = 0; d < 3; ++d) {
     // Checked as float32, the type the grid size (and float32 points) are computed in.
     const float size = static_cast<float>(voxel_size[d]);
-    const float lo = static_cast<float>(pc_range[d]);
-    const float hi = static_cast<float>(pc_range[d + 3]);
+    const float lo = static_cast<float>(point_range[d]);
+    const float hi = static_cast<float>(point_range[d + 3]);
     TORCH_CHECK(std::isfinite(size) && size > 0, "voxel_size[", d, "] (", kAxis[d],
                 ") must be finite and > 0 in float32, got ", voxel_size[d]);
-    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo < hi, "pc_range must have finite ",
-                kAxis[d], "_min < ", kAxis[d], "_max (in float32), got [", pc_range[d], ", ",
-                pc_range[d + 3], "]");
+    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo < hi, "point_range must have finite ",
+                kAxis[d], "_min < ", kAxis[d], "_max (in float32), got [", point_range[d], ", ",
+                point_range[d + 3], "]");
     const float dim = std::nearbyint((hi - lo) / size);
     TORCH_CHECK(dim >= 1 && dim <= kMaxDim, "the grid must have 1 to 2^24 voxels along ",
-                kAxis[d], ", got round((", pc_range[d + 3], " - ", pc_range[d], ") / ",
+                kAxis[d], ", got round((", point_range[d + 3], " - ", point_range[d], ") / ",
                 voxel_size[d], ") = ", dim);
-    args.min[d] = pc_range[d];
+    args.min[d] = point_range[d];
     args.size[d] = voxel_size[d];
     args.dims[d] = static_cast<int64_t>(dim);
   }
@@ -72,7 +72,7 @@ VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_vo
   return {at::zeros({batch, max_voxels, max_points_per_voxel, points.size(2)}, options),
           at::full({batch, max_voxels, 3}, -1, options.dtype(at::kInt)),
           at::zeros({batch, max_voxels}, options.dtype(at::kInt)),
-          at::zeros({batch}, options.dtype(at::kInt)),
+          at::zeros({batch}, options.dtype(at::kLong)),
           at::full({batch, points.size(1)}, -1, options.dtype(at::kLong))};
 }
 
@@ -87,7 +87,7 @@ template <typename scalar_t, typename acc_t>
 void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
                         const VoxelGrid<acc_t>& grid, int64_t max_points, int64_t max_voxels,
                         scalar_t* voxels, int32_t* coords, int32_t* num_points,
-                        int32_t* num_voxels, int64_t* point_voxel) {
+                        int64_t* num_voxels, int64_t* point_voxel) {
   const int64_t invalid = grid.cells();
   std::vector<int64_t> keys(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -113,7 +113,7 @@ void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
     num_points[kept] = static_cast<int32_t>(std::min(h.counts[r], max_points));
     ++kept;
   }
-  *num_voxels = static_cast<int32_t>(kept);
+  *num_voxels = kept;
 
   // A run lists its points in point order, so the first max_points of it are the ones stored.
   for (int64_t r = 0; r < h.num_unique(); ++r) {
@@ -132,9 +132,9 @@ void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
 }  // namespace
 
 VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                            at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
+                            at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                             int64_t max_points_per_voxel, int64_t max_voxels) {
-  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, pc_range,
+  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range,
                                                          max_points_per_voxel, max_voxels);
   VoxelizeResult outputs = voxelize_detail::empty_outputs(points, max_points_per_voxel, max_voxels);
   at::Tensor voxels, coords, num_points, num_voxels, point_voxel;
@@ -154,7 +154,7 @@ VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Te
     scalar_t* voxels_ptr = voxels.data_ptr<scalar_t>();
     int32_t* coords_ptr = coords.data_ptr<int32_t>();
     int32_t* num_points_ptr = num_points.data_ptr<int32_t>();
-    int32_t* num_voxels_ptr = num_voxels.data_ptr<int32_t>();
+    int64_t* num_voxels_ptr = num_voxels.data_ptr<int64_t>();
     int64_t* point_voxel_ptr = point_voxel.data_ptr<int64_t>();
     const int64_t voxel_stride = max_voxels * max_points_per_voxel * channels;
     at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {

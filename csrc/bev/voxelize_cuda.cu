@@ -68,14 +68,14 @@ __global__ void cell_keys_kernel(const scalar_t* __restrict__ points,
 // Cloud b's voxels are the runs with keys in [b * cells, (b + 1) * cells).
 __global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t cells,
                                   int64_t max_voxels, int64_t* __restrict__ first_run,
-                                  int32_t* __restrict__ num_voxels) {
+                                  int64_t* __restrict__ num_voxels) {
   const int64_t b = thread_index();
   if (b >= batch) return;
   const int64_t runs = *h.num_unique;
   const int64_t begin = hash_array::lower_bound(h.unique_keys, runs, b * cells);
   const int64_t end = hash_array::lower_bound(h.unique_keys, runs, (b + 1) * cells);
   first_run[b] = begin;
-  num_voxels[b] = static_cast<int32_t>(min64(end - begin, max_voxels));
+  num_voxels[b] = min64(end - begin, max_voxels);
 }
 
 __global__ void flag_first_points_kernel(HashArrayView h, int64_t capacity,
@@ -135,9 +135,9 @@ __global__ void scatter_points_kernel(HashArrayView h, int64_t total, int64_t ke
 }  // namespace
 
 VoxelizeResult voxelize_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             at::ArrayRef<double> voxel_size, at::ArrayRef<double> pc_range,
+                             at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                              int64_t max_points_per_voxel, int64_t max_voxels) {
-  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, pc_range,
+  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range,
                                                          max_points_per_voxel, max_voxels);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
@@ -174,7 +174,7 @@ VoxelizeResult voxelize_cuda(const at::Tensor& points, const std::optional<at::T
 
     at::Tensor first_run = at::empty({batch}, options.dtype(at::kLong));
     cloud_runs_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(
-        h, batch, cells, max_voxels, first_run.data_ptr<int64_t>(), num_voxels.data_ptr<int32_t>());
+        h, batch, cells, max_voxels, first_run.data_ptr<int64_t>(), num_voxels.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 
     at::Tensor is_first = at::zeros({total}, options.dtype(at::kInt));

@@ -10,8 +10,11 @@
 //             point to the set picked before it, i.e. the selection radius squared. The first pick
 //             has +inf (the distance to an empty set).
 // fps_packed(points, offsets, start?, k) -> (indices, distances)
-//   points    (P, D); cloud b is rows [offsets[b], offsets[b+1]) (offsets (B+1,) int64, clamped to
-//             [0, P] and made non-decreasing). indices index rows of P.
+//   points    (P, D); cloud b is rows [offsets[b], offsets[b+1]) (offsets (B+1,) int64,
+//             non-decreasing in [0, P]). indices index rows of P. The CPU kernel raises an error
+//             for other offsets; the CUDA kernel, which cannot read them without a host sync,
+//             clamps them to [0, P] and makes them non-decreasing (a decreasing pair is an empty
+//             cloud).
 //
 // Rules (identical on CPU and CUDA, bit for bit):
 //   * Each step picks the point farthest from the picked set; ties go to the lowest index.

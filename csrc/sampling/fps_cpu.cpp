@@ -142,6 +142,14 @@ std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
   fps_detail::check_fps_packed_args(points, offsets, start, k);
   const at::Tensor pts = points.contiguous();
   const at::Tensor offsets_c = offsets.contiguous();
+  // The values are on the host here, so a malformed layout is an error rather than the CUDA
+  // kernel's documented clamp (which it applies because looking would need a host sync).
+  const int64_t* bounds = offsets_c.data_ptr<int64_t>();
+  for (int64_t b = 0; b + 1 < offsets_c.size(0); ++b) {
+    TORCH_CHECK(bounds[b] >= 0 && bounds[b] <= bounds[b + 1] && bounds[b + 1] <= pts.size(0),
+                "offsets must be non-decreasing values in [0, P = ", pts.size(0), "], got offsets[",
+                b, "] = ", bounds[b], " and offsets[", b + 1, "] = ", bounds[b + 1]);
+  }
   const CloudLayout layout{offsets_c.data_ptr<int64_t>(), 0, pts.size(0), /*packed=*/true};
   return fps_cpu_impl(pts, layout, offsets.size(0) - 1, pts.size(1), start, k);
 }

@@ -14,16 +14,22 @@ PyObject* PyInit__C(void) {
 }
 
 TORCH_LIBRARY(pointops, m) {
-  // Fake kernels and gradients are registered by the family modules that `import pointops` loads.
-  m.set_python_module("pointops");
+  // Each family's fake kernels and gradients are registered by its Python module; torch imports
+  // the module named before a schema when it needs the op's fake kernel.
+  m.set_python_module("pointops.sampling");
   // points (B,N,D) float, lengths (B,) int64?, start (B,) int64? -> indices (B,k) int64, sq. distances (B,k)
   m.def("fps(Tensor points, Tensor? lengths, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
   // points (P,D) float, offsets (B+1,) int64, start (B,) int64? -> indices into P (B,k) int64, sq. distances (B,k)
   m.def("fps_packed(Tensor points, Tensor offsets, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
+  m.set_python_module("pointops.bev");
   // points (B,N,C) float (x, y, z, features), lengths (B,) int64? -> image (B,n_out,H,W) float32, (B,n_out,W,H) with forward_up (x forward pointing up)
   m.def("bev_rasterize(Tensor points, Tensor? lengths, float[] point_range, float[] cell_size, str[] channels, int feature_column=3, float density_base=64.0, int height_slices=0, bool forward_up=False) -> Tensor");
   // features (B,P,F) float, coords (B,P,3) int32 (z,y,x), num_voxels (B,) int64 -> canvas (B,F,height,width) of features' dtype
   m.def("pillar_scatter(Tensor features, Tensor coords, Tensor num_voxels, int height, int width) -> Tensor");
+  // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], point_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
+  //   num_points (B,V) int32, num_voxels (B,) int64, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
+  m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] point_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
+  m.set_python_module("pointops.hough");
   // points (B,N,3) float, lengths (B,) int64?, weights (B,N) float? -> (B,n_phi,n_theta,n_rho) int32 (float32 if weighted)
   m.def("hough_planes(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
   // as hough_planes, equal-area ball orientations -> (B,n_cells,n_rho) int32 (float32 if weighted)
@@ -34,9 +40,6 @@ TORCH_LIBRARY(pointops, m) {
   m.def("plane_labels(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> Tensor");
   // as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64
   m.def("plane_refit(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> (Tensor planes, Tensor inliers)");
-  // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], point_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
-  //   num_points (B,V) int32, num_voxels (B,) int64, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
-  m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] point_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
 

@@ -1,15 +1,39 @@
 """pointops: batched, exact point-cloud operators for PyTorch, on CPU and CUDA.
 
-Every kernel is a ``torch.ops.pointops.*`` operator; this package loads them (``_C``), registers
-their fake kernels for tracing (``_fake``) and exposes typed wrappers.
+Every kernel is a ``torch.ops.pointops.*`` operator. Importing this package loads them (``_C``)
+and the family modules, which hold each op's typed wrapper, its fake kernel for tracing and its
+gradient where it has one. The API convention every function follows is in docs/api.md.
 """
+import os as _os
+
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from . import _C  # noqa: F401  (registers the operators)
-from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
-from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
-from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
-from .hough import (
+try:
+    from . import _C  # noqa: F401  (registers the operators)
+except ImportError as _error:  # pragma: no cover - the message is the point
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    raise ImportError(
+        "pointops: the compiled extension pointops._C could not be loaded from " + _here + " (" + str(_error)
+        + "). Build it with `bash tools/install.sh` (or `pip install --no-build-isolation -e .`), and when "
+        "pointops is installed elsewhere, run Python from outside the source checkout so that the "
+        "installed package is the one imported."
+    ) from _error
+
+from . import datasets  # noqa: F401,E402  (synthetic scenes with ground truth; torch only, cheap to import)
+from . import pipelines  # noqa: F401,E402
+from .bev import (  # noqa: E402
+    DynamicVoxels,
+    Voxels,
+    bev_grid_size,
+    bev_rasterize,
+    height_image,
+    pillar_scatter,
+    voxelize,
+    voxelize_dynamic,
+)
+from .hough import (  # noqa: E402
+    Peaks,
+    PlaneFit,
     ball_cells,
     ball_peaks_to_planes,
     hough_peaks,
@@ -18,11 +42,18 @@ from .hough import (
     hough_planes_ball,
     peaks_to_planes,
     plane_grid_normals,
+    plane_labels,
+    plane_refit,
     rho_bins,
 )
-from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
-from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
-from .voxelize import Voxels, voxelize, voxelize_dynamic
+from .pipelines.planes import PlaneDetections, detect_planes  # noqa: E402
+from .presets import PlanePreset, bev_preset, list_presets, load_config, plane_preset  # noqa: E402
+from .sampling import (  # noqa: E402
+    SampledIndices,
+    farthest_point_sampling,
+    farthest_point_sampling_packed,
+    sample_farthest_points,
+)
 
 __all__ = [
     "ball_cells",
@@ -32,22 +63,29 @@ __all__ = [
     "bev_rasterize",
     "datasets",
     "detect_planes",
+    "DynamicVoxels",
+    "farthest_point_sampling",
+    "farthest_point_sampling_packed",
     "height_image",
     "hough_peaks",
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
+    "list_presets",
+    "load_config",
+    "Peaks",
     "peaks_to_planes",
     "pillar_scatter",
     "plane_grid_normals",
     "plane_labels",
-    "PLANE_PRESETS",
+    "plane_preset",
+    "plane_refit",
     "PlaneDetections",
-    "refit_planes",
+    "PlaneFit",
+    "PlanePreset",
     "rho_bins",
-    "farthest_point_sampling",
-    "farthest_point_sampling_packed",
     "sample_farthest_points",
+    "SampledIndices",
     "Voxels",
     "voxelize",
     "voxelize_dynamic",

@@ -424,6 +424,31 @@ def depth_camera_scan(
     return _scan(scene, rotation, origin, dirs, max_range, range_noise, dropout, clutter, seed)
 
 
+def sampled_street(n: int, seed: int = 0) -> Tensor:
+    """Exactly n points, (n, 3) float32, sampled from a street (a ground plane, a wall, a box and a
+    pole) densely near the origin as a LiDAR sees it (points thin out with range), in random order.
+    No ray casting and no ground truth: a cheap cloud of a fixed size for benchmarks and demos,
+    where :func:`lidar_scan` gives a scan with labels and planes."""
+    g = torch.Generator().manual_seed(seed)
+    parts = []
+    ground_n, wall_n, box_n, pole_n = int(n * 0.55), int(n * 0.2), int(n * 0.15), n - int(n * 0.9)
+    r = torch.rand(ground_n, generator=g) ** 2 * 40.0
+    a = torch.rand(ground_n, generator=g) * 2 * torch.pi
+    parts.append(torch.stack([r * a.cos(), r * a.sin(), torch.randn(ground_n, generator=g) * 0.02 - 1.7], 1))
+    t = torch.rand(wall_n, generator=g)
+    parts.append(torch.stack([t * 60 - 30, torch.full_like(t, 12.0), torch.rand(wall_n, generator=g) * 4 - 1.7], 1))
+    u = torch.rand(box_n, 3, generator=g) * torch.tensor([4.0, 2.0, 1.6]) + torch.tensor([6.0, -5.0, -1.7])
+    face = torch.randint(0, 3, (box_n,), generator=g)
+    u[torch.arange(box_n), face] = torch.where(torch.rand(box_n, generator=g) < 0.5,
+                                               torch.tensor([6.0, -5.0, -1.7])[face],
+                                               torch.tensor([10.0, -3.0, -0.1])[face])
+    parts.append(u)
+    h = torch.rand(pole_n, generator=g) * 6 - 1.7
+    ang = torch.rand(pole_n, generator=g) * 2 * torch.pi
+    parts.append(torch.stack([-8 + 0.15 * ang.cos(), 4 + 0.15 * ang.sin(), h], 1))
+    return torch.cat(parts)[torch.randperm(n, generator=g)]
+
+
 def batch_scenes(
     seeds: Sequence[int], sensor: str = "lidar", scene_options: Optional[dict] = None, **scan_options
 ) -> SceneBatch:

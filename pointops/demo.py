@@ -4,8 +4,8 @@
                             [--height-out pointops_height.png] [--bev-out pointops_bev.png] [--device cuda]
 
 Runs on CUDA when available, else on the CPU. Every picture is a top view with x forward pointing
-up and y left pointing left (seed 004's layout). `--out`: the cloud in grey, the farthest point
-samples in red. `--height-out`: seed 004's grayscale height image (the highest point per 0.1 m
+up and y left pointing left (forward_up). `--out`: the cloud in grey, the farthest point
+samples in red. `--height-out`: the grayscale height image (the highest point per 0.1 m
 cell, 0..255 over the z range). `--bev-out`: a Complex-YOLO style 3-channel BEV image: red = max
 z, green = log density, blue = the intensity of the highest point (the scene has no intensity, so
 it is synthesized from range). Needs nothing beyond torch and numpy (the PNGs are written with zlib).
@@ -20,29 +20,6 @@ import torch
 
 import pointops
 from pointops import datasets
-
-
-def generated_scene(n: int, seed: int = 0) -> torch.Tensor:
-    """A ground plane, two walls, a box and a pole, sampled densely near the origin as a LiDAR
-    sees it (points thin out with range), (n, 3) float32."""
-    g = torch.Generator().manual_seed(seed)
-    parts = []
-    ground_n, wall_n, box_n, pole_n = int(n * 0.55), int(n * 0.2), int(n * 0.15), n - int(n * 0.9)
-    r = torch.rand(ground_n, generator=g) ** 2 * 40.0
-    a = torch.rand(ground_n, generator=g) * 2 * torch.pi
-    parts.append(torch.stack([r * a.cos(), r * a.sin(), torch.randn(ground_n, generator=g) * 0.02 - 1.7], 1))
-    t = torch.rand(wall_n, generator=g)
-    parts.append(torch.stack([t * 60 - 30, torch.full_like(t, 12.0), torch.rand(wall_n, generator=g) * 4 - 1.7], 1))
-    u = torch.rand(box_n, 3, generator=g) * torch.tensor([4.0, 2.0, 1.6]) + torch.tensor([6.0, -5.0, -1.7])
-    face = torch.randint(0, 3, (box_n,), generator=g)
-    u[torch.arange(box_n), face] = torch.where(torch.rand(box_n, generator=g) < 0.5,
-                                               torch.tensor([6.0, -5.0, -1.7])[face],
-                                               torch.tensor([10.0, -3.0, -0.1])[face])
-    parts.append(u)
-    h = torch.rand(pole_n, generator=g) * 6 - 1.7
-    ang = torch.rand(pole_n, generator=g) * 2 * torch.pi
-    parts.append(torch.stack([-8 + 0.15 * ang.cos(), 4 + 0.15 * ang.sin(), h], 1))
-    return torch.cat(parts)[torch.randperm(n, generator=g)]
 
 
 def write_png(path: str, rgb: np.ndarray) -> None:
@@ -89,7 +66,7 @@ def with_intensity(cloud: torch.Tensor) -> torch.Tensor:
 def bev_picture(points: torch.Tensor) -> np.ndarray:
     """(1, N, 4) -> (rows, cols, 3) uint8: max z, density and top intensity as red, green, blue."""
     image = pointops.bev_rasterize(points, ["max_z", "density", "top_feature", "occupancy"], None,
-                                   DEMO_RANGE, DEMO_CELL, seed_layout=True)[0]
+                                   DEMO_RANGE, DEMO_CELL, forward_up=True)[0]
     red = (image[0] - DEMO_RANGE[2]) / (DEMO_RANGE[5] - DEMO_RANGE[2])
     rgb = torch.stack([red, image[1], image[2]], -1) * image[3].unsqueeze(-1)
     return (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
@@ -123,12 +100,12 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
 
-    cloud = generated_scene(args.points).to(args.device).unsqueeze(0)
+    cloud = datasets.sampled_street(args.points).to(args.device).unsqueeze(0)
     pointops.farthest_point_sampling(cloud[:, :1000], 8)  # warm-up
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    samples, indices = pointops.sample_farthest_points(cloud, args.k)
+    samples, indices = pointops.sample_farthest_points(cloud, K=args.k)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     elapsed = (time.perf_counter() - t0) * 1e3

@@ -4,23 +4,39 @@ Planes: every point votes, for each orientation (phi, theta) of a grid or of the
 in the rho bin of rho = n . p; the binning, the sphere's seams and the NaN rules are in
 csrc/hough/planes.h. Counts (and weighted sums, summed in point order) are identical on CPU and
 CUDA. ``hough_peaks`` is the shared non-maximum suppression + top-k for any accumulator.
+``plane_labels`` and ``plane_refit`` assign points to planes and refit planes to their inliers
+(csrc/hough/plane_fit.h). None of these ops has a gradient: their outputs never require grad.
 """
 import math
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ._fake import rho_bins  # noqa: F401  (n_rho, public: the accumulators' last size)
+from ._checks import check_floating, check_same_device
+
+
+def rho_bins(rho_step: float, rho_max: float) -> int:
+    """n_rho = max(1, round(2 rho_max / rho_step)): the rho bins tile [-rho_max, rho_max) in steps
+    of 2 rho_max / n_rho (the float64 formula of check_planes_args in csrc/hough/planes_cpu.cpp)."""
+    return max(1, int(math.floor(2.0 * rho_max / rho_step + 0.5)))
+
+
+def ball_cell_count(n_phi: int, n_theta: int) -> int:
+    """Cells of the equal-area ball layout (csrc/hough/planes.h), with the C++ formula."""
+    total = 0
+    for i in range(n_phi):
+        total += max(1, int(math.floor(n_theta * math.sin((i + 0.5) * math.pi / n_phi) + 0.5)))
+    return total
 
 
 def hough_planes(
     points: Tensor,
     rho_step: float,
     rho_max: float,
+    lengths: Optional[Tensor] = None,
     n_phi: int = 180,
     n_theta: int = 180,
-    lengths: Optional[Tensor] = None,
     weights: Optional[Tensor] = None,
 ) -> Tensor:
     """Plane Hough accumulator on the (phi, theta, rho) grid.
@@ -28,9 +44,9 @@ def hough_planes(
     Args:
         points: (B, N, 3) floating (computed in float32).
         rho_step, rho_max: rho bins over [-rho_max, rho_max) (see :func:`rho_bins`).
+        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
         n_phi, n_theta: orientation cells; centres phi_i = (i + 0.5) pi / n_phi over [0, pi] and
             theta_j = (j + 0.5) pi / n_theta over the half-turn [0, pi).
-        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
         weights: (B, N) per-point weights; None counts votes.
 
     Returns:
@@ -43,9 +59,9 @@ def hough_planes_ball(
     points: Tensor,
     rho_step: float,
     rho_max: float,
+    lengths: Optional[Tensor] = None,
     n_phi: int = 180,
     n_theta: int = 180,
-    lengths: Optional[Tensor] = None,
     weights: Optional[Tensor] = None,
 ) -> Tensor:
     """Plane Hough accumulator on the equal-area ball: ring i (phi_i as in :func:`hough_planes`)
@@ -67,6 +83,13 @@ def ball_cells(n_phi: int, n_theta: int) -> Tuple[Tensor, Tensor]:
     return phi, theta
 
 
+class Peaks(NamedTuple):
+    """Output of :func:`hough_peaks` (B accumulators, k peaks)."""
+
+    votes: Tensor  # (B, k) in the accumulator's dtype, descending; 0 where no peak
+    indices: Tensor  # (B, k, ndim) int64 bin of each peak; -1 where no peak
+
+
 def hough_peaks(
     acc: Tensor,
     radius: List[int],
@@ -74,7 +97,7 @@ def hough_peaks(
     min_votes: float = 1.0,
     periodic: Optional[List[bool]] = None,
     plane_seam: bool = False,
-) -> Tuple[Tensor, Tensor]:
+) -> Peaks:
     """Non-maximum suppression and top-k of any accumulator (B, *dims), int32 or float32.
 
     A bin is a peak when its votes are > 0 and >= min_votes and no bin in the box of half-width
@@ -88,15 +111,17 @@ def hough_peaks(
     """
     if periodic is None:
         periodic = [False] * (acc.dim() - 1)
-    return torch.ops.pointops.hough_peaks(acc, radius, periodic, min_votes, k, plane_seam)
+    votes, indices = torch.ops.pointops.hough_peaks(acc, radius, periodic, min_votes, k, plane_seam)
+    return Peaks(votes, indices)
 
 
-def hough_plane_peaks(acc: Tensor, k: int, radius: Optional[List[int]] = None, min_votes: float = 1.0) -> Tuple[Tensor, Tensor]:
+def hough_plane_peaks(acc: Tensor, k: int, radius: Optional[List[int]] = None, min_votes: float = 1.0) -> Peaks:
     """:func:`hough_peaks` of a :func:`hough_planes` grid with the sphere's seams glued
     (default radius one bin in phi, theta and rho)."""
     if radius is None:
         radius = [1, 1, 1]
-    return torch.ops.pointops.hough_peaks(acc, radius, [False, False, False], min_votes, k, True)
+    votes, indices = torch.ops.pointops.hough_peaks(acc, radius, [False, False, False], min_votes, k, True)
+    return Peaks(votes, indices)
 
 
 def _rho_centres(rho_index: Tensor, rho_step: float, rho_max: float) -> Tensor:
@@ -140,3 +165,105 @@ def ball_peaks_to_planes(
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(phi, math.nan).unsqueeze(-1), _normals(phi, theta))
     offsets = torch.where(missing, torch.full_like(phi, math.nan), _rho_centres(indices[..., 1], rho_step, rho_max))
     return normals, offsets
+
+
+def plane_labels(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None) -> Tensor:
+    """The first plane within ``threshold`` of each point, else -1.
+
+    Args:
+        points: (B, N, 3) floating (computed in float32).
+        planes: (B, K, 4) rows (nx, ny, nz, d) of the planes n . p = d, K <= 1024; a row with a
+            NaN/Inf entry matches no point.
+        threshold: the largest |n . p - d| that counts, >= 0.
+        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
+
+    Returns:
+        (B, N) int64: the lowest k with |n_k . p - d_k| <= threshold; -1 for points on no plane,
+        past lengths[b], or with a NaN/Inf coordinate. Identical on CPU and CUDA.
+    """
+    return torch.ops.pointops.plane_labels(points, lengths, planes, threshold)
+
+
+class PlaneFit(NamedTuple):
+    """Output of :func:`plane_refit`."""
+
+    planes: Tensor  # (B, K, 4) float32 refit planes (unit normal, offset)
+    inliers: Tensor  # (B, K) int64 points within the threshold of each input plane
+
+
+def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None) -> PlaneFit:
+    """Least-squares refit of each plane to its inliers (the points :func:`plane_labels` gives it).
+
+    The normal is the covariance's smallest-eigenvalue direction, turned to within 90 degrees of
+    the row's normal, and the plane passes through the inliers' centroid. Rows with fewer than 3
+    inliers, or with inliers all on one line, keep their values.
+
+    Returns:
+        :class:`PlaneFit` (planes (B, K, 4) float32, inliers (B, K) int64); identical on CPU and
+        CUDA (the moments are exact integer sums; see csrc/hough/plane_fit.h).
+    """
+    fitted, inliers = torch.ops.pointops.plane_refit(points, lengths, planes, threshold)
+    return PlaneFit(fitted, inliers)
+
+
+# ---- fake kernels: output shapes and dtypes from the arguments alone ----
+
+
+def _check_cloud3(points: Tensor, lengths: Optional[Tensor]) -> None:
+    torch._check(points.dim() == 3 and points.shape[2] == 3,
+                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
+    check_floating(points, "points")
+    check_same_device(lengths, "lengths", points)
+
+
+def _check_planes_grid(points, lengths, weights, n_phi, n_theta, rho_step, rho_max) -> None:
+    _check_cloud3(points, lengths)
+    check_same_device(weights, "weights", points)
+    torch._check(n_phi >= 1 and n_theta >= 1, lambda: f"n_phi and n_theta must be >= 1, got {n_phi}, {n_theta}")
+    torch._check(rho_step > 0 and rho_max > 0, lambda: f"rho_step and rho_max must be > 0, got {rho_step}, {rho_max}")
+
+
+@torch.library.register_fake("pointops::hough_planes")
+def _hough_planes_fake(points, lengths, weights, n_phi, n_theta, rho_step, rho_max):
+    _check_planes_grid(points, lengths, weights, n_phi, n_theta, rho_step, rho_max)
+    dtype = torch.int32 if weights is None else torch.float32
+    return points.new_empty((points.shape[0], n_phi, n_theta, rho_bins(rho_step, rho_max)), dtype=dtype)
+
+
+@torch.library.register_fake("pointops::hough_planes_ball")
+def _hough_planes_ball_fake(points, lengths, weights, n_phi, n_theta, rho_step, rho_max):
+    _check_planes_grid(points, lengths, weights, n_phi, n_theta, rho_step, rho_max)
+    dtype = torch.int32 if weights is None else torch.float32
+    shape = (points.shape[0], ball_cell_count(n_phi, n_theta), rho_bins(rho_step, rho_max))
+    return points.new_empty(shape, dtype=dtype)
+
+
+@torch.library.register_fake("pointops::hough_peaks")
+def _hough_peaks_fake(acc, radius, periodic, min_votes, k, plane_seam=False):
+    torch._check(acc.dim() >= 2, lambda: f"acc must have shape (B, *dims), got {tuple(acc.shape)}")
+    torch._check(acc.dtype in (torch.int32, torch.float32), lambda: f"acc must be int32 or float32, got {acc.dtype}")
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    batch = acc.shape[0]
+    return acc.new_empty((batch, k)), acc.new_empty((batch, k, acc.dim() - 1), dtype=torch.int64)
+
+
+def _check_plane_fit(points, lengths, planes, threshold):
+    _check_cloud3(points, lengths)
+    torch._check(planes.dim() == 3 and planes.shape[0] == points.shape[0] and planes.shape[2] == 4,
+                 lambda: f"planes must have shape (B, K, 4) with B = {points.shape[0]}, got {tuple(planes.shape)}")
+    check_floating(planes, "planes")
+    check_same_device(planes, "planes", points)
+    torch._check(planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}")
+    torch._check(math.isfinite(threshold) and threshold >= 0, lambda: f"threshold must be finite and >= 0, got {threshold}")
+
+
+@torch.library.register_fake("pointops::plane_labels")
+def _plane_labels_fake(points, lengths, planes, threshold):
+    _check_plane_fit(points, lengths, planes, threshold)
+    return points.new_empty(points.shape[:2], dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::plane_refit")
+def _plane_refit_fake(points, lengths, planes, threshold):
+    _check_plane_fit(points, lengths, planes, threshold)
+    return planes.new_empty(planes.shape, dtype=torch.float32), planes.new_empty(planes.shape[:2], dtype=torch.int64)

@@ -5,10 +5,19 @@ picked, ties to the lowest index; no point is picked twice (after all remaining 
 the lowest-index unpicked point follows); points with NaN/Inf coordinates are never picked; when a
 cloud runs out of points the row continues with index -1 (or repeats, ``pad="repeat"``).
 """
-from typing import Optional, Tuple, Union
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
+
+from ._checks import check_floating, check_same_device, distance_dtype
+
+
+class SampledIndices(NamedTuple):
+    """Output of :func:`farthest_point_sampling` (B clouds, k picks)."""
+
+    indices: Tensor  # (B, k) int64 into each cloud's rows (packed: into the packed rows); -1 past the cloud's end
+    distances: Tensor  # (B, k) squared selection distances: +inf first, -1 past the end (float64 for float64 points)
 
 
 def _random_start(lengths: Tensor) -> Tensor:
@@ -24,12 +33,12 @@ def _repeat_valid(indices: Tensor, distances: Tensor) -> Tuple[Tensor, Tensor]:
     return torch.gather(indices, 1, slot), torch.gather(distances, 1, slot)
 
 
-def _apply_pad(result: Tuple[Tensor, Tensor], pad: str) -> Tuple[Tensor, Tensor]:
+def _apply_pad(indices: Tensor, distances: Tensor, pad: str) -> SampledIndices:
     if pad == "repeat":
-        return _repeat_valid(result[0], result[1])
-    if pad != "minus_one":
+        indices, distances = _repeat_valid(indices, distances)
+    elif pad != "minus_one":
         raise ValueError('pad must be "minus_one" or "repeat", got "' + pad + '"')
-    return result
+    return SampledIndices(indices, distances)
 
 
 def _resolve_start(
@@ -52,9 +61,8 @@ def farthest_point_sampling(
     lengths: Optional[Tensor] = None,
     start: Optional[Tensor] = None,
     random_start: bool = False,
-    return_distances: bool = False,
     pad: str = "minus_one",
-) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+) -> SampledIndices:
     """Farthest point sampling of padded clouds.
 
     Args:
@@ -64,20 +72,17 @@ def farthest_point_sampling(
         start: (B,) int64 index of each cloud's first pick (default 0); a start outside the cloud
             or at a NaN/Inf point falls back to the cloud's lowest-index finite point.
         random_start: draw the start uniformly in [0, lengths[b]) with torch's generator.
-        return_distances: also return the squared selection distances.
         pad: what fills a row past the cloud's last finite point: "minus_one" (index -1,
             distance -1) or "repeat" (the row's valid picks again, in order, as PV-RCNN does).
 
     Returns:
-        indices (B, k) int64 into each cloud; with return_distances, also distances (B, k): the
-        squared distance from each pick to the points picked before it (+inf for the first pick,
-        -1 past the cloud's end), float64 for float64 points, float32 otherwise.
+        :class:`SampledIndices` ``(indices (B, k) int64, distances (B, k))``: the squared distance
+        from each pick to the points picked before it (+inf for the first pick, -1 past the
+        cloud's end), float64 for float64 points, float32 otherwise.
     """
     start = _resolve_start(start, random_start, lengths, points.shape[0], points.shape[1], points.device)
-    indices, distances = _apply_pad(torch.ops.pointops.fps(points, lengths, start, k), pad)
-    if return_distances:
-        return indices, distances
-    return indices
+    indices, distances = torch.ops.pointops.fps(points, lengths, start, k)
+    return _apply_pad(indices, distances, pad)
 
 
 def farthest_point_sampling_packed(
@@ -86,33 +91,86 @@ def farthest_point_sampling_packed(
     k: int,
     start: Optional[Tensor] = None,
     random_start: bool = False,
-    return_distances: bool = False,
     pad: str = "minus_one",
-) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+) -> SampledIndices:
     """Farthest point sampling of packed clouds: cloud b is rows [offsets[b], offsets[b+1]) of
     points (P, D). ``start`` indexes within each cloud; the returned indices index rows of P.
+    ``offsets`` must be non-decreasing: the CPU kernel raises an error otherwise; the CUDA kernel,
+    which cannot look without a host sync, treats a decreasing pair as an empty cloud.
     Otherwise as :func:`farthest_point_sampling`."""
     lengths: Optional[Tensor] = None
     if random_start:
         lengths = offsets[1:] - offsets[:-1]
     start = _resolve_start(start, random_start, lengths, offsets.shape[0] - 1, 0, points.device)
-    indices, distances = _apply_pad(torch.ops.pointops.fps_packed(points, offsets, start, k), pad)
-    if return_distances:
-        return indices, distances
-    return indices
+    indices, distances = torch.ops.pointops.fps_packed(points, offsets, start, k)
+    return _apply_pad(indices, distances, pad)
 
 
 def sample_farthest_points(
     points: Tensor,
-    k: int,
     lengths: Optional[Tensor] = None,
-    start: Optional[Tensor] = None,
-    random_start: bool = False,
+    K: Union[int, List[int], Tensor] = 50,
+    random_start_point: bool = False,
 ) -> Tuple[Tensor, Tensor]:
-    """The sampled points themselves, pytorch3d style: returns (sampled (B, k, D), indices (B, k)).
-    Rows past a cloud's last valid pick hold zeros and index -1."""
-    start = _resolve_start(start, random_start, lengths, points.shape[0], points.shape[1], points.device)
+    """pytorch3d's ``sample_farthest_points``, with its signature, defaults and outputs.
+
+    Args:
+        points: (N, P, D) clouds. lengths: (N,) int64 points per cloud, or None (all P).
+        K: samples per cloud: an int, or a list / (N,) tensor of per-cloud counts.
+        random_start_point: start each cloud at a random point (drawn with torch's generator,
+            where pytorch3d uses Python's ``random``) instead of index 0.
+
+    Returns:
+        (selected_points (N, max K, D), selected_indices (N, max K) int64): rows past a cloud's
+        K or its last valid pick hold zeros and index -1, as in pytorch3d. A list or tensor K
+        reads its maximum on the host (one sync, as pytorch3d does); an int K does not.
+    """
+    batch = points.shape[0]
+    per_cloud: Optional[Tensor] = None
+    if isinstance(K, int):
+        k = K
+    else:
+        if isinstance(K, Tensor):
+            per_cloud = K.to(device=points.device, dtype=torch.int64)
+        else:
+            per_cloud = torch.tensor(K, dtype=torch.int64, device=points.device)
+        if per_cloud.shape != (batch,):
+            raise ValueError("K must be an int or have one entry per cloud (" + str(batch) + "), got shape "
+                             + str(list(per_cloud.shape)))
+        k = int(per_cloud.max().item()) if batch > 0 else 0
+    start = _resolve_start(None, random_start_point, lengths, batch, points.shape[1], points.device)
     indices, _ = torch.ops.pointops.fps(points, lengths, start, k)
+    if per_cloud is not None:
+        beyond = torch.arange(k, device=points.device).unsqueeze(0) >= per_cloud.unsqueeze(1)
+        indices = torch.where(beyond, torch.full_like(indices, -1), indices)
     gathered = torch.gather(points, 1, indices.clamp(min=0).unsqueeze(-1).expand(-1, -1, points.shape[2]))
     sampled = torch.where((indices >= 0).unsqueeze(-1), gathered, torch.zeros_like(gathered))
     return sampled, indices
+
+
+# ---- fake kernels: output shapes and dtypes from the arguments alone ----
+
+
+@torch.library.register_fake("pointops::fps")
+def _fps_fake(points, lengths, start, k):
+    torch._check(points.dim() == 3, lambda: f"points must have shape (B, N, D), got {tuple(points.shape)}")
+    check_floating(points, "points")
+    check_same_device(lengths, "lengths", points)
+    check_same_device(start, "start", points)
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    batch = points.shape[0]
+    return (points.new_empty((batch, k), dtype=torch.int64),
+            points.new_empty((batch, k), dtype=distance_dtype(points)))
+
+
+@torch.library.register_fake("pointops::fps_packed")
+def _fps_packed_fake(points, offsets, start, k):
+    torch._check(points.dim() == 2, lambda: f"points must have shape (P, D), got {tuple(points.shape)}")
+    check_floating(points, "points")
+    torch._check(offsets.dim() == 1, lambda: f"offsets must have shape (B + 1,), got {tuple(offsets.shape)}")
+    check_same_device(offsets, "offsets", points)
+    check_same_device(start, "start", points)
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    batch = offsets.shape[0] - 1
+    return (points.new_empty((batch, k), dtype=torch.int64),
+            points.new_empty((batch, k), dtype=distance_dtype(points)))

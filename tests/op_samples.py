@@ -61,7 +61,7 @@ def _pillar_samples(device: str, batch: int = 2, pillars: int = 40, channels: in
     coords = torch.stack([torch.zeros(batch, pillars, dtype=torch.int32),
                           torch.randint(-1, 7, (batch, pillars), generator=g, dtype=torch.int32),
                           torch.randint(-1, 9, (batch, pillars), generator=g, dtype=torch.int32)], -1).to(device)
-    num_voxels = torch.tensor([pillars, pillars // 3][:batch], dtype=torch.int32, device=device)
+    num_voxels = torch.tensor([pillars, pillars // 3][:batch], dtype=torch.int64, device=device)
     return features, coords, num_voxels
 
 
@@ -120,13 +120,26 @@ def _voxelize_samples(device: str) -> List[tuple]:
     g = torch.Generator().manual_seed(2)
     points = (torch.rand(3, 60, 4, generator=g) * 4 - 0.5).to(device)  # some outside the range
     lengths = torch.tensor([60, 25, 0], device=device)
-    size, pc_range = [0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]
+    size, point_range = [0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]
     return [
-        (points, lengths, size, pc_range, 4, 30),
-        (points, None, size, pc_range, 2, 5),  # more voxels than max_voxels
-        (points.double(), lengths, size, pc_range, 3, 40),
+        (points, lengths, size, point_range, 4, 30),
+        (points, None, size, point_range, 2, 5),  # more voxels than max_voxels
+        (points.double(), lengths, size, point_range, 3, 40),
         (torch.rand(2, 30, 3, generator=g).to(device), None, [0.25, 0.25, 0.25], [0, 0, 0, 1, 1, 1], 0, 64),
     ]
+
+
+def _plane_scene(device: str) -> torch.Tensor:
+    """Two clouds of 400 points on three planes (floor, two walls) with a little noise."""
+    g = torch.Generator().manual_seed(5)
+    uv = torch.rand(2, 400, 2, generator=g) * 4 - 2
+    which = torch.arange(400) % 3
+    noise = torch.randn(2, 400, generator=g) * 0.005
+    floor = torch.stack([uv[..., 0], uv[..., 1], noise], -1)
+    wall_x = torch.stack([2.0 + noise, uv[..., 0], uv[..., 1] + 2], -1)
+    wall_y = torch.stack([uv[..., 0], 2.0 + noise, uv[..., 1] + 2], -1)
+    points = torch.where((which == 0).view(1, -1, 1), floor, torch.where((which == 1).view(1, -1, 1), wall_x, wall_y))
+    return points.to(device)
 
 
 # op name (without namespace) -> sample argument tuples for a device
@@ -159,7 +172,7 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         lambda d: (torch.rand(50, 3, device=d), torch.tensor([0, 20, 50], device=d), 6),
     ),
     "sample_farthest_points": WrapperCase(
-        pointops.sample_farthest_points, lambda d: (torch.rand(2, 64, 3, device=d), 10)
+        pointops.sample_farthest_points, lambda d: (torch.rand(2, 64, 3, device=d), None, 10)
     ),
     "bev_rasterize": WrapperCase(
         pointops.bev_rasterize,
@@ -174,11 +187,11 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     ),
     "pillar_scatter": WrapperCase(pointops.pillar_scatter, lambda d: _pillar_samples(d) + (6, 8)),
     "hough_planes": WrapperCase(
-        pointops.hough_planes, lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, 4, 5, torch.tensor([30, 9], device=d))
+        pointops.hough_planes, lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, torch.tensor([30, 9], device=d), 4, 5)
     ),
     "hough_planes_ball": WrapperCase(
         pointops.hough_planes_ball,
-        lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, 4, 6, None, torch.rand(2, 30, device=d)),
+        lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, None, 4, 6, torch.rand(2, 30, device=d)),
     ),
     "hough_peaks": WrapperCase(
         pointops.hough_peaks, lambda d: (torch.randint(0, 4, (2, 6, 7), dtype=torch.int32, device=d), [1, 1], 5)
@@ -194,11 +207,14 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         pointops.ball_peaks_to_planes, lambda d: (torch.tensor([[[3, 1], [-1, -1]]], device=d), 4, 6, 0.25, 2.0)
     ),
     "plane_labels": WrapperCase(pointops.plane_labels, lambda d: _plane_fit_wrapper_args(d)),
-    "refit_planes": WrapperCase(pointops.refit_planes, lambda d: _plane_fit_wrapper_args(d)),
+    "plane_refit": WrapperCase(pointops.plane_refit, lambda d: _plane_fit_wrapper_args(d)),
     "voxelize": WrapperCase(
         pointops.voxelize,
         lambda d: (torch.rand(2, 64, 4, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0], 4, 16,
                    torch.tensor([64, 30], device=d)),
+    ),
+    "detect_planes": WrapperCase(
+        pointops.detect_planes, lambda d: (_plane_scene(d), 3, torch.tensor([400, 250], device=d), "indoor")
     ),
     "voxelize_dynamic": WrapperCase(
         pointops.voxelize_dynamic,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import pointops
-from tests import reference
+from pointops.reference import bev as reference
 
 NAN = float("nan")
 INF = float("inf")
@@ -29,7 +29,7 @@ def rasterize(points, channels, lengths=None, point_range=RANGE, cell_size=CELL,
     device_lengths = None if lengths is None else lengths.to(points.device)
     return torch.ops.pointops.bev_rasterize(points, device_lengths, point_range, cell_size, channels,
                                             kw.get("feature_column", 3), kw.get("density_base", 64.0),
-                                            kw.get("height_slices", SLICES), kw.get("seed_layout", False))
+                                            kw.get("height_slices", SLICES), kw.get("forward_up", False))
 
 
 def channel_slices(channels, slices=SLICES):
@@ -80,14 +80,14 @@ def scene(batch=3, n=400, dims=5, seed=0, dtype=torch.float32):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("seed_layout", [False, True])
-def test_every_channel_matches_reference(device, dtype, seed_layout):
+@pytest.mark.parametrize("forward_up", [False, True])
+def test_every_channel_matches_reference(device, dtype, forward_up):
     points = scene(dtype=dtype)
     lengths = torch.tensor([400, 250, 0])
     expected = reference.bev_rasterize(points, RANGE, CELL, ALL, lengths, height_slices=SLICES,
-                                       seed_layout=seed_layout)
-    actual = rasterize(points.to(device), ALL, lengths, seed_layout=seed_layout)
-    assert actual.shape == (3, 9 + SLICES, *((16, 15) if seed_layout else (15, 16)))
+                                       forward_up=forward_up)
+    actual = rasterize(points.to(device), ALL, lengths, forward_up=forward_up)
+    assert actual.shape == (3, 9 + SLICES, *((16, 15) if forward_up else (15, 16)))
     assert_matches_reference(actual, expected, ALL)
 
 
@@ -218,10 +218,10 @@ def test_feature_column_choice(device):
         torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
 
 
-def test_seed_layout_is_the_rotated_image(device):
+def test_forward_up_is_the_rotated_image(device):
     points = scene(seed=6).to(device)
     canonical = rasterize(points, ALL)
-    seed = rasterize(points, ALL, seed_layout=True)
+    seed = rasterize(points, ALL, forward_up=True)
     torch.testing.assert_close(seed, canonical.transpose(-1, -2).flip(-1, -2), rtol=0, atol=0)
 
 
@@ -229,12 +229,12 @@ def test_height_image_is_seed_004(device):
     g = torch.Generator().manual_seed(7)
     cloud = torch.rand(2000, 3, generator=g) * torch.tensor([110.0, 110.0, 24.0]) - torch.tensor([5.0, 55.0, 7.0])
     cloud_range, voxel_size = [0.0, -50.0, -5.0, 100.0, 50.0, 15.0], [0.09765, 0.09765]
-    image = pointops.height_image(cloud.unsqueeze(0).to(device), preset="seed_004")
+    image = pointops.height_image(cloud.unsqueeze(0).to(device), preset="long_range_1024")
     assert image.dtype == torch.uint8 and image.shape == (1, 1024, 1024)  # (grid_x, grid_y) as in the seed
-    expected = reference.seed_height_image(cloud.numpy(), cloud_range, voxel_size)
+    expected = reference.height_image(cloud.numpy(), cloud_range, voxel_size)
     assert np.array_equal(image[0].cpu().numpy(), expected)
     assert expected.max() > 200
-    flat = pointops.height_image(cloud.unsqueeze(0).to(device), None, cloud_range, voxel_size, seed_layout=False)
+    flat = pointops.height_image(cloud.unsqueeze(0).to(device), None, cloud_range, voxel_size, forward_up=False)
     assert torch.equal(flat, image.transpose(-1, -2).flip(-1, -2))
 
 
@@ -250,9 +250,9 @@ def test_presets_and_grid_sizes():
     assert pointops.bev_grid_size(preset="kitti_bev") == (800, 704)
     assert pointops.bev_grid_size(preset="nuscenes") == (512, 512)
     assert pointops.bev_grid_size(preset="waymo") == (470, 470)
-    assert pointops.bev_grid_size(preset="seed_004") == (1024, 1024)
+    assert pointops.bev_grid_size(preset="long_range_1024") == (1024, 1024)
     assert pointops.bev_grid_size(preset="waymo", cell_size=[0.1, 0.1]) == (1504, 1504)
-    for name in pointops.bev.PRESETS:
+    for name in pointops.presets.BEV_PRESETS:
         point_range, cell_size = pointops.bev_preset(name)
         assert len(point_range) == 6 and len(cell_size) == 2
     with pytest.raises(ValueError, match="unknown BEV preset 'kitty'"):
@@ -271,7 +271,7 @@ def test_wrapper_with_preset(device):
 
 def bad(device, **overrides):
     args = dict(points=torch.rand(2, 5, 4, device=device), lengths=None, point_range=RANGE, cell_size=CELL,
-                channels=["max_z"], feature_column=3, density_base=64.0, height_slices=0, seed_layout=False)
+                channels=["max_z"], feature_column=3, density_base=64.0, height_slices=0, forward_up=False)
     args.update(overrides)
     return lambda: torch.ops.pointops.bev_rasterize(*args.values())
 
@@ -317,7 +317,7 @@ def pillars(batch=3, count=300, channels=6, height=20, width=30, seed=0, dtype=t
                           torch.randint(-2, width + 2, (batch, count), generator=g, dtype=torch.int32)], -1)
     coords[0, 7, 0] = 1  # a second z layer: ignored
     coords[0, :40] = coords[0, 40:80]  # duplicates: the lower index must win
-    num_voxels = torch.tensor(([count, count // 2, 0] + [count] * batch)[:batch], dtype=torch.int32)
+    num_voxels = torch.tensor(([count, count // 2, 0] + [count] * batch)[:batch], dtype=torch.int64)
     return features, coords, num_voxels
 
 
@@ -333,7 +333,7 @@ def test_pillar_scatter_matches_reference(device, dtype):
 def test_pillar_scatter_lowest_index_wins_a_shared_cell(device):
     features = torch.arange(12, dtype=torch.float32).reshape(1, 4, 3)
     coords = torch.tensor([[[0, 1, 2], [0, 0, 0], [0, 1, 2], [0, 0, 0]]], dtype=torch.int32)
-    num_voxels = torch.tensor([4], dtype=torch.int32)
+    num_voxels = torch.tensor([4], dtype=torch.int64)
     canvas = pointops.pillar_scatter(features.to(device), coords.to(device), num_voxels.to(device), 2, 3).cpu()
     assert canvas[0, :, 1, 2].tolist() == [0.0, 1.0, 2.0]
     assert canvas[0, :, 0, 0].tolist() == [3.0, 4.0, 5.0]
@@ -344,7 +344,7 @@ def test_pillar_scatter_ignores_padding_and_outside_cells(device):
     features = torch.ones(1, 5, 2)
     coords = torch.tensor([[[0, 0, 0], [0, -1, 0], [0, 0, 3], [1, 1, 1], [0, 1, 1]]], dtype=torch.int32)
     canvas = pointops.pillar_scatter(features.to(device), coords.to(device),
-                                     torch.tensor([4], dtype=torch.int32, device=device), 2, 3).cpu()
+                                     torch.tensor([4], device=device), 2, 3).cpu()
     assert canvas.sum() == 2 and canvas[0, :, 0, 0].tolist() == [1.0, 1.0]  # pillar 4 is padding
 
 
@@ -352,7 +352,7 @@ def test_pillar_scatter_ignores_padding_and_outside_cells(device):
 def test_pillar_scatter_empty_inputs(device, shape):
     features = torch.rand(shape, device=device)
     coords = torch.zeros(shape[0], shape[1], 3, dtype=torch.int32, device=device)
-    num_voxels = torch.full((shape[0],), shape[1], dtype=torch.int32, device=device)
+    num_voxels = torch.full((shape[0],), shape[1], dtype=torch.int64, device=device)
     canvas = torch.ops.pointops.pillar_scatter(features, coords, num_voxels, 4, 6)
     assert canvas.shape == (shape[0], shape[2], 4, 6)
     if shape[1] == 0:
@@ -370,20 +370,20 @@ def test_pillar_scatter_grid_from_preset(device):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((torch.rand(5, 4), torch.zeros(5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), 4, 4),
+        ((torch.rand(5, 4), torch.zeros(5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
          r"features must have shape \(B, P, F\)"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int64), torch.zeros(1, dtype=torch.int32), 4, 4),
+        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int64), torch.zeros(1, dtype=torch.int64), 4, 4),
          "coords must be Int"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 4, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), 4, 4),
+        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 4, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
          r"coords must have shape \[1, 5, 3\]"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), 4, 4),
+        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(2, dtype=torch.int64), 4, 4),
          r"num_voxels must have shape \[1\]"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
-         "num_voxels must be Int"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), -1, 4),
+        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), 4, 4),
+         "num_voxels must be Long"),
+        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), -1, 4),
          "height must be >= 0, got -1"),
         ((torch.ones(1, 5, 4, dtype=torch.int32), torch.zeros(1, 5, 3, dtype=torch.int32),
-          torch.zeros(1, dtype=torch.int32), 4, 4), "features must be float32"),
+          torch.zeros(1, dtype=torch.int64), 4, 4), "features must be float32"),
     ],
 )
 def test_pillar_scatter_bad_arguments(device, args, message):
@@ -405,19 +405,19 @@ SUBSETS = [["max_z", "top_feature", "density"], ["occupancy", "min_z", "max_feat
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("seed_layout", [False, True])
+@pytest.mark.parametrize("forward_up", [False, True])
 @pytest.mark.parametrize("channels", [ALL, ["mean_z", "min_z", "mean_feature", "count"], *SUBSETS])
 @pytest.mark.parametrize("cell_size", [[0.1, 0.1], [0.13, 0.17]])
-def test_cuda_equals_cpu(dtype, seed_layout, channels, cell_size):
-    from pointops.demo import generated_scene
+def test_cuda_equals_cpu(dtype, forward_up, channels, cell_size):
+    from pointops.datasets import sampled_street
 
-    clouds = torch.stack([generated_scene(60_000, seed=s) for s in range(3)])
+    clouds = torch.stack([sampled_street(60_000, seed=s) for s in range(3)])
     intensity = (clouds.norm(dim=-1, keepdim=True) / 40).clamp(max=1)
     points = torch.cat([clouds, intensity, -intensity * 1e3], -1).to(dtype)
     points[0, :50, 3] = NAN
     lengths = torch.tensor([60_000, 31_000, 0])
     kw = dict(point_range=[0.0, -40.0, -3.0, 70.4, 40.0, 1.0], cell_size=cell_size, height_slices=35,
-              seed_layout=seed_layout)
+              forward_up=forward_up)
     for column in (3, 4):
         expected = rasterize(points, channels, lengths, feature_column=column, **kw)
         actual = rasterize(points.cuda(), channels, lengths, feature_column=column, **kw)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import pointops
-from tests import reference
+from pointops.reference import hough as reference
 
 NAN = float("nan")
 INF = float("inf")
@@ -79,14 +79,14 @@ def test_other_dtypes_vote_in_float32(device, dtype):
 
 
 def test_empty_inputs(device):
-    empty_batch = pointops.hough_planes(torch.zeros(0, 5, 3, device=device), 0.1, 1.0, 4, 4)
+    empty_batch = pointops.hough_planes(torch.zeros(0, 5, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4)
     assert empty_batch.shape == (0, 4, 4, 20)
-    no_points = pointops.hough_planes(torch.zeros(2, 0, 3, device=device), 0.1, 1.0, 4, 4)
+    no_points = pointops.hough_planes(torch.zeros(2, 0, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4)
     assert no_points.shape == (2, 4, 4, 20) and int(no_points.abs().sum()) == 0
-    zero_length = pointops.hough_planes(torch.rand(2, 5, 3, device=device), 0.1, 1.0, 4, 4,
+    zero_length = pointops.hough_planes(torch.rand(2, 5, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4,
                                         lengths=torch.tensor([0, -3], device=device))
     assert int(zero_length.abs().sum()) == 0
-    long_length = pointops.hough_planes(torch.rand(1, 5, 3, device=device) * 0.5, 0.1, 1.0, 4, 4,
+    long_length = pointops.hough_planes(torch.rand(1, 5, 3, device=device) * 0.5, 0.1, 1.0, n_phi=4, n_theta=4,
                                         lengths=torch.tensor([99], device=device))
     assert int(long_length.sum()) == 5 * 16  # clamped to N; |p| < 0.87, so every rho is in range
 
@@ -126,7 +126,7 @@ def test_synthetic_planes_are_found(device):
         plane_points(tilted, -1.23, 1500, 0.005, 1),
         torch.rand(500, 3, generator=torch.Generator().manual_seed(2)) * 4 - 2,
     ]).unsqueeze(0).to(device)
-    acc = pointops.hough_planes(cloud, rho_step, rho_max, n_phi, n_theta)
+    acc = pointops.hough_planes(cloud, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
     votes, idx = pointops.hough_plane_peaks(acc, k=2, radius=[2, 2, 2])
     found = {tuple(r) for r in idx[0].tolist()}
     n_rho = pointops.rho_bins(rho_step, rho_max)
@@ -219,7 +219,7 @@ def test_plane_seam_finds_one_peak_for_a_plane_on_the_seam(device):
     n_phi, n_theta, rho_step, rho_max = 12, 12, 0.4, 2.0
     phi = 3.5 * math.pi / n_phi
     cloud = plane_points((math.sin(phi), 0.0, math.cos(phi)), 0.8, 3000, 0.0, 5).unsqueeze(0).to(device)
-    acc = pointops.hough_planes(cloud, rho_step, rho_max, n_phi, n_theta)
+    acc = pointops.hough_planes(cloud, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
     glued, _ = pointops.hough_plane_peaks(acc, k=3, radius=[1, 1, 1], min_votes=1000)
     unglued, idx = pointops.hough_peaks(acc, [1, 1, 1], k=3, min_votes=1000)
     assert int((glued > 0).sum()) == 1 and int((unglued > 0).sum()) == 2

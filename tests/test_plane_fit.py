@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import pointops
-from tests import reference
+from pointops.reference import hough as reference
 
 NAN = float("nan")
 INF = float("inf")
@@ -56,7 +56,7 @@ def test_labels_threshold_is_inclusive_and_zero_allowed(device):
 def test_refit_matches_numpy_eigh(device):
     points, planes, lengths = planar_clouds(1)
     expected, counts = reference.plane_refit(points, planes, 0.1, lengths)
-    refit, inliers = pointops.refit_planes(points.to(device), planes.to(device), 0.1, lengths.to(device))
+    refit, inliers = pointops.plane_refit(points.to(device), planes.to(device), 0.1, lengths.to(device))
     assert refit.dtype == torch.float32 and inliers.dtype == torch.int64
     torch.testing.assert_close(inliers.cpu(), counts, rtol=0, atol=0)
     torch.testing.assert_close(refit.cpu(), expected, rtol=0, atol=2e-6, equal_nan=True)
@@ -69,7 +69,7 @@ def test_refit_matches_numpy_eigh(device):
 def test_refit_recovers_noise_free_planes_far_from_the_origin(device):
     for shift in (0.0, 1000.0):
         points, planes, lengths = planar_clouds(2, noise=0.0, shift=shift, clutter=False)
-        refit, _ = pointops.refit_planes(points.to(device), planes.to(device), 0.2, lengths.to(device))
+        refit, _ = pointops.plane_refit(points.to(device), planes.to(device), 0.2, lengths.to(device))
         truth = torch.tensor([[0.0, 0.0, 1.0, shift], [1.0, 0.0, 0.0, 3.0 + shift], [0.0, -1.0, 0.0, 2.5 - shift]])
         scale = max(1.0, shift)
         # float32 coordinates at 1000 m are 6e-5 apart: the fit is exact to that resolution
@@ -79,15 +79,15 @@ def test_refit_recovers_noise_free_planes_far_from_the_origin(device):
 
 def test_refit_keeps_the_orientation_of_the_guess(device):
     points, planes, lengths = planar_clouds(3)
-    refit, _ = pointops.refit_planes(points.to(device), planes.to(device), 0.1, lengths.to(device))
-    flipped, _ = pointops.refit_planes(points.to(device), -planes.to(device), 0.1, lengths.to(device))
+    refit, _ = pointops.plane_refit(points.to(device), planes.to(device), 0.1, lengths.to(device))
+    flipped, _ = pointops.plane_refit(points.to(device), -planes.to(device), 0.1, lengths.to(device))
     torch.testing.assert_close(flipped[..., :3], -refit[..., :3], equal_nan=True)
 
 
 def test_refit_keeps_rows_it_cannot_determine(device):
     line = torch.tensor([[[0.0, 0.0, 0.0], [1.0, 1.0, 0.0], [2.0, 2.0, 0.0], [3.0, 3.0, 0.0], [9.0, 9.0, 9.0]]])
     planes = torch.tensor([[[0.0, 0.1, 0.995, 0.0], [1.0, 0.0, 0.0, 9.0]]])  # 4 collinear inliers, 1 inlier
-    refit, inliers = pointops.refit_planes(line.to(device), planes.to(device), 0.5)
+    refit, inliers = pointops.plane_refit(line.to(device), planes.to(device), 0.5)
     assert inliers.tolist() == [[4, 1]]
     torch.testing.assert_close(refit.cpu(), planes, rtol=0, atol=0)
 
@@ -95,22 +95,22 @@ def test_refit_keeps_rows_it_cannot_determine(device):
 def test_empty_inputs(device):
     planes = torch.rand(2, 3, 4, device=device)
     assert pointops.plane_labels(torch.rand(2, 0, 3, device=device), planes, 0.1).shape == (2, 0)
-    refit, inliers = pointops.refit_planes(torch.rand(2, 0, 3, device=device), planes, 0.1)
+    refit, inliers = pointops.plane_refit(torch.rand(2, 0, 3, device=device), planes, 0.1)
     assert torch.equal(refit, planes) and inliers.sum() == 0
     labels = pointops.plane_labels(torch.rand(2, 5, 3, device=device), planes[:, :0], 0.1)
     assert torch.all(labels == -1)
-    refit, inliers = pointops.refit_planes(torch.rand(2, 5, 3, device=device), planes[:, :0], 0.1)
+    refit, inliers = pointops.plane_refit(torch.rand(2, 5, 3, device=device), planes[:, :0], 0.1)
     assert refit.shape == (2, 0, 4) and inliers.shape == (2, 0)
     assert pointops.plane_labels(torch.rand(0, 5, 3, device=device), planes[:0], 0.1).shape == (0, 5)
     zero = torch.zeros(1, 4, 3, device=device)  # every coordinate 0: a zero extent
-    refit, inliers = pointops.refit_planes(zero, torch.tensor([[[0.0, 0.0, 1.0, 0.0]]], device=device), 0.1)
+    refit, inliers = pointops.plane_refit(zero, torch.tensor([[[0.0, 0.0, 1.0, 0.0]]], device=device), 0.1)
     assert inliers.tolist() == [[4]] and refit.tolist() == [[[0.0, 0.0, 1.0, 0.0]]]
 
 
 def test_other_dtypes_round_to_float32(device):
     points, planes, lengths = planar_clouds(4)
-    expected = pointops.refit_planes(points.to(device), planes.to(device), 0.1, lengths.to(device))
-    got = pointops.refit_planes(points.double().to(device), planes.double().to(device), 0.1, lengths.to(device))
+    expected = pointops.plane_refit(points.to(device), planes.to(device), 0.1, lengths.to(device))
+    got = pointops.plane_refit(points.double().to(device), planes.double().to(device), 0.1, lengths.to(device))
     torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
 
 
@@ -145,9 +145,9 @@ def test_cpu_equals_cuda_bit_for_bit():
     for threshold in (0.05, 0.5):
         labels = pointops.plane_labels(points, planes, threshold, lengths)
         assert torch.equal(pointops.plane_labels(points.cuda(), planes.cuda(), threshold, lengths.cuda()).cpu(), labels)
-        refit, inliers = pointops.refit_planes(points, planes, threshold, lengths)
+        refit, inliers = pointops.plane_refit(points, planes, threshold, lengths)
         for _ in range(2):  # repeated runs agree too (the moments are integer sums)
-            got, got_inliers = pointops.refit_planes(points.cuda(), planes.cuda(), threshold, lengths.cuda())
+            got, got_inliers = pointops.plane_refit(points.cuda(), planes.cuda(), threshold, lengths.cuda())
             torch.testing.assert_close(got.cpu(), refit, rtol=0, atol=0, equal_nan=True)
             assert torch.equal(got_inliers.cpu(), inliers)
         assert int(inliers.sum()) > 1000
@@ -159,7 +159,7 @@ def test_many_clouds_and_planes_on_cuda():
     g = torch.Generator().manual_seed(8)
     points = torch.rand(300, 50, 3, generator=g)
     planes = torch.cat([torch.rand(300, 1024, 3, generator=g) - 0.5, torch.rand(300, 1024, 1, generator=g) * 0.5], -1)
-    cpu = pointops.refit_planes(points, planes, 0.02)
-    cuda = pointops.refit_planes(points.cuda(), planes.cuda(), 0.02)
+    cpu = pointops.plane_refit(points, planes, 0.02)
+    cuda = pointops.plane_refit(points.cuda(), planes.cuda(), 0.02)
     torch.testing.assert_close(cuda[0].cpu(), cpu[0], rtol=0, atol=0)
     assert torch.equal(cuda[1].cpu(), cpu[1]) and int(cpu[1].sum()) > 0

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import pointops
-from tests import reference
+from pointops.reference import sampling as reference
 
 NAN = float("nan")
 INF = float("inf")
@@ -147,37 +147,61 @@ def test_packed_with_empty_cloud_and_no_clouds(device):
 def test_wrapper_options(device):
     points, lengths = ragged_clouds()
     points, lengths = points.to(device), lengths.to(device)
-    idx = pointops.farthest_point_sampling(points, 30, lengths)
-    idx2, dist = pointops.farthest_point_sampling(points, 30, lengths, return_distances=True)
-    assert torch.equal(idx, idx2) and dist.shape == (3, 30)
+    result = pointops.farthest_point_sampling(points, 30, lengths)
+    idx, dist = result
+    assert torch.equal(result.indices, idx) and torch.equal(result.distances, dist) and dist.shape == (3, 30)
+    assert_same(tuple(t.cpu() for t in result), torch.ops.pointops.fps(points.cpu(), lengths.cpu(), None, 30))
     # PV-RCNN style padding: the valid picks again, in order
-    rep = pointops.farthest_point_sampling(points, 30, lengths, pad="repeat").cpu()
+    rep = pointops.farthest_point_sampling(points, 30, lengths, pad="repeat").indices.cpu()
     assert rep[2].tolist() == (idx[2, :7].cpu().tolist() * 5)[:30]
-    sampled, sidx = pointops.sample_farthest_points(points, 30, lengths)
-    assert torch.equal(sidx, idx)
-    assert torch.equal(sampled[0], points[0, idx[0]])
-    assert (sampled[2, 7:] == 0).all()
     with pytest.raises(ValueError, match="pad must be"):
         pointops.farthest_point_sampling(points, 3, pad="wrap")
+
+
+def test_sample_farthest_points_takes_pytorch3d_calls(device):
+    """pytorch3d's documented calls: (points, lengths=None, K=50, random_start_point=False)."""
+    points, lengths = ragged_clouds()
+    points, lengths = points.to(device), lengths.to(device)
+    idx = pointops.farthest_point_sampling(points, 30, lengths).indices
+    sampled, sidx = pointops.sample_farthest_points(points, lengths, K=30)
+    assert torch.equal(sidx, idx)
+    assert torch.equal(sampled[0], points[0, idx[0]])
+    assert (sampled[2, 7:] == 0).all() and (sidx[2, 7:] == -1).all()
+    assert torch.equal(pointops.sample_farthest_points(points, lengths, 30)[1], idx)
+    default = pointops.sample_farthest_points(points[:, :, :3])
+    assert default[0].shape == (3, 50, 3) and default[1].shape == (3, 50)
+    assert default[1].dtype == torch.int64 and (default[1][:, 40:] == -1).all()
+    # a per-cloud K: a list or a tensor; rows pad to max(K) with index -1 and zero points
+    for per_cloud in ([5, 12, 3], torch.tensor([5, 12, 3], device=device)):
+        chosen, cidx = pointops.sample_farthest_points(points, lengths, K=per_cloud)
+        assert cidx.shape == (3, 12)
+        assert torch.equal(cidx[1], idx[1, :12])
+        assert torch.equal(cidx[0, :5], idx[0, :5]) and (cidx[0, 5:] == -1).all()
+        assert (cidx[2, 3:] == -1).all() and (chosen[2, 3:] == 0).all()
+    torch.manual_seed(0)
+    _, ridx = pointops.sample_farthest_points(points, lengths, K=4, random_start_point=True)
+    assert ((ridx[:, 0] >= 0) & (ridx[:, 0] < lengths)).all()
+    with pytest.raises(ValueError, match="one entry per cloud"):
+        pointops.sample_farthest_points(points, lengths, K=[3, 4])
 
 
 def test_random_start_follows_torch_seed(device):
     points, lengths = ragged_clouds()
     points, lengths = points.to(device), lengths.to(device)
     torch.manual_seed(7)
-    a = pointops.farthest_point_sampling(points, 5, lengths, random_start=True)
+    a = pointops.farthest_point_sampling(points, 5, lengths, random_start=True).indices
     torch.manual_seed(7)
-    b = pointops.farthest_point_sampling(points, 5, lengths, random_start=True)
+    b = pointops.farthest_point_sampling(points, 5, lengths, random_start=True).indices
     assert torch.equal(a, b)
     assert ((a[:, 0] >= 0) & (a[:, 0] < lengths)).all()
     starts = set()
     for seed in range(8):
         torch.manual_seed(seed)
-        starts.add(int(pointops.farthest_point_sampling(points, 1, lengths, random_start=True)[0, 0]))
+        starts.add(int(pointops.farthest_point_sampling(points, 1, lengths, random_start=True).indices[0, 0]))
     assert len(starts) > 1
     offsets = torch.tensor([0, 10, 30], device=device)
     torch.manual_seed(3)
-    p = pointops.farthest_point_sampling_packed(points[0, :30], offsets, 2, random_start=True)
+    p = pointops.farthest_point_sampling_packed(points[0, :30], offsets, 2, random_start=True).indices
     assert (p[0, 0] < 10) and (10 <= p[1, 0] < 30)
 
 
@@ -203,6 +227,25 @@ def test_random_start_follows_torch_seed(device):
 def test_bad_input_raises_clear_errors(device, call, message):
     with pytest.raises(RuntimeError, match=message):
         call(device)
+
+
+@pytest.mark.parametrize("offsets", [[0, 5, 3], [0, 2, 9], [-1, 3, 5]])
+def test_malformed_offsets_raise_on_the_cpu(offsets):
+    with pytest.raises(RuntimeError, match=r"offsets must be non-decreasing values in \[0, P = 8\]"):
+        torch.ops.pointops.fps_packed(torch.rand(8, 3), torch.tensor(offsets), None, 2)
+
+
+@pytest.mark.cuda
+def test_malformed_offsets_are_empty_clouds_on_cuda():
+    points = torch.rand(8, 3, device="cuda")
+    idx, _ = torch.ops.pointops.fps_packed(points, torch.tensor([0, 5, 3], device="cuda"), None, 2)
+    assert idx[1].tolist() == [-1, -1]
+
+
+def test_lengths_on_another_device_are_refused_when_tracing():
+    points = torch.rand(2, 5, 3)
+    with pytest.raises(RuntimeError, match="lengths must be on the same device as points"):
+        torch.ops.pointops.fps(points, torch.tensor([5, 5], device="meta"), None, 2)
 
 
 @pytest.mark.cuda

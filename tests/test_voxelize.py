@@ -1,13 +1,11 @@
 """Hard voxelization: mmcv-deterministic reference equality, edges, errors, CPU == CUDA."""
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 import torch
 
 import pointops
-from tests import reference
+from pointops.reference import bev as reference
 
 NAN = float("nan")
 INF = float("inf")
@@ -15,9 +13,9 @@ SIZE = [0.5, 0.5, 1.0]
 RANGE = [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]  # a 6 x 6 x 2 grid
 
 
-def voxelize(points, size, pc_range, max_points, max_voxels, lengths=None, device="cpu"):
+def voxelize(points, size, point_range, max_points, max_voxels, lengths=None, device="cpu"):
     lengths = None if lengths is None else lengths.to(device)
-    return torch.ops.pointops.voxelize(points.to(device), lengths, size, pc_range, max_points, max_voxels)
+    return torch.ops.pointops.voxelize(points.to(device), lengths, size, point_range, max_points, max_voxels)
 
 
 def assert_same(actual, expected):
@@ -26,10 +24,10 @@ def assert_same(actual, expected):
         torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
-def check(points, size, pc_range, max_points, max_voxels, lengths=None, device="cpu"):
+def check(points, size, point_range, max_points, max_voxels, lengths=None, device="cpu"):
     """Runs the op, compares it with the reference and returns the outputs on the CPU."""
-    actual = voxelize(points, size, pc_range, max_points, max_voxels, lengths, device)
-    assert_same(actual, reference.voxelize(points, size, pc_range, max_points, max_voxels, lengths))
+    actual = voxelize(points, size, point_range, max_points, max_voxels, lengths, device)
+    assert_same(actual, reference.voxelize(points, size, point_range, max_points, max_voxels, lengths))
     return tuple(a.cpu() for a in actual)
 
 
@@ -97,10 +95,10 @@ def test_voxels_past_max_voxels_are_dropped_with_their_points(device):
 
 def test_points_on_voxel_borders(device):
     # Exact binary sizes: a coordinate on a border belongs to the voxel above it.
-    size, pc_range = [0.25, 0.25, 0.25], [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    size, point_range = [0.25, 0.25, 0.25], [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
     x = torch.tensor([-1.0, -0.75, -0.5, 0.0, 0.25, 0.75])
     points = torch.stack([x, x.flip(0), torch.zeros(6)], 1).unsqueeze(0)
-    _, coords, _, _, point_voxel = check(points, size, pc_range, 2, 10, device=device)
+    _, coords, _, _, point_voxel = check(points, size, point_range, 2, 10, device=device)
     assert coords[0, :6, 2].tolist() == [0, 1, 2, 4, 5, 7]
     assert coords[0, :6, 1].tolist() == [7, 5, 4, 2, 1, 0]
     assert (coords[0, :6, 0] == 4).all() and point_voxel.tolist() == [list(range(6))]
@@ -128,20 +126,20 @@ def test_range_edges_are_half_open(device):
 def test_float32_rounding_near_borders_matches_reference(device):
     # KITTI's y range with 0.1 voxels (not exact in binary): coordinates on and one ulp around
     # each nominal border, where (y - y_min) / dy rounds either way.
-    pc_range, size = [0.0, -40.0, -3.0, 70.4, 40.0, 1.0], [0.1, 0.1, 0.2]
+    point_range, size = [0.0, -40.0, -3.0, 70.4, 40.0, 1.0], [0.1, 0.1, 0.2]
     border = np.float32(-40.0) + np.arange(801, dtype=np.float32) * np.float32(0.1)
     ys = np.concatenate([border, np.nextafter(border, np.float32(-np.inf)), np.nextafter(border, np.float32(np.inf))])
     xs = np.float32(70.4) - np.abs(ys) / np.float32(2)  # sweeps x up to x_max too
     points = torch.from_numpy(np.stack([xs, ys, np.zeros_like(ys)], 1)).unsqueeze(0)
-    check(points, size, pc_range, 3, 3000, device=device)
-    check(points.double(), size, pc_range, 3, 3000, device=device)
+    check(points, size, point_range, 3, 3000, device=device)
+    check(points.double(), size, point_range, 3, 3000, device=device)
 
 
 def test_range_not_a_whole_number_of_voxels(device):
     # round(1.2 / 0.25) = 5 cells along x: the last one reaches past x_max, to 1.25.
-    size, pc_range = [0.25, 1.0, 1.0], [0.0, 0.0, 0.0, 1.2, 1.0, 1.0]
+    size, point_range = [0.25, 1.0, 1.0], [0.0, 0.0, 0.0, 1.2, 1.0, 1.0]
     points = torch.tensor([[[1.1, 0.5, 0.5], [1.22, 0.5, 0.5], [1.25, 0.5, 0.5]]])
-    _, coords, _, _, point_voxel = check(points, size, pc_range, 2, 4, device=device)
+    _, coords, _, _, point_voxel = check(points, size, point_range, 2, 4, device=device)
     assert point_voxel.tolist() == [[0, 0, -1]] and coords[0, 0].tolist() == [0, 0, 4]
     # round(1.1 / 0.25) = 4: cells stop at 1.0, before x_max.
     _, _, _, _, point_voxel = check(points * 0 + torch.tensor([1.05, 0.5, 0.5]), size, [0, 0, 0, 1.1, 1, 1], 2, 4, device=device)
@@ -210,19 +208,11 @@ def test_wrappers(device):
     assert (per_point[inside] == cell[inside]).all()
 
 
-def _bench_module():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "bench.py")
-    spec = importlib.util.spec_from_file_location("pointops_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_bench_baseline_matches_the_op(device):
-    """tools/bench.py times voxelize against a pure PyTorch version: both must agree."""
+    """tools/bench.py times voxelize against the plain-PyTorch baseline: both must agree."""
     points = clustered_clouds(2, 400, 4, seed=9).to(device)
     expected = voxelize(points, SIZE, RANGE, 4, 25, device=device)
-    assert_same(_bench_module().torch_voxelize(points, SIZE, RANGE, 4, 25), expected)
+    assert_same(reference.voxelize_baseline(points, SIZE, RANGE, 4, 25), expected)
 
 
 BAD_ARGUMENTS = [
@@ -235,12 +225,12 @@ BAD_ARGUMENTS = [
     (dict(voxel_size=[0.5, 0.0, 0.5]), r"voxel_size\[1\] \(y\) must be finite and > 0"),
     (dict(voxel_size=[0.5, 0.5, NAN]), r"voxel_size\[2\] \(z\) must be finite and > 0"),
     (dict(voxel_size=[-0.5, 0.5, 0.5]), r"voxel_size\[0\] \(x\) must be finite and > 0"),
-    (dict(pc_range=[0.0, 0.0, 0.0, 1.0, 1.0]), r"pc_range must have 6 values"),
-    (dict(pc_range=[0.0, 2.0, 0.0, 1.0, 1.0, 1.0]), r"pc_range must have finite y_min < y_max"),
-    (dict(pc_range=[0.0, 0.0, 0.0, INF, 1.0, 1.0]), r"pc_range must have finite x_min < x_max"),
-    (dict(pc_range=[0.0, 0.0, 0.0, 0.2, 1.0, 1.0]), r"the grid must have 1 to 2\^24 voxels along x"),
+    (dict(point_range=[0.0, 0.0, 0.0, 1.0, 1.0]), r"point_range must have 6 values"),
+    (dict(point_range=[0.0, 2.0, 0.0, 1.0, 1.0, 1.0]), r"point_range must have finite y_min < y_max"),
+    (dict(point_range=[0.0, 0.0, 0.0, INF, 1.0, 1.0]), r"point_range must have finite x_min < x_max"),
+    (dict(point_range=[0.0, 0.0, 0.0, 0.2, 1.0, 1.0]), r"the grid must have 1 to 2\^24 voxels along x"),
     (dict(voxel_size=[1e-8, 0.5, 0.5]), r"the grid must have 1 to 2\^24 voxels along x"),
-    (dict(voxel_size=[1.0, 1.0, 1.0], pc_range=[0.0, 0.0, 0.0, 2.0**24, 2.0**24, 2.0**24]),
+    (dict(voxel_size=[1.0, 1.0, 1.0], point_range=[0.0, 0.0, 0.0, 2.0**24, 2.0**24, 2.0**24]),
      r"batch \* grid cells must fit int64"),
     (dict(max_points_per_voxel=-1), r"max_points_per_voxel must be >= 0"),
     (dict(max_voxels=-2), r"max_voxels must be >= 0"),
@@ -251,7 +241,7 @@ BAD_ARGUMENTS = [
 @pytest.mark.parametrize("overrides,message", BAD_ARGUMENTS)
 def test_bad_arguments_raise_clear_errors(device, overrides, message):
     args = dict(points=torch.rand(1, 10, 4), lengths=None, voxel_size=[0.5, 0.5, 0.5],
-                pc_range=[0.0, 0.0, 0.0, 1.0, 1.0, 1.0], max_points_per_voxel=4, max_voxels=8)
+                point_range=[0.0, 0.0, 0.0, 1.0, 1.0, 1.0], max_points_per_voxel=4, max_voxels=8)
     args.update(overrides)
     args = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     with pytest.raises(RuntimeError, match=message):
@@ -303,8 +293,8 @@ def test_cuda_matches_reference_on_small_clouds():
 def test_cuda_matches_cpu_with_many_clouds_and_a_large_grid():
     # 64 clouds x 2048 x 2048 x 80 cells: keys need 35 bits, past the 24 of one KITTI grid.
     points = kitti_like(64, 3000, seed=11)
-    size, pc_range = [0.05, 0.05, 0.1], [-51.2, -51.2, -5.0, 51.2, 51.2, 3.0]
-    assert_same(voxelize(points, size, pc_range, 4, 2500, device="cuda"), voxelize(points, size, pc_range, 4, 2500))
+    size, point_range = [0.05, 0.05, 0.1], [-51.2, -51.2, -5.0, 51.2, 51.2, 3.0]
+    assert_same(voxelize(points, size, point_range, 4, 2500, device="cuda"), voxelize(points, size, point_range, 4, 2500))
 
 
 @pytest.mark.cuda

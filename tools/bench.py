@@ -1,8 +1,8 @@
 """pointops benchmarks: JSON lines of (op, sizes, device, median ms, baseline ms, ratio).
 
 Times with CUDA events after warm-up and reports medians. Each op is measured against an in-repo
-baseline in the same run: for fps, the classic one-block-per-cloud kernel of seed 001
-(tools/baselines/fps_classic.cu, compiled here on first use) and, at small sizes, the pure
+baseline in the same run: for fps, the classic one-block-per-cloud kernel (OpenPCDet /
+PointNet++ style, tools/baselines/fps_classic.cu, compiled here on first use) and, at small sizes, the pure
 PyTorch loop; for bev_rasterize, the pure-PyTorch scatter_reduce + bincount image a user writes;
 for pillar_scatter, OpenPCDet's PointPillarScatter (a loop of index_put over clouds) and a batched
 index_put. BEV rows also give `hbm_fraction`: (input + output bytes) / time / the GPU's peak HBM
@@ -14,7 +14,7 @@ numbers).
 
 For hough_planes the baseline is the plane vote as a user writes it in PyTorch (a matmul for rho
 per chunk of points, then one bincount); for hough_peaks, max-pool NMS (no seam) + topk; for
-voxelize, the sort-based pure PyTorch voxelization a user would write (torch_voxelize, checked
+voxelize, the sort-based pure PyTorch voxelization a user would write (voxelize_baseline, checked
 equal to the op before timing).
 
     python tools/bench.py [--ops fps bev_rasterize pillar_scatter hough_planes hough_peaks voxelize]
@@ -32,7 +32,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: E402,F401
-from pointops.demo import generated_scene  # noqa: E402
+from pointops.reference.bev import (  # noqa: E402
+    bev_rasterize_baseline, pillar_scatter_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline)
+from pointops.reference.hough import (  # noqa: E402
+    hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
+from pointops.reference.sampling import fps_torch_loop  # noqa: E402
+from pointops.datasets import sampled_street  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -86,19 +91,6 @@ def back_to_back_ms(fn, calls=50, rounds=10):
     return statistics.median(samples)
 
 
-def torch_loop_fps(points, k):
-    """The pure PyTorch way a user writes FPS: one vectorized step per pick."""
-    b, n, _ = points.shape
-    min_dist = torch.full((b, n), float("inf"), device=points.device)
-    idx = torch.zeros(b, k, dtype=torch.int64, device=points.device)
-    last = torch.zeros(b, dtype=torch.int64, device=points.device)
-    rows = torch.arange(b, device=points.device)
-    for s in range(1, k):
-        d = ((points - points[rows, last].unsqueeze(1)) ** 2).sum(-1)
-        min_dist = torch.minimum(min_dist, d)
-        last = min_dist.argmax(1)
-        idx[:, s] = last
-    return idx
 
 
 _classic = None
@@ -137,10 +129,10 @@ def bench_fps(device, quick, plans, results):
         points = torch.rand(b, n, 3, device=device, generator=g)
         row = {"op": "fps", "B": b, "N": n, "k": k, "D": 3, "device": name, "floor_ms": floor}
         if device == "cuda":
-            row["baseline"] = "classic one-block-per-cloud kernel (seed 001)"
+            row["baseline"] = "classic one-block-per-cloud kernel (OpenPCDet style)"
             row["baseline_ms"] = time_ms(lambda: classic_module().classic_fps(points, k), device)
         if n * k <= 1024 * 512 * 32:
-            row["torch_loop_ms"] = time_ms(lambda: torch_loop_fps(points, k), device)
+            row["torch_loop_ms"] = time_ms(lambda: fps_torch_loop(points, k), device)
         for plan in plans:
             os.environ["POINTOPS_FPS_PLAN"] = "" if plan == "auto" else plan
             out = dict(row, plan=plan)
@@ -177,60 +169,22 @@ def hbm_fraction(device_name, nbytes, ms):
 def lidar_clouds(batch, n, device, seed=0):
     """(B, N, 4) x, y, z, intensity: the demo's street scene (dense near the sensor, like a LiDAR),
     one draw per cloud, with an intensity that fades with range."""
-    clouds = torch.stack([generated_scene(n, seed=seed + b) for b in range(batch)])
+    clouds = torch.stack([sampled_street(n, seed=seed + b) for b in range(batch)])
     intensity = (1.0 - clouds.norm(dim=-1, keepdim=True) / 60.0).clamp(0.0, 1.0)
     return torch.cat([clouds, intensity], -1).to(device)
 
 
-def torch_bev(points, point_range, cell_size, channels, density_base=64.0):
-    """The pure-PyTorch BEV image a user writes: a flat cell index per point, the range mask
-    (boolean indexing, one host sync), then bincount / scatter_reduce per channel."""
-    b, n, _ = points.shape
-    height, width = pointops.bev_grid_size(point_range, cell_size)
-    x, y, z, f = points.unbind(-1)
-    ix = ((x - point_range[0]) / cell_size[0]).floor().long()
-    iy = ((y - point_range[1]) / cell_size[1]).floor().long()
-    keep = ((x >= point_range[0]) & (x < point_range[3]) & (y >= point_range[1]) & (y < point_range[4])
-            & (z >= point_range[2]) & (z < point_range[5]) & (ix < width) & (iy < height))
-    batch = torch.arange(b, device=points.device).unsqueeze(1)
-    flat = ((batch * height + iy) * width + ix)[keep]
-    z, f = z[keep], f[keep]
-    cells = b * height * width
-    count = torch.bincount(flat, minlength=cells).float()
-
-    def reduce(values, how):
-        return torch.zeros(cells, device=points.device).scatter_reduce_(0, flat, values, how, include_self=False)
-
-    out = []
-    for name in channels:
-        if name == "top_feature":  # the highest point's feature, ties to the lowest index
-            max_z = reduce(z, "amax")
-            order = torch.arange(flat.numel(), device=points.device)
-            first = torch.full((cells,), flat.numel(), device=points.device)
-            first.scatter_reduce_(0, flat, torch.where(z == max_z[flat], order, flat.numel()), "amin")
-            out.append(torch.where(count > 0, f[first.clamp(max=max(flat.numel() - 1, 0))], 0.0))
-        elif name == "density":
-            out.append((torch.log(count + 1) / math.log(density_base)).clamp(max=1.0))
-        elif name == "count":
-            out.append(count)
-        elif name == "occupancy":
-            out.append((count > 0).float())
-        else:
-            kind, column = name.split("_")
-            values = z if column == "z" else f
-            out.append(reduce(values, {"max": "amax", "min": "amin", "mean": "mean"}[kind]))
-    return torch.stack(out).view(len(channels), b, height, width).transpose(0, 1)
 
 
 EIGHT_CHANNELS = ["max_z", "min_z", "mean_z", "count", "density", "max_feature", "mean_feature", "top_feature"]
 # (case, B, N, preset, channels, floor_ms, floor_ratio): (a) and (b) from issue 3
 BEV_CASES = [
     ("a", 8, 120_000, "kitti_bev", ["max_z", "top_feature", "density"], 0.08, 3.5),
-    ("b", 8, 300_000, "seed_004", EIGHT_CHANNELS, None, 3.5),
+    ("b", 8, 300_000, "long_range_1024", EIGHT_CHANNELS, None, 3.5),
 ]
 BEV_CASES_CPU = [
     ("a", 2, 20_000, "kitti_bev", ["max_z", "top_feature", "density"], None, None),
-    ("b", 1, 50_000, "seed_004", EIGHT_CHANNELS, None, None),
+    ("b", 1, 50_000, "long_range_1024", EIGHT_CHANNELS, None, None),
 ]
 
 
@@ -249,7 +203,7 @@ def bench_bev(device, quick, results):
             return pointops.bev_rasterize(points, channels, None, point_range, cell_size)
 
         def baseline():
-            return torch_bev(points, point_range, cell_size, channels)
+            return bev_rasterize_baseline(points, point_range, cell_size, channels)
 
         row["ms"] = time_ms(op, device)
         row["baseline_ms"] = time_ms(baseline, device)
@@ -267,31 +221,8 @@ def bench_bev(device, quick, results):
         print(json.dumps(row), flush=True)
 
 
-def openpcdet_pillar_scatter(features, coords, num_voxels, height, width):
-    """OpenPCDet's PointPillarScatter as it runs there: a Python loop over clouds, each reading
-    its pillar count back to the host, filling a zero canvas with index_put, then a stack."""
-    canvases = []
-    for b in range(features.shape[0]):
-        count = int(num_voxels[b])
-        c = coords[b, :count].long()
-        keep = (c[:, 0] == 0) & (c[:, 1] >= 0) & (c[:, 1] < height) & (c[:, 2] >= 0) & (c[:, 2] < width)
-        canvas = features.new_zeros(features.shape[2], height * width)
-        canvas[:, (c[:, 1] * width + c[:, 2])[keep]] = features[b, :count][keep].t()
-        canvases.append(canvas)
-    return torch.stack(canvases).view(features.shape[0], features.shape[2], height, width)
 
 
-def batched_pillar_scatter(features, coords, num_voxels, height, width):
-    """The same without the loop: one index_put over every cloud; invalid pillars go to a spare
-    cell that is cut off at the end."""
-    b, p, f = features.shape
-    c = coords.long()
-    valid = ((torch.arange(p, device=features.device) < num_voxels.unsqueeze(1)) & (c[..., 0] == 0)
-             & (c[..., 1] >= 0) & (c[..., 1] < height) & (c[..., 2] >= 0) & (c[..., 2] < width))
-    cell = torch.where(valid, c[..., 1] * width + c[..., 2], height * width)
-    canvas = features.new_zeros(b, height * width + 1, f)
-    canvas[torch.arange(b, device=features.device).unsqueeze(1), cell] = features
-    return canvas[:, :-1].view(b, height, width, f).permute(0, 3, 1, 2)
 
 
 # (B, pillars, F, H, W, floor_ratio): (c) from issue 3, OpenPCDet's KITTI grid
@@ -307,14 +238,14 @@ def bench_pillar_scatter(device, quick, results):
         features = torch.randn(b, p, f, device=device, generator=g)
         cells = torch.randperm(height * width, device=device, generator=g)[: b * p].view(b, p)
         coords = torch.stack([torch.zeros_like(cells), cells // width, cells % width], -1).int()
-        num_voxels = torch.full((b,), p - p // 10, dtype=torch.int32, device=device)
+        num_voxels = torch.full((b,), p - p // 10, dtype=torch.int64, device=device)
         row = {"op": "pillar_scatter", "case": "c", "B": b, "P": p, "F": f, "H": height, "W": width,
                "device": name, "floor_ms": None, "floor_ratio": floor_ratio,
                "baseline": "OpenPCDet PointPillarScatter (loop over clouds, index_put)"}
         row["ms"] = time_ms(lambda: pointops.pillar_scatter(features, coords, num_voxels, height, width), device)
-        row["baseline_ms"] = time_ms(lambda: openpcdet_pillar_scatter(features, coords, num_voxels, height, width), device)
+        row["baseline_ms"] = time_ms(lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width), device)
         row["batched_index_put_ms"] = time_ms(
-            lambda: batched_pillar_scatter(features, coords, num_voxels, height, width).contiguous(), device)
+            lambda: pillar_scatter_baseline(features, coords, num_voxels, height, width).contiguous(), device)
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
         row["ratio_batched_index_put"] = round(row["batched_index_put_ms"] / row["ms"], 2)
         nbytes = sum(t.numel() * t.element_size() for t in (features, coords, num_voxels)) + b * f * height * width * 4
@@ -331,27 +262,8 @@ def size_label(row, separator=" "):
     return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
 
 
-def torch_hough_planes(points, n_phi, n_theta, rho_step, rho_max, chunk=2048):
-    """Plane votes in plain PyTorch: rho by matmul per chunk of points, one bincount per chunk
-    (rejected votes go to a spare bin, so nothing syncs)."""
-    n_rho = pointops.rho_bins(rho_step, rho_max)
-    normals = pointops.plane_grid_normals(n_phi, n_theta).reshape(-1, 3).to(points)
-    m = normals.shape[0]
-    base = torch.arange(m, device=points.device) * n_rho
-    acc = torch.zeros(m * n_rho + 1, dtype=torch.int64, device=points.device)
-    step = 2 * rho_max / n_rho
-    for start in range(0, points.shape[0], chunk):
-        bins = torch.floor((points[start:start + chunk] @ normals.T + rho_max) / step).long()
-        flat = torch.where((bins >= 0) & (bins < n_rho), base + bins, m * n_rho)
-        acc += torch.bincount(flat.reshape(-1), minlength=m * n_rho + 1)
-    return acc[:-1].reshape(n_phi, n_theta, n_rho)
 
 
-def torch_peaks(acc, radius, k):
-    """Max-pool NMS and topk, as a user writes it (no seam, ties not resolved)."""
-    a = acc.float().unsqueeze(1)
-    pooled = torch.nn.functional.max_pool3d(a, 2 * radius + 1, 1, radius)
-    return torch.topk((a * (a == pooled)).flatten(1), k)
 
 
 # (N, n_phi, n_theta, rho bins, floor_ms from the issue or None)
@@ -372,16 +284,16 @@ def bench_hough(device, quick, ops, results):
         points = torch.rand(1, n, 3, device=device, generator=g) * 20 - 10  # a 20 m cube
         rho_max = 17.5  # > 10 sqrt(3): every rho is in range
         rho_step = 2 * rho_max / n_rho
-        acc = pointops.hough_planes(points, rho_step, rho_max, n_phi, n_theta)
+        acc = pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
         sizes = {"B": 1, "N": n, "n_phi": n_phi, "n_theta": n_theta, "n_rho": n_rho, "device": name}
         if "hough_planes" in ops:
             row = dict(op="hough_planes", **sizes, floor_ms=floor)
-            row["ms"] = time_ms(lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi, n_theta), device)
+            row["ms"] = time_ms(lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta), device)
             row["votes_per_s"] = float("%.3g" % (n * n_phi * n_theta / (row["ms"] * 1e-3)))
             if n <= 1_000_000:
                 row["baseline"] = "PyTorch matmul + bincount per 2048 points"
                 row["baseline_ms"] = time_ms(
-                    lambda: torch_hough_planes(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1)
+                    lambda: hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1)
                 row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
             if floor is not None:
                 row["meets_floor"] = row["ms"] <= floor
@@ -391,52 +303,10 @@ def bench_hough(device, quick, ops, results):
             row = dict(op="hough_peaks", **sizes, k=16, radius=2, floor_ms=None)
             row["ms"] = time_ms(lambda: pointops.hough_plane_peaks(acc, 16, [2, 2, 2]), device)
             row["baseline"] = "max_pool3d NMS + topk (no seam)"
-            row["baseline_ms"] = time_ms(lambda: torch_peaks(acc, 2, 16), device)
+            row["baseline_ms"] = time_ms(lambda: hough_peaks_baseline(acc, 2, 16), device)
             row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
             results.append(row)
             print(json.dumps(row), flush=True)
-def torch_voxelize(points, voxel_size, pc_range, max_points, max_voxels):
-    """Deterministic hard voxelization the way a user writes it in PyTorch: per cloud, torch.unique
-    of the cell keys, a stable argsort to group points by voxel in point order, and an argsort of
-    each voxel's first point for the order of first appearance. Same outputs as pointops.voxelize
-    (cells in float32: float32 points only)."""
-    batch, n, channels = points.shape
-    device = points.device
-    lo = torch.tensor(pc_range[:3], dtype=torch.float32, device=device)
-    size = torch.tensor(voxel_size, dtype=torch.float32, device=device)
-    dims = torch.round((torch.tensor(pc_range[3:], dtype=torch.float32, device=device) - lo) / size).long()
-    voxels = points.new_zeros(batch, max_voxels, max_points, channels)
-    coords = torch.full((batch, max_voxels, 3), -1, dtype=torch.int32, device=device)
-    num_points = torch.zeros(batch, max_voxels, dtype=torch.int32, device=device)
-    num_voxels = torch.zeros(batch, dtype=torch.int32, device=device)
-    point_voxel = torch.full((batch, n), -1, dtype=torch.int64, device=device)
-    for b in range(batch):
-        cell = torch.floor((points[b, :, :3] - lo) / size)
-        idx = ((cell >= 0) & (cell < dims)).all(1).nonzero().squeeze(1)
-        cell = cell[idx].long()
-        key = (cell[:, 2] * dims[1] + cell[:, 1]) * dims[0] + cell[:, 0]
-        unique, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
-        order = torch.argsort(inverse, stable=True)
-        starts = torch.cumsum(counts, 0) - counts
-        first = idx[order[starts]]
-        by_appearance = torch.argsort(first)
-        rank = torch.empty_like(by_appearance)
-        rank[by_appearance] = torch.arange(len(first), device=device)
-        slot = rank[inverse]
-        place = torch.empty_like(order)
-        place[order] = torch.arange(len(order), device=device) - starts[inverse[order]]
-        kept = slot < max_voxels
-        point_voxel[b, idx[kept]] = slot[kept]
-        stored = kept & (place < max_points)
-        voxels[b, slot[stored], place[stored]] = points[b, idx[stored]]
-        count = min(len(unique), max_voxels)
-        voxel = by_appearance[:count]
-        cells = unique[voxel]
-        coords[b, :count] = torch.stack(
-            [cells // (dims[0] * dims[1]), (cells // dims[0]) % dims[1], cells % dims[0]], 1).int()
-        num_points[b, :count] = counts[voxel].clamp(max=max_points).int()
-        num_voxels[b] = count
-    return voxels, coords, num_points, num_voxels, point_voxel
 
 
 # KITTI-like: 250k points uniform in the PointPillars/SECOND range, 0.1 x 0.1 x 0.2 m voxels.
@@ -466,7 +336,7 @@ def bench_voxelize(device, quick, results):
             return torch.ops.pointops.voxelize(points, None, *args)
 
         def baseline():
-            return torch_voxelize(points, *args)
+            return voxelize_baseline(points, *args)
 
         result = op()
         for actual, expected in zip(result, baseline()):
@@ -493,29 +363,8 @@ DETECT_CASES = [(b, n, k, floor, options)
 DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
 
 
-def torch_plane_labels(points, planes, threshold):
-    """plane_labels in plain PyTorch, as detect_planes did it before the op: (B, N, K) residuals
-    and the first plane within the band, K where none is."""
-    residual = (torch.einsum("bnd,bkd->bnk", points, planes[..., :3]) - planes[..., 3].unsqueeze(1)).abs()
-    within = torch.cat([residual <= threshold, torch.ones_like(residual[..., :1], dtype=torch.bool)], -1)
-    return within.to(torch.uint8).argmax(dim=2)
 
 
-def torch_plane_refit(points, planes, threshold):
-    """plane_refit in plain PyTorch, as detect_planes did it before the op: the labels above,
-    one-hot float64 moments and a batched eigh."""
-    k = planes.shape[1]
-    labels = torch_plane_labels(points, planes, threshold)
-    member = torch.nn.functional.one_hot(labels, k + 1)[..., :k].double()
-    pts = points.double()
-    count = member.sum(1)
-    centroid = torch.einsum("bnk,bnd->bkd", member, pts) / count.clamp(min=1).unsqueeze(-1)
-    centred = pts - torch.gather(centroid, 1, labels.clamp(max=k - 1).unsqueeze(-1).expand(-1, -1, 3))
-    _, vectors = torch.linalg.eigh(torch.einsum("bnk,bnd,bne->bkde", member, centred, centred))
-    normal = vectors[..., 0]
-    normal = torch.where((normal * planes[..., :3].double()).sum(-1, keepdim=True) < 0, -normal, normal)
-    refit = torch.cat([normal, (normal * centroid).sum(-1, keepdim=True)], -1).float()
-    return torch.where((count >= 3).unsqueeze(-1), refit, planes), count.long()
 
 
 # (B, N, K): plane_refit on LiDAR scans (tiled to N) with the planes detect_planes finds there,
@@ -539,11 +388,11 @@ def bench_plane_fit(device, quick, results):
         planes = torch.nan_to_num(found, nan=0.0).repeat(1, (k + 7) // 8, 1)[:, :k].contiguous()
         row = {"op": "plane_refit", "B": b, "N": n, "K": k, "device": name,
                "baseline": "plain PyTorch: einsum residuals, one-hot float64 moments, eigh",
-               "ms": time_ms(lambda: pointops.refit_planes(points, planes, 0.08), device),
-               "baseline_ms": time_ms(lambda: torch_plane_refit(points, planes, 0.08), device, min_reps=1)}
+               "ms": time_ms(lambda: pointops.plane_refit(points, planes, 0.08), device),
+               "baseline_ms": time_ms(lambda: plane_refit_baseline(points, planes, 0.08), device, min_reps=1)}
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
         row["labels_ms"] = time_ms(lambda: pointops.plane_labels(points, planes, 0.08), device)
-        row["labels_baseline_ms"] = time_ms(lambda: torch_plane_labels(points, planes, 0.08), device)
+        row["labels_baseline_ms"] = time_ms(lambda: plane_labels_baseline(points, planes, 0.08), device)
         row["labels_ratio"] = round(row["labels_baseline_ms"] / row["labels_ms"], 2)
         results.append(row)
         print(json.dumps(row), flush=True)

@@ -28,7 +28,7 @@ def bev_case(b, n, preset, channels):
 def hough_case(n):
     g = torch.Generator(device="cuda").manual_seed(0)
     points = torch.rand(1, n, 3, device="cuda", generator=g) * 20 - 10
-    return lambda: pointops.hough_planes(points, 35.0 / 256, 17.5, 180, 180)
+    return lambda: pointops.hough_planes(points, 35.0 / 256, 17.5, n_phi=180, n_theta=180)
 
 
 def fps_case(b, n, k):
@@ -39,7 +39,7 @@ def fps_case(b, n, k):
 
 CASES = {
     "bev_a": lambda: bev_case(8, 120_000, "kitti_bev", ["max_z", "top_feature", "density"]),
-    "bev_b": lambda: bev_case(8, 300_000, "seed_004", ["max_z", "min_z", "mean_z", "count", "density",
+    "bev_b": lambda: bev_case(8, 300_000, "long_range_1024", ["max_z", "min_z", "mean_z", "count", "density",
                                                        "max_feature", "mean_feature", "top_feature"]),
     "hough_1m": lambda: hough_case(1_000_000),
     "hough_23m": lambda: hough_case(23_000_000),

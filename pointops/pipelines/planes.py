@@ -4,68 +4,20 @@
 device and never syncs with the host: every size comes from the arguments.
 """
 import math
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .hough import ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball, peaks_to_planes
-
-# Parameter presets; explicit arguments override them. The accumulator is
-# (n_phi, n_theta, round(2 rho_max / rho_step)) per cloud.
-PLANE_PRESETS: Dict[str, Dict[str, float]] = {
-    # rooms, depth cameras: a few metres
-    "indoor": {"n_phi": 90, "n_theta": 90, "rho_step": 0.02, "rho_max": 8.0, "distance_threshold": 0.03,
-               "min_inliers": 0.02},
-    # spinning LiDAR: tens of metres
-    "outdoor": {"n_phi": 90, "n_theta": 90, "rho_step": 0.1, "rho_max": 50.0, "distance_threshold": 0.08,
-                "min_inliers": 0.02},
-    # the same with 256 rho bins: the vote runs ~6x faster (a 256-bin histogram per orientation
-    # fits shared memory four times as often), at some recall and precision (tools/PERF_NOTES.md)
-    "outdoor_fast": {"n_phi": 90, "n_theta": 90, "rho_step": 100.0 / 256, "rho_max": 50.0,
-                     "distance_threshold": 0.08, "min_inliers": 0.02},
-}
-
-
-_MAX_FIT_PLANES = 1024  # plane_labels / plane_refit take at most this many planes per cloud
+from ..hough import (ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball,
+                     peaks_to_planes, plane_labels)
+from ..presets import plane_preset
 
 
 class PlaneDetections(NamedTuple):
     planes: Tensor  # (B, k, 4) float32: unit normal and offset, n . p = offset; NaN rows: no plane
     votes: Tensor  # (B, k) float32: the accumulator votes of each plane's peak; 0 where none
     labels: Tensor  # (B, N) int64: the strongest plane within the distance threshold, else -1
-
-
-def plane_labels(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None) -> Tensor:
-    """The first plane within ``threshold`` of each point, else -1.
-
-    Args:
-        points: (B, N, 3) floating (computed in float32).
-        planes: (B, K, 4) rows (nx, ny, nz, d) of the planes n . p = d, K <= 1024; a row with a
-            NaN/Inf entry matches no point.
-        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
-
-    Returns:
-        (B, N) int64: the lowest k with |n_k . p - d_k| <= threshold; -1 for points on no plane,
-        past lengths[b], or with a NaN/Inf coordinate. Identical on CPU and CUDA.
-    """
-    return torch.ops.pointops.plane_labels(points, lengths, planes, threshold)
-
-
-def refit_planes(
-    points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None
-) -> Tuple[Tensor, Tensor]:
-    """Least-squares refit of each plane to its inliers (the points :func:`plane_labels` gives it).
-
-    The normal is the covariance's smallest-eigenvalue direction, turned to within 90 degrees of
-    the row's normal, and the plane passes through the inliers' centroid. Rows with fewer than 3
-    inliers, or with inliers all on one line, keep their values.
-
-    Returns:
-        planes (B, K, 4) float32 and inlier counts (B, K) int64; identical on CPU and CUDA (the
-        moments are exact integer sums; see csrc/hough/plane_fit.h).
-    """
-    return torch.ops.pointops.plane_refit(points, lengths, planes, threshold)
 
 
 def _fit(points: Tensor, planes: Tensor, threshold: float) -> Tensor:
@@ -138,28 +90,27 @@ def detect_planes(
 
     Args:
         points: (B, N, 3) float. lengths: (B,) int64 or None (all N).
-        preset: "outdoor" (LiDAR, tens of metres), "outdoor_fast" (coarser rho bins) or "indoor";
-            explicit arguments override it
+        preset: "outdoor" (LiDAR, tens of metres), "outdoor_fast" (coarser rho bins) or "indoor"
+            (configs/planes.yaml); explicit arguments override it
             (n_phi, n_theta, rho_step, rho_max: the accumulator; distance_threshold: inlier band;
             min_inliers: the smallest share of the cloud's points a plane must hold).
     Returns:
         PlaneDetections(planes (B, k, 4), votes (B, k), labels (B, N)).
     """
-    if preset not in PLANE_PRESETS:
-        raise ValueError("preset must be one of " + ", ".join(sorted(PLANE_PRESETS)) + ", got " + preset)
+    if points.dim() != 3 or points.shape[2] < 3:
+        raise ValueError("points must have shape (B, N, 3) (extra columns are ignored), got "
+                         + str(list(points.shape)))
     if layout not in ("grid", "ball"):
         raise ValueError('layout must be "grid" or "ball", got ' + layout)
     if k < 0 or iterations < 1:
         raise ValueError("k must be >= 0 and iterations >= 1, got " + str(k) + ", " + str(iterations))
-    cfg = dict(PLANE_PRESETS[preset])
-    for name, value in (("n_phi", n_phi), ("n_theta", n_theta), ("rho_step", rho_step),
-                        ("rho_max", rho_max), ("distance_threshold", distance_threshold),
-                        ("min_inliers", min_inliers)):
-        if value is not None:
-            cfg[name] = value
-    phis, thetas, step, rmax = int(cfg["n_phi"]), int(cfg["n_theta"]), float(cfg["rho_step"]), float(cfg["rho_max"])
-    threshold = float(cfg["distance_threshold"])
-    support_share = float(cfg["min_inliers"])
+    cfg = plane_preset(preset)
+    phis = cfg.n_phi if n_phi is None else n_phi
+    thetas = cfg.n_theta if n_theta is None else n_theta
+    step = cfg.rho_step if rho_step is None else rho_step
+    rmax = cfg.rho_max if rho_max is None else rho_max
+    threshold = cfg.distance_threshold if distance_threshold is None else distance_threshold
+    support_share = cfg.min_inliers if min_inliers is None else min_inliers
     batch, n = points.shape[0], points.shape[1]
     pts = points[..., :3].float()
     limit = lengths.unsqueeze(1) if lengths is not None else torch.full((batch, 1), n, device=points.device)
@@ -175,19 +126,20 @@ def detect_planes(
     planes = pts.new_zeros((batch, 0, 4))
     votes = pts.new_zeros((batch, 0))
     enough = support_share * valid.sum(1, keepdim=True).to(pts.dtype)  # (B, 1)
+    max_fit_planes = 1024  # plane_labels / plane_refit take at most this many planes per cloud
     rounds = min(iterations, max(k, 1))
     for r in range(rounds):
         take = k // rounds + (1 if r < k % rounds else 0)
         # Extra peaks: one plane's echoes in neighbouring cells are merged below. The ball has no
         # neighbourhood across its rings in hough_peaks yet (rho only), so it needs more.
         candidates = (4 if layout == "grid" else 16) * take
-        candidates = max(take, min(candidates, _MAX_FIT_PLANES - planes.shape[1]))  # the plane ops' K limit
+        candidates = max(take, min(candidates, max_fit_planes - planes.shape[1]))  # the plane ops' K limit
         if layout == "grid":
-            acc = hough_planes(voters, step, rmax, phis, thetas)
+            acc = hough_planes(voters, step, rmax, n_phi=phis, n_theta=thetas)
             peak_votes, idx = hough_plane_peaks(acc, candidates, [peak_radius] * 3, min_votes)
             normals, offsets = peaks_to_planes(idx, phis, thetas, step, rmax)
         else:
-            acc = hough_planes_ball(voters, step, rmax, phis, thetas)
+            acc = hough_planes_ball(voters, step, rmax, n_phi=phis, n_theta=thetas)
             peak_votes, idx = hough_peaks(acc, [0, peak_radius], candidates, min_votes)
             normals, offsets = ball_peaks_to_planes(idx, phis, thetas, step, rmax)
         found = torch.cat([normals, offsets.unsqueeze(-1)], -1).float()

@@ -1,5 +1,5 @@
-// Bench-only baseline: the classic farthest point sampling kernel of seed 001 (OpenPCDet /
-// PointNet++ lineage). One block per cloud; every step re-reads the cloud and a global
+// Bench-only baseline: the classic farthest point sampling kernel (OpenPCDet / PointNet++
+// lineage). One block per cloud; every step re-reads the cloud and a global
 // min-distance array, then a shared-memory tree argmax. Built by tools/bench.py with
 // torch.utils.cpp_extension.load; not part of the pointops package.
 #include <ATen/cuda/CUDAContext.h>

@@ -1,0 +1,235 @@
+"""Hough planes, peaks, plane labels and refits: the oracles (loops by the rules of
+csrc/hough/*.h, exact fused arithmetic) and the baselines (the plain-PyTorch way, timed by the bench)."""
+import itertools
+import math
+
+import numpy as np
+import torch
+
+from ._exact import fma
+
+
+def rho_bins(rho_step: float, rho_max: float) -> int:
+    return max(1, math.floor(2.0 * rho_max / rho_step + 0.5))
+
+
+def plane_normal_table(n_phi: int, n_theta: int, ball: bool = False):
+    """Unit normals in accumulator order: float64 trigonometry rounded once to float32."""
+    table = []
+    for i in range(n_phi):
+        phi = (i + 0.5) * math.pi / n_phi
+        ring = max(1, math.floor(n_theta * math.sin(phi) + 0.5)) if ball else n_theta
+        for j in range(ring):
+            theta = (j + 0.5) * math.pi / ring
+            table.append(tuple(float(np.float32(v)) for v in (
+                math.sin(phi) * math.cos(theta), math.sin(phi) * math.sin(theta), math.cos(phi))))
+    return table
+
+
+def plane_rho_bin(normal, point, rho_step: float, rho_max: float):
+    """The rho bin of a float32 point for a float32 normal, or None (no vote)."""
+    n_rho = rho_bins(rho_step, rho_max)
+    scale = np.float32(n_rho / (2.0 * rho_max))
+    nx, ny, nz = normal
+    x, y, z = (float(np.float32(v) * scale) for v in point)  # the point in rho bins, float32
+    if not all(math.isfinite(v) for v in (x, y, z)):
+        return None
+    half = n_rho // 2
+    t = fma(nz, z, fma(ny, y, fma(nx, x, (n_rho % 2) / 2.0, False), False), False)
+    b = math.floor(t) + half
+    return b if 0 <= b < n_rho else None
+
+
+def _grid_normals(n_phi: int, n_theta: int) -> torch.Tensor:
+    """(n_phi, n_theta, 3) float64 bin-centre normals of the plane grid."""
+    phi = (torch.arange(n_phi, dtype=torch.float64) + 0.5) * (math.pi / n_phi)
+    theta = (torch.arange(n_theta, dtype=torch.float64) + 0.5) * (math.pi / n_theta)
+    phi, theta = torch.meshgrid(phi, theta, indexing="ij")
+    return torch.stack([phi.sin() * theta.cos(), phi.sin() * theta.sin(), phi.cos()], -1)
+
+
+def hough_planes(points, n_phi, n_theta, rho_step, rho_max, lengths=None, weights=None, ball=False):
+    """Loop reference of hough_planes / hough_planes_ball: (B, M, n_rho) as a NumPy array."""
+    table = plane_normal_table(n_phi, n_theta, ball)
+    n_rho = rho_bins(rho_step, rho_max)
+    pts = points.float().numpy()
+    w = None if weights is None else weights.float().numpy()
+    batch, n = pts.shape[0], pts.shape[1]
+    out = np.zeros((batch, len(table), n_rho), dtype=np.int32 if w is None else np.float32)
+    for b in range(batch):
+        length = n if lengths is None else min(max(int(lengths[b]), 0), n)
+        for p in range(length):
+            point = [float(v) for v in pts[b, p]]
+            weight = np.float32(1.0) if w is None else w[b, p]
+            if not (all(math.isfinite(v) for v in point) and np.isfinite(weight)):
+                continue
+            for m, normal in enumerate(table):
+                r = plane_rho_bin(normal, point, rho_step, rho_max)
+                if r is None:
+                    continue
+                if w is None:
+                    out[b, m, r] += 1
+                else:
+                    out[b, m, r] = np.float32(out[b, m, r] + weight)  # float32, point order
+    return out
+
+
+def _seam_neighbour(shape, coord, offset):
+    """The plane-grid neighbour by single half-turn steps (each one mirrors rho), or None."""
+    n_phi, n_theta, n_rho = shape
+    i, j, r = (c + o for c, o in zip(coord, offset))
+    flips = 0
+    while i < 0 or i >= n_phi:  # past a pole: n(phi +- pi, theta) = -n(phi, theta)
+        i += n_phi if i < 0 else -n_phi
+        flips += 1
+    while j < 0 or j >= n_theta:  # past theta = 0 or pi: n(phi, theta +- pi) = -n(pi - phi, theta)
+        j += n_theta if j < 0 else -n_theta
+        i = n_phi - 1 - i
+        flips += 1
+    if flips % 2:
+        r = n_rho - 1 - r
+    return (i, j, r) if 0 <= r < n_rho else None
+
+
+def hough_peaks(acc: torch.Tensor, radius, periodic, min_votes, k, plane_seam=False):
+    """Brute-force NMS + top-k by the rules in csrc/hough/peaks.h."""
+    a = acc.numpy()
+    batch, shape = a.shape[0], a.shape[1:]
+    ndim = len(shape)
+    offsets = list(itertools.product(*[range(-r, r + 1) for r in radius]))
+    votes = np.zeros((batch, k), dtype=a.dtype)
+    indices = -np.ones((batch, k, ndim), dtype=np.int64)
+    for b in range(batch):
+        peaks = []
+        for coord in itertools.product(*[range(s) for s in shape]):
+            v = a[b][coord]
+            if not (v > 0 and v >= min_votes):
+                continue
+            flat = int(np.ravel_multi_index(coord, shape))
+            beaten = False
+            for off in offsets:
+                if plane_seam:
+                    nb = _seam_neighbour(shape, coord, off)
+                else:
+                    nb = []
+                    for d in range(ndim):
+                        c = coord[d] + off[d]
+                        if periodic[d]:
+                            c %= shape[d]
+                        elif not 0 <= c < shape[d]:
+                            nb = None
+                            break
+                        nb.append(c)
+                if nb is None:
+                    continue
+                nb_flat = int(np.ravel_multi_index(tuple(nb), shape))
+                u = a[b][tuple(nb)]
+                if nb_flat != flat and (u > v or (u == v and nb_flat < flat)):
+                    beaten = True
+                    break
+            if not beaten:
+                peaks.append((-float(v), flat, coord, v))
+        peaks.sort(key=lambda t: (t[0], t[1]))
+        for s, (_, _, coord, v) in enumerate(peaks[:k]):
+            votes[b, s] = v
+            indices[b, s] = coord
+    return torch.from_numpy(votes), torch.from_numpy(indices)
+
+
+def plane_labels(points: torch.Tensor, planes: torch.Tensor, threshold: float, lengths=None) -> torch.Tensor:
+    """Loop reference of plane_labels: the first plane within threshold, by csrc/hough/plane_fit.h's
+    float32 rounding (exact fma), else -1."""
+    pts = points.float().numpy()
+    pl = planes.float().numpy()
+    limit = float(np.float32(threshold))
+    batch, n = pts.shape[0], pts.shape[1]
+    labels = np.full((batch, n), -1, dtype=np.int64)
+    for b in range(batch):
+        length = n if lengths is None else max(0, min(int(lengths[b]), n))
+        for p in range(length):
+            x, y, z = (float(v) for v in pts[b, p])
+            if not all(math.isfinite(v) for v in (x, y, z)):
+                continue
+            for j, (nx, ny, nz, d) in enumerate(pl[b]):
+                if not all(math.isfinite(float(v)) for v in (nx, ny, nz, d)):
+                    continue
+                rho = fma(float(nz), z, fma(float(ny), y, float(np.float32(nx) * np.float32(x)), False), False)
+                if abs(float(np.float32(rho) - np.float32(d))) <= limit:
+                    labels[b, p] = j
+                    break
+    return torch.from_numpy(labels)
+
+
+def plane_refit(points: torch.Tensor, planes: torch.Tensor, threshold: float, lengths=None):
+    """NumPy reference of plane_refit: float64 eigh of each plane's inlier covariance."""
+    labels = plane_labels(points, planes, threshold, lengths).numpy()
+    pts = points.float().double().numpy()
+    out = planes.float().numpy().copy()
+    counts = np.zeros(planes.shape[:2], dtype=np.int64)
+    for b in range(planes.shape[0]):
+        for j in range(planes.shape[1]):
+            inliers = pts[b][labels[b] == j]
+            counts[b, j] = len(inliers)
+            if len(inliers) < 3:
+                continue
+            centroid = inliers.mean(0)
+            values, vectors = np.linalg.eigh(np.cov((inliers - centroid).T, bias=True))
+            if not values[1] > 1e-12 * values[2]:
+                continue  # all on one line: the plane is undetermined
+            normal = vectors[:, 0]
+            if normal @ out[b, j, :3].astype(np.float64) < 0:
+                normal = -normal
+            out[b, j, :3] = normal
+            out[b, j, 3] = normal @ centroid
+    return torch.from_numpy(out), torch.from_numpy(counts)
+
+
+# ---- baselines: the plain-PyTorch way a user writes each op (timed by tools/bench.py) ----
+
+
+def hough_planes_baseline(points, n_phi, n_theta, rho_step, rho_max, chunk=2048):
+    """Plane votes in plain PyTorch: rho by matmul per chunk of points, one bincount per chunk
+    (rejected votes go to a spare bin, so nothing syncs)."""
+    n_rho = rho_bins(rho_step, rho_max)
+    normals = _grid_normals(n_phi, n_theta).reshape(-1, 3).to(points)
+    m = normals.shape[0]
+    base = torch.arange(m, device=points.device) * n_rho
+    acc = torch.zeros(m * n_rho + 1, dtype=torch.int64, device=points.device)
+    step = 2 * rho_max / n_rho
+    for start in range(0, points.shape[0], chunk):
+        bins = torch.floor((points[start:start + chunk] @ normals.T + rho_max) / step).long()
+        flat = torch.where((bins >= 0) & (bins < n_rho), base + bins, m * n_rho)
+        acc += torch.bincount(flat.reshape(-1), minlength=m * n_rho + 1)
+    return acc[:-1].reshape(n_phi, n_theta, n_rho)
+
+
+def hough_peaks_baseline(acc, radius, k):
+    """Max-pool NMS and topk, as a user writes it (no seam, ties not resolved)."""
+    a = acc.float().unsqueeze(1)
+    pooled = torch.nn.functional.max_pool3d(a, 2 * radius + 1, 1, radius)
+    return torch.topk((a * (a == pooled)).flatten(1), k)
+
+
+def plane_labels_baseline(points, planes, threshold):
+    """plane_labels in plain PyTorch, as detect_planes did it before the op: (B, N, K) residuals
+    and the first plane within the band, K where none is."""
+    residual = (torch.einsum("bnd,bkd->bnk", points, planes[..., :3]) - planes[..., 3].unsqueeze(1)).abs()
+    within = torch.cat([residual <= threshold, torch.ones_like(residual[..., :1], dtype=torch.bool)], -1)
+    return within.to(torch.uint8).argmax(dim=2)
+
+
+def plane_refit_baseline(points, planes, threshold):
+    """plane_refit in plain PyTorch, as detect_planes did it before the op: the labels above,
+    one-hot float64 moments and a batched eigh."""
+    k = planes.shape[1]
+    labels = plane_labels_baseline(points, planes, threshold)
+    member = torch.nn.functional.one_hot(labels, k + 1)[..., :k].double()
+    pts = points.double()
+    count = member.sum(1)
+    centroid = torch.einsum("bnk,bnd->bkd", member, pts) / count.clamp(min=1).unsqueeze(-1)
+    centred = pts - torch.gather(centroid, 1, labels.clamp(max=k - 1).unsqueeze(-1).expand(-1, -1, 3))
+    _, vectors = torch.linalg.eigh(torch.einsum("bnk,bnd,bne->bkde", member, centred, centred))
+    normal = vectors[..., 0]
+    normal = torch.where((normal * planes[..., :3].double()).sum(-1, keepdim=True) < 0, -normal, normal)
+    refit = torch.cat([normal, (normal * centroid).sum(-1, keepdim=True)], -1).float()
+    return torch.where((count >= 3).unsqueeze(-1), refit, planes), count.long()

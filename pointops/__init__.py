@@ -8,6 +8,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
+from . import io  # noqa: F401  (file readers / writers; their format libraries load on first use)
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
 from .hough import (
     ball_cells,
@@ -34,6 +35,7 @@ __all__ = [
     "detect_planes",
     "height_image",
     "hough_peaks",
+    "io",
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",

@@ -32,6 +32,7 @@ for the type is thin: uint16 -> int32, uint32 and uint64 -> int64.
 import errno
 import os
 import warnings
+from io import BytesIO
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -291,7 +292,15 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     path = _existing_file(path)
     np_dtype = _float_dtype(dtype)
     plyfile = _library("plyfile", "read_ply")
+    raw = None
     with open(path, "rb") as stream:
+        head = stream.read(4096)
+        stream.seek(0)
+        if b"format ascii" in head.split(b"end_header", 1)[0]:
+            # plyfile wraps a binary stream in a text reader that it leaves open; an in-memory copy
+            # keeps the file's handle ours (and the row count below needs the bytes anyway).
+            raw = stream.read()
+            stream = BytesIO(raw)
         try:
             # Triangle lists of known length let plyfile map binary faces in one numpy read
             # instead of a Python loop per face; meshes with other polygons fall back below.
@@ -310,8 +319,9 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     if ply.text:
         # plyfile stops after the rows the header declares; rows past them mean the header's
         # counts are wrong, so the file cannot be trusted to hold what it says.
-        with open(path, "rb") as f:
-            raw = f.read()
+        if raw is None:
+            with open(path, "rb") as f:
+                raw = f.read()
         rows = sum(1 for line in raw[_ply_header_end(raw):].splitlines() if line.strip())
         if rows != sum(declared.values()):
             raise FileFormatError(
@@ -566,7 +576,7 @@ def read_pcd(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     pypcd4 = _library("pypcd4", "read_pcd")
     size = os.path.getsize(path)
     with open(path, "rb") as stream:
-        lines, values, start = _pcd_header(path, stream)
+        _, values, start = _pcd_header(path, stream)
         fields, counts, types, points, data = _pcd_layout(path, values)
         record = sum(np.dtype(t).itemsize * c for t, c in zip(types, counts))
         if data == "ascii":
@@ -596,6 +606,12 @@ def read_pcd(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
                 cloud = pypcd4.PointCloud.from_fileobj(stream)
             except Exception as e:  # pydantic, lzf and numpy errors: all mean a malformed file
                 raise FileFormatError(path, f"malformed PCD file: {type(e).__name__}: {e}") from e
+            meta = cloud.metadata  # pypcd4 parses the header with its own rules: they must agree with ours
+            if (len(meta.fields) != len(fields) or list(meta.count) != counts or meta.points != points
+                    or any(a != b for a, b in zip(meta.fields, fields) if b != "_")):
+                raise FileFormatError(path, f"malformed PCD header: pypcd4 reads FIELDS {list(meta.fields)} COUNT "
+                                            f"{list(meta.count)} POINTS {meta.points} where the header lines say "
+                                            f"{fields} {counts} {points}")
             table = np.atleast_1d(cloud.pc_data)
             if table.shape[0] != points:
                 raise FileFormatError(path, f"PCD header declares POINTS {points} but the data holds {table.shape[0]}")
@@ -790,9 +806,8 @@ def read_las(
                 raise ValueError(
                     f"{path}: float32 would round {'xyz'[a]} (up to {float(reach[a]):.6g} from the origin, over an "
                     f"extent of {float(extent[a]):.6g}) to steps of {float(step[a]):.3g}, coarser than the file's "
-                    f"scale "
-                    f"{header.scales[a]:.3g}; read with dtype=torch.float64, or origin=\"header\" or origin=(x, y, z) "
-                    f"near the points")
+                    f"scale {header.scales[a]:.3g}; read with dtype=torch.float64, or with origin=\"header\" or "
+                    f"origin=(x, y, z) near the points")
     points = torch.from_numpy(xyz.astype(np_dtype))
     names = list(las.point_format.dimension_names)
     used = {"X", "Y", "Z"}
@@ -840,6 +855,28 @@ def _off_counts_check(path: str, raw: bytes, n_vertices: int) -> None:
         raise FileFormatError(path, f"the OFF header declares {nv} vertices but {n_vertices} were read")
 
 
+def _obj_lines(path: str, raw: bytes) -> Tuple[int, int]:
+    """Vertex lines and the triangles of the face lines, checking each has 3 coordinates / corners.
+
+    OBJ declares no counts, so a file cut at a line end cannot be told from a whole one; a file
+    cut inside a line can, and trimesh passes over such lines without a word.
+    """
+    vertices = triangles = 0
+    for number, line in enumerate(raw.splitlines(), 1):
+        tokens = line.split(b"#", 1)[0].split()
+        if not tokens:
+            continue
+        if tokens[0] == b"v":
+            if len(tokens) < 4:
+                raise FileFormatError(path, f"line {number}: a vertex with {len(tokens) - 1} coordinates")
+            vertices += 1
+        elif tokens[0] == b"f":
+            if len(tokens) < 4:
+                raise FileFormatError(path, f"line {number}: a face with {len(tokens) - 1} corners")
+            triangles += len(tokens) - 3
+    return vertices, triangles
+
+
 def _stl_expected_faces(path: str, raw: bytes) -> int:
     """Triangles an STL file holds: binary when its size matches its count, else ascii facets."""
     if len(raw) >= 84:
@@ -884,20 +921,38 @@ def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
     with open(path, "rb") as f:
         raw = f.read()
     expected_faces = _stl_expected_faces(path, raw) if ext == ".stl" else None
+    obj_counts = _obj_lines(path, raw) if ext == ".obj" else None
     try:
         # Not force="mesh" at once: it turns a file of vertices only (trimesh's PointCloud) into
         # an empty mesh. Scenes (OBJ files with several objects) are loaded again as one mesh.
-        mesh = trimesh.load(path, file_type=ext[1:], process=False)
-        if isinstance(mesh, trimesh.Scene):
-            mesh = trimesh.load(path, file_type=ext[1:], process=False, force="mesh")
+        # maintain_order: without it trimesh drops OBJ vertices that no face uses and renumbers
+        # (and splits vertices by texture coordinate), so indices would not be the file's.
+        options = {"maintain_order": True} if ext == ".obj" else {}
+        with warnings.catch_warnings():
+            # trimesh's OBJ loader takes a NaN median while pairing texture coordinates, which it
+            # then does not use with maintain_order; the checks below vouch for what it returns.
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"trimesh\.")
+            mesh = trimesh.load(path, file_type=ext[1:], process=False, **options)
+            if isinstance(mesh, trimesh.Scene):
+                mesh = trimesh.load(path, file_type=ext[1:], process=False, force="mesh", **options)
     except Exception as e:  # trimesh's parsers raise whatever numpy raises on bad text
         raise FileFormatError(path, f"malformed {ext[1:].upper()} file: {type(e).__name__}: {e}") from e
     if not hasattr(mesh, "vertices"):
         raise FileFormatError(path, f"trimesh read no vertices from it (got a {type(mesh).__name__})")
-    vertices = np.asarray(mesh.vertices, dtype=np.float64).reshape(-1, 3)
-    faces = np.asarray(getattr(mesh, "faces", np.zeros((0, 3))), dtype=np.int64).reshape(-1, 3)
+    vertices = np.asarray(mesh.vertices, dtype=np.float64)
+    faces = np.asarray(getattr(mesh, "faces", np.zeros((0, 3))), dtype=np.int64)
+    if vertices.size == 0:
+        vertices = vertices.reshape(0, 3)
+    if faces.size == 0:
+        faces = faces.reshape(0, 3)
+    if vertices.ndim != 2 or vertices.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3:
+        raise FileFormatError(path, f"trimesh read vertices of shape {vertices.shape} and faces of shape "
+                                    f"{faces.shape}; a triangle mesh has (V, 3) and (F, 3)")
     if ext == ".off":
         _off_counts_check(path, raw, len(vertices))
+    if obj_counts is not None and obj_counts != (len(vertices), len(faces)):
+        raise FileFormatError(path, f"the file has {obj_counts[0]} vertex lines and faces making {obj_counts[1]} "
+                                    f"triangles, but trimesh read {len(vertices)} vertices and {len(faces)} triangles")
     if expected_faces is not None and len(faces) != expected_faces:
         raise FileFormatError(path, f"the STL file holds {expected_faces} triangles but {len(faces)} were read")
     if len(vertices) == 0 and raw.strip() and ext == ".obj":

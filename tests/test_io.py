@@ -584,9 +584,28 @@ def test_obj_of_vertices_only_and_of_several_objects(tmp_path):
     assert got.vertices.shape == (6, 3) and got.faces.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
+def test_obj_keeps_the_files_vertices(tmp_path):
+    need("trimesh")
+    path = tmp_path / "m.obj"
+    # vertex 3 is used by no face and the faces carry texture coordinates: trimesh's defaults would
+    # drop the one and split vertices by the other, renumbering the faces
+    path.write_text("v 0 0 0\nv 1 0 0\nv 9 9 9\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nvt 1 1\n"
+                    "f 1/1 2/2 4/3\nf 1/4 4/3 2/1\n")
+    got = pio.read_mesh(path)
+    assert got.vertices.tolist() == [[0, 0, 0], [1, 0, 0], [9, 9, 9], [0, 1, 0]]
+    assert got.faces.tolist() == [[0, 1, 3], [0, 3, 1]]
+
+
 def test_obj_errors(tmp_path):
     need("trimesh")
     path = tmp_path / "m.obj"
+    for cut, problem in (("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf 1 2", "line 5: a face with 2 corners"),
+                         ("v 0 0 0\nv 1 0 0\nv 0 1", "line 3: a vertex with 2 coordinates")):
+        path.write_text(cut)  # cut inside a line
+        raises, check = expect_error(path, problem)
+        with raises as e:
+            pio.read_mesh(path)
+        check(e)
     path.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n")
     with pytest.raises(FileFormatError) as e:
         pio.read_mesh(path)

@@ -20,6 +20,10 @@ from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, C
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
+# pointops.io's file-format libraries (pip install '.[io]'): exact versions, the ones the tests ran
+# with. tools/install.sh installs the same list; tests/test_io.py checks that the two agree.
+IO_REQUIRES = ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"]
+
 
 def _env_flag(name):
     return os.environ.get(name, "0") not in ("", "0", "false", "False")
@@ -85,4 +89,5 @@ setup(
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     python_requires=">=3.9",
     install_requires=["torch", "numpy"],
+    extras_require={"io": IO_REQUIRES},
 )

@@ -20,6 +20,7 @@ except ImportError as _error:  # pragma: no cover - the message is the point
     ) from _error
 
 from . import datasets  # noqa: F401,E402  (synthetic scenes with ground truth; torch only, cheap to import)
+from . import io  # noqa: F401,E402  (file readers / writers; their format libraries load on first use)
 from . import pipelines  # noqa: F401,E402
 from .bev import (  # noqa: E402
     DynamicVoxels,
@@ -71,6 +72,7 @@ __all__ = [
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
+    "io",
     "list_presets",
     "load_config",
     "Peaks",

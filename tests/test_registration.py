@@ -104,13 +104,52 @@ def test_side_stream(op_name):
         _assert_equal(tuple(r.cpu() for r in _as_tuple(result)), _as_tuple(expected))
 
 
+def _to(args, device):
+    return tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
-def test_second_gpu(op_name):
+@pytest.mark.parametrize("data, current", [(1, 0), (0, 1)])
+def test_inputs_on_another_gpu_than_the_current_one(op_name, data, current):
+    """Inputs on cuda:data while cuda:current is the current device, with a busy side stream
+    current on cuda:data: the op must run on the inputs' device and on that device's current
+    stream, and equal the same call on cuda:0 bit for bit."""
     op = getattr(torch.ops.pointops, op_name)
-    for args in OP_SAMPLES[op_name]("cuda:1"):
-        result = op(*args)
-        assert all(r.device == torch.device("cuda:1") for r in _as_tuple(result))
-        cpu_args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
-        _assert_equal(tuple(r.cpu() for r in _as_tuple(result)), _as_tuple(op(*cpu_args)))
+    for args in OP_SAMPLES[op_name]("cpu"):
+        torch.cuda.set_device(0)
+        expected = tuple(r.cpu() for r in _as_tuple(op(*_to(args, "cuda:0"))))
+        torch.cuda.set_device(data)
+        previous = torch.cuda.current_stream(data)
+        stream = torch.cuda.Stream(device=data)
+        torch.cuda.set_stream(stream)
+        try:
+            torch.cuda._sleep(20_000_000)  # the copies below wait behind this on the side stream
+            moved = _to(args, torch.device("cuda", data))
+            torch.cuda.set_device(current)
+            result = _as_tuple(op(*moved))
+            assert all(r.device == torch.device("cuda", data) for r in result)
+        finally:
+            torch.cuda.set_device(data)
+            torch.cuda.set_stream(previous)
+            torch.cuda.set_device(0)
+        stream.synchronize()
+        _assert_equal(tuple(r.cpu() for r in result), expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_mixed_devices_raise_clear_errors(op_name):
+    """The first tensor on CUDA, another on the CPU: an error that names a device, never a read of
+    the wrong memory."""
+    op = getattr(torch.ops.pointops, op_name)
+    for args in OP_SAMPLES[op_name]("cpu"):
+        tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        if len(tensors) < 2:
+            continue
+        for other in tensors[1:]:
+            mixed = list(_to(args, "cuda"))
+            mixed[other] = args[other]
+            with pytest.raises(RuntimeError, match="device"):
+                op(*mixed)

@@ -20,6 +20,17 @@ from .hough import (
     plane_grid_normals,
     rho_bins,
 )
+from .hough2d import (
+    circle_perimeter_size,
+    edge_points,
+    hough_circles,
+    hough_circles_points,
+    hough_lines,
+    hough_lines_points,
+    line_angles,
+    line_distances,
+    rho_offset,
+)
 from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
@@ -27,16 +38,24 @@ from .voxelize import Voxels, voxelize, voxelize_dynamic
 __all__ = [
     "ball_cells",
     "ball_peaks_to_planes",
+    "circle_perimeter_size",
     "bev_grid_size",
     "bev_preset",
     "bev_rasterize",
     "datasets",
     "detect_planes",
+    "edge_points",
     "height_image",
+    "hough_circles",
+    "hough_circles_points",
+    "hough_lines",
+    "hough_lines_points",
     "hough_peaks",
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
+    "line_angles",
+    "line_distances",
     "peaks_to_planes",
     "pillar_scatter",
     "plane_grid_normals",
@@ -45,6 +64,7 @@ __all__ = [
     "PlaneDetections",
     "refit_planes",
     "rho_bins",
+    "rho_offset",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",

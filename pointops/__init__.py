@@ -31,6 +31,7 @@ from .hough2d import (
     line_distances,
     rho_offset,
 )
+from .pipelines.hough2d import CircleDetections, LineDetections, detect_circles, detect_lines, synthetic_edges
 from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
@@ -38,11 +39,14 @@ from .voxelize import Voxels, voxelize, voxelize_dynamic
 __all__ = [
     "ball_cells",
     "ball_peaks_to_planes",
+    "CircleDetections",
     "circle_perimeter_size",
     "bev_grid_size",
     "bev_preset",
     "bev_rasterize",
     "datasets",
+    "detect_circles",
+    "detect_lines",
     "detect_planes",
     "edge_points",
     "height_image",
@@ -54,6 +58,7 @@ __all__ = [
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
+    "LineDetections",
     "line_angles",
     "line_distances",
     "peaks_to_planes",
@@ -68,6 +73,7 @@ __all__ = [
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",
+    "synthetic_edges",
     "Voxels",
     "voxelize",
     "voxelize_dynamic",

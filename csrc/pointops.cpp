@@ -42,12 +42,16 @@ TORCH_LIBRARY(pointops, m) {
   // ---- geometry: downsampling, normals, registration ----
 
   // ---- hough: 2D circles and lines ----
+  // This section's fake kernels live in pointops/hough2d.py (set_python_module applies to the defs
+  // that follow it, so the default is restored at the end of the section).
+  m.set_python_module("pointops.hough2d");
   // edges (B,H,W) any dtype (nonzero = edge) -> points (B,C,2) int32 (x, y) row-major, -1 padded; lengths (B,) int64  (C = capacity, H*W if -1)
   m.def("edge_points(Tensor edges, int capacity=-1) -> (Tensor points, Tensor lengths)");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float?, gradients (B,P,2) float? -> (B,R,height,width) int32 (float32 if weighted)
   m.def("hough_circles(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0) -> Tensor");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float? -> (B, 2 ceil(hypot(height, width)) + 1, T) int32 (float32 if weighted)
   m.def("hough_lines(Tensor points, Tensor? lengths, Tensor? weights, int height, int width, float[] theta) -> Tensor");
+  m.set_python_module("pointops._fake");
 
   // ---- ppf: point pair features ----
 }

@@ -137,8 +137,14 @@ def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
     return points, lengths, weights, grads
 
 
+def host_table(values: Tensor, device: torch.device) -> Tensor:
+    """A small CPU table on `device` without waiting for the GPU: a non-blocking copy of pageable
+    memory is staged by the driver before it returns (a blocking .to() syncs the stream)."""
+    return values.to(device, non_blocking=True)
+
+
 def _normalized(acc: Tensor, radii: List[int]) -> Tensor:
-    sizes = torch.tensor([circle_perimeter_size(r) for r in radii], dtype=torch.float32, device=acc.device)
+    sizes = host_table(torch.tensor([circle_perimeter_size(r) for r in radii], dtype=torch.float32), acc.device)
     return acc.to(torch.float32) / sizes.view(-1, 1, 1)
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..hough import hough_peaks
-from ..hough2d import hough_circles, hough_lines, line_angles
+from ..hough2d import host_table, hough_circles, hough_lines, line_angles
 
 
 class CircleDetections(NamedTuple):
@@ -55,7 +55,7 @@ def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
     keep = (index[..., 0] >= 0) & _threshold(best, votes, threshold)
     y, x = index[..., 0], index[..., 1]
     radius_index = arg.flatten(1).gather(1, (y * width + x).clamp(min=0))
-    r = torch.tensor(radii, dtype=torch.int64, device=acc.device)[radius_index]
+    r = host_table(torch.tensor(radii, dtype=torch.int64), acc.device)[radius_index]
     circles = torch.stack([x, y, r], -1).to(torch.float32)
     circles = torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, math.nan))
     return CircleDetections(circles, torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
@@ -132,7 +132,7 @@ def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_dis
         # the first k valid rows, in order
         order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[:, :k]
         d, j, votes, valid = d.gather(1, order), j.gather(1, order), votes.gather(1, order), valid.gather(1, order)
-    table = torch.tensor(angles, dtype=torch.float64, device=acc.device)
+    table = host_table(torch.tensor(angles, dtype=torch.float64), acc.device)
     rho = (d - offset).to(torch.float32)
     th = table[j.clamp(min=0)].to(torch.float32) if n_theta > 0 else rho
     lines = torch.stack([rho, th], -1)

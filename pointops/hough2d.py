@@ -47,6 +47,15 @@ def _hough_circles_fake(points, lengths, weights, gradients, height, width, radi
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
 
 
+@torch.library.register_fake("pointops::hough_circles_max")
+def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False):
+    _check_point_lists(points, weights, height, width)
+    torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max")
+    dtype = torch.int32 if weights is None and not normalize else torch.float32
+    shape = (points.shape[0], height, width)
+    return points.new_empty(shape, dtype=dtype), points.new_empty(shape, dtype=torch.int64)
+
+
 def rho_offset(height: int, width: int) -> int:
     """ceil(sqrt(height^2 + width^2)): rho bin d of :func:`hough_lines` is the distance d - offset
     (scikit-image's formula, in float64)."""
@@ -183,6 +192,29 @@ def hough_circles(
     acc = torch.ops.pointops.hough_circles(points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii,
                                            max_angle)
     return _normalized(acc, radii) if normalize else acc
+
+
+def hough_circles_max(
+    edges: Tensor,
+    radii: List[int],
+    weighted: bool = False,
+    normalize: bool = False,
+    gradients: Optional[Tensor] = None,
+    max_angle: float = 0.1,
+) -> Tuple[Tensor, Tensor]:
+    """The best radius of every centre: ``hough_circles(...).max(1)`` without the (B, R, H, W)
+    accumulator (each GPU block folds its radii into a per-centre maximum in shared memory).
+
+    Arguments as :func:`hough_circles`; radii must not be empty.
+
+    Returns:
+        scores (B, H, W): int32 counts, float32 if weighted or normalize; radius_index (B, H, W)
+        int64, the first radius (index into ``radii``) with that score. Equal to
+        ``hough_circles(edges, radii, ...).max(1)`` bit for bit.
+    """
+    points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
+    return torch.ops.pointops.hough_circles_max(points, lengths, weights, grads, edges.shape[1], edges.shape[2],
+                                                radii, max_angle, normalize)
 
 
 def hough_circles_points(

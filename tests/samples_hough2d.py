@@ -42,6 +42,16 @@ def _hough_circles_samples(device: str) -> List[tuple]:
     ]
 
 
+def _hough_circles_max_samples(device: str) -> List[tuple]:
+    points, lengths, weights, gradients = _points(device)
+    return [
+        (points, lengths, None, None, 16, 19, [0, 2, 5, 30], 0.0, False),
+        (points.to(torch.int32), None, weights, None, 16, 19, [4, 3, 4], 0.0, True),
+        (points, lengths, None, gradients, 16, 19, [1, 6], 0.3, True),
+        (points[:, :0], None, None, None, 16, 19, [2], 0.0, False),
+    ]
+
+
 def _hough_lines_samples(device: str) -> List[tuple]:
     points, lengths, weights, _ = _points(device)
     return [
@@ -55,6 +65,7 @@ def _hough_lines_samples(device: str) -> List[tuple]:
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "edge_points": _edge_points_samples,
     "hough_circles": _hough_circles_samples,
+    "hough_circles_max": _hough_circles_max_samples,
     "hough_lines": _hough_lines_samples,
 }
 
@@ -69,6 +80,9 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     "hough_circles_normalized": WrapperCase(pointops.hough_circles, lambda d: (_edges(d).float(), [2, 4], True, True)),
     "hough_circles_gradients": WrapperCase(
         pointops.hough_circles, lambda d: (_edges(d), [2, 5], False, False, torch.randn(2, 2, 14, 17, device=d), 0.3)),
+    "hough_circles_max": WrapperCase(pointops.hough_circles_max, lambda d: (_edges(d), [1, 3, 6])),
+    "hough_circles_max_weighted": WrapperCase(
+        pointops.hough_circles_max, lambda d: (_edges(d).float() * 0.5, [2, 4], True, True)),
     "hough_circles_points": WrapperCase(
         pointops.hough_circles_points, lambda d: (_points(d)[0], [2, 7], [16, 19], _points(d)[1], _points(d)[2])),
     "hough_lines": WrapperCase(pointops.hough_lines, lambda d: (_edges(d),)),

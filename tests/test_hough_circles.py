@@ -200,6 +200,41 @@ def test_gradient_mode_keeps_the_centre_and_cuts_votes(device):
     assert steered.sum() < full.sum() / 10
 
 
+# ---- best radius per centre ----
+
+@pytest.mark.parametrize("mode", ["counts", "normalize", "weighted", "weighted_normalize", "gradients"])
+def test_circles_max_is_the_accumulator_max(device, mode):
+    g = torch.Generator().manual_seed(12)
+    edges = random_edges(2, 33, 41, 0.08, seed=13)
+    edges[1, :, :20] = False  # large regions where every radius scores 0: ties go to radius 0
+    values = (torch.rand(2, 33, 41, generator=g) - 0.3) * edges  # negative weights too
+    radii = [9, 0, 4, 4, 15, 60, 2]  # any order, repeats, one larger than the image
+    kwargs = {"normalize": mode.endswith("normalize")}
+    source = edges
+    if mode.startswith("weighted"):
+        kwargs["weighted"] = True
+        source = values
+    if mode == "gradients":
+        kwargs.update(gradients=torch.randn(2, 2, 33, 41, generator=g).to(device), max_angle=0.25)
+    scores, index = pointops.hough_circles_max(source.to(device), radii, **kwargs)
+    best, arg = pointops.hough_circles(source.to(device), radii, **kwargs).max(1)
+    assert scores.dtype == (torch.int32 if mode in ("counts", "gradients") else torch.float32)
+    assert index.dtype == torch.int64 and index.shape == (2, 33, 41)
+    assert_equal(scores, best)
+    assert_equal(index, arg)
+
+
+def test_circles_max_edge_cases(device):
+    edges = torch.zeros(2, 6, 7, dtype=torch.bool, device=device)
+    scores, index = pointops.hough_circles_max(edges, [3, 1])
+    assert_equal(scores, torch.zeros(2, 6, 7, dtype=torch.int32))
+    assert_equal(index, torch.zeros(2, 6, 7, dtype=torch.int64))
+    assert pointops.hough_circles_max(edges[:0], [3])[0].shape == (0, 6, 7)
+    assert pointops.hough_circles_max(edges[:, :0], [3], normalize=True)[0].dtype == torch.float32
+    with pytest.raises(RuntimeError, match="radii must hold at least one radius for hough_circles_max"):
+        pointops.hough_circles_max(edges, [])
+
+
 # ---- edge cases and errors ----
 
 def test_empty_inputs(device):
@@ -351,6 +386,15 @@ def test_cuda_equals_cpu_bitwise(shape, radii):
         cpu = pointops.hough_circles(source, radii, **kwargs)
         cuda_kwargs = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
         assert_equal(pointops.hough_circles(source.cuda(), radii, **cuda_kwargs), cpu)
+        cpu_best = pointops.hough_circles_max(source, radii, normalize=True, **kwargs)
+        cuda_best = pointops.hough_circles_max(source.cuda(), radii, normalize=True, **cuda_kwargs)
+        assert_equal(cuda_best[0], cpu_best[0])
+        assert_equal(cuda_best[1], cpu_best[1])
+        assert_equal(pointops.hough_circles_max(source.cuda(), radii, **cuda_kwargs)[1],
+                     pointops.hough_circles_max(source, radii, **kwargs)[1])
+    many = list(range(3, 300, 1))  # more than 255 radii: several chunks of the best-radius kernel
+    small = random_edges(1, 24, 30, 0.1, seed=14)
+    assert_equal(pointops.hough_circles_max(small.cuda(), many)[1], pointops.hough_circles_max(small, many)[1])
     points, lengths = ragged_points(3)
     cpu = pointops.hough_circles_points(points, [1, 7, 13], [24, 30], lengths)
     assert_equal(pointops.hough_circles_points(points.cuda(), [1, 7, 13], [24, 30], lengths.cuda()), cpu)

@@ -24,6 +24,16 @@
 // Points whose gradient is zero or not finite cast no vote. The CUDA kernel visits only the
 // offsets near the two directions (a conservative bound), then applies this exact test.
 //
+// hough_circles_max(same arguments, normalize) -> (scores, radius_index)
+//   The best radius of every centre, without the (B, R, H, W) accumulator (R >= 1):
+//   scores        (B, height, width): max over i of acc[b, i, y, x], divided by the offset count
+//                 of radius i (the size of its table) when normalize; int32 counts, float32 when
+//                 weighted or normalize (float32(count) / float32(size), the wrappers' division).
+//   radius_index  (B, height, width) int64: the first i with that score.
+//   Equal to hough_circles(...) (divided by the sizes), then .max(1), bit for bit; a score is
+//   compared through an order-preserving uint32 key (ordered_score) with the radius index below
+//   it, so maxima taken in any order agree.
+//
 // Results are identical on CPU and CUDA, bit for bit: counts and fixed-point sums are integers.
 #pragma once
 
@@ -31,6 +41,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -114,6 +125,34 @@ POINTOPS_HOST_DEVICE inline bool along_gradient(int32_t dx, int32_t dy, float gx
   return std::fabs(cross) <= multiply(tan_angle, std::fabs(dot));
 #endif
 }
+
+// Order-preserving uint32 keys of scores: a larger score has a larger key.
+POINTOPS_HOST_DEVICE inline uint32_t ordered_score(int32_t v) { return static_cast<uint32_t>(v) ^ 0x80000000u; }
+POINTOPS_HOST_DEVICE inline uint32_t ordered_score(float v) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t bits = __float_as_uint(v);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+#endif
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+POINTOPS_HOST_DEVICE inline uint32_t unordered_bits(uint32_t key, bool is_float) {
+  if (!is_float) return key ^ 0x80000000u;
+  return (key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key;
+}
+
+// The float score of a bin's integer sum: the count, or float32(sum) * 2^-16 when weighted,
+// divided by the radius' offset count when normalize (each step rounded once, as the wrappers').
+POINTOPS_HOST_DEVICE inline float float_score(int64_t sum, bool weighted, bool normalize, int32_t ring) {
+  float v = static_cast<float>(sum);
+  if (weighted) v = v * kInverseWeightScale;  // a power of two: exact
+  return normalize ? v / static_cast<float>(ring) : v;
+}
+
+// hough_circles_max's scores from its uint32 keys (stored in an int32 tensor), on their device:
+// int32 counts, or float32 when is_float. Defined in circles_cpu.cpp.
+at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float);
 
 // Checks shared by both backends; returns float32(tan(max_angle)) (0 without gradients).
 // Defined in circles_cpu.cpp.

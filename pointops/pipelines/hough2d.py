@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..hough import hough_peaks
-from ..hough2d import host_table, hough_circles, hough_lines, line_angles
+from ..hough2d import host_table, hough_circles_max, hough_lines, line_angles
 
 
 class CircleDetections(NamedTuple):
@@ -36,6 +36,25 @@ def _threshold(acc: Tensor, votes: Tensor, threshold: Optional[float]) -> Tensor
     return votes.to(torch.float32) > threshold
 
 
+def _centre_peaks(best: Tensor, arg: Tensor, radii: List[int], k: int, min_distance: int,
+                  threshold: Optional[float]) -> CircleDetections:
+    """Peaks of the best-radius map best (B, H, W) with its radius indices arg."""
+    batch, height, width = best.shape
+    if height * width == 0:
+        return CircleDetections(torch.full((batch, k, 3), math.nan, device=best.device),
+                                torch.zeros(batch, k, device=best.device))
+    # a threshold below 0 is 0: peaks have votes > 0, and padding (votes 0) never passes
+    min_votes = 0.0 if threshold is None else max(threshold, 0.0)
+    votes, index = hough_peaks(best, [min_distance, min_distance], k, min_votes=min_votes)
+    keep = _threshold(best, votes, None if threshold is None else min_votes)
+    y, x = index[..., 0], index[..., 1]
+    radius_index = arg.flatten(1).gather(1, (y * width + x).clamp(min=0))
+    r = host_table(torch.tensor(radii, dtype=torch.int64), best.device)[radius_index]
+    circles = torch.stack([x, y, r], -1).to(torch.float32)
+    circles = torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, math.nan))
+    return CircleDetections(circles, torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
+
+
 def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
                  threshold: Optional[float] = None) -> CircleDetections:
     """The k strongest circles of a :func:`pointops.hough_circles` accumulator (B, R, H, W).
@@ -46,19 +65,11 @@ def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
     the image's best score). Circles come in descending score order.
     """
     batch, n_radii, height, width = acc.shape
-    if n_radii == 0 or height * width == 0:
+    if n_radii == 0:
         return CircleDetections(torch.full((batch, k, 3), math.nan, device=acc.device),
                                 torch.zeros(batch, k, device=acc.device))
     best, arg = acc.max(1)
-    min_votes = 0.0 if threshold is None else threshold
-    votes, index = hough_peaks(best, [min_distance, min_distance], k, min_votes=min_votes)
-    keep = (index[..., 0] >= 0) & _threshold(best, votes, threshold)
-    y, x = index[..., 0], index[..., 1]
-    radius_index = arg.flatten(1).gather(1, (y * width + x).clamp(min=0))
-    r = host_table(torch.tensor(radii, dtype=torch.int64), acc.device)[radius_index]
-    circles = torch.stack([x, y, r], -1).to(torch.float32)
-    circles = torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, math.nan))
-    return CircleDetections(circles, torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
+    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
 
 
 def detect_circles(
@@ -87,9 +98,13 @@ def detect_circles(
     Returns:
         CircleDetections(circles (B, k, 3) float32 (x, y, r), votes (B, k) float32).
     """
-    acc = hough_circles(edges, radii, weighted=weighted, normalize=normalize, gradients=gradients,
-                        max_angle=max_angle)
-    return circle_peaks(acc, radii, k, min_distance, threshold)
+    if len(radii) == 0:
+        return CircleDetections(torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
+                                torch.zeros(edges.shape[0], k, device=edges.device))
+    # the best radius per centre straight from the votes: no (B, R, H, W) accumulator
+    best, arg = hough_circles_max(edges, radii, weighted=weighted, normalize=normalize, gradients=gradients,
+                                  max_angle=max_angle)
+    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
 
 
 def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_distance: int = 9,

@@ -46,6 +46,15 @@ TORCH_LIBRARY(pointops, m) {
   // ---- geometry: downsampling, normals, registration ----
 
   // ---- hough: 2D circles and lines ----
+  m.set_python_module("pointops.hough2d");
+  // edges (B,H,W) any dtype (nonzero = edge) -> points (B,C,2) int32 (x, y) row-major, -1 padded; lengths (B,) int64  (C = capacity, H*W if -1)
+  m.def("edge_points(Tensor edges, int capacity=-1) -> (Tensor points, Tensor lengths)");
+  // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float?, gradients (B,P,2) float? -> (B,R,height,width) int32 (float32 if weighted)
+  m.def("hough_circles(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0) -> Tensor");
+  // as hough_circles -> best score over radii (B,height,width) int32 (float32 if weighted or normalize), its first radius index (B,height,width) int64
+  m.def("hough_circles_max(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
+  // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float? -> (B, 2 ceil(hypot(height, width)) + 1, T) int32 (float32 if weighted)
+  m.def("hough_lines(Tensor points, Tensor? lengths, Tensor? weights, int height, int width, float[] theta) -> Tensor");
 
   // ---- ppf: point pair features ----
 }
@@ -58,7 +67,8 @@ TORCH_LIBRARY(pointops, m) {
 // with torch.library.register_autograd in their family's module instead.
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
-                           "plane_labels", "plane_refit"}) {
+                           "plane_labels", "plane_refit", "edge_points", "hough_circles",
+                           "hough_circles_max", "hough_lines"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

@@ -1,0 +1,267 @@
+"""2D circle and line Hough transforms of edge images (wraps csrc/hough/{edges,circles,lines}).
+
+Both accumulators are scikit-image's, batched: ``hough_circles`` is
+``skimage.transform.hough_circle(image, radii, normalize=False)`` per image (the same Bresenham
+circles, repeated offsets included) and ``hough_lines`` is ``skimage.transform.hough_line(image,
+theta)`` (the same rho offset, bin count and rounding). Edge maps are compacted to point lists on
+the device (:func:`edge_points`, order kept); point lists can also be passed directly
+(``*_points`` functions). Counts are int32; weighted votes are exact fixed-point sums returned as
+float32 (csrc/hough/edges.h). CPU and CUDA agree bit for bit and nothing syncs with the host.
+"""
+import math
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+# ---- fake kernels (output shapes from the arguments only) ----
+
+_INDEX = (torch.int32, torch.int64)
+
+
+def _check_point_lists(points: Tensor, weights: Optional[Tensor], height: int, width: int) -> None:
+    torch._check(points.dim() == 3 and points.shape[2] == 2,
+                 lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
+    torch._check(points.dtype in _INDEX, lambda: f"points must be int32 or int64 pixel coordinates, got {points.dtype}")
+    torch._check(0 <= height <= 32767 and 0 <= width <= 32767,
+                 lambda: f"height and width must be in [0, 32767], got {height} and {width}")
+    if weights is not None:
+        torch._check(weights.dtype.is_floating_point, lambda: f"weights must be floating, got {weights.dtype}")
+
+
+@torch.library.register_fake("pointops::edge_points")
+def _edge_points_fake(edges, capacity=-1):
+    torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
+    torch._check(capacity >= -1, lambda: f"capacity must be >= 0, or -1 for H * W, got {capacity}")
+    cap = edges.shape[1] * edges.shape[2] if capacity < 0 else capacity
+    return (edges.new_empty((edges.shape[0], cap, 2), dtype=torch.int32),
+            edges.new_empty((edges.shape[0],), dtype=torch.int64))
+
+
+@torch.library.register_fake("pointops::hough_circles")
+def _hough_circles_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0):
+    _check_point_lists(points, weights, height, width)
+    torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    dtype = torch.int32 if weights is None else torch.float32
+    return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
+
+
+@torch.library.register_fake("pointops::hough_circles_max")
+def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False):
+    _check_point_lists(points, weights, height, width)
+    torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max")
+    dtype = torch.int32 if weights is None and not normalize else torch.float32
+    shape = (points.shape[0], height, width)
+    return points.new_empty(shape, dtype=dtype), points.new_empty(shape, dtype=torch.int64)
+
+
+def rho_offset(height: int, width: int) -> int:
+    """ceil(sqrt(height^2 + width^2)): rho bin d of :func:`hough_lines` is the distance d - offset
+    (scikit-image's formula, in float64)."""
+    return int(math.ceil(math.sqrt(float(height * height + width * width))))
+
+
+@torch.library.register_fake("pointops::hough_lines")
+def _hough_lines_fake(points, lengths, weights, height, width, theta):
+    _check_point_lists(points, weights, height, width)
+    dtype = torch.int32 if weights is None else torch.float32
+    return points.new_empty((points.shape[0], 2 * rho_offset(height, width) + 1, len(theta)), dtype=dtype)
+
+
+# ---- tables ----
+
+def line_angles(n_theta: int = 180) -> List[float]:
+    """n_theta angles over [-pi/2, pi/2), bit for bit numpy.linspace(-pi/2, pi/2, n_theta,
+    endpoint=False): scikit-image's default theta (180 angles, 1 degree apart)."""
+    step = math.pi / n_theta
+    return [j * step + (-math.pi / 2) for j in range(n_theta)]
+
+
+def line_distances(height: int, width: int) -> Tensor:
+    """The rho value of every bin of :func:`hough_lines` for an image of that size, float64
+    (scikit-image's ``dists``: -offset, ..., offset)."""
+    offset = rho_offset(height, width)
+    return torch.arange(-offset, offset + 1, dtype=torch.float64)
+
+
+def circle_perimeter_size(radius: int) -> int:
+    """Offsets of the rasterized circle of that radius, repeats included: len(
+    skimage.draw.circle_perimeter(0, 0, radius)[0]), the count ``normalize`` divides by."""
+    c = 0
+    r = radius
+    d = 3 - 2 * radius
+    steps = 0
+    while r >= c:
+        steps += 1
+        if d < 0:
+            d += 4 * c + 6
+        else:
+            d += 4 * (c - r) + 10
+            r -= 1
+        c += 1
+    return 8 * steps
+
+
+# ---- wrappers ----
+
+def edge_points(edges: Tensor, capacity: int = -1) -> Tuple[Tensor, Tensor]:
+    """Edge map to point list, on the map's device.
+
+    Args:
+        edges: (B, H, W) any dtype; a pixel is an edge iff it is nonzero (NaN included, as in
+            ``numpy.nonzero``).
+        capacity: the most points kept per image; -1 (default) keeps all (H * W slots).
+
+    Returns:
+        points (B, C, 2) int32 (x, y) = (column, row) in row-major order (numpy.nonzero's), -1
+        past the image's count; lengths (B,) int64, min(edge pixels, C).
+    """
+    return torch.ops.pointops.edge_points(edges, capacity)
+
+
+def _gather_pixels(maps: Tensor, points: Tensor) -> Tensor:
+    """maps (B, C, H, W) at the points' pixels -> (B, P, C) float32; -1 padding reads pixel 0
+    (those rows are past lengths and never read)."""
+    width = maps.shape[3]
+    flat = (points[..., 1].long() * width + points[..., 0].long()).clamp(min=0)
+    values = maps.flatten(2).gather(2, flat.unsqueeze(1).expand(-1, maps.shape[1], -1))
+    return values.transpose(1, 2).to(torch.float32)
+
+
+def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
+    if edges.dim() != 3:
+        raise ValueError("edges must have shape (B, H, W), got " + str(edges.dim()) + " dims")
+    points, lengths = torch.ops.pointops.edge_points(edges, -1)
+    weights: Optional[Tensor] = None
+    if weighted:
+        weights = _gather_pixels(edges.unsqueeze(1), points)[..., 0]
+    grads: Optional[Tensor] = None
+    if gradients is not None:
+        if gradients.dim() != 4 or gradients.shape[1] != 2 or gradients.shape[0] != edges.shape[0] \
+                or gradients.shape[2:] != edges.shape[1:]:
+            raise ValueError("gradients must have shape (B, 2, H, W) matching edges (B, H, W) " + str(edges.shape)
+                             + ", got " + str(gradients.shape))
+        grads = _gather_pixels(gradients, points)
+    return points, lengths, weights, grads
+
+
+def host_table(values: Tensor, device: torch.device) -> Tensor:
+    """A small CPU table on `device` without waiting for the GPU: a non-blocking copy of pageable
+    memory is staged by the driver before it returns (a blocking .to() syncs the stream)."""
+    return values.to(device, non_blocking=True)
+
+
+def _normalized(acc: Tensor, radii: List[int]) -> Tensor:
+    sizes = host_table(torch.tensor([circle_perimeter_size(r) for r in radii], dtype=torch.float32), acc.device)
+    return acc.to(torch.float32) / sizes.view(-1, 1, 1)
+
+
+def hough_circles(
+    edges: Tensor,
+    radii: List[int],
+    weighted: bool = False,
+    normalize: bool = False,
+    gradients: Optional[Tensor] = None,
+    max_angle: float = 0.1,
+) -> Tensor:
+    """Circle Hough accumulator of edge maps: scikit-image's ``hough_circle``, batched.
+
+    Every edge pixel (x, y) votes at (x + dx, y + dy) for each offset of the rasterized circle of
+    each radius (``skimage.draw.circle_perimeter(0, 0, r)``, repeated offsets included), when
+    that centre is inside the image.
+
+    Args:
+        edges: (B, H, W); nonzero pixels are edges. H, W <= 32767.
+        radii: R radii in [0, 32767], e.g. ``list(range(40, 101))``.
+        weighted: each edge votes its value instead of 1 (exact fixed-point sums of the values
+            rounded to 2^-16, returned as float32; csrc/hough/edges.h).
+        normalize: divide each radius' plane by its circle's offset count
+            (:func:`circle_perimeter_size`), float32, as scikit-image's ``normalize=True``
+            (which adds 1/n per vote in float64: equal up to rounding).
+        gradients: (B, 2, H, W) image gradient (gx, gy), or None. Given: an edge votes only for
+            centres within ``max_angle`` radians of its gradient line (either way; the
+            direction test of OpenCV's HOUGH_GRADIENT), which cuts the votes of large images;
+            edges with a zero gradient cast none.
+
+    Returns:
+        (B, R, H, W): int32 counts, float32 if weighted or normalize. ``acc[b, i, y, x]`` is the
+        score of the circle of radius ``radii[i]`` centred at pixel (x, y).
+    """
+    points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
+    acc = torch.ops.pointops.hough_circles(points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii,
+                                           max_angle)
+    return _normalized(acc, radii) if normalize else acc
+
+
+def hough_circles_max(
+    edges: Tensor,
+    radii: List[int],
+    weighted: bool = False,
+    normalize: bool = False,
+    gradients: Optional[Tensor] = None,
+    max_angle: float = 0.1,
+) -> Tuple[Tensor, Tensor]:
+    """The best radius of every centre: ``hough_circles(...).max(1)`` without the (B, R, H, W)
+    accumulator (each GPU block folds its radii into a per-centre maximum in shared memory).
+
+    Arguments as :func:`hough_circles`; radii must not be empty.
+
+    Returns:
+        scores (B, H, W): int32 counts, float32 if weighted or normalize; radius_index (B, H, W)
+        int64, the first radius (index into ``radii``) with that score. Equal to
+        ``hough_circles(edges, radii, ...).max(1)`` bit for bit.
+    """
+    points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
+    return torch.ops.pointops.hough_circles_max(points, lengths, weights, grads, edges.shape[1], edges.shape[2],
+                                                radii, max_angle, normalize)
+
+
+def hough_circles_points(
+    points: Tensor,
+    radii: List[int],
+    image_size: List[int],
+    lengths: Optional[Tensor] = None,
+    weights: Optional[Tensor] = None,
+    normalize: bool = False,
+    gradients: Optional[Tensor] = None,
+    max_angle: float = 0.1,
+) -> Tensor:
+    """:func:`hough_circles` of point lists: points (B, P, 2) int32/int64 (x, y), lengths (B,)
+    int64 or None, image_size [H, W]; weights (B, P) and gradients (B, P, 2) per point. Points
+    outside the image cast no vote; repeated points vote once each."""
+    acc = torch.ops.pointops.hough_circles(points, lengths, weights, gradients, image_size[0], image_size[1], radii,
+                                           max_angle)
+    return _normalized(acc, radii) if normalize else acc
+
+
+def hough_lines(edges: Tensor, theta: Optional[List[float]] = None, weighted: bool = False) -> Tensor:
+    """Line Hough accumulator of edge maps: scikit-image's ``hough_line``, batched.
+
+    Args:
+        edges: (B, H, W); nonzero pixels are edges.
+        theta: angles in radians; default :func:`line_angles` (180 over [-pi/2, pi/2)).
+        weighted: each edge votes its value (float32 exact fixed-point sums, see
+            :func:`hough_circles`).
+
+    Returns:
+        (B, n_rho, T) int32 counts (float32 if weighted), n_rho = 2 offset + 1 with offset =
+        :func:`rho_offset`; bin (d, j) holds the edges with round(x cos theta_j + y sin theta_j)
+        = d - offset, (x, y) = (column, row), rounding halves away from zero
+        (:func:`line_distances` gives the rho of each bin).
+    """
+    angles = line_angles(180) if theta is None else theta
+    points, lengths, weights, _ = _edge_inputs(edges, weighted, None)
+    return torch.ops.pointops.hough_lines(points, lengths, weights, edges.shape[1], edges.shape[2], angles)
+
+
+def hough_lines_points(
+    points: Tensor,
+    image_size: List[int],
+    theta: Optional[List[float]] = None,
+    lengths: Optional[Tensor] = None,
+    weights: Optional[Tensor] = None,
+) -> Tensor:
+    """:func:`hough_lines` of point lists (see :func:`hough_circles_points`)."""
+    angles = line_angles(180) if theta is None else theta
+    return torch.ops.pointops.hough_lines(points, lengths, weights, image_size[0], image_size[1], angles)

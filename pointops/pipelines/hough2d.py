@@ -1,0 +1,275 @@
+"""Circle and line detection on the 2D Hough ops, and seeded test images with known shapes.
+
+``detect_circles`` / ``detect_lines`` are batched pure-torch pipelines over
+``pointops.hough2d`` and ``pointops.hough_peaks``: on the edges' device, no host sync, fixed
+output sizes (k rows, NaN padded). They follow scikit-image's ``hough_circle_peaks`` and
+``hough_line_peaks`` where those are well defined; docs/hough2d.md lists where they differ.
+``synthetic_edges`` draws edge images with known circles and lines (torch only, seeded) for tests,
+benchmarks and demos.
+"""
+import math
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..hough import hough_peaks
+from ..hough2d import host_table, hough_circles_max, hough_lines, line_angles
+
+
+class CircleDetections(NamedTuple):
+    circles: Tensor  # (B, k, 3) float32 (x, y, r): centre pixel and radius; NaN rows where fewer circles
+    votes: Tensor  # (B, k) float32: the accumulator value of each circle; 0 where none
+
+
+class LineDetections(NamedTuple):
+    lines: Tensor  # (B, k, 2) float32 (rho, theta): x cos(theta) + y sin(theta) = rho; NaN rows where fewer
+    votes: Tensor  # (B, k) float32: the accumulator value of each line; 0 where none
+
+
+def _threshold(acc: Tensor, votes: Tensor, threshold: Optional[float]) -> Tensor:
+    """Which peaks pass: votes > threshold, or > half the image's largest vote (scikit-image's
+    default) when threshold is None; (B, k) bool."""
+    if threshold is None:
+        limit = 0.5 * acc.flatten(1).amax(1).to(torch.float32)
+        return votes.to(torch.float32) > limit.unsqueeze(1)
+    return votes.to(torch.float32) > threshold
+
+
+def _centre_peaks(best: Tensor, arg: Tensor, radii: List[int], k: int, min_distance: int,
+                  threshold: Optional[float]) -> CircleDetections:
+    """Peaks of the best-radius map best (B, H, W) with its radius indices arg."""
+    batch, height, width = best.shape
+    if height * width == 0:
+        return CircleDetections(torch.full((batch, k, 3), math.nan, device=best.device),
+                                torch.zeros(batch, k, device=best.device))
+    # a threshold below 0 is 0: peaks have votes > 0, and padding (votes 0) never passes
+    min_votes = 0.0 if threshold is None else max(threshold, 0.0)
+    votes, index = hough_peaks(best, [min_distance, min_distance], k, min_votes=min_votes)
+    keep = _threshold(best, votes, None if threshold is None else min_votes)
+    y, x = index[..., 0], index[..., 1]
+    radius_index = arg.flatten(1).gather(1, (y * width + x).clamp(min=0))
+    r = host_table(torch.tensor(radii, dtype=torch.int64), best.device)[radius_index]
+    circles = torch.stack([x, y, r], -1).to(torch.float32)
+    circles = torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, math.nan))
+    return CircleDetections(circles, torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
+
+
+def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
+                 threshold: Optional[float] = None) -> CircleDetections:
+    """The k strongest circles of a :func:`pointops.hough_circles` accumulator (B, R, H, W).
+
+    Each centre pixel keeps its best radius (``acc.max(1)``, ties to the first radius); a centre
+    is a circle when no centre within ``min_distance`` pixels in x and in y (a box) scores more
+    (or the same with a lower row-major index), and its score is above ``threshold`` (default: half
+    the image's best score). Circles come in descending score order.
+    """
+    batch, n_radii, height, width = acc.shape
+    if n_radii == 0:
+        return CircleDetections(torch.full((batch, k, 3), math.nan, device=acc.device),
+                                torch.zeros(batch, k, device=acc.device))
+    best, arg = acc.max(1)
+    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
+
+
+def detect_circles(
+    edges: Tensor,
+    radii: List[int],
+    k: int,
+    min_distance: int = 1,
+    threshold: Optional[float] = None,
+    normalize: bool = False,
+    weighted: bool = False,
+    gradients: Optional[Tensor] = None,
+    max_angle: float = 0.1,
+) -> CircleDetections:
+    """Detect up to k circles per edge image.
+
+    Args:
+        edges: (B, H, W); nonzero pixels are edges.
+        radii: the radii to try, e.g. ``list(range(40, 101))``.
+        k: circles per image (rows past the ones found are NaN, votes 0).
+        min_distance: centres closer than this in both x and y (pixels) are one circle, whatever
+            their radii (scikit-image's min_xdistance = min_ydistance).
+        threshold: the least score a circle must exceed; None: half the image's best score.
+        normalize, weighted, gradients, max_angle: as :func:`pointops.hough_circles`
+            (``normalize`` compares radii fairly: scores become the share of the circle found).
+
+    Returns:
+        CircleDetections(circles (B, k, 3) float32 (x, y, r), votes (B, k) float32).
+    """
+    if len(radii) == 0:
+        return CircleDetections(torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
+                                torch.zeros(edges.shape[0], k, device=edges.device))
+    # the best radius per centre straight from the votes: no (B, R, H, W) accumulator
+    best, arg = hough_circles_max(edges, radii, weighted=weighted, normalize=normalize, gradients=gradients,
+                                  max_angle=max_angle)
+    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
+
+
+def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_distance: int = 9,
+               min_angle: int = 10, threshold: Optional[float] = None) -> LineDetections:
+    """The k strongest lines of a :func:`pointops.hough_lines` accumulator (B, n_rho, T).
+
+    A bin is a line when no bin within ``min_distance`` rho bins and ``min_angle`` angle bins
+    scores more (or the same with a lower index) and its score is above ``threshold`` (default:
+    half the image's best). With the default angles (theta None: 180 over [-pi/2, pi/2)) the
+    angle axis wraps around as lines do: the line (rho, theta) is (-rho, theta + pi), so angle
+    bin T - 1 neighbours bin 0 with rho mirrored. Explicit ``theta`` lists do not wrap.
+    """
+    batch, n_rho, n_theta = acc.shape
+    angles = line_angles(n_theta) if theta is None else theta
+    offset = (n_rho - 1) // 2
+    glue = theta is None
+    if glue:
+        # A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
+        # periodic; each line then appears twice and the copies are merged below.
+        full = torch.cat([acc, acc.flip(1)], 2)
+        periodic = [False, True]
+        wanted = 2 * k
+    else:
+        full = acc
+        periodic = [False, False]
+        wanted = k
+    min_votes = 0.0 if threshold is None else threshold
+    votes, index = hough_peaks(full, [min_distance, min(min_angle, n_theta)], wanted, min_votes=min_votes,
+                               periodic=periodic)
+    d, j = index[..., 0], index[..., 1]
+    valid = (d >= 0) & _threshold(acc, votes, threshold) if n_rho * n_theta > 0 else d >= 0
+    if glue:
+        second = j >= n_theta
+        d = torch.where(second, n_rho - 1 - d, d)
+        j = torch.where(second, j - n_theta, j)
+        key = torch.where(valid, d * n_theta + j, -1 - torch.arange(wanted, device=acc.device))
+        earlier = torch.ones(wanted, wanted, dtype=torch.bool, device=acc.device).tril(-1)
+        repeat = ((key.unsqueeze(2) == key.unsqueeze(1)) & earlier).any(2)
+        valid = valid & ~repeat
+        # the first k valid rows, in order
+        order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[:, :k]
+        d, j, votes, valid = d.gather(1, order), j.gather(1, order), votes.gather(1, order), valid.gather(1, order)
+    table = host_table(torch.tensor(angles, dtype=torch.float64), acc.device)
+    rho = (d - offset).to(torch.float32)
+    th = table[j.clamp(min=0)].to(torch.float32) if n_theta > 0 else rho
+    lines = torch.stack([rho, th], -1)
+    lines = torch.where(valid.unsqueeze(-1), lines, torch.full_like(lines, math.nan))
+    return LineDetections(lines, torch.where(valid, votes.to(torch.float32), torch.zeros_like(rho)))
+
+
+def detect_lines(
+    edges: Tensor,
+    k: int,
+    theta: Optional[List[float]] = None,
+    min_distance: int = 9,
+    min_angle: int = 10,
+    threshold: Optional[float] = None,
+    weighted: bool = False,
+) -> LineDetections:
+    """Detect up to k lines per edge image.
+
+    Args:
+        edges: (B, H, W); nonzero pixels are edges.
+        k: lines per image (rows past the ones found are NaN, votes 0).
+        theta: angles to try (radians); default 180 over [-pi/2, pi/2), whose axis wraps around.
+        min_distance, min_angle: lines closer than this in rho bins (pixels) and angle bins are one
+            line (scikit-image's defaults, 9 and 10).
+        threshold: the least score a line must exceed; None: half the image's best score.
+        weighted: edges vote their values (see :func:`pointops.hough_lines`).
+
+    Returns:
+        LineDetections(lines (B, k, 2) float32 (rho, theta), votes (B, k) float32): the line is
+        x cos(theta) + y sin(theta) = rho with (x, y) = (column, row).
+    """
+    acc = hough_lines(edges, theta, weighted=weighted)
+    return line_peaks(acc, k, theta, min_distance, min_angle, threshold)
+
+
+# ---- test images ----
+
+class EdgeScene(NamedTuple):
+    edges: Tensor  # (H, W) bool edge image
+    circles: Tensor  # (C, 3) float32 (x, y, r) of the drawn circles: integer centres and radii
+    lines: Tensor  # (L, 2) float32 (rho, theta) of the drawn lines, theta on line_angles(180)
+
+
+def _draw_circle(edges: Tensor, x: int, y: int, r: int, arc: float, start: float) -> None:
+    from ..reference.hough2d import circle_offsets
+
+    off = circle_offsets(r)
+    if arc < 1.0:
+        angle = torch.atan2(off[:, 0].double(), off[:, 1].double())
+        keep = torch.remainder(angle - start, 2 * math.pi) < arc * 2 * math.pi
+        off = off[keep]
+    yy, xx = off[:, 0] + y, off[:, 1] + x
+    inside = (yy >= 0) & (yy < edges.shape[0]) & (xx >= 0) & (xx < edges.shape[1])
+    edges[yy[inside], xx[inside]] = True
+
+
+def _draw_line(edges: Tensor, rho: float, theta: float) -> None:
+    height, width = edges.shape
+    c, s = math.cos(theta), math.sin(theta)
+    if abs(s) >= abs(c):  # mostly horizontal: one pixel per column
+        xs = torch.arange(width, dtype=torch.float64)
+        ys = torch.round((rho - xs * c) / s)
+    else:
+        ys = torch.arange(height, dtype=torch.float64)
+        xs = torch.round((rho - ys * s) / c)
+    inside = (xs >= 0) & (xs < width) & (ys >= 0) & (ys < height)
+    edges[ys[inside].long(), xs[inside].long()] = True
+
+
+def synthetic_edges(
+    height: int,
+    width: int,
+    n_circles: int = 3,
+    radii: Tuple[int, int] = (10, 30),
+    n_lines: int = 0,
+    noise: float = 0.0,
+    arc: float = 1.0,
+    min_separation: float = 0.0,
+    inside: bool = True,
+    seed: int = 0,
+) -> EdgeScene:
+    """An edge image with known circles and lines, drawn as the accumulators rasterize them.
+
+    Circles are skimage.draw.circle_perimeter circles with integer centres and radii in
+    ``radii`` (inclusive), so a complete circle scores exactly its offset count at its centre.
+    ``arc`` < 1 keeps one random arc of that share of each circle (broken circles); ``inside``
+    keeps whole circles in the image (else centres anywhere: circles cross the border);
+    ``min_separation`` spaces the centres at least that far apart (0: circles may overlap).
+    Lines are x cos(theta) + y sin(theta) = rho with theta on the default 180-angle grid and
+    integer rho, one pixel per column (or row, for steep lines). ``noise`` is the share of pixels
+    turned on at random. Seeded, torch only, on the CPU.
+    """
+    g = torch.Generator().manual_seed(seed)
+    edges = torch.zeros(height, width, dtype=torch.bool)
+    circles: List[List[float]] = []
+    attempts = 0
+    while len(circles) < n_circles and attempts < 1000:
+        attempts += 1
+        r = int(torch.randint(radii[0], radii[1] + 1, (1,), generator=g))
+        lo = r if inside else 0
+        if width - lo <= lo or height - lo <= lo:
+            continue
+        x = int(torch.randint(lo, width - lo, (1,), generator=g))
+        y = int(torch.randint(lo, height - lo, (1,), generator=g))
+        if any(math.hypot(x - cx, y - cy) < min_separation for cx, cy, _ in circles):
+            continue
+        start = float(torch.rand(1, generator=g)) * 2 * math.pi
+        _draw_circle(edges, x, y, r, arc, start)
+        circles.append([float(x), float(y), float(r)])
+    angles = line_angles(180)
+    lines: List[List[float]] = []
+    diagonal = math.hypot(height, width)
+    for _ in range(n_lines):
+        j = int(torch.randint(0, 180, (1,), generator=g))
+        # a rho whose line crosses the image: the projection of a random pixel
+        px = float(torch.randint(0, max(width, 1), (1,), generator=g))
+        py = float(torch.randint(0, max(height, 1), (1,), generator=g))
+        rho = float(round(px * math.cos(angles[j]) + py * math.sin(angles[j])))
+        rho = max(-diagonal, min(diagonal, rho))
+        _draw_line(edges, rho, angles[j])
+        lines.append([rho, angles[j]])
+    if noise > 0:
+        edges |= torch.rand(height, width, generator=g) < noise
+    return EdgeScene(edges, torch.tensor(circles, dtype=torch.float32).reshape(-1, 3),
+                     torch.tensor(lines, dtype=torch.float32).reshape(-1, 2))

@@ -1,0 +1,214 @@
+"""Line Hough: scikit-image equality, exact references, detection, edge cases, errors, CPU == CUDA
+bit for bit."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import pointops
+from pointops.pipelines.hough2d import line_peaks, synthetic_edges
+from pointops.reference import hough2d as reference
+
+skimage_transform = pytest.importorskip("skimage.transform")
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def random_edges(batch, height, width, density=0.1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, height, width, generator=g) < density
+
+
+def skimage_lines(edges, theta=None):
+    return np.stack([skimage_transform.hough_line(e.numpy(), theta)[0] for e in edges]).astype(np.int64)
+
+
+def assert_equal(actual, expected):
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=0, atol=0, equal_nan=True)
+
+
+def test_default_angles_and_distances_are_skimages():
+    image = np.zeros((13, 29), dtype=bool)
+    _, angles, dists = skimage_transform.hough_line(image)
+    assert pointops.line_angles() == angles.tolist()  # bit for bit
+    assert pointops.line_angles(7) == np.linspace(-np.pi / 2, np.pi / 2, 7, endpoint=False).tolist()
+    assert pointops.line_distances(13, 29).tolist() == dists.tolist()
+    assert pointops.rho_offset(13, 29) == (len(dists) - 1) // 2
+
+
+@pytest.mark.parametrize("shape", [(3, 31, 46), (1, 1, 40), (2, 40, 1), (1, 64, 64)])
+def test_counts_match_skimage_on_random_images(device, shape):
+    edges = random_edges(*shape, density=0.15)
+    acc = pointops.hough_lines(edges.to(device))
+    assert acc.dtype == torch.int32
+    assert_equal(acc.cpu().long(), torch.from_numpy(skimage_lines(edges)))
+
+
+def test_counts_match_skimage_with_explicit_angles(device):
+    edges = random_edges(2, 27, 35, 0.2, seed=1)
+    g = torch.Generator().manual_seed(2)
+    # any angles: outside [-pi/2, pi/2), repeated, exact multiples of pi/4 (rho on .5 boundaries)
+    theta = (torch.rand(20, generator=g, dtype=torch.float64) * 8 - 4).tolist() + [0.0, math.pi / 4, math.pi / 3,
+                                                                                      -math.pi / 3, 2.0, 2.0]
+    acc = pointops.hough_lines(edges.to(device), theta)
+    assert acc.shape == (2, 2 * pointops.rho_offset(27, 35) + 1, len(theta))
+    assert_equal(acc.cpu().long(), torch.from_numpy(skimage_lines(edges, np.array(theta))))
+
+
+def test_counts_match_skimage_on_drawn_lines(device):
+    scene = synthetic_edges(60, 80, n_circles=1, n_lines=4, noise=0.01, seed=4)
+    acc = pointops.hough_lines(scene.edges[None].to(device))
+    assert_equal(acc.cpu().long(), torch.from_numpy(skimage_lines(scene.edges[None])))
+
+
+def ragged_points(seed=0, n=50, height=20, width=33):
+    g = torch.Generator().manual_seed(seed)
+    points = torch.stack([torch.randint(-4, width + 4, (2, n), generator=g),
+                          torch.randint(-4, height + 4, (2, n), generator=g)], -1)
+    points[0, 1] = points[0, 0]  # repeated: votes twice
+    points[1, 0] = torch.tensor([-(2**40), 2])
+    return points, torch.tensor([n, n - 17])
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_point_lists_match_reference(device, dtype):
+    points, lengths = ragged_points()
+    if dtype == torch.int32:
+        points = points.clamp(-100, 100)
+    points = points.to(dtype)
+    theta = pointops.line_angles(45)
+    expected = reference.hough_lines(points, lengths, None, 20, 33, theta)
+    assert_equal(pointops.hough_lines_points(points.to(device), [20, 33], theta, lengths.to(device)), expected)
+
+
+def test_weighted_sums_are_exact_fixed_point(device):
+    points, lengths = ragged_points(1)
+    weights = torch.randn(2, 50, generator=torch.Generator().manual_seed(3)) * 5
+    weights[0, 2], weights[0, 3], weights[1, 4] = NAN, -INF, -1e20
+    theta = pointops.line_angles(30)
+    expected = reference.hough_lines(points, lengths, weights, 20, 33, theta)
+    acc = pointops.hough_lines_points(points.to(device), [20, 33], theta, lengths.to(device), weights.to(device))
+    assert acc.dtype == torch.float32
+    assert_equal(acc, expected)
+    maps = random_edges(2, 15, 18, 0.3, seed=5).float() * 1.5
+    assert_equal(pointops.hough_lines(maps.to(device), weighted=True).cpu(),
+                 torch.from_numpy(skimage_lines(maps > 0)).float() * 1.5)
+
+
+def test_empty_inputs(device):
+    edges = torch.zeros(2, 10, 12, dtype=torch.bool, device=device)
+    acc = pointops.hough_lines(edges)
+    assert acc.shape == (2, 2 * 16 + 1, 180) and (acc == 0).all()
+    assert pointops.hough_lines(edges, []).shape == (2, 33, 0)
+    assert pointops.hough_lines(edges[:0]).shape == (0, 33, 180)
+    assert pointops.hough_lines(torch.ones(1, 0, 7, dtype=torch.bool, device=device)).shape == (1, 15, 180)
+    assert pointops.hough_lines(torch.ones(1, 0, 0, dtype=torch.bool, device=device)).shape == (1, 1, 180)
+    weighted = pointops.hough_lines(edges.float(), weighted=True)
+    assert weighted.dtype == torch.float32 and (weighted == 0).all()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, 5, 5, [0.0, NAN]),
+     r"theta must be finite angles in radians"),
+    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.float64), None, None, 5, 5, [0.0]),
+     "points must be int32 or int64 pixel coordinates, got Double"),
+    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, -1, 5, [0.0]),
+     r"height and width must be in \[0, 32767\], got -1 and 5"),
+    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 4, dtype=torch.int32), 5, 5, [0.0]),
+     "weights must be float32, float64, float16 or bfloat16, got Int"),
+])
+def test_errors(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+# ---- detection ----
+
+def line_matched(found, truth, rho_tolerance=1.0, theta_tolerance=1e-6):
+    """Every true line has a detection (rho, theta), either as given or as (-rho, theta +- pi)."""
+    found = found[~torch.isnan(found[:, 0])]
+    for rho, theta in truth.tolist():
+        direct = ((found[:, 0] - rho).abs() <= rho_tolerance) & ((found[:, 1] - theta).abs() <= theta_tolerance)
+        flipped = ((found[:, 0] + rho).abs() <= rho_tolerance) & \
+                  (((found[:, 1] - theta).abs() - math.pi).abs() <= 0.02)
+        if not (direct | flipped).any():
+            return False
+    return True
+
+
+def test_detect_lines_recovers_drawn_lines(device):
+    scenes = [synthetic_edges(90, 120, n_circles=0, n_lines=3, seed=s) for s in (0, 1)]
+    edges = torch.stack([s.edges for s in scenes])
+    det = pointops.detect_lines(edges.to(device), k=6, threshold=30)
+    assert det.lines.shape == (2, 6, 2) and det.lines.dtype == torch.float32
+    for b, scene in enumerate(scenes):
+        assert line_matched(det.lines[b].cpu(), scene.lines)
+
+
+def test_detect_lines_with_noise(device):
+    scene = synthetic_edges(100, 100, n_circles=2, n_lines=2, noise=0.03, seed=6)
+    det = pointops.detect_lines(scene.edges[None].to(device), k=2)
+    assert line_matched(det.lines[0].cpu(), scene.lines)
+
+
+def test_detect_lines_agrees_with_skimage_peaks(device):
+    image = np.zeros((80, 100), dtype=bool)
+    image[20, 5:95] = True  # horizontal: theta = -pi/2, at the seam
+    image[5:75, 70] = True  # vertical: theta = 0
+    for i in range(60):
+        image[10 + i, 10 + i] = True  # diagonal
+    hspace, angles, dists = skimage_transform.hough_line(image)
+    votes, theta, rho = skimage_transform.hough_line_peaks(hspace, angles, dists, num_peaks=5)
+    det = pointops.detect_lines(torch.from_numpy(image)[None].to(device), k=5)
+    found = det.lines[0].cpu()
+    found = found[~torch.isnan(found[:, 0])]
+    assert len(found) == len(rho) == 3
+    expected = sorted(zip(rho.tolist(), np.float32(theta).tolist()))
+    assert sorted(map(tuple, found.tolist())) == expected
+    assert sorted(det.votes[0].cpu()[:3].tolist()) == sorted(votes.astype(float).tolist())
+
+
+def test_the_seam_glues_a_line_once():
+    # a horizontal line votes at theta = -pi/2 (rho = -y) and, one bin across the seam, at
+    # theta = pi/2 - 1 degree (rho ~ +y): one line, found once
+    image = torch.zeros(1, 50, 60, dtype=torch.bool)
+    image[0, 25, :] = True
+    det = pointops.detect_lines(image, k=3, threshold=10)
+    found = det.lines[0][~torch.isnan(det.lines[0, :, 0])]
+    assert len(found) == 1 and found[0].tolist() == [-25.0, pytest.approx(-math.pi / 2)]
+    # without the seam (explicit angles), the echo across it is a second peak
+    det = pointops.detect_lines(image, k=3, theta=pointops.line_angles(), threshold=10)
+    assert int((~torch.isnan(det.lines[0, :, 0])).sum()) == 2
+
+
+def test_line_peaks_padding_and_empty(device):
+    acc = torch.zeros(2, 21, 180, dtype=torch.int32, device=device)
+    acc[0, 4, 7] = 9
+    det = line_peaks(acc, k=3)
+    lines, votes = det.lines.cpu(), det.votes.cpu()
+    assert lines[0, 0].tolist() == [-6.0, pytest.approx(pointops.line_angles()[7])] and votes[0].tolist() == [9, 0, 0]
+    assert torch.isnan(lines[0, 1:]).all() and torch.isnan(lines[1]).all()
+    empty = pointops.detect_lines(torch.zeros(0, 5, 5, dtype=torch.bool, device=device), k=2)
+    assert empty.lines.shape == (0, 2, 2)
+
+
+# ---- CPU == CUDA ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape,n_theta", [((2, 120, 170), 180), ((1, 30, 3000), 64), ((6, 10, 12), 7)])
+def test_cuda_equals_cpu_bitwise(shape, n_theta):
+    edges = random_edges(*shape, density=0.1, seed=9)
+    values = torch.rand(shape, generator=torch.Generator().manual_seed(10)) * edges
+    theta = pointops.line_angles(n_theta)
+    assert_equal(pointops.hough_lines(edges.cuda(), theta), pointops.hough_lines(edges, theta))
+    assert_equal(pointops.hough_lines(values.cuda(), theta, weighted=True), pointops.hough_lines(values, theta, weighted=True))
+    points, lengths = ragged_points(2)
+    cpu = pointops.hough_lines_points(points, [20, 33], None, lengths)
+    assert_equal(pointops.hough_lines_points(points.cuda(), [20, 33], None, lengths.cuda()), cpu)
+    # a 12000 x 12000 image: a rho column too long for shared memory (the global-atomic path)
+    far = torch.randint(0, 12000, (1, 300, 2), generator=torch.Generator().manual_seed(11))
+    assert_equal(pointops.hough_lines_points(far.cuda(), [12000, 12000], theta),
+                 pointops.hough_lines_points(far, [12000, 12000], theta))

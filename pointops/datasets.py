@@ -499,7 +499,8 @@ def _one_cloud_planes(detected) -> Tensor:
     if detected.dim() == 1 and detected.shape[0] == 4:
         detected = detected[None]  # one plane
     if detected.dim() != 2 or detected.shape[1] != 4:
-        raise ValueError(f"detected must be (M, 4) planes (n, d) of one cloud, or (1, M, 4); got {tuple(detected.shape)}")
+        raise ValueError(
+            f"detected must be (M, 4) planes (n, d) of one cloud, or (1, M, 4); got {tuple(detected.shape)}")
     return detected.detach().to("cpu", _F64)
 
 

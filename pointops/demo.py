@@ -271,7 +271,8 @@ def draw_bev(demo: Demo):
     max_z, density, top, occupancy = image
     empty = occupancy == 0
     # Intensities of Lambertian returns are mostly small: show them against their 99th percentile.
-    bright = max(float(top[~empty].quantile(0.99)), 1e-6) if bool((~empty).any()) else 1.0
+    # (On the CPU: a quantile interpolates, and CUDA's may round differently.)
+    bright = max(float(top[~empty].cpu().quantile(0.99)), 1e-6) if bool((~empty).any()) else 1.0
     composite = torch.stack([(max_z - low) / (high - low), density, top / bright], -1).clamp(0, 1)
     composite = composite * occupancy.unsqueeze(-1)
 

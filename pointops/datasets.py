@@ -23,7 +23,7 @@ Ground truth of a scan is expressed in the sensor frame (points are too):
 """
 import math
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -476,21 +476,50 @@ def batch_scenes(
 
 class PlaneScore(NamedTuple):
     recall: float  # share of the required ground-truth planes that some detection matches
-    precision: float  # share of the detections that match some ground-truth plane
+    precision: float  # share of the detections (padding rows left out) that match some ground-truth plane
     found: Tensor  # (P,) bool: ground-truth plane p is matched by a detection
     required: Tensor  # (P,) bool: ground-truth plane p holds at least min_share of the points
-    matched: Tensor  # (M,) int64: the ground-truth plane each detection matches (the nearest), -1 if none
+    matched: Tensor  # (M,) int64: per input row, the ground-truth plane it matches (the nearest); -1 if none or padding
+
+
+def _one_cloud_planes(detected) -> Tensor:
+    """A detector's planes for one cloud as a float64 CPU ``(M, 4)`` tensor, padding rows kept."""
+    if not isinstance(detected, Tensor) and hasattr(detected, "planes"):
+        detected = detected.planes  # a PlaneDetections (or anything shaped like it)
+    if not isinstance(detected, Tensor):
+        raise TypeError(f"detected must be a tensor of planes or a PlaneDetections, got {type(detected).__name__}")
+    if detected.dim() == 3:
+        if detected.shape[0] != 1:
+            raise ValueError(
+                f"evaluate_planes scores one cloud, got detections of {detected.shape[0]} clouds "
+                f"{tuple(detected.shape)}; score cloud b alone: evaluate_planes(det.planes[b], "
+                "batch.planes[b], batch.labels[b, :batch.lengths[b]])"
+            )
+        detected = detected[0]
+    if detected.dim() == 1 and detected.shape[0] == 4:
+        detected = detected[None]  # one plane
+    if detected.dim() != 2 or detected.shape[1] != 4:
+        raise ValueError(
+            f"detected must be (M, 4) planes (n, d) of one cloud, or (1, M, 4); got {tuple(detected.shape)}")
+    return detected.detach().to("cpu", _F64)
 
 
 def evaluate_planes(
-    detected: Tensor,
+    detected: Union[Tensor, Tuple[Tensor, ...]],
     planes: Tensor,
     labels: Tensor,
     max_angle_deg: float = 2.0,
     max_offset: float = 0.05,
     min_share: float = 0.05,
 ) -> PlaneScore:
-    """Scores detected planes ``(M, 4)`` against a scan's ``planes (P, 4)`` and ``labels (N,)``.
+    """Scores one cloud's detected planes against a scan's ``planes (P, 4)`` and ``labels (N,)``.
+
+    ``detected`` is taken as a detector returns it: ``(M, 4)`` rows ``(n, d)``, ``(1, M, 4)``, or
+    the :class:`pointops.PlaneDetections` of a one-cloud batch, on any device. Rows holding a NaN
+    or Inf are padding (``detect_planes`` pads with NaN rows when it finds fewer than k planes):
+    they are no detection, count for neither recall nor precision, and get ``matched == -1``.
+    A batch of several clouds is refused: score each cloud on its own, with its labels cut to its
+    length (``labels[b, :lengths[b]]``, since padding labels would count as points).
 
     A detection matches a ground-truth plane when their normals are within ``max_angle_deg`` and
     their offsets within ``max_offset`` metres; either sign of a detected ``(n, d)`` is accepted,
@@ -499,7 +528,10 @@ def evaluate_planes(
     counts a detection as right when it matches any ground-truth plane, seen or not. With no
     required plane the recall is 1; with no detection the precision is 1.
     """
-    detected, planes = detected.to(_F64).reshape(-1, 4), planes.to(_F64)
+    rows = _one_cloud_planes(detected)
+    planes, labels = planes.detach().to("cpu", _F64), labels.detach().cpu()
+    real = torch.isfinite(rows).all(1)
+    detected = rows[real]
     cos = detected[:, :3] @ planes[:, :3].T / detected[:, :3].norm(dim=1, keepdim=True)  # (M, P)
     sign = torch.where(cos < 0, -1.0, 1.0).to(_F64)
     offset_gap = (detected[:, 3:] / detected[:, :3].norm(dim=1, keepdim=True) * sign - planes[:, 3]).abs()
@@ -511,8 +543,9 @@ def evaluate_planes(
     # Nearly coplanar ground-truth planes (box tops at one height) can both be close: the nearest
     # in tolerance units wins.
     cost = (angle / math.radians(max_angle_deg) + offset_gap / max_offset).masked_fill(~close, math.inf)
-    best = cost.argmin(1) if planes.shape[0] else torch.zeros(0, dtype=torch.int64)
-    matched = torch.where(close.any(1), best, -1)
+    best = cost.argmin(1) if planes.shape[0] else torch.zeros(detected.shape[0], dtype=torch.int64)
+    matched = torch.full((rows.shape[0],), -1, dtype=torch.int64)
+    matched[real] = torch.where(close.any(1), best, -1)
     n_required = int(required.sum())
     recall = float((found & required).sum()) / n_required if n_required else 1.0
     precision = float(close.any(1).sum()) / detected.shape[0] if detected.shape[0] else 1.0

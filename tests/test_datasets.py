@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import pointops
 from pointops import datasets
 
 SMALL = dict(n_beams=16, n_azimuth=512)
@@ -227,3 +228,50 @@ def test_evaluate_planes_applies_angle_offset_and_share():
         assert not score.found[0] and score.recall == pytest.approx(1 - 1 / len(required))
     score = datasets.evaluate_planes(torch.zeros(0, 4), scan.planes, scan.labels)
     assert score.recall == 0.0 and score.precision == 1.0 and score.matched.shape == (0,)
+
+
+def test_evaluate_planes_takes_the_detector_output_as_it_comes():
+    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
+    required = datasets.evaluate_planes(scan.planes, scan.planes, scan.labels).required
+    perfect = scan.planes[required]
+    nan = torch.full((3, 4), float("nan"))
+    padded = torch.cat([perfect[:1], nan[:1], perfect[1:], nan[1:]])  # padding between and after
+    score = datasets.evaluate_planes(padded, scan.planes, scan.labels)
+    assert score.recall == 1.0 and score.precision == 1.0  # not len(perfect) / len(padded)
+    assert score.matched.shape == (len(padded),)
+    assert (score.matched[torch.isnan(padded[:, 0])] == -1).all()
+    assert torch.equal(score.matched[~torch.isnan(padded[:, 0])], torch.nonzero(required)[:, 0])
+    # an Inf row is padding too, and a wrong plane still costs precision
+    wrong = torch.tensor([[0.0, 0.0, 1.0, 50.0], [float("inf"), 0.0, 0.0, 1.0]])
+    score = datasets.evaluate_planes(torch.cat([padded, wrong]), scan.planes, scan.labels)
+    assert score.precision == pytest.approx(len(perfect) / (len(perfect) + 1))
+    # (1, M, 4) and a PlaneDetections-like tuple with a .planes field give the same score
+    batched = datasets.evaluate_planes(padded[None], scan.planes, scan.labels)
+    detections = pointops.PlaneDetections(padded[None], torch.zeros(1, len(padded)), scan.labels[None])
+    as_detections = datasets.evaluate_planes(detections, scan.planes, scan.labels)
+    for other in (batched, as_detections):
+        assert other.recall == 1.0 and other.precision == 1.0 and torch.equal(other.matched, score.matched[:-2])
+    # only padding: no detection, precision 1, recall 0
+    score = datasets.evaluate_planes(nan, scan.planes, scan.labels)
+    assert score.precision == 1.0 and score.recall == 0.0 and (score.matched == -1).all()
+
+
+def test_evaluate_planes_refuses_batches_and_bad_shapes():
+    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
+    with pytest.raises(ValueError, match=r"scores one cloud, got detections of 2 clouds.*det.planes\[b\]"):
+        datasets.evaluate_planes(torch.zeros(2, 3, 4), scan.planes, scan.labels)
+    with pytest.raises(ValueError, match=r"\(M, 4\).*got \(5, 3\)"):
+        datasets.evaluate_planes(torch.zeros(5, 3), scan.planes, scan.labels)
+    with pytest.raises(TypeError, match="PlaneDetections, got list"):
+        datasets.evaluate_planes([[0.0, 0.0, 1.0, 1.0]], scan.planes, scan.labels)
+
+
+def test_evaluate_planes_on_detect_planes_output(device):
+    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
+    det = pointops.detect_planes(scan.points[None].to(device), 8, n_phi=45, n_theta=45, rho_step=0.2)
+    assert torch.isnan(det.planes[0, :, 3]).any()  # fewer than 8 planes: the case the padding rule is for
+    as_is = datasets.evaluate_planes(det, scan.planes, scan.labels)
+    real = det.planes[0].cpu()
+    stripped = datasets.evaluate_planes(real[~torch.isnan(real[:, 3])], scan.planes, scan.labels)
+    assert (as_is.recall, as_is.precision) == (stripped.recall, stripped.precision)
+    assert as_is.precision == 1.0 and as_is.recall == 1.0

@@ -1,0 +1,64 @@
+"""The demo end to end: every picture is written as a PNG of a sensible size, on CPU (fast
+settings), and on CUDA the same pictures as on the CPU (the ops are bit-identical)."""
+import struct
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="the demo draws with matplotlib, the optional demo extra")
+
+from pointops import demo  # noqa: E402
+
+FAST = demo.Settings(beams=16, azimuth=512, fps_k=256)  # about 8k points: a few seconds on a CPU
+
+
+def png_size(path):
+    """(width, height) from the PNG header; fails on anything that is not a PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def pixels(path):
+    import matplotlib.image
+    return matplotlib.image.imread(path)
+
+
+def test_demo_writes_every_picture(tmp_path, capsys):
+    paths = demo.run(str(tmp_path), "cpu", FAST, dpi=60)
+    assert [p.split("/")[-1] for p in paths] == [name + ".png" for name in demo.PICTURES]
+    assert {"fps", "height", "bev", "planes", "voxels", "hough"} <= set(demo.PICTURES)
+    out = capsys.readouterr().out
+    for path in paths:
+        assert f"wrote {path}: " in out
+        width, height = png_size(path)
+        assert 400 <= width <= 2000 and 300 <= height <= 2000, (path, width, height)
+        image = pixels(path)
+        assert image.std() > 0.05, f"{path} is (nearly) blank"
+
+
+def test_command_line_and_registry(tmp_path, capsys, monkeypatch):
+    @demo.picture("test_extra")
+    def draw_extra(scene):
+        fig = demo.figure(4, 4)
+        ax = fig.add_subplot()
+        demo.top_view(ax, scene, "an added picture")
+        return fig, f"{scene.n} points"
+
+    monkeypatch.delitem(demo.PICTURES, "test_extra")  # undone at teardown: registered only for this test
+    demo.PICTURES["test_extra"] = draw_extra
+    demo.main(["--out", str(tmp_path / "pictures"), "--device", "cpu", "--beams", "8", "--azimuth", "256",
+               "--only", "fps", "test_extra"])
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == ["fps.png", "test_extra.png"]
+    assert "2 pictures in" in out and "test_extra.png: " in out
+    with pytest.raises(ValueError, match=r"unknown pictures \['nope'\]"):
+        demo.run(str(tmp_path), "cpu", FAST, only=["nope"])
+
+
+@pytest.mark.cuda
+def test_cuda_draws_the_same_pictures(tmp_path):
+    cpu = demo.run(str(tmp_path / "cpu"), "cpu", FAST, dpi=60)
+    cuda = demo.run(str(tmp_path / "cuda"), "cuda", FAST, dpi=60)
+    for a, b in zip(cpu, cuda):
+        assert (pixels(a) == pixels(b)).all(), f"{b} differs from the CPU's picture"

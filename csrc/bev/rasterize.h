@@ -57,11 +57,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 
 namespace pointops {
@@ -171,39 +171,9 @@ POINTOPS_HOST_DEVICE inline double portable_log(double x) {
   return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
 }
 
-POINTOPS_HOST_DEVICE inline uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float bits_float(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-#endif
-}
-
-// Unsigned order of the key == numeric order of the (non-NaN) float; 0 is below every float.
-POINTOPS_HOST_DEVICE inline uint32_t ordered_key(float v) {
-  const uint32_t bits = float_bits(v);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-POINTOPS_HOST_DEVICE inline float key_float(uint32_t key) {
-  return bits_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
 // Highest z wins, then the lowest index (its low word ~index is the largest).
 POINTOPS_HOST_DEVICE inline uint64_t top_key(float z, uint32_t index) {
-  return (static_cast<uint64_t>(ordered_key(z)) << 32) | (0xffffffffu - index);
+  return (static_cast<uint64_t>(ordered_bits(z)) << 32) | (0xffffffffu - index);
 }
 
 POINTOPS_HOST_DEVICE inline uint32_t top_index(uint64_t key) {
@@ -242,14 +212,14 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
   if (layout.top >= 0) {
     Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), top_key(zf, index));
   }
-  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_key(zf));
+  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_bits(zf));
   if (layout.sum_z >= 0) {
     // z >= lo[2] and z_offset == lo[2], so the difference is >= 0; < 2^32 steps per point keeps
     // the sum of up to 2^31 points below 2^64.
     const double steps = (static_cast<double>(z) - r.z_offset) * r.z_scale;
     Ops::add64(reinterpret_cast<uint64_t*>(record + layout.sum_z), static_cast<uint64_t>(steps));
   }
-  if (layout.max_f >= 0) Ops::max32(record + layout.max_f, ordered_key(static_cast<float>(feature)));
+  if (layout.max_f >= 0) Ops::max32(record + layout.max_f, ordered_bits(static_cast<float>(feature)));
   if (layout.sum_f >= 0) {
     // Truncated to |q| <= 2^62; the 128-bit sum is a low word plus a signed high word that takes
     // the sign extension and the low word's carry.
@@ -282,12 +252,12 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
     switch (r.channels[k]) {
       case Channel::kMaxZ:
         if (occupied) {
-          value = key_float(static_cast<uint32_t>(
+          value = ordered_float(static_cast<uint32_t>(
               *reinterpret_cast<const uint64_t*>(record + layout.top) >> 32));
         }
         break;
       case Channel::kMinZ:
-        if (occupied) value = key_float(~record[layout.min_z]);
+        if (occupied) value = ordered_float(~record[layout.min_z]);
         break;
       case Channel::kMeanZ:
         if (occupied) {
@@ -309,7 +279,7 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         value = occupied ? 1.f : 0.f;
         break;
       case Channel::kMaxFeature:
-        if (occupied) value = key_float(record[layout.max_f]);
+        if (occupied) value = ordered_float(record[layout.max_f]);
         break;
       case Channel::kMeanFeature:
         if (occupied) {

@@ -36,9 +36,9 @@
 #include <ATen/core/List.h>
 
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 
 namespace pointops {
@@ -58,15 +58,7 @@ struct PeakGrid {
 
 POINTOPS_HOST_DEVICE inline uint32_t vote_bits(int32_t v) { return static_cast<uint32_t>(v); }
 
-POINTOPS_HOST_DEVICE inline uint32_t vote_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-#endif
-}
+POINTOPS_HOST_DEVICE inline uint32_t vote_bits(float v) { return float_bits(v); }
 
 POINTOPS_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);

@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kThreads)
       const float* q = points + 3 * (b * n + p);
       const float x = q[0], y = q[1], z = q[2];
       if (finite_point(x, y, z)) {
-        largest = max(largest, max(__float_as_uint(fabsf(x)),
-                                   max(__float_as_uint(fabsf(y)), __float_as_uint(fabsf(z)))));
+        largest = max(largest,
+                      max(float_bits(fabsf(x)), max(float_bits(fabsf(y)), float_bits(fabsf(z)))));
       }
     }
     largest = __reduce_max_sync(kFullMask, largest);

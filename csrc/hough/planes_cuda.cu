@@ -54,6 +54,7 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
+#include "common/float_bits.h"
 
 namespace pointops {
 namespace {
@@ -146,7 +147,7 @@ __device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinn
                                              uint32_t base, uint32_t limit) {
   const float t = fused_multiply_add(
       nrm.z, p.z, fused_multiply_add(nrm.y, p.y, fused_multiply_add(nrm.x, p.x, binning.frac)));
-  const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
+  const uint32_t bits = float_bits(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
   return min(bits - base, limit);
 }
 

@@ -37,6 +37,7 @@
 
 #include "common/checks.h"
 #include "common/cuda_utils.cuh"
+#include "common/float_bits.h"
 
 namespace pointops {
 namespace {
@@ -330,9 +331,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         const uint32_t peer = peer_barrier + 8u * parity;
         push_to_peer(peer_head + 16u * slot,
                      make_uint4(static_cast<uint32_t>(warp_key >> 32), static_cast<uint32_t>(warp_key),
-                                __float_as_uint(c[0]), __float_as_uint(c[1])),
+                                float_bits(c[0]), float_bits(c[1])),
                      peer);
-        if constexpr (DIM == 3) push_to_peer(peer_tail + 4u * slot, __float_as_uint(c[2]), peer);
+        if constexpr (DIM == 3) push_to_peer(peer_tail + 4u * slot, float_bits(c[2]), peer);
       }
       wait_phase(barrier, phase_parity);
       unsigned long long lane_key = 0;
@@ -342,8 +343,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         const unsigned long long key = (static_cast<unsigned long long>(head.x) << 32) | head.y;
         if (key > lane_key) {
           lane_key = key;
-          lane_coords[0] = __uint_as_float(head.z);
-          lane_coords[1] = __uint_as_float(head.w);
+          lane_coords[0] = bits_float(head.z);
+          lane_coords[1] = bits_float(head.w);
           if constexpr (DIM == 3) lane_coords[2] = push_tail[parity][j];
         }
       }

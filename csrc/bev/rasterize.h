@@ -43,8 +43,8 @@
 //     rounding just below z_max can overshoot).
 //
 // How both backends accumulate: each occupied cell has an int32 count and a record of 32-bit
-// slots holding only what the channels need (RecordLayout): a 64-bit top key
-// (ordered z bits << 32 | ~point index, max), the inverted ordered bits of z (max = min z), the
+// slots holding only what the channels need (RecordLayout): a 64-bit top key (argmax_key of the
+// ordered z bits and the point index, max), the inverted ordered bits of z (max = min z), the
 // ordered bits of the feature (max), the fixed-point sums and the slice bits (or). All of these
 // are integer max / add / or, so order does not matter and CUDA uses plain integer atomics.
 // The CPU keeps them per cell of a cloud and zeroes a record when its first point arrives; CUDA
@@ -61,6 +61,7 @@
 #include <string>
 #include <vector>
 
+#include "common/argmax_key.h"
 #include "common/float_bits.h"
 #include "common/portable_math.h"
 
@@ -171,15 +172,6 @@ POINTOPS_HOST_DEVICE inline double portable_log(double x) {
   return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
 }
 
-// Highest z wins, then the lowest index (its low word ~index is the largest).
-POINTOPS_HOST_DEVICE inline uint64_t top_key(float z, uint32_t index) {
-  return (static_cast<uint64_t>(ordered_bits(z)) << 32) | (0xffffffffu - index);
-}
-
-POINTOPS_HOST_DEVICE inline uint32_t top_index(uint64_t key) {
-  return 0xffffffffu - static_cast<uint32_t>(key);
-}
-
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline acc_t sanitize_feature(acc_t f) {
   const acc_t limit = static_cast<acc_t>(kFeatureLimit);
@@ -210,7 +202,7 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
   const acc_t feature = sanitize_feature(raw_feature);
   const float zf = static_cast<float>(z);
   if (layout.top >= 0) {
-    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), top_key(zf, index));
+    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), argmax_key(ordered_bits(zf), index));
   }
   if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_bits(zf));
   if (layout.sum_z >= 0) {
@@ -252,8 +244,8 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
     switch (r.channels[k]) {
       case Channel::kMaxZ:
         if (occupied) {
-          value = ordered_float(static_cast<uint32_t>(
-              *reinterpret_cast<const uint64_t*>(record + layout.top) >> 32));
+          const uint64_t top = *reinterpret_cast<const uint64_t*>(record + layout.top);
+          value = ordered_float(argmax_key_value(top));
         }
         break;
       case Channel::kMinZ:
@@ -292,7 +284,7 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         break;
       case Channel::kTopFeature:
         if (occupied) {
-          const uint32_t i = top_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
+          const uint32_t i = argmax_key_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
           const acc_t f = static_cast<acc_t>(cloud[static_cast<int64_t>(i) * r.dims + r.feature_column]);
           value = static_cast<float>(sanitize_feature(f));
         }

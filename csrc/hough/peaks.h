@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "common/argmax_key.h"
 #include "common/float_bits.h"
 #include "common/portable_math.h"
 
@@ -97,9 +98,7 @@ POINTOPS_HOST_DEVICE inline int64_t neighbour_index(const PeakGrid& g, const int
 template <typename T>
 POINTOPS_HOST_DEVICE inline int64_t candidate_key(T v, int64_t flat, const PeakGrid& g) {
   if (!(v > T(0)) || !(static_cast<double>(v) >= g.min_votes)) return 0;
-  const uint64_t key = (static_cast<uint64_t>(vote_bits(v)) << 32) |
-                       (static_cast<uint64_t>(0xffffffffu) - static_cast<uint64_t>(flat));
-  return static_cast<int64_t>(key);
+  return static_cast<int64_t>(argmax_key(vote_bits(v), static_cast<uint32_t>(flat)));
 }
 
 // The key of bin `flat` of one cloud's accumulator `acc` (see the header comment).

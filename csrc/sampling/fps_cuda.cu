@@ -35,6 +35,7 @@
 #include <limits>
 #include <string>
 
+#include "common/argmax_key.h"
 #include "common/checks.h"
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
@@ -116,29 +117,20 @@ __device__ __forceinline__ bool all_finite(const double* p, int dims) {
   return finite;
 }
 
-// (distance, index) as one 64-bit key whose unsigned max is the step's winner: the high word is
-// the distance's bits + 1 (distances >= 0, +inf included, order like their bits), the low word
-// ~index so that equal distances prefer the lower index. 0 means "no candidate".
+// (distance, index) as one argmax key (common/argmax_key.h), whose unsigned max is the step's
+// winner: the value key is the distance's bits + 1 (distances >= 0, +inf included, order like
+// their bits), so that 0 means "no candidate".
 __device__ __forceinline__ unsigned long long pack_key(float dist, int32_t index) {
   if (!(dist >= 0.f)) return 0ull;
-  const unsigned long long high = __float_as_uint(dist) + 1u;
-  return (high << 32) | (0xffffffffu - static_cast<uint32_t>(index));
+  return argmax_key(float_bits(dist) + 1u, static_cast<uint32_t>(index));
 }
 
 __device__ __forceinline__ float key_distance(unsigned long long key) {
-  return __uint_as_float(static_cast<uint32_t>(key >> 32) - 1u);
+  return bits_float(argmax_key_value(key) - 1u);
 }
 
 __device__ __forceinline__ int32_t key_index(unsigned long long key) {
-  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
-}
-
-// Max of a 64-bit key over the warp in two redux.sync steps (sm_80+), every lane gets it.
-__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long key) {
-  const uint32_t high = static_cast<uint32_t>(key >> 32);
-  const uint32_t top = __reduce_max_sync(kFullMask, high);
-  const uint32_t low = __reduce_max_sync(kFullMask, high == top ? static_cast<uint32_t>(key) : 0u);
-  return (static_cast<unsigned long long>(top) << 32) | low;
+  return static_cast<int32_t>(argmax_key_index(key));
 }
 
 __device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {

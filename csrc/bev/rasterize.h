@@ -29,7 +29,7 @@
 //     point, ties (equal float32 z) to the lowest point index. max_feature is exact.
 //   * count is the number of points (as float32); occupancy is 1 where count > 0; density is
 //     min(1, ln(count + 1) / ln(density_base)) (Complex-YOLO uses base 64), evaluated with
-//     portable_log below so both backends round alike.
+//     portable_log (common/portable_math.h) so both backends round alike.
 //   * mean_z sums z - z_min in unsigned 64-bit fixed point with 2^32 steps over the z range
 //     (exact integer sums, so order-free); mean_feature sums the feature in signed 128-bit fixed
 //     point with 32 fractional bits (per point truncated toward zero). The means are then
@@ -147,29 +147,6 @@ RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::T
 inline std::vector<int64_t> image_shape(const RasterArgs& args, int64_t batch) {
   return args.forward_up ? std::vector<int64_t>{batch, args.out_channels, args.nx, args.ny}
                           : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
-}
-
-// Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
-// the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
-// ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an
-// error below 1e-17 relative.
-POINTOPS_HOST_DEVICE inline double portable_log(double x) {
-  int e = 0;
-#if defined(__CUDA_ARCH__)
-  double m = frexp(x, &e);
-#else
-  double m = std::frexp(x, &e);
-#endif
-  if (m < 0.70710678118654752) {
-    m = m * 2.0;
-    e -= 1;
-  }
-  const double s = (m - 1.0) / (m + 1.0);
-  const double s2 = s * s;
-  double series = 1.0 / 23.0;
-  for (int k = 21; k >= 1; k -= 2) series = fused_multiply_add(series, s2, 1.0 / k);
-  const double ln_m = 2.0 * s * series;
-  return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
 }
 
 template <typename acc_t>

@@ -48,6 +48,7 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -309,13 +310,8 @@ __global__ void __launch_bounds__(kThreads, 4)
 // Resident blocks of rasterize_kernel<scalar_t, acc_t> per SM (for the cooperative launch),
 // queried once per process: the GPUs of one machine share an architecture.
 template <typename scalar_t, typename acc_t>
-int blocks_per_sm() {
-  static const int blocks = [] {
-    int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &count, rasterize_kernel<scalar_t, acc_t>, kThreads, 0));
-    return count;
-  }();
+int cached_blocks_per_sm() {
+  static const int blocks = cuda::blocks_per_sm(rasterize_kernel<scalar_t, acc_t>, kThreads);
   return blocks;
 }
 
@@ -349,7 +345,7 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cuda", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const Raster<acc_t> r = bev_detail::make_raster<acc_t>(args, dims);
-    const int blocks = blocks_per_sm<scalar_t, acc_t>() * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const int blocks = cached_blocks_per_sm<scalar_t, acc_t>() * cuda::sm_count();
     TORCH_CHECK(blocks > 0, "bev_rasterize: the kernel cannot be resident on this device");
     Scratch s{};
     s.words_per_cloud = cuda::ceil_div(cells, kWordBits);
@@ -365,17 +361,10 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
     s.slots = reinterpret_cast<int2*>(s.block_totals + blocks);
     s.count = reinterpret_cast<uint32_t*>(s.slots + capacity);
     s.records = s.count + cuda::round_up(capacity, 2);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kThreads);
-    config.stream = stream;
-    cudaLaunchAttribute cooperative;
-    cooperative.id = cudaLaunchAttributeCooperative;
-    cooperative.val.cooperative = 1;
-    config.attrs = &cooperative;
-    config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, rasterize_kernel<scalar_t, acc_t>, r, pts.data_ptr<scalar_t>(),
-                                      batch, n, lengths_ptr, s, image.data_ptr<float>(), image.numel()));
+    cuda::LaunchShape shape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads)};
+    shape.cooperative = true;
+    cuda::launch(rasterize_kernel<scalar_t, acc_t>, shape, stream, r, pts.data_ptr<scalar_t>(), batch, n,
+                 lengths_ptr, s, image.data_ptr<float>(), image.numel());
   });
   return image;
 }

@@ -55,6 +55,7 @@
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -486,8 +487,7 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   if (w.defined()) {
     const int smem = static_cast<int>(weight_smem(weight_threads));
     const int64_t tiles = cuda::ceil_div(m_total, 2 * weight_threads);
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vote_weights_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cuda::set_dynamic_smem(vote_weights_kernel, smem);
     const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(batch_blocks));
     vote_weights_kernel<<<grid, static_cast<unsigned>(weight_threads), smem, stream>>>(
         pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
@@ -503,9 +503,7 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   // warps the vote rate grows with the warps (their load-add-store chains overlap), so the
   // layout with the larger min(warps, 7) / windows wins (n_rho = 1000: 1 warp in one window, 7
   // in four windows of 256).
-  C10_CUDA_CHECK(cudaFuncSetAttribute(vote_counts_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(most)));
+  cuda::set_dynamic_smem(vote_counts_kernel, most);
   const int64_t widest =
       std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
   struct CountLayout {
@@ -520,9 +518,8 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     c.window = window;
     c.n_windows = cuda::ceil_div(binning.n_rho, window);
     for (int64_t t = kWarpSize; t <= widest && count_smem(t, window) <= most; t += kWarpSize) {
-      int blocks = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t, window))));
+      const int blocks = cuda::blocks_per_sm(vote_counts_kernel, static_cast<int>(t),
+                                             static_cast<size_t>(count_smem(t, window)));
       if (t * blocks > c.resident) {
         c.threads = t;
         c.resident = t * blocks;

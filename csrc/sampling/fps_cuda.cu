@@ -39,6 +39,7 @@
 #include "common/checks.h"
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -586,35 +587,17 @@ size_t onchip_smem_bytes(int threads) {
 template <int DIM, int PPT, Sync SYNC>
 void set_kernel_attributes(int threads) {
   auto kernel = fps_onchip_kernel<DIM, PPT, SYNC>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(onchip_smem_bytes<DIM, PPT>(threads))));
-  if constexpr (SYNC == Sync::kCluster) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  }
+  cuda::set_dynamic_smem(kernel, onchip_smem_bytes<DIM, PPT>(threads));
+  if constexpr (SYNC == Sync::kCluster) cuda::allow_large_clusters(kernel);
 }
 
 // How many clusters of `parts` blocks can be resident at once (0: this shape can't run).
 template <int DIM, int PPT>
 int active_clusters(int parts, int threads) {
-  auto kernel = fps_onchip_kernel<DIM, PPT, Sync::kCluster>;
   set_kernel_attributes<DIM, PPT, Sync::kCluster>(threads);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(parts);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = onchip_smem_bytes<DIM, PPT>(threads);
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = parts;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unsupported shape is an answer here, not an error
-    return 0;
-  }
-  return clusters;
+  cuda::LaunchShape shape{dim3(parts), dim3(threads), onchip_smem_bytes<DIM, PPT>(threads)};
+  shape.cluster = static_cast<unsigned>(parts);
+  return cuda::max_active_clusters(fps_onchip_kernel<DIM, PPT, Sync::kCluster>, shape);
 }
 
 // POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P", optionally ":T" for T (8 or 16) points
@@ -672,30 +655,13 @@ void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout
                    int64_t batch, const int64_t* start, int64_t k, float* overflow,
                    unsigned long long* grid_state, at::Tensor& indices, at::Tensor& distances) {
   set_kernel_attributes<DIM, PPT, SYNC>(plan.threads);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(batch * plan.parts));
-  config.blockDim = dim3(plan.threads);
-  config.dynamicSmemBytes = onchip_smem_bytes<DIM, PPT>(plan.threads);
-  config.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute attribute;
-  config.numAttrs = 0;
-  if constexpr (SYNC == Sync::kCluster) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = plan.parts;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  } else if constexpr (SYNC == Sync::kGrid) {
-    attribute.id = cudaLaunchAttributeCooperative;
-    attribute.val.cooperative = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fps_onchip_kernel<DIM, PPT, SYNC>,
-                                    points.data_ptr<float>(), layout, start, k, plan.parts,
-                                    overflow, grid_state, indices.data_ptr<int64_t>(),
-                                    distances.data_ptr<float>()));
+  cuda::LaunchShape shape{dim3(static_cast<unsigned>(batch * plan.parts)), dim3(plan.threads),
+                          onchip_smem_bytes<DIM, PPT>(plan.threads)};
+  shape.cooperative = SYNC == Sync::kGrid;
+  shape.cluster = SYNC == Sync::kCluster ? static_cast<unsigned>(plan.parts) : 0u;
+  cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(),
+               points.data_ptr<float>(), layout, start, k, plan.parts, overflow, grid_state,
+               indices.data_ptr<int64_t>(), distances.data_ptr<float>());
 }
 
 // Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
@@ -718,11 +684,9 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     if (plan.parts == 1) plan.sync = Sync::kBlock;
   } else if (plan.sync == Sync::kGrid) {
     // A cooperative launch needs every block resident at once.
-    int per_sm = 0;
     set_kernel_attributes<DIM, PPT, Sync::kGrid>(plan.threads);
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads,
-        onchip_smem_bytes<DIM, PPT>(plan.threads)));
+    const int per_sm = cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads,
+                                           onchip_smem_bytes<DIM, PPT>(plan.threads));
     const int64_t resident = int64_t{props->multiProcessorCount} * per_sm;
     TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
                 "device (", resident, " resident blocks)");

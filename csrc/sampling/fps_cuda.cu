@@ -37,6 +37,7 @@
 
 #include "common/argmax_key.h"
 #include "common/checks.h"
+#include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
 #include "common/launch.cuh"
@@ -47,7 +48,6 @@ namespace {
 namespace cg = cooperative_groups;
 using cuda::kFullMask;
 using cuda::kWarpSize;
-using fps_detail::CloudLayout;
 
 enum class Sync { kBlock, kCluster, kGrid };
 
@@ -754,8 +754,9 @@ std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
   const at::Tensor start_c = start.has_value() ? start->contiguous() : at::Tensor();
   const int64_t* start_ptr = start_c.defined() ? start_c.data_ptr<int64_t>() : nullptr;
   const int64_t total_rows = packed ? points.size(0) : batch * rows_per_cloud;
-  const CloudLayout layout{counts.defined() ? counts.data_ptr<int64_t>() : nullptr,
-                           rows_per_cloud, total_rows, packed};
+  const int64_t* counts_ptr = counts.defined() ? counts.data_ptr<int64_t>() : nullptr;
+  const CloudLayout layout = packed ? packed_layout(counts_ptr, total_rows)
+                                    : padded_layout(counts_ptr, batch, rows_per_cloud);
   // Sizes known without reading lengths/offsets back to the host.
   const int64_t max_cloud = packed ? total_rows : rows_per_cloud;
   const int64_t typical_cloud = packed ? cuda::ceil_div(total_rows, batch) : rows_per_cloud;

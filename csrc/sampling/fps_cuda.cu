@@ -41,6 +41,7 @@
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
 #include "common/launch.cuh"
+#include "common/ptx.cuh"
 
 namespace pointops {
 namespace {
@@ -134,16 +135,6 @@ __device__ __forceinline__ int32_t key_index(unsigned long long key) {
   return static_cast<int32_t>(argmax_key_index(key));
 }
 
-__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void add_release(unsigned long long* p, unsigned long long v) {
-  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 // Per-cloud state of the grid layout: three key slots used round-robin, and the arrival count.
 constexpr int kGridKeySlots = 3;
 constexpr int kGridStateWords = kGridKeySlots + 1;
@@ -154,51 +145,6 @@ constexpr int kGridStateWords = kGridKeySlots + 1;
 // barriers alternate by step parity: a peer can run at most one step ahead, since it cannot
 // finish a step before this block has pushed it.
 constexpr int kMaxPushSlots = kMaxClusterParts * kMaxWarps;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// The address of the same shared variable in the cluster block `rank`.
-__device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  return remote;
-}
-
-__device__ __forceinline__ void push_to_peer(uint32_t address, uint4 v, uint32_t barrier) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-      ::"r"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(barrier) : "memory");
-}
-
-__device__ __forceinline__ void push_to_peer(uint32_t address, uint32_t v, uint32_t barrier) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
-               ::"r"(address), "r"(v), "r"(barrier) : "memory");
-}
-
-__device__ __forceinline__ void init_barrier(uint32_t barrier) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier) : "memory");
-}
-
-// This block's one arrival of the phase, announcing the bytes the peers will push in it.
-__device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-               ::"r"(barrier), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void wait_phase(uint32_t barrier, uint32_t phase_parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n"
-        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done) : "r"(barrier), "r"(phase_parity) : "memory");
-  } while (done == 0);
-}
-#endif
 
 // A block's winner and its coordinates, as the grid layout broadcasts them to the block.
 template <int DIM>
@@ -269,14 +215,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tid == 0) {
-      init_barrier(shared_address(&push_barrier[0]));
-      init_barrier(shared_address(&push_barrier[1]));
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      cuda::init_barrier(cuda::shared_address(&push_barrier[0]));
+      cuda::init_barrier(cuda::shared_address(&push_barrier[1]));
+      cuda::fence_barrier_init();
     }
     if (lane < parts) {
-      peer_head = peer_address(shared_address(&push_head[0][0]), lane);
-      peer_tail = peer_address(shared_address(&push_tail[0][0]), lane);
-      peer_barrier = peer_address(shared_address(&push_barrier[0]), lane);
+      peer_head = cuda::peer_address(cuda::shared_address(&push_head[0][0]), lane);
+      peer_tail = cuda::peer_address(cuda::shared_address(&push_tail[0][0]), lane);
+      peer_barrier = cuda::peer_address(cuda::shared_address(&push_barrier[0]), lane);
     }
     push_bytes = static_cast<uint32_t>(parts * warps) * (DIM == 3 ? 20u : 16u);
     cg::this_cluster().sync();  // the barriers exist before any peer pushes
@@ -314,21 +260,21 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     ++round;
     if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      const uint32_t barrier = shared_address(&push_barrier[parity]);
-      if (tid == 0) expect_bytes(barrier, push_bytes);
+      const uint32_t barrier = cuda::shared_address(&push_barrier[parity]);
+      if (tid == 0) cuda::expect_bytes(barrier, push_bytes);
       const unsigned long long warp_key = warp_max_key(mine);
       float c[DIM] = {};
       if (warp_key != 0) coords_of(key_index(warp_key), c);
       if (lane < parts) {
         const uint32_t slot = static_cast<uint32_t>(parity * kPushSlots + part * warps + tid / kWarpSize);
         const uint32_t peer = peer_barrier + 8u * parity;
-        push_to_peer(peer_head + 16u * slot,
+        cuda::push_to_peer(peer_head + 16u * slot,
                      make_uint4(static_cast<uint32_t>(warp_key >> 32), static_cast<uint32_t>(warp_key),
                                 float_bits(c[0]), float_bits(c[1])),
                      peer);
-        if constexpr (DIM == 3) push_to_peer(peer_tail + 4u * slot, float_bits(c[2]), peer);
+        if constexpr (DIM == 3) cuda::push_to_peer(peer_tail + 4u * slot, float_bits(c[2]), peer);
       }
-      wait_phase(barrier, phase_parity);
+      cuda::wait_phase(barrier, phase_parity);
       unsigned long long lane_key = 0;
       float lane_coords[DIM] = {};
       for (int j = lane; j < parts * warps; j += kWarpSize) {
@@ -360,11 +306,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         unsigned long long* state = grid_state + b * kGridStateWords;
         unsigned long long* key_slot = state + (round - 1) % kGridKeySlots;
         if (key != 0) atomicMax(key_slot, key);
-        add_release(state + kGridKeySlots, 1);
+        cuda::add_release(state + kGridKeySlots, 1);
         const unsigned long long arrived = static_cast<unsigned long long>(round) * parts;
-        while (load_acquire(state + kGridKeySlots) < arrived) {
+        while (cuda::load_acquire(state + kGridKeySlots) < arrived) {
         }
-        key = load_acquire(key_slot);
+        key = cuda::load_acquire(key_slot);
         // Every block has now read the slot of the previous round, so it can be cleared for
         // the round after next: nobody touches it before arriving at the next round, which
         // follows this store.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define POINTOPS_HOST_DEVICE __host__ __device__
@@ -12,6 +13,13 @@
 #endif
 
 namespace pointops {
+
+// ceil(a / b) for a >= 0 and b > 0, and a rounded up to a multiple of `multiple` (sizes, grids).
+POINTOPS_HOST_DEVICE inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+POINTOPS_HOST_DEVICE inline int64_t round_up(int64_t a, int64_t multiple) {
+  return ceil_div(a, multiple) * multiple;
+}
 
 // a * b + c with a single rounding.
 POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {

@@ -25,15 +25,14 @@
 // float scratch array (4 bytes per point). D other than 2 or 3, and float64, take a simpler
 // one-block-per-cloud streaming kernel with the same rules.
 #include "sampling/fps.h"
+#include "sampling/fps_plan.h"
 
 #include <ATen/Dispatch.h>
 #include <cooperative_groups.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
 #include <limits>
-#include <string>
 
 #include "common/argmax_key.h"
 #include "common/checks.h"
@@ -50,15 +49,14 @@ namespace cg = cooperative_groups;
 using cuda::kFullMask;
 using cuda::kWarpSize;
 
-enum class Sync { kBlock, kCluster, kGrid };
+using fps_plan::kMaxClusterParts;
+using fps_plan::kMaxThreads;
+using fps_plan::kPointsPerThread;
+using fps_plan::kSmallPointsPerThread;
+using fps_plan::Plan;
+using fps_plan::Sync;
 
-constexpr int kPointsPerThread = 16;
-constexpr int kSmallPointsPerThread = 8;
-constexpr int kMaxThreads = 512;
 constexpr int kMaxWarps = kMaxThreads / kWarpSize;
-constexpr int kMaxClusterParts = 16;
-constexpr int64_t kClusterPointsPerBlock = 4096;
-constexpr int64_t kGridPointsPerBlock = 2048;
 constexpr int kStreamingThreads = 256;
 
 // A step's best point as seen by one thread, warp, block or cluster. `dist < 0` means none.
@@ -512,19 +510,6 @@ __global__ void __launch_bounds__(kStreamingThreads)
   }
 }
 
-struct Plan {
-  Sync sync;
-  int parts;    // blocks per cloud
-  int threads;  // per block
-  int points_per_thread = 0;  // 0: chosen from the block's share of the cloud
-};
-
-// Threads so that a block's share of the cloud sits in registers (PPT points each).
-int threads_for(int64_t points_per_block, int ppt) {
-  const int64_t t = cuda::round_up(cuda::ceil_div(points_per_block, ppt), kWarpSize);
-  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(t, kWarpSize), kMaxThreads));
-}
-
 template <int DIM, int PPT>
 size_t onchip_smem_bytes(int threads) {
   return sizeof(float) * DIM * PPT * threads;
@@ -544,56 +529,6 @@ int active_clusters(int parts, int threads) {
   cuda::LaunchShape shape{dim3(parts), dim3(threads), onchip_smem_bytes<DIM, PPT>(threads)};
   shape.cluster = static_cast<unsigned>(parts);
   return cuda::max_active_clusters(fps_onchip_kernel<DIM, PPT, Sync::kCluster>, shape);
-}
-
-// POINTOPS_FPS_PLAN = "block" | "cluster:P" | "grid:P", optionally ":T" for T (8 or 16) points
-// per thread, forces a layout (benchmarks, tests).
-bool plan_override(Plan* plan) {
-  const char* env = std::getenv("POINTOPS_FPS_PLAN");
-  if (env == nullptr || *env == '\0') return false;
-  const std::string text(env);
-  const auto colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  int parts = 1, ppt = 0;
-  if (colon != std::string::npos) {
-    parts = std::atoi(text.c_str() + colon + 1);
-    const auto second = text.find(':', colon + 1);
-    if (second != std::string::npos) ppt = std::atoi(text.c_str() + second + 1);
-  }
-  TORCH_CHECK(parts >= 1, "POINTOPS_FPS_PLAN: parts must be >= 1, got '", text, "'");
-  TORCH_CHECK(ppt == 0 || ppt == kSmallPointsPerThread || ppt == kPointsPerThread,
-              "POINTOPS_FPS_PLAN: points per thread must be 8 or 16, got '", text, "'");
-  if (kind == "block") {
-    *plan = {Sync::kBlock, 1, 0, ppt};
-  } else if (kind == "cluster") {
-    TORCH_CHECK(parts <= kMaxClusterParts, "POINTOPS_FPS_PLAN: at most ", kMaxClusterParts,
-                " blocks per cluster, got '", text, "'");
-    *plan = {parts == 1 ? Sync::kBlock : Sync::kCluster, parts, 0, ppt};
-  } else if (kind == "grid") {
-    *plan = {Sync::kGrid, parts, 0, ppt};
-  } else {
-    TORCH_CHECK(false, "POINTOPS_FPS_PLAN must be block, cluster:P or grid:P, got '", text, "'");
-  }
-  return true;
-}
-
-// The layout for clouds of about `n` points, from H200 measurements (tools/bench.py --plans):
-// a cluster barrier gets dearer with cluster size, so clusters hold >= 4096 points per block;
-// clouds that would need more than 16 such blocks take the grid, whose best share is ~2048
-// points per block (fewer blocks contend less on the per-step atomics).
-Plan plan_layout(int64_t batch, int64_t n) {
-  Plan plan;
-  if (plan_override(&plan)) return plan;
-  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  const int64_t spread = std::max<int64_t>(1, props->multiProcessorCount / batch);
-  const int64_t max_cluster = props->major >= 9 ? kMaxClusterParts : 1;
-  if (n <= kClusterPointsPerBlock * max_cluster || spread == 1) {
-    const int64_t parts =
-        std::min({spread, max_cluster, std::max<int64_t>(1, cuda::ceil_div(n, kClusterPointsPerBlock))});
-    return {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};
-  }
-  const int64_t parts = std::min(spread, cuda::ceil_div(n, kGridPointsPerBlock));
-  return {Sync::kGrid, static_cast<int>(parts), 0};
 }
 
 template <int DIM, int PPT, Sync SYNC>
@@ -618,14 +553,14 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
                     int64_t batch, int64_t typical_cloud, int64_t max_cloud, const int64_t* start,
                     int64_t k, at::Tensor& indices, at::Tensor& distances) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
+  plan.threads = fps_plan::threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
   at::Tensor grid_state;
   if (plan.sync == Sync::kCluster) {
     TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
                 "this device has ", props->major, ".", props->minor);
     while (plan.parts > 1 && active_clusters<DIM, PPT>(plan.parts, plan.threads) < 1) {
       plan.parts /= 2;
-      plan.threads = threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
+      plan.threads = fps_plan::threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
     }
     if (plan.parts == 1) plan.sync = Sync::kBlock;
   } else if (plan.sync == Sync::kGrid) {
@@ -663,20 +598,15 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
   }
 }
 
-// `typical_cloud` sizes the plan. Points per thread, from H200 measurements: 8 (more warps,
-// shorter per-thread chains) for a single block of up to 4096 points or a cluster/grid share of
-// up to 2048; 16 above (at 4096 points per cluster block, 16 beat 8 by 8%).
+// `typical_cloud` sizes the plan (fps_plan.h).
 template <int DIM>
 void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
                 int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
                 at::Tensor& indices, at::Tensor& distances) {
-  const Plan plan = plan_layout(batch, typical_cloud);
-  const int64_t per_block = cuda::ceil_div(typical_cloud, plan.parts);
-  int ppt = plan.points_per_thread;
-  if (ppt == 0) {
-    const int64_t small_limit = plan.sync == Sync::kBlock ? 4096 : 2048;
-    ppt = per_block <= small_limit ? kSmallPointsPerThread : kPointsPerThread;
-  }
+  const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
+  const Plan plan =
+      fps_plan::plan_layout(batch, typical_cloud, props->multiProcessorCount, props->major);
+  const int ppt = fps_plan::points_per_thread(plan, typical_cloud);
   auto run = ppt == kPointsPerThread ? run_onchip_ppt<DIM, kPointsPerThread>
                                      : run_onchip_ppt<DIM, kSmallPointsPerThread>;
   run(plan, points, layout, batch, typical_cloud, max_cloud, start, k, indices, distances);

@@ -14,26 +14,23 @@
 //              the record at the point's rank: order-free, so the result is the same in any order.
 //   5 write    finalize_cell writes each occupied cell's channels, rank by rank.
 //
-// Why this shape (H200, tools/PERF_NOTES.md): dense per-cell counts and records (108 MB with the
-// image in the KITTI case, more than L2) made every point's atomics and every occupied cell's
-// reads random 32-byte sectors in HBM; the bitmap (0.56 MB there), the prefixes and the compact
-// state stay in L2. As separate kernels the phases left the GPU idle between launches for about
-// a fifth of the time.
+// Why this shape: dense per-cell counts and records (108 MB with the image in the KITTI case,
+// more than L2) would make every point's atomics and every occupied cell's reads random 32-byte
+// sectors in HBM; the bitmap (0.56 MB there), the prefixes and the compact state stay in L2. One
+// cooperative launch, because separate kernels per phase leave the GPU idle between launches for
+// about a fifth of the time. Each cell's state could live in its own slots of the zero-filled
+// image instead (no bitmap, ranks or records), but its atomics then reach lines that the fill
+// has pushed out of L2, and the top point needs a second pass over the points.
 //
-// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 76 us in all): the
-// slowest block ends its marks at ~30 us, the fill at ~33, the rank phase at ~42, the vote at ~66
-// and the write at ~80 (per-block timestamps, session 10, which add ~4 us). Mark and vote wait on
-// L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each), each
-// SM on its own share: a block filling on an SM slows the blocks marking there, and handing out
-// the rows through atomic counters was slower (session 11). The fill adds 11 us for 54 MB; a
-// grid barrier costs ~1.2 us alone, and the median block reaches each barrier 0.5-7 us before
-// the slowest. Issuing the fill in the rank phase instead (0.096 ms against 0.093), after the
-// vote, as streaming stores, in a separate memset, in parts between the clouds' marks or votes
-// (session 9), or on blocks that have no rows to mark did not make this case faster; writing
-// every cell of the occupied words in the write phase instead of filling was slower
-// (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of the
-// zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that the
-// fill pushed out of L2, and the top point then takes another pass over the points.
+// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels): mark and vote wait
+// on L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each), each
+// SM on its own share, so a block filling on an SM slows the blocks marking there and work is
+// not handed out through atomic counters (they serialize). The fill writes the 54 MB image at
+// about the HBM's rate; a grid barrier costs ~1.2 us, and blocks reach each barrier up to several
+// microseconds apart. The fill sits after the marks: elsewhere (the rank phase, after the vote,
+// between the clouds' passes, on blocks without rows, as streaming stores or a separate memset)
+// it hides less, and writing every cell of the occupied words instead of filling costs more.
+// Figures and the designs measured against this one: docs/performance.md.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>
@@ -188,8 +185,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int64_t threads = int64_t{gridDim.x} * kThreads;
   const int64_t cells = r.nx * r.ny;
 
-  // 1 clear: whole 16-byte pairs (the rank phase rewrites the prefix), measured faster than the
-  // 4-byte bits alone at a 16-byte stride (tools/PERF_NOTES.md, session 10).
+  // 1 clear: whole 16-byte pairs (the rank phase rewrites the prefix): full stores are faster
+  // than the 4-byte bits alone at a 16-byte stride.
   for (int64_t w = thread; w < s.words; w += threads) s.words_of[w] = RankWord{0, 0u};
   grid.sync();
 

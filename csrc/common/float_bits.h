@@ -11,25 +11,19 @@
 
 namespace pointops {
 
-POINTOPS_HOST_DEVICE inline uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-#endif
+// v's bits as a To of the same size. memcpy is the portable spelling (it compiles to a plain
+// register move on host and device alike).
+template <typename To, typename From>
+POINTOPS_HOST_DEVICE inline To same_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "same_bits needs types of one size");
+  To out;
+  memcpy(&out, &v, sizeof(out));
+  return out;
 }
 
-POINTOPS_HOST_DEVICE inline float bits_float(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-#endif
-}
+POINTOPS_HOST_DEVICE inline uint32_t float_bits(float v) { return same_bits<uint32_t>(v); }
+
+POINTOPS_HOST_DEVICE inline float bits_float(uint32_t bits) { return same_bits<float>(bits); }
 
 // Unsigned order of the key == numeric order of the (non-NaN) float, negatives included; 0 is
 // below every float, so a zero-filled slot is an identity for max. (For floats known to be >= 0,

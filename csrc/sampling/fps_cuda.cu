@@ -102,22 +102,13 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     overflow = at::empty({layout.total_rows}, points.options());
   }
   float* overflow_ptr = overflow.defined() ? overflow.data_ptr<float>() : nullptr;
-  switch (plan.sync) {
-    case Sync::kBlock:
-      launch_onchip<DIM, PPT, Sync::kBlock>(plan, points, layout, batch, start, k, overflow_ptr,
-                                            nullptr, indices, distances);
-      break;
-    case Sync::kCluster:
-      launch_onchip<DIM, PPT, Sync::kCluster>(plan, points, layout, batch, start, k, overflow_ptr,
-                                              nullptr, indices, distances);
-      break;
-    case Sync::kGrid:
-      launch_onchip<DIM, PPT, Sync::kGrid>(
-          plan, points, layout, batch, start, k, overflow_ptr,
-          reinterpret_cast<unsigned long long*>(grid_state.data_ptr<int64_t>()), indices,
-          distances);
-      break;
-  }
+  auto* state = grid_state.defined()
+                    ? reinterpret_cast<unsigned long long*>(grid_state.data_ptr<int64_t>())
+                    : nullptr;
+  auto launch = plan.sync == Sync::kGrid      ? launch_onchip<DIM, PPT, Sync::kGrid>
+                : plan.sync == Sync::kCluster ? launch_onchip<DIM, PPT, Sync::kCluster>
+                                              : launch_onchip<DIM, PPT, Sync::kBlock>;
+  launch(plan, points, layout, batch, start, k, overflow_ptr, state, indices, distances);
 }
 
 // `typical_cloud` sizes the plan (fps_plan.h).

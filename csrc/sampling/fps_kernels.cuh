@@ -260,9 +260,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         const uint32_t slot = static_cast<uint32_t>(parity * kPushSlots + part * warps + tid / kWarpSize);
         const uint32_t peer = peer_barrier + 8u * parity;
         cuda::push_to_peer(peer_head + 16u * slot,
-                     make_uint4(static_cast<uint32_t>(warp_key >> 32), static_cast<uint32_t>(warp_key),
-                                float_bits(c[0]), float_bits(c[1])),
-                     peer);
+                           make_uint4(static_cast<uint32_t>(warp_key >> 32),
+                                      static_cast<uint32_t>(warp_key), float_bits(c[0]),
+                                      float_bits(c[1])),
+                           peer);
         if constexpr (DIM == 3) cuda::push_to_peer(peer_tail + 4u * slot, float_bits(c[2]), peer);
       }
       cuda::wait_phase(barrier, phase_parity);

@@ -29,7 +29,7 @@
 //     point, ties (equal float32 z) to the lowest point index. max_feature is exact.
 //   * count is the number of points (as float32); occupancy is 1 where count > 0; density is
 //     min(1, ln(count + 1) / ln(density_base)) (Complex-YOLO uses base 64), evaluated with
-//     portable_log below so both backends round alike.
+//     portable_log (common/portable_math.h) so both backends round alike.
 //   * mean_z sums z - z_min in unsigned 64-bit fixed point with 2^32 steps over the z range
 //     (exact integer sums, so order-free); mean_feature sums the feature in signed 128-bit fixed
 //     point with 32 fractional bits (per point truncated toward zero). The means are then
@@ -43,8 +43,8 @@
 //     rounding just below z_max can overshoot).
 //
 // How both backends accumulate: each occupied cell has an int32 count and a record of 32-bit
-// slots holding only what the channels need (RecordLayout): a 64-bit top key
-// (ordered z bits << 32 | ~point index, max), the inverted ordered bits of z (max = min z), the
+// slots holding only what the channels need (RecordLayout): a 64-bit top key (argmax_key of the
+// ordered z bits and the point index, max), the inverted ordered bits of z (max = min z), the
 // ordered bits of the feature (max), the fixed-point sums and the slice bits (or). All of these
 // are integer max / add / or, so order does not matter and CUDA uses plain integer atomics.
 // The CPU keeps them per cell of a cloud and zeroes a record when its first point arrives; CUDA
@@ -57,11 +57,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/argmax_key.h"
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 
 namespace pointops {
@@ -148,68 +149,6 @@ inline std::vector<int64_t> image_shape(const RasterArgs& args, int64_t batch) {
                           : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
 }
 
-// Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
-// the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
-// ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an
-// error below 1e-17 relative.
-POINTOPS_HOST_DEVICE inline double portable_log(double x) {
-  int e = 0;
-#if defined(__CUDA_ARCH__)
-  double m = frexp(x, &e);
-#else
-  double m = std::frexp(x, &e);
-#endif
-  if (m < 0.70710678118654752) {
-    m = m * 2.0;
-    e -= 1;
-  }
-  const double s = (m - 1.0) / (m + 1.0);
-  const double s2 = s * s;
-  double series = 1.0 / 23.0;
-  for (int k = 21; k >= 1; k -= 2) series = fused_multiply_add(series, s2, 1.0 / k);
-  const double ln_m = 2.0 * s * series;
-  return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
-}
-
-POINTOPS_HOST_DEVICE inline uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return bits;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float bits_float(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-#endif
-}
-
-// Unsigned order of the key == numeric order of the (non-NaN) float; 0 is below every float.
-POINTOPS_HOST_DEVICE inline uint32_t ordered_key(float v) {
-  const uint32_t bits = float_bits(v);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-POINTOPS_HOST_DEVICE inline float key_float(uint32_t key) {
-  return bits_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
-// Highest z wins, then the lowest index (its low word ~index is the largest).
-POINTOPS_HOST_DEVICE inline uint64_t top_key(float z, uint32_t index) {
-  return (static_cast<uint64_t>(ordered_key(z)) << 32) | (0xffffffffu - index);
-}
-
-POINTOPS_HOST_DEVICE inline uint32_t top_index(uint64_t key) {
-  return 0xffffffffu - static_cast<uint32_t>(key);
-}
-
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline acc_t sanitize_feature(acc_t f) {
   const acc_t limit = static_cast<acc_t>(kFeatureLimit);
@@ -240,16 +179,16 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
   const acc_t feature = sanitize_feature(raw_feature);
   const float zf = static_cast<float>(z);
   if (layout.top >= 0) {
-    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), top_key(zf, index));
+    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), argmax_key(ordered_bits(zf), index));
   }
-  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_key(zf));
+  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_bits(zf));
   if (layout.sum_z >= 0) {
     // z >= lo[2] and z_offset == lo[2], so the difference is >= 0; < 2^32 steps per point keeps
     // the sum of up to 2^31 points below 2^64.
     const double steps = (static_cast<double>(z) - r.z_offset) * r.z_scale;
     Ops::add64(reinterpret_cast<uint64_t*>(record + layout.sum_z), static_cast<uint64_t>(steps));
   }
-  if (layout.max_f >= 0) Ops::max32(record + layout.max_f, ordered_key(static_cast<float>(feature)));
+  if (layout.max_f >= 0) Ops::max32(record + layout.max_f, ordered_bits(static_cast<float>(feature)));
   if (layout.sum_f >= 0) {
     // Truncated to |q| <= 2^62; the 128-bit sum is a low word plus a signed high word that takes
     // the sign extension and the low word's carry.
@@ -282,12 +221,12 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
     switch (r.channels[k]) {
       case Channel::kMaxZ:
         if (occupied) {
-          value = key_float(static_cast<uint32_t>(
-              *reinterpret_cast<const uint64_t*>(record + layout.top) >> 32));
+          const uint64_t top = *reinterpret_cast<const uint64_t*>(record + layout.top);
+          value = ordered_float(argmax_key_value(top));
         }
         break;
       case Channel::kMinZ:
-        if (occupied) value = key_float(~record[layout.min_z]);
+        if (occupied) value = ordered_float(~record[layout.min_z]);
         break;
       case Channel::kMeanZ:
         if (occupied) {
@@ -309,7 +248,7 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         value = occupied ? 1.f : 0.f;
         break;
       case Channel::kMaxFeature:
-        if (occupied) value = key_float(record[layout.max_f]);
+        if (occupied) value = ordered_float(record[layout.max_f]);
         break;
       case Channel::kMeanFeature:
         if (occupied) {
@@ -322,7 +261,7 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         break;
       case Channel::kTopFeature:
         if (occupied) {
-          const uint32_t i = top_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
+          const uint32_t i = argmax_key_index(*reinterpret_cast<const uint64_t*>(record + layout.top));
           const acc_t f = static_cast<acc_t>(cloud[static_cast<int64_t>(i) * r.dims + r.feature_column]);
           value = static_cast<float>(sanitize_feature(f));
         }

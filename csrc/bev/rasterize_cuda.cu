@@ -14,26 +14,23 @@
 //              the record at the point's rank: order-free, so the result is the same in any order.
 //   5 write    finalize_cell writes each occupied cell's channels, rank by rank.
 //
-// Why this shape (H200, tools/PERF_NOTES.md): dense per-cell counts and records (108 MB with the
-// image in the KITTI case, more than L2) made every point's atomics and every occupied cell's
-// reads random 32-byte sectors in HBM; the bitmap (0.56 MB there), the prefixes and the compact
-// state stay in L2. As separate kernels the phases left the GPU idle between launches for about
-// a fifth of the time.
+// Why this shape: dense per-cell counts and records (108 MB with the image in the KITTI case,
+// more than L2) would make every point's atomics and every occupied cell's reads random 32-byte
+// sectors in HBM; the bitmap (0.56 MB there), the prefixes and the compact state stay in L2. One
+// cooperative launch, because separate kernels per phase leave the GPU idle between launches for
+// about a fifth of the time. Each cell's state could live in its own slots of the zero-filled
+// image instead (no bitmap, ranks or records), but its atomics then reach lines that the fill
+// has pushed out of L2, and the top point needs a second pass over the points.
 //
-// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels; 76 us in all): the
-// slowest block ends its marks at ~30 us, the fill at ~33, the rank phase at ~42, the vote at ~66
-// and the write at ~80 (per-block timestamps, session 10, which add ~4 us). Mark and vote wait on
-// L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each), each
-// SM on its own share: a block filling on an SM slows the blocks marking there, and handing out
-// the rows through atomic counters was slower (session 11). The fill adds 11 us for 54 MB; a
-// grid barrier costs ~1.2 us alone, and the median block reaches each barrier 0.5-7 us before
-// the slowest. Issuing the fill in the rank phase instead (0.096 ms against 0.093), after the
-// vote, as streaming stores, in a separate memset, in parts between the clouds' marks or votes
-// (session 9), or on blocks that have no rows to mark did not make this case faster; writing
-// every cell of the occupied words in the write phase instead of filling was slower
-// (tools/PERF_NOTES.md, session 5). So was keeping each cell's state in its own slots of the
-// zero-filled image (no bitmap, ranks or records; session 8): its atomics reach lines that the
-// fill pushed out of L2, and the top point then takes another pass over the points.
+// What bounds it (KITTI case, 8 x 120k points, 800 x 704 cells, 3 channels): mark and vote wait
+// on L2 operations per point (the point, its word, its atomics; ~2-4 32-byte sectors each), each
+// SM on its own share, so a block filling on an SM slows the blocks marking there and work is
+// not handed out through atomic counters (they serialize). The fill writes the 54 MB image at
+// about the HBM's rate; a grid barrier costs ~1.2 us, and blocks reach each barrier up to several
+// microseconds apart. The fill sits after the marks: elsewhere (the rank phase, after the vote,
+// between the clouds' passes, on blocks without rows, as streaming stores or a separate memset)
+// it hides less, and writing every cell of the occupied words instead of filling costs more.
+// Figures and the designs measured against this one: docs/performance.md.
 #include "bev/rasterize.h"
 
 #include <ATen/Dispatch.h>
@@ -48,6 +45,7 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -187,8 +185,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int64_t threads = int64_t{gridDim.x} * kThreads;
   const int64_t cells = r.nx * r.ny;
 
-  // 1 clear: whole 16-byte pairs (the rank phase rewrites the prefix), measured faster than the
-  // 4-byte bits alone at a 16-byte stride (tools/PERF_NOTES.md, session 10).
+  // 1 clear: whole 16-byte pairs (the rank phase rewrites the prefix): full stores are faster
+  // than the 4-byte bits alone at a 16-byte stride.
   for (int64_t w = thread; w < s.words; w += threads) s.words_of[w] = RankWord{0, 0u};
   grid.sync();
 
@@ -309,13 +307,8 @@ __global__ void __launch_bounds__(kThreads, 4)
 // Resident blocks of rasterize_kernel<scalar_t, acc_t> per SM (for the cooperative launch),
 // queried once per process: the GPUs of one machine share an architecture.
 template <typename scalar_t, typename acc_t>
-int blocks_per_sm() {
-  static const int blocks = [] {
-    int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &count, rasterize_kernel<scalar_t, acc_t>, kThreads, 0));
-    return count;
-  }();
+int cached_blocks_per_sm() {
+  static const int blocks = cuda::blocks_per_sm(rasterize_kernel<scalar_t, acc_t>, kThreads);
   return blocks;
 }
 
@@ -349,7 +342,7 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cuda", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const Raster<acc_t> r = bev_detail::make_raster<acc_t>(args, dims);
-    const int blocks = blocks_per_sm<scalar_t, acc_t>() * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const int blocks = cached_blocks_per_sm<scalar_t, acc_t>() * cuda::sm_count();
     TORCH_CHECK(blocks > 0, "bev_rasterize: the kernel cannot be resident on this device");
     Scratch s{};
     s.words_per_cloud = cuda::ceil_div(cells, kWordBits);
@@ -365,17 +358,10 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
     s.slots = reinterpret_cast<int2*>(s.block_totals + blocks);
     s.count = reinterpret_cast<uint32_t*>(s.slots + capacity);
     s.records = s.count + cuda::round_up(capacity, 2);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kThreads);
-    config.stream = stream;
-    cudaLaunchAttribute cooperative;
-    cooperative.id = cudaLaunchAttributeCooperative;
-    cooperative.val.cooperative = 1;
-    config.attrs = &cooperative;
-    config.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, rasterize_kernel<scalar_t, acc_t>, r, pts.data_ptr<scalar_t>(),
-                                      batch, n, lengths_ptr, s, image.data_ptr<float>(), image.numel()));
+    cuda::LaunchShape shape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads)};
+    shape.cooperative = true;
+    cuda::launch(rasterize_kernel<scalar_t, acc_t>, shape, stream, r, pts.data_ptr<scalar_t>(), batch, n,
+                 lengths_ptr, s, image.data_ptr<float>(), image.numel());
   });
   return image;
 }

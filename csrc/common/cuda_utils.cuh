@@ -7,15 +7,16 @@
 
 #include <cstdint>
 
+#include "common/portable_math.h"
+
 namespace pointops {
 namespace cuda {
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-inline int64_t round_up(int64_t a, int64_t multiple) { return ceil_div(a, multiple) * multiple; }
+using ::pointops::ceil_div;
+using ::pointops::round_up;
 
 }  // namespace cuda
 }  // namespace pointops

@@ -1,7 +1,7 @@
-// The parallel hash array (seed 003, chapter 4): an associative array built by sorting instead
-// of hashing with atomics, shared by voxelization, voxel downsampling, PPF model description,
-// vote counting and pose clustering. hash_array.cuh builds it on CUDA, hash_array_cpu.h on the
-// CPU, with the same contract:
+// The parallel hash array of GPU point pair feature registration: an associative array built by
+// sorting instead of hashing with atomics, shared by voxelization, voxel downsampling, PPF model
+// description, vote counting and pose clustering. hash_array.cuh builds it on CUDA,
+// hash_array_cpu.h on the CPU, with the same contract:
 //
 // Input: n keys, int64, each in [0, key_bound]. key_bound itself marks an invalid element (a
 // point outside the grid, say): it sorts after every valid key and forms no entry. Bounding the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define POINTOPS_HOST_DEVICE __host__ __device__
@@ -12,6 +13,13 @@
 #endif
 
 namespace pointops {
+
+// ceil(a / b) for a >= 0 and b > 0, and a rounded up to a multiple of `multiple` (sizes, grids).
+POINTOPS_HOST_DEVICE inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+POINTOPS_HOST_DEVICE inline int64_t round_up(int64_t a, int64_t multiple) {
+  return ceil_div(a, multiple) * multiple;
+}
 
 // a * b + c with a single rounding.
 POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
@@ -96,6 +104,29 @@ POINTOPS_HOST_DEVICE inline double square_root(double a) {
 #else
   return std::sqrt(a);
 #endif
+}
+
+// Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
+// the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
+// ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an
+// error below 1e-17 relative.
+POINTOPS_HOST_DEVICE inline double portable_log(double x) {
+  int e = 0;
+#if defined(__CUDA_ARCH__)
+  double m = frexp(x, &e);
+#else
+  double m = std::frexp(x, &e);
+#endif
+  if (m < 0.70710678118654752) {
+    m = m * 2.0;
+    e -= 1;
+  }
+  const double s = (m - 1.0) / (m + 1.0);
+  const double s2 = s * s;
+  double series = 1.0 / 23.0;
+  for (int k = 21; k >= 1; k -= 2) series = fused_multiply_add(series, s2, 1.0 / k);
+  const double ln_m = 2.0 * s * series;
+  return fused_multiply_add(static_cast<double>(e), 0.69314718055994531, ln_m);
 }
 
 }  // namespace pointops

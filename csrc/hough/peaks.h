@@ -36,9 +36,10 @@
 #include <ATen/core/List.h>
 
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 
+#include "common/argmax_key.h"
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 
 namespace pointops {
@@ -58,15 +59,7 @@ struct PeakGrid {
 
 POINTOPS_HOST_DEVICE inline uint32_t vote_bits(int32_t v) { return static_cast<uint32_t>(v); }
 
-POINTOPS_HOST_DEVICE inline uint32_t vote_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-#endif
-}
+POINTOPS_HOST_DEVICE inline uint32_t vote_bits(float v) { return float_bits(v); }
 
 POINTOPS_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -105,9 +98,7 @@ POINTOPS_HOST_DEVICE inline int64_t neighbour_index(const PeakGrid& g, const int
 template <typename T>
 POINTOPS_HOST_DEVICE inline int64_t candidate_key(T v, int64_t flat, const PeakGrid& g) {
   if (!(v > T(0)) || !(static_cast<double>(v) >= g.min_votes)) return 0;
-  const uint64_t key = (static_cast<uint64_t>(vote_bits(v)) << 32) |
-                       (static_cast<uint64_t>(0xffffffffu) - static_cast<uint64_t>(flat));
-  return static_cast<int64_t>(key);
+  return static_cast<int64_t>(argmax_key(vote_bits(v), static_cast<uint32_t>(flat)));
 }
 
 // The key of bin `flat` of one cloud's accumulator `acc` (see the header comment).

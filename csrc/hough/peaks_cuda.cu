@@ -4,10 +4,10 @@
 // Each bin gets its candidate key (candidate_key(), as on the CPU); one pass per dim with a
 // radius replaces every key by the largest key in its 1-D window along that dim (peaks.h says why
 // that composes to the box); a last pass keeps the candidates that are their box's maximum.
-// Scanning each candidate's whole box instead (the CPU's way) cost ~22 ms for 16 plane grids of
-// 180 x 180 x 256: nearly every bin of a LiDAR accumulator is a candidate, and each decoded
-// its box's coordinates with 64-bit divisions. The passes are a few reads and writes of 8 bytes
-// per bin with 32-bit index arithmetic.
+// Scanning each candidate's whole box instead (the CPU's way) is slow on a GPU: nearly every bin
+// of a LiDAR accumulator is a candidate, and each would decode its box's coordinates with 64-bit
+// divisions. The passes are a few reads and writes of 8 bytes per bin with 32-bit index
+// arithmetic (figures: docs/performance.md).
 #include "hough/peaks.h"
 
 #include <ATen/cuda/CUDAContext.h>

@@ -38,6 +38,7 @@
 #include <optional>
 
 #include "common/clouds.h"
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 
 namespace pointops {

@@ -6,7 +6,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -94,9 +93,7 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
         if (!finite_point(q[0], q[1], q[2])) continue;
         for (int c = 0; c < 3; ++c) largest = std::max(largest, std::fabs(q[c]));
       }
-      uint32_t bits;
-      std::memcpy(&bits, &largest, sizeof bits);
-      shift[b] = quant_shift(bits);
+      shift[b] = quant_shift(float_bits(largest));
     }
   });
 

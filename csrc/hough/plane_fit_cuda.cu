@@ -18,6 +18,7 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -70,8 +71,8 @@ __global__ void __launch_bounds__(kThreads)
       const float* q = points + 3 * (b * n + p);
       const float x = q[0], y = q[1], z = q[2];
       if (finite_point(x, y, z)) {
-        largest = max(largest, max(__float_as_uint(fabsf(x)),
-                                   max(__float_as_uint(fabsf(y)), __float_as_uint(fabsf(z)))));
+        largest = max(largest,
+                      max(float_bits(fabsf(x)), max(float_bits(fabsf(y)), float_bits(fabsf(z)))));
       }
     }
     largest = __reduce_max_sync(kFullMask, largest);
@@ -160,7 +161,7 @@ struct Launch {
 
 // Point blocks per cloud: enough blocks in all to fill the GPU a few times over.
 Launch point_launch(int64_t batch, int64_t n) {
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int sms = cuda::sm_count();
   const int64_t clouds = std::min<int64_t>(batch, kMaxGridY);
   const int64_t per_cloud = std::clamp<int64_t>(cuda::ceil_div(4 * int64_t{sms}, clouds), 1,
                                                 std::max<int64_t>(1, cuda::ceil_div(n, kThreads)));
@@ -205,8 +206,7 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
                                                         n, max_bits);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const size_t smem = static_cast<size_t>(k) * (kMoments * sizeof(unsigned long long) + 4 * sizeof(float));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(moments_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+    cuda::set_dynamic_smem(moments_kernel, smem);
     moments_kernel<<<launch.grid, kThreads, smem, stream>>>(
         pts, in.lengths.data, batch, n, pl, k,
         in.threshold, max_bits, moments);

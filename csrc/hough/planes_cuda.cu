@@ -1,6 +1,7 @@
 // 3D plane Hough accumulators on CUDA (rules in planes.h; the CPU twin is planes_cpu.cpp).
 //
-// Gather, not scatter (seed 000): a block owns a tile of orientations and their rho histograms
+// Gather voting, as in plane-detection Hough transforms on GPUs (rather than scattering each
+// point's votes with global atomics): a block owns a tile of orientations and their rho histograms
 // live in shared memory, laid out [rho][column]; a thread owns whole columns, so a vote is a
 // plain shared load, add and store with no atomics and no bank conflicts (lane L always touches
 // bank L). Points stream through a shared tile, read as one broadcast float4 each.
@@ -25,19 +26,18 @@
 // finish together whatever the shapes. Point tiles are double-buffered (the next tile's loads are
 // in flight while the current one votes): one barrier per 64 points.
 //
-// What bounds it (SASS and Nsight Compute source counters, sm_90, H200): the inner loop, unrolled
-// over a whole tile (3% faster than 16 points at a time), is ~21 instructions per point and thread
-// (2 votes): 3 LDS (2 counter words + the broadcast point), 2 STS, 8 FMA-pipe (3 FFMA for t and
-// FADD.RM per orientation: the point is scaled to bins once, when staged), 2 VIADDMNMX, 2 IMAD
-// (address), ISETP + SEL + 2 IADD; no F2I. With 7 warps per SM, three of the four schedulers run
-// two warps: 42 issue cycles per point there, against one warp's load -> add -> store chain of ~45
-// cycles. Measured: 1.59e12 votes/s (1M points x 32,400 orientations in 20.4 ms; 23M in 485 ms); a
-// warp's samples (before the full unroll) are 31% issuing, 34% waiting on fixed-latency
-// dependencies (the FFMA chains and the add -> select -> store after each load), 9% at the per-tile
-// barrier, 8% not selected, 7% on shared loads. The flushes (their shared reads conflict 32-way)
-// and the padding columns of the last orientation tile (72.3 tiles of 448 for 180 x 180) take a few
-// percent. ptxas: 72 registers, no spills; shared memory 2 x 66 x 16 B of point tiles + 257 x 224
-// x 4 B.
+// What bounds it (SASS and Nsight Compute source counters, sm_90): the inner loop, unrolled over
+// a whole tile (so the scheduler can overlap points across what would be unroll boundaries), is
+// ~21 instructions per point and thread (2 votes): 3 LDS (2 counter words + the broadcast point),
+// 2 STS, 8 FMA-pipe (3 FFMA for t and FADD.RM per orientation: the point is scaled to bins once,
+// when staged), 2 VIADDMNMX, 2 IMAD (address), ISETP + SEL + 2 IADD; no F2I. With 7 warps per SM,
+// three of the four schedulers run two warps: 42 issue cycles per point there, against one warp's
+// load -> add -> store chain of ~45 cycles. So the vote is bound by fixed-latency dependencies (the
+// FFMA chains and the add -> select -> store after each load) with too few warps to hide them,
+// not by the shared-memory pipe. The flushes (their shared reads conflict 32-way) and the padding
+// columns of the last orientation tile (72.3 tiles of 448 for 180 x 180) take a few percent.
+// ptxas: 72 registers, no spills; shared memory 2 x 66 x 16 B of point tiles + 257 x 224 x 4 B.
+// Rates and the variants measured against this loop: docs/performance.md.
 //
 // Weighted (vote_weights_kernel): one float per column, two columns (orientations) per thread, and
 // one block sees every point of its cloud in order, so each bin is the same float32 sum, in the
@@ -54,6 +54,8 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
+#include "common/float_bits.h"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
@@ -146,7 +148,7 @@ __device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinn
                                              uint32_t base, uint32_t limit) {
   const float t = fused_multiply_add(
       nrm.z, p.z, fused_multiply_add(nrm.y, p.y, fused_multiply_add(nrm.x, p.x, binning.frac)));
-  const uint32_t bits = __float_as_uint(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
+  const uint32_t bits = float_bits(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
   return min(bits - base, limit);
 }
 
@@ -299,7 +301,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     // pipelined: point i's counter words are read before point i+1's rows are computed and point
     // i+2 is read from the tile, so the bin arithmetic overlaps the shared-memory latency. Same
     // word for both orientations: the second store carries both increments. (Choosing the high
-    // increment from the rows instead, off the load -> store chain, measured 3.5% slower.)
+    // increment from the rows instead, off the load -> store chain, measured slower.)
     const float4* tile = tiles + buffer * kCountTileStride;
     float4 q = tile[1];
     uint32_t row_lo = vote_row(lo, tile[0], binning, base, limit);
@@ -485,8 +487,7 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   if (w.defined()) {
     const int smem = static_cast<int>(weight_smem(weight_threads));
     const int64_t tiles = cuda::ceil_div(m_total, 2 * weight_threads);
-    C10_CUDA_CHECK(cudaFuncSetAttribute(vote_weights_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cuda::set_dynamic_smem(vote_weights_kernel, smem);
     const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(batch_blocks));
     vote_weights_kernel<<<grid, static_cast<unsigned>(weight_threads), smem, stream>>>(
         pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
@@ -502,9 +503,7 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   // warps the vote rate grows with the warps (their load-add-store chains overlap), so the
   // layout with the larger min(warps, 7) / windows wins (n_rho = 1000: 1 warp in one window, 7
   // in four windows of 256).
-  C10_CUDA_CHECK(cudaFuncSetAttribute(vote_counts_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(most)));
+  cuda::set_dynamic_smem(vote_counts_kernel, most);
   const int64_t widest =
       std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
   struct CountLayout {
@@ -519,9 +518,8 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     c.window = window;
     c.n_windows = cuda::ceil_div(binning.n_rho, window);
     for (int64_t t = kWarpSize; t <= widest && count_smem(t, window) <= most; t += kWarpSize) {
-      int blocks = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t, window))));
+      const int blocks = cuda::blocks_per_sm(vote_counts_kernel, static_cast<int>(t),
+                                             static_cast<size_t>(count_smem(t, window)));
       if (t * blocks > c.resident) {
         c.threads = t;
         c.resident = t * blocks;

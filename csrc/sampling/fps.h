@@ -50,31 +50,6 @@ std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
 
 namespace fps_detail {
 
-// Where each cloud lives among the rows of the flattened points, for both input layouts.
-struct CloudLayout {
-  const int64_t* counts;  // padded: lengths (B,) or nullptr for all N; packed: offsets (B+1,)
-  int64_t rows_per_cloud; // padded: N; packed: unused
-  int64_t total_rows;     // padded: B * N; packed: P
-  bool packed;
-
-  POINTOPS_HOST_DEVICE int64_t begin(int64_t b) const {
-    if (!packed) return b * rows_per_cloud;
-    return clamp(counts[b], 0, total_rows);
-  }
-  POINTOPS_HOST_DEVICE int64_t length(int64_t b) const {
-    if (!packed) return counts == nullptr ? rows_per_cloud : clamp(counts[b], 0, rows_per_cloud);
-    const int64_t first = begin(b);
-    return clamp(counts[b + 1], first, total_rows) - first;
-  }
-  // Packed indices point into all P rows, padded ones into the cloud.
-  POINTOPS_HOST_DEVICE int64_t index_base(int64_t b) const { return packed ? begin(b) : 0; }
-
- private:
-  POINTOPS_HOST_DEVICE static int64_t clamp(int64_t v, int64_t lo, int64_t hi) {
-    return v < lo ? lo : (v > hi ? hi : v);
-  }
-};
-
 // The one distance formula both backends use (see the rounding rule above).
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline acc_t squared_distance(const acc_t* p, const acc_t* q, int64_t dims) {

@@ -42,8 +42,6 @@ void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
 
 namespace {
 
-using fps_detail::CloudLayout;
-
 template <typename scalar_t, typename acc_t>
 void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t start, int64_t k,
                       int64_t index_base, int64_t* out_index, acc_t* out_distance) {
@@ -130,8 +128,7 @@ std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
   fps_detail::check_fps_args(points, lengths, start, k);
   const at::Tensor pts = points.contiguous();
   const CloudLengths lengths_c = contiguous_lengths(lengths);
-  const CloudLayout layout{lengths_c.data,
-                           pts.size(1), pts.size(0) * pts.size(1), /*packed=*/false};
+  const CloudLayout layout = padded_layout(lengths_c.data, pts.size(0), pts.size(1));
   return fps_cpu_impl(pts, layout, pts.size(0), pts.size(2), start, k);
 }
 
@@ -150,7 +147,7 @@ std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
                 "offsets must be non-decreasing values in [0, P = ", pts.size(0), "], got offsets[",
                 b, "] = ", bounds[b], " and offsets[", b + 1, "] = ", bounds[b + 1]);
   }
-  const CloudLayout layout{offsets_c.data_ptr<int64_t>(), 0, pts.size(0), /*packed=*/true};
+  const CloudLayout layout = packed_layout(bounds, pts.size(0));
   return fps_cpu_impl(pts, layout, offsets.size(0) - 1, pts.size(1), start, k);
 }
 

@@ -43,6 +43,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k) -> (Tensor indices, Tensor distances)");
   // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
   m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
+  // as knn, radius >= 0 -> indices (B,M,k) int64: first k hits by index (d2 < radius^2), padded with the first hit or -1; counts (B,M) int64
+  m.def("ball_query(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, float radius, int k, bool repeat_first=True) -> (Tensor indices, Tensor counts)");
+  // features (B,N,C) float, indices (B,M,K) int64 (outside [0,N): none), weights (B,M,K) features' dtype -> (B,M,C): sum_j weights * features[indices]
+  m.def("interpolate(Tensor features, Tensor indices, Tensor weights) -> Tensor");
 
   // ---- geometry: downsampling, normals, registration ----
 

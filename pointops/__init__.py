@@ -8,7 +8,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
-from .geometry import KNN, knn, knn_packed
+from .geometry import KNN, BallQuery, ball_query, group_points, interpolate, inverse_distance_weights, knn, knn_packed, three_nn
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
 from .hough import (
     ball_cells,
@@ -37,6 +37,12 @@ __all__ = [
     "KNN",
     "knn",
     "knn_packed",
+    "BallQuery",
+    "ball_query",
+    "three_nn",
+    "interpolate",
+    "inverse_distance_weights",
+    "group_points",
     "hough_peaks",
     "hough_plane_peaks",
     "hough_planes",

@@ -43,9 +43,35 @@ def _knn_packed_samples(device: str) -> List[tuple]:
     ]
 
 
+def _ball_query_samples(device: str) -> List[tuple]:
+    (queries, query_lengths, points, lengths, _), _, _, _, (big_queries, _, big_points, big_lengths, _), _ = (
+        _knn_samples(device))
+    return [
+        (queries, query_lengths, points, lengths, 0.3, 6, True),
+        (queries, None, points, None, 0.5, 40, False),  # k > 32: the list in the output row
+        (queries.double(), None, points.double(), lengths, 0.2, 4, True),
+        (big_queries, None, big_points, big_lengths, 0.15, 16, True),
+        (queries, None, points, None, 0.0, 3, False),
+    ]
+
+
+def _interpolate_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(15)
+    features = torch.randn(2, 30, 5, generator=g).to(device)
+    indices = torch.randint(-1, 31, (2, 12, 3), generator=g).to(device)
+    weights = torch.rand(2, 12, 3, generator=g).to(device)
+    return [
+        (features, indices, weights),
+        (features.double().requires_grad_(), indices, weights.double().requires_grad_()),
+        (features.half(), indices[:, :, :1], weights[:, :, :1].half()),
+    ]
+
+
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "knn": _knn_samples,
     "knn_packed": _knn_packed_samples,
+    "ball_query": _ball_query_samples,
+    "interpolate": _interpolate_samples,
 }
 
 WRAPPER_CASES: Dict[str, WrapperCase] = {
@@ -58,5 +84,16 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         pointops.knn_packed,
         lambda d: (_clouds(d, 1, 30, 22)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 70, 23)[0],
                    torch.tensor([0, 40, 70], device=d), 5),
+    ),
+    "ball_query": WrapperCase(
+        pointops.ball_query,
+        lambda d: (_clouds(d, 2, 30, 24), _clouds(d, 2, 200, 25), 0.25, 8, torch.tensor([30, 12], device=d),
+                   torch.tensor([200, 60], device=d), "minus_one"),
+    ),
+    "three_nn": WrapperCase(pointops.three_nn, lambda d: (_clouds(d, 2, 40, 26), _clouds(d, 2, 15, 27))),
+    "interpolate": WrapperCase(pointops.interpolate, lambda d: _interpolate_samples(d)[0]),
+    "group_points": WrapperCase(
+        pointops.group_points,
+        lambda d: (_clouds(d, 2, 20, 28), torch.randint(-1, 20, (2, 6, 4), generator=torch.Generator().manual_seed(29)).to(d)),
     ),
 }

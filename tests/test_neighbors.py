@@ -250,3 +250,172 @@ def test_knn_outputs_never_require_grad(device):
     points = torch.rand(1, 20, 3, device=device, requires_grad=True)
     out = pointops.knn(queries, points, 4)
     assert not out.indices.requires_grad and not out.distances.requires_grad
+
+
+# ---- ball_query ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pad", ["first", "minus_one"])
+@pytest.mark.parametrize("radius, k", [(0.1, 8), (0.3, 16), (0.3, 40), (2.0, 5), (0.0, 4)])
+def test_ball_query_matches_reference(device, strategy, pad, radius, k):
+    queries, points = rand(3, 60, 3, seed=30), rand(3, 300, 3, seed=31)
+    query_lengths, lengths = torch.tensor([60, 7, 0]), torch.tensor([300, 20, 150])
+    expected = ref.ball_query(queries, points, radius, k, query_lengths, lengths, pad)
+    actual = pointops.ball_query(queries.to(device), points.to(device), radius, k, query_lengths.to(device),
+                                 lengths.to(device), pad=pad)
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ball_query_uneven_density(device, strategy, dtype):
+    points = lidar_like(3000, seed=32).to(dtype)[None]
+    queries = torch.cat([points[:, ::11], (rand(1, 50, 3, seed=33, dtype=dtype) * 120 - 60)], 1)
+    for radius, k in ((0.3, 16), (2.0, 32), (25.0, 64), (1e-3, 4)):
+        assert_same(pointops.ball_query(queries.to(device), points.to(device), radius, k),
+                    ref.ball_query(queries, points, radius, k))
+
+
+def test_ball_query_semantics(device, strategy):
+    # points on a line at x = 0, 0.5, 1.0, ... ; the ball around the origin, radius 1.0 (strict)
+    points = torch.zeros(1, 10, 3)
+    points[0, :, 0] = torch.arange(10) * 0.5
+    points[0, 3, 0] = float("nan")  # never a hit
+    points = points.flip(1).contiguous()  # x = 4.5 ... 0: hits are the last rows
+    centre = torch.zeros(1, 2, 3)
+    centre[0, 1] = 100.0  # no hit
+    out = pointops.ball_query(centre.to(device), points.to(device), 1.0, 4)
+    assert out.indices.tolist() == [[[8, 9, 8, 8], [-1, -1, -1, -1]]]  # x = 0.5, 0 (x = 1.0 is out)
+    assert out.counts.tolist() == [[2, 0]]
+    out = pointops.ball_query(centre.to(device), points.to(device), 1.0, 4, pad="minus_one")
+    assert out.indices.tolist() == [[[8, 9, -1, -1], [-1, -1, -1, -1]]]
+    out = pointops.ball_query(centre.to(device), points.to(device), 1.0, 1)
+    assert out.indices.tolist() == [[[8], [-1]]] and out.counts.tolist() == [[1, 0]]
+    # radius 0 finds nothing, not even a point at the centre itself
+    out = pointops.ball_query(points.to(device), points.to(device), 0.0, 3)
+    assert (out.indices == -1).all() and (out.counts == 0).all()
+
+
+def test_ball_query_keeps_the_lowest_indices_of_a_dense_ball(device, strategy):
+    points = rand(1, 5000, 3, seed=34)
+    centre = torch.full((1, 1, 3), 0.5)
+    out = pointops.ball_query(centre.to(device), points.to(device), 0.45, 32)
+    inside = (((points[0] - 0.5) ** 2).sum(-1) < 0.45 ** 2).nonzero().flatten()[:32]
+    assert out.indices[0, 0].cpu().tolist() == inside.tolist() and out.counts.item() == 32
+
+
+def test_ball_query_empty_shapes(device, strategy):
+    for b, m, n, k in ((0, 4, 5, 3), (2, 0, 5, 3), (2, 4, 0, 3), (2, 4, 5, 0)):
+        out = pointops.ball_query(torch.rand(b, m, 3, device=device), torch.rand(b, n, 3, device=device), 0.5, k)
+        assert out.indices.shape == (b, m, k) and out.counts.shape == (b, m)
+        assert (out.indices == -1).all() and (out.counts == 0).all()
+
+
+def test_ball_query_errors():
+    q, p = torch.rand(2, 5, 3), torch.rand(2, 7, 3)
+    with pytest.raises(RuntimeError, match="radius must be finite and >= 0, got -0.5"):
+        pointops.ball_query(q, p, -0.5, 3)
+    with pytest.raises(RuntimeError, match="radius must be finite and >= 0, got inf"):
+        pointops.ball_query(q, p, float("inf"), 3)
+    with pytest.raises(RuntimeError, match="k must be >= 0, got -2"):
+        pointops.ball_query(q, p, 0.5, -2)
+    with pytest.raises(RuntimeError, match="ball_query: queries and points must have the same batch size B"):
+        pointops.ball_query(q[:1], p, 0.5, 2)
+    with pytest.raises(ValueError, match='pad must be "first" or "minus_one", got "zero"'):
+        pointops.ball_query(q, p, 0.5, 2, pad="zero")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("k", [4, 32, 64])
+def test_ball_query_cpu_equals_cuda(strategy, k):
+    points = torch.cat([rand(1, 6000, 3, seed=35), lidar_like(6000, seed=36)[None] / 20])
+    points[1, ::89] = float("nan")
+    queries = torch.cat([rand(1, 1500, 3, seed=37), points[1:, ::4][:, :1500]])
+    for dtype in (torch.float32, torch.float64):
+        q, p = queries.to(dtype), points.to(dtype)
+        for radius in (0.02, 0.1):
+            assert_same(pointops.ball_query(q.cuda(), p.cuda(), radius, k), pointops.ball_query(q, p, radius, k))
+
+
+# ---- three_nn, interpolation, grouping ----------------------------------------------------------
+
+
+def test_three_nn(device, strategy):
+    queries, points = rand(2, 100, 3, seed=40), rand(2, 30, 3, seed=41)
+    assert_same(pointops.three_nn(queries.to(device), points.to(device)), ref.three_nn(queries, points))
+    out = pointops.three_nn(queries.to(device), points[:, :2].to(device))  # fewer than 3 points
+    assert (out.indices[..., 2] == -1).all() and torch.isinf(out.distances[..., 2]).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_interpolate_matches_reference(device, dtype):
+    features = torch.randn(2, 40, 6, generator=torch.Generator().manual_seed(42)).to(dtype)
+    indices = torch.randint(-1, 41, (2, 25, 3), generator=torch.Generator().manual_seed(43))  # -1 and 40: none
+    weights = torch.rand(2, 25, 3, generator=torch.Generator().manual_seed(44)).to(dtype)
+    actual = pointops.interpolate(features.to(device), indices.to(device), weights.to(device))
+    assert actual.dtype == dtype and actual.shape == (2, 25, 6)
+    assert_same((actual,), (ref.interpolate(features, indices, weights),))
+
+
+def test_interpolate_with_inverse_distance_weights(device):
+    known, unknown = rand(2, 50, 3, seed=45), rand(2, 80, 3, seed=46)
+    features = torch.randn(2, 50, 4, generator=torch.Generator().manual_seed(47))
+    nn3 = pointops.three_nn(unknown.to(device), known.to(device))
+    weights = pointops.inverse_distance_weights(nn3.distances)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 80, device=device))
+    d = torch.sqrt(nn3.distances)
+    expected = (1 / (d + 1e-8)) / (1 / (d + 1e-8)).sum(-1, keepdim=True)
+    torch.testing.assert_close(weights, expected, rtol=0, atol=0)
+    out = pointops.interpolate(features.to(device), nn3.indices, weights)
+    assert_same((out,), (ref.interpolate(features, nn3.indices.cpu(), weights.cpu()),))
+    # padding (+inf distance) weighs nothing; a row with no neighbour is all zeros
+    padded = pointops.inverse_distance_weights(torch.tensor([[[1.0, 4.0, float("inf")], [float("inf")] * 3]]))
+    assert padded[0, 0, 2] == 0 and torch.equal(padded[0, 1], torch.zeros(3))
+
+
+def test_interpolate_gradients(device):
+    features = torch.randn(2, 12, 3, dtype=torch.float64, device=device, requires_grad=True)
+    indices = torch.randint(-1, 13, (2, 7, 4), generator=torch.Generator().manual_seed(48)).to(device)
+    weights = torch.rand(2, 7, 4, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(pointops.interpolate, (features, indices, weights))
+    out = pointops.interpolate(features, indices, weights)
+    out.sum().backward()
+    # an index outside [0, N) gives no gradient to its weight
+    outside = (indices < 0) | (indices >= 12)
+    assert (weights.grad[outside] == 0).all() and outside.any()
+
+
+def test_interpolate_errors():
+    f, i, w = torch.rand(2, 5, 4), torch.zeros(2, 3, 3, dtype=torch.int64), torch.rand(2, 3, 3)
+    with pytest.raises(RuntimeError, match=r"features must have shape \(B, N, C\)"):
+        pointops.interpolate(f[0], i, w)
+    with pytest.raises(RuntimeError, match="indices must be Long, got Int"):
+        pointops.interpolate(f, i.int(), w)
+    with pytest.raises(RuntimeError, match=r"weights must have shape \[2, 3, 3\], got \[2, 3, 2\]"):
+        pointops.interpolate(f, i, w[..., :2])
+    with pytest.raises(RuntimeError, match="weights must have the dtype of features"):
+        pointops.interpolate(f, i, w.double())
+    with pytest.raises(RuntimeError, match=r"indices must have the batch size of features \(2\)"):
+        pointops.interpolate(f, i[:1], w[:1])
+
+
+def test_group_points(device):
+    features = torch.randn(2, 9, 5, generator=torch.Generator().manual_seed(49)).to(device)
+    indices = torch.randint(-1, 10, (2, 4, 6), generator=torch.Generator().manual_seed(50)).to(device)
+    out = pointops.group_points(features, indices)
+    assert out.shape == (2, 4, 6, 5)
+    torch.testing.assert_close(out.cpu(), ref.group_points(features.cpu(), indices.cpu()), rtol=0, atol=0)
+    features.requires_grad_(True)
+    pointops.group_points(features, indices).sum().backward()
+    counts = torch.stack([torch.bincount(indices[b][(indices[b] >= 0) & (indices[b] < 9)], minlength=9)
+                          for b in range(2)]).to(features.dtype)
+    torch.testing.assert_close(features.grad, counts[..., None].expand(-1, -1, 5))
+
+
+@pytest.mark.cuda
+def test_interpolate_cpu_equals_cuda():
+    features = torch.randn(4, 3000, 64, generator=torch.Generator().manual_seed(51))
+    indices = torch.randint(-1, 3000, (4, 5000, 3), generator=torch.Generator().manual_seed(52))
+    weights = torch.rand(4, 5000, 3, generator=torch.Generator().manual_seed(53))
+    for dtype in (torch.float32, torch.float64):
+        f, w = features.to(dtype), weights.to(dtype)
+        assert_same((pointops.interpolate(f.cuda(), indices.cuda(), w.cuda()),), (pointops.interpolate(f, indices, w),))

@@ -613,6 +613,35 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
   }
 }
 
+// ---- Output rows ------------------------------------------------------------------------------
+
+// A kNN row: indices (cloud indices + base, or -1) and distances (+inf where none). The list may
+// live in the output row itself (SpanKnnList): entry j is read before it is written.
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void write_knn_row(const List& list, int64_t k, int64_t base,
+                                               int64_t* out_index, acc_t* out_distance) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t i = list.result_index(k, j);
+    out_distance[j] = list.result_distance(k, j);
+    out_index[j] = i < 0 ? -1 : i + base;
+  }
+}
+
+// A ball-query row: the hits (ascending), then the first hit again (repeat_first) or -1; -1
+// throughout when there is no hit. Returns the number of hits.
+template <typename List>
+POINTOPS_HOST_DEVICE inline int64_t write_ball_row(const List& list, int64_t k, int64_t base,
+                                                   bool repeat_first, int64_t* out_index) {
+  int64_t count = 0;
+  while (count < k && list.result_index(k, count) >= 0) ++count;
+  const int64_t pad = repeat_first && count > 0 ? list.result_index(k, 0) + base : -1;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t i = list.result_index(k, j);
+    out_index[j] = i < 0 ? pad : i + base;
+  }
+  return count;
+}
+
 // ---- Strategy ---------------------------------------------------------------------------------
 
 enum class Strategy { kBrute, kGrid };

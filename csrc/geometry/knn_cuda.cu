@@ -84,12 +84,7 @@ __global__ void __launch_bounds__(kSearchThreads)
       neighbors::knn_brute(data.points + pb.point_rows.begin(b), pb.point_rows.length(b), qx, qy,
                            qz, list);
     }
-    const int64_t base = pb.point_rows.index_base(b);
-    for (int64_t j = 0; j < pb.k; ++j) {
-      const int64_t i = list.result_index(pb.k, j);
-      out_distance[j] = list.result_distance(pb.k, j);
-      out_index[j] = i < 0 ? -1 : i + base;
-    }
+    neighbors::write_knn_row(list, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
   };
   if constexpr (K > 0) {
     neighbors::FixedKnnList<acc_t, K> list;

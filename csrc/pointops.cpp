@@ -42,6 +42,15 @@ TORCH_LIBRARY(pointops, m) {
   m.def("plane_refit(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> (Tensor planes, Tensor inliers)");
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
+  m.set_python_module("pointops.geometry.neighbors");
+  // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64? -> indices (B,M,k) int64, sq. distances (B,M,k)
+  m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k) -> (Tensor indices, Tensor distances)");
+  // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
+  m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
+  // as knn, radius >= 0 -> indices (B,M,k) int64: first k hits by index (d2 < radius^2), padded with the first hit or -1; counts (B,M) int64
+  m.def("ball_query(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, float radius, int k, bool repeat_first=True) -> (Tensor indices, Tensor counts)");
+  // features (B,N,C) float, indices (B,M,K) int64 (outside [0,N): none), weights (B,M,K) features' dtype -> (B,M,C): sum_j weights * features[indices]
+  m.def("interpolate(Tensor features, Tensor indices, Tensor weights) -> Tensor");
 
   // ---- geometry: downsampling, normals, registration ----
 
@@ -68,7 +77,7 @@ TORCH_LIBRARY(pointops, m) {
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
-                           "hough_circles_max", "hough_lines"}) {
+                           "hough_circles_max", "hough_lines", "knn", "knn_packed", "ball_query"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

@@ -21,6 +21,7 @@ except ImportError as _error:  # pragma: no cover - the message is the point
 
 from . import datasets  # noqa: F401,E402  (synthetic scenes with ground truth; torch only, cheap to import)
 from . import io  # noqa: F401,E402  (file readers / writers; their format libraries load on first use)
+from . import nn  # noqa: F401,E402  (OpenPCDet-style PointNet++ functions and modules)
 from . import pipelines  # noqa: F401,E402
 from .bev import (  # noqa: E402
     DynamicVoxels,
@@ -31,6 +32,17 @@ from .bev import (  # noqa: E402
     pillar_scatter,
     voxelize,
     voxelize_dynamic,
+)
+from .geometry import (  # noqa: E402
+    KNN,
+    BallQuery,
+    ball_query,
+    group_points,
+    interpolate,
+    inverse_distance_weights,
+    knn,
+    knn_packed,
+    three_nn,
 )
 from .hough import (  # noqa: E402
     Peaks,
@@ -72,6 +84,8 @@ from .sampling import (  # noqa: E402
 __all__ = [
     "ball_cells",
     "ball_peaks_to_planes",
+    "ball_query",
+    "BallQuery",
     "bev_grid_size",
     "bev_preset",
     "bev_rasterize",
@@ -85,6 +99,7 @@ __all__ = [
     "edge_points",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
+    "group_points",
     "height_image",
     "hough_circles",
     "hough_circles_max",
@@ -95,12 +110,18 @@ __all__ = [
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
+    "interpolate",
+    "inverse_distance_weights",
     "io",
+    "knn",
+    "KNN",
+    "knn_packed",
     "line_angles",
     "line_distances",
     "LineDetections",
     "list_presets",
     "load_config",
+    "nn",
     "Peaks",
     "peaks_to_planes",
     "pillar_scatter",
@@ -116,6 +137,7 @@ __all__ = [
     "sample_farthest_points",
     "SampledIndices",
     "synthetic_edges",
+    "three_nn",
     "voxelize",
     "voxelize_dynamic",
     "Voxels",

@@ -8,7 +8,7 @@ import pointops
 from pointops.reference import bev as ref_bev
 from tests.op_samples import OP_SAMPLES
 
-DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize"}
+DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize", "interpolate"}
 
 
 def _grad_of(fn, x, weight):

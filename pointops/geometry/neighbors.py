@@ -1,0 +1,253 @@
+"""Neighbourhoods: k nearest neighbours, ball query, interpolation and grouping (wraps
+csrc/geometry/knn*, ball_query*, interpolate*).
+
+Rules shared by CPU and CUDA, bit for bit, whichever search strategy runs (brute force or a
+uniform grid): squared distances are ``(dx*dx + dy*dy) + dz*dz`` with every step rounded on its
+own in float32 (float64 for float64 inputs); a row lists the k smallest (distance, index) pairs in
+ascending order, so equal distances go to the lowest index; points with a NaN/Inf coordinate are
+never neighbours; rows with fewer than k neighbours are padded with index -1 and distance +inf,
+and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows.
+"""
+import math
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+class KNN(NamedTuple):
+    """Output of :func:`knn`: (B, M, k) indices into each cloud (int64, -1 = none) and squared
+    distances (+inf = none), nearest first."""
+
+    indices: Tensor
+    distances: Tensor
+
+
+def knn(
+    queries: Tensor,
+    points: Tensor,
+    k: int,
+    query_lengths: Optional[Tensor] = None,
+    lengths: Optional[Tensor] = None,
+) -> KNN:
+    """The k nearest points of every query, exact.
+
+    Args:
+        queries: (B, M, 3) float32/float64/float16/bfloat16.
+        points: (B, N, 3) of the same dtype and device.
+        k: neighbours per query (k > N pads with -1 / +inf).
+        query_lengths: (B,) int64, the queries of cloud b are rows [0, query_lengths[b]); None = all M.
+        lengths: (B,) int64, the points of cloud b are rows [0, lengths[b]); None = all N.
+
+    Returns:
+        :class:`KNN` of (B, M, k) int64 indices into ``points[b]`` and squared distances (float64 for
+        float64 inputs, float32 otherwise), ascending, ties to the lowest index.
+    """
+    indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k)
+    return KNN(indices, distances)
+
+
+def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, k: int) -> KNN:
+    """:func:`knn` for packed clouds: cloud b is rows [offsets[b], offsets[b + 1]) of points (P, 3)
+    and rows [query_offsets[b], query_offsets[b + 1]) of queries (Mq, 3). Offsets are (B + 1,) int64,
+    clamped to [0, rows] and made non-decreasing by a running maximum. Returns (Mq, k) indices into
+    the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
+    indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
+    return KNN(indices, distances)
+
+
+class BallQuery(NamedTuple):
+    """Output of :func:`ball_query`: (B, M, k) int64 indices of the hits (then padding) and (B, M)
+    int64 counts of hits kept."""
+
+    indices: Tensor
+    counts: Tensor
+
+
+def ball_query(
+    queries: Tensor,
+    points: Tensor,
+    radius: float,
+    k: int,
+    query_lengths: Optional[Tensor] = None,
+    lengths: Optional[Tensor] = None,
+    pad: str = "first",
+) -> BallQuery:
+    """The first k points (in index order) within ``radius`` of every query.
+
+    A point is a hit when its squared distance is < radius^2 (strict, as OpenPCDet and pytorch3d
+    compare), with radius rounded to the compute type (float32, or float64 for float64 inputs)
+    and squared there; radius 0 finds nothing.
+
+    Args:
+        queries: (B, M, 3) float32/float64/float16/bfloat16 (the ball centres).
+        points: (B, N, 3) of the same dtype and device.
+        radius: finite, >= 0.
+        k: the most hits kept per query (OpenPCDet's nsample).
+        query_lengths, lengths: (B,) int64 per-cloud sizes of queries and points; None = all rows.
+        pad: what fills a row past its hits: ``"first"`` repeats the first hit (OpenPCDet's
+            PointNet++), ``"minus_one"`` writes -1 (pytorch3d). A row with no hit is all -1 in both
+            (``pointops.nn.ball_query`` turns it into OpenPCDet's zeros).
+
+    Returns:
+        :class:`BallQuery`: indices (B, M, k) int64 into ``points[b]``, hits ascending; counts
+        (B, M) int64 = min(hits, k).
+    """
+    if pad != "first" and pad != "minus_one":
+        raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
+    indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first")
+    return BallQuery(indices, counts)
+
+
+def three_nn(
+    queries: Tensor,
+    points: Tensor,
+    query_lengths: Optional[Tensor] = None,
+    lengths: Optional[Tensor] = None,
+) -> KNN:
+    """The 3 nearest points of every query (PointNet++ feature propagation): :func:`knn` with
+    k = 3. Distances are squared, as everywhere in pointops (OpenPCDet's ``three_nn`` returns
+    their square roots; ``pointops.nn.three_nn`` does)."""
+    return knn(queries, points, 3, query_lengths, lengths)
+
+
+def inverse_distance_weights(distances: Tensor, eps: float = 1e-8) -> Tensor:
+    """PointNet++ interpolation weights from squared distances (B, M, K): w = 1 / (d + eps) with
+    d = sqrt(distances) the Euclidean distance, normalised to sum to 1 over each row (OpenPCDet's
+    ``PointnetFPModule`` formula). Padding (+inf distance) gets weight 0; a row with no neighbour
+    gets all zeros."""
+    reciprocal = 1.0 / (torch.sqrt(distances) + eps)
+    total = reciprocal.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, reciprocal / total, torch.zeros_like(reciprocal))
+
+
+def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
+    """Weighted sum of neighbour features (PointNet++'s ``three_interpolate`` for any K).
+
+    Args:
+        features: (B, N, C) float32/float64/float16/bfloat16.
+        indices: (B, M, K) int64 rows of ``features[b]`` (from :func:`knn` / :func:`three_nn`);
+            an index outside [0, N), such as the -1 padding, contributes nothing.
+        weights: (B, M, K), the dtype of ``features`` (e.g. :func:`inverse_distance_weights`).
+
+    Returns:
+        (B, M, C): ``sum_j weights[b, m, j] * features[b, indices[b, m, j]]``, summed in order of j
+        with every product and sum rounded on its own (float32, float64 for float64), identical on
+        CPU and CUDA. Differentiable in ``features`` and ``weights``.
+    """
+    return torch.ops.pointops.interpolate(features, indices, weights)
+
+
+def group_points(features: Tensor, indices: Tensor) -> Tensor:
+    """Gather per-point features by neighbour index: ``features`` (B, N, C) and ``indices``
+    (B, *S) int64 give (B, *S, C); an index outside [0, N) (-1 padding) gives a row of zeros.
+    Plain torch (a gather), so gradients reach ``features``."""
+    batch, n, channels = features.shape
+    flat = indices.reshape(batch, -1)
+    valid = (flat >= 0) & (flat < n)
+    if n == 0:
+        gathered = features.new_zeros((batch, flat.shape[1], channels))
+    else:
+        safe = torch.where(valid, flat, torch.zeros_like(flat))
+        gathered = torch.gather(features, 1, safe.unsqueeze(-1).expand(-1, -1, channels))
+    grouped = torch.where(valid.unsqueeze(-1), gathered, torch.zeros_like(gathered))
+    shape = list(indices.shape)
+    shape.append(channels)
+    return grouped.reshape(shape)
+
+
+# ---- gradient of interpolate (plain torch ops) ---------------------------------------------------
+
+
+def _interpolate_setup_context(ctx, inputs, output):
+    features, indices, weights = inputs
+    ctx.save_for_backward(features, indices, weights)
+
+
+def _interpolate_backward(ctx, grad):
+    features, indices, weights = ctx.saved_tensors
+    batch, n, channels = features.shape
+    m, k = indices.shape[1], indices.shape[2]
+    valid = (indices >= 0) & (indices < n)
+    safe = torch.where(valid, indices, torch.zeros_like(indices)).reshape(batch, m * k, 1).expand(-1, -1, channels)
+    grad_features = None
+    grad_weights = None
+    if ctx.needs_input_grad[0]:
+        w = torch.where(valid, weights, torch.zeros_like(weights)).to(grad.dtype)
+        terms = (grad.unsqueeze(2) * w.unsqueeze(-1)).reshape(batch, m * k, channels)
+        grad_features = grad.new_zeros((batch, n, channels))
+        if n > 0:
+            grad_features = grad_features.scatter_add(1, safe, terms)
+        grad_features = grad_features.to(features.dtype)
+    if ctx.needs_input_grad[2]:
+        if n > 0:
+            gathered = torch.gather(features, 1, safe).reshape(batch, m, k, channels).to(grad.dtype)
+            dots = (grad.unsqueeze(2) * gathered).sum(-1)
+        else:
+            dots = grad.new_zeros((batch, m, k))
+        grad_weights = torch.where(valid, dots, torch.zeros_like(dots)).to(weights.dtype)
+    return grad_features, None, grad_weights
+
+
+torch.library.register_autograd(
+    "pointops::interpolate", _interpolate_backward, setup_context=_interpolate_setup_context
+)
+
+
+# ---- fake kernels (shapes and dtypes only) ----------------------------------------------------
+
+
+def _distance_dtype(points: Tensor) -> torch.dtype:
+    return torch.float64 if points.dtype == torch.float64 else torch.float32
+
+
+def _check_coords(t: Tensor, name: str, dims: int, layout: str) -> None:
+    torch._check(t.dim() == dims and t.shape[-1] == 3, lambda: f"{name} must have shape {layout}, got {tuple(t.shape)}")
+    torch._check(t.dtype in _FLOATS, lambda: f"{name} must be float32, float64, float16 or bfloat16, got {t.dtype}")
+
+
+def _check_pair(queries: Tensor, points: Tensor, dims: int) -> None:
+    _check_coords(queries, "queries", dims, "(B, M, 3)" if dims == 3 else "(Mq, 3)")
+    _check_coords(points, "points", dims, "(B, N, 3)" if dims == 3 else "(P, 3)")
+    torch._check(queries.dtype == points.dtype, lambda: f"queries must have the dtype of points ({points.dtype}), got {queries.dtype}")
+    if dims == 3:
+        torch._check(queries.shape[0] == points.shape[0], lambda: "queries and points must have the same batch size B")
+
+
+@torch.library.register_fake("pointops::knn")
+def _knn_fake(queries, query_lengths, points, lengths, k):
+    _check_pair(queries, points, 3)
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    shape = (queries.shape[0], queries.shape[1], k)
+    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
+
+
+@torch.library.register_fake("pointops::knn_packed")
+def _knn_packed_fake(queries, query_offsets, points, offsets, k):
+    _check_pair(queries, points, 2)
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    shape = (queries.shape[0], k)
+    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
+
+
+@torch.library.register_fake("pointops::ball_query")
+def _ball_query_fake(queries, query_lengths, points, lengths, radius, k, repeat_first=True):
+    _check_pair(queries, points, 3)
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    torch._check(math.isfinite(radius) and radius >= 0, lambda: f"radius must be finite and >= 0, got {radius}")
+    batch, m = queries.shape[0], queries.shape[1]
+    return points.new_empty((batch, m, k), dtype=torch.int64), points.new_empty((batch, m), dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::interpolate")
+def _interpolate_fake(features, indices, weights):
+    torch._check(features.dim() == 3, lambda: f"features must have shape (B, N, C), got {tuple(features.shape)}")
+    torch._check(features.dtype in _FLOATS, lambda: f"features must be a floating tensor, got {features.dtype}")
+    torch._check(indices.dim() == 3 and indices.shape[0] == features.shape[0],
+                 lambda: f"indices must have shape (B, M, K), got {tuple(indices.shape)}")
+    torch._check(indices.dtype == torch.int64, lambda: f"indices must be int64, got {indices.dtype}")
+    torch._check(weights.shape == indices.shape, lambda: f"weights must have shape {tuple(indices.shape)}, got {tuple(weights.shape)}")
+    torch._check(weights.dtype == features.dtype, lambda: f"weights must have the dtype of features, got {weights.dtype}")
+    return features.new_empty((features.shape[0], indices.shape[1], features.shape[2]))

@@ -1,0 +1,238 @@
+"""Drop-in replacements for OpenPCDet's PointNet++ ops and modules (``pcdet.ops.pointnet2.
+pointnet2_batch``: ``pointnet2_utils`` and ``pointnet2_modules``), on pointops' exact kernels.
+
+A model switches by changing one import::
+
+    # from pcdet.ops.pointnet2.pointnet2_batch import pointnet2_modules, pointnet2_utils
+    from pointops import nn as pointnet2_modules
+    from pointops import nn as pointnet2_utils
+
+Every function takes OpenPCDet's arguments in OpenPCDet's order and returns its shapes and dtypes:
+(B, C, N) feature layout, int32 indices from ``furthest_point_sample``, ``ball_query`` and
+``three_nn``, Euclidean (not squared) distances from ``three_nn``. The modules build the same
+layers (so their ``state_dict`` keys match and OpenPCDet checkpoints load) and compute the same
+formulas. What differs, on purpose:
+
+* ties go to the lowest index everywhere (OpenPCDet's FPS and three_nn break them by thread
+  order), and distances use pointops' exact formula ``(dx*dx + dy*dy) + dz*dz`` with every step
+  rounded on its own, the same on CPU and CUDA (OpenPCDet's nvcc build fuses them into FMAs), so a
+  point within a rounding error of a radius can fall on the other side of it;
+* ``furthest_point_sample`` never picks a point twice: past a cloud's last point it repeats the
+  picks in order; points with a NaN/Inf coordinate are never picked, found or grouped;
+* everything runs on the CPU too, on the inputs' device and current CUDA stream, with no host
+  sync, and works under ``torch.compile(fullgraph=True)``, ``torch.export`` and TorchScript;
+* gradients reach ``features`` through ``gather_operation``, ``grouping_operation`` and
+  ``three_interpolate`` (and the weights of ``three_interpolate`` too) as plain torch ops or a
+  registered formula, so ``torch.autograd.gradcheck`` applies;
+* ``PointnetSAModuleMSG`` does not add 3 to the caller's ``mlps`` lists in place (it copies them).
+"""
+from typing import List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from .geometry.neighbors import ball_query as _ball_query
+from .geometry.neighbors import interpolate as _interpolate
+from .geometry.neighbors import knn as _knn
+
+__all__ = [
+    "furthest_point_sample",
+    "gather_operation",
+    "three_nn",
+    "three_interpolate",
+    "grouping_operation",
+    "ball_query",
+    "QueryAndGroup",
+    "GroupAll",
+    "PointnetSAModuleMSG",
+    "PointnetSAModule",
+    "PointnetFPModule",
+]
+
+
+def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
+    """(B, N, 3) -> (B, npoint) int32 indices of farthest point sampling from point 0 (pointops'
+    ``fps`` op). Past a cloud's last finite point the row repeats its picks in order; a cloud with
+    no finite point gives zeros."""
+    indices, _ = torch.ops.pointops.fps(xyz, None, None, npoint)
+    count = (indices >= 0).sum(dim=1, keepdim=True).clamp(min=1)
+    slot = torch.arange(npoint, device=indices.device).unsqueeze(0) % count
+    return torch.gather(indices, 1, slot).clamp(min=0).int()
+
+
+def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
+    """(B, C, N) features, (B, npoint) indices -> (B, C, npoint)."""
+    channels = features.shape[1]
+    return torch.gather(features, 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+
+
+def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
+    """The 3 nearest ``known`` (B, m, 3) points of each ``unknown`` (B, n, 3) point: (dist (B, n, 3),
+    the Euclidean distances, idx (B, n, 3) int32). With fewer than 3 known points the missing
+    neighbours get index 0 and distance +inf, as in OpenPCDet."""
+    indices, distances = _knn(unknown, known, 3)
+    return torch.sqrt(distances), indices.clamp(min=0).int()
+
+
+def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
+    """(B, C, m) features, (B, n, 3) indices and (B, n, 3) weights -> (B, C, n):
+    ``w0 * f[idx0] + w1 * f[idx1] + w2 * f[idx2]`` (pointops' ``interpolate`` op)."""
+    out = _interpolate(features.transpose(1, 2), idx.long(), weight.to(features.dtype))
+    return out.transpose(1, 2).contiguous()
+
+
+def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
+    """(B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample)."""
+    batch, channels = features.shape[0], features.shape[1]
+    flat = idx.long().reshape(batch, 1, -1).expand(-1, channels, -1)
+    return torch.gather(features, 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+
+
+def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    """(B, npoint, nsample) int32: for each centre of ``new_xyz`` (B, npoint, 3), the first
+    ``nsample`` points of ``xyz`` (B, N, 3) in index order with squared distance < radius^2, the
+    row padded with its first hit; a centre with no hit gets zeros (OpenPCDet's semantics)."""
+    indices, _ = _ball_query(new_xyz, xyz, radius, nsample, pad="first")
+    return indices.clamp(min=0).int()
+
+
+class QueryAndGroup(nn.Module):
+    def __init__(self, radius: float, nsample: int, use_xyz: bool = True):
+        """Ball query of ``radius`` keeping ``nsample`` points, then grouping of their relative
+        coordinates (and features)."""
+        super().__init__()
+        self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
+
+    def forward(self, xyz: Tensor, new_xyz: Optional[Tensor], features: Optional[Tensor] = None) -> Tensor:
+        """xyz (B, N, 3), new_xyz (B, npoint, 3), features (B, C, N) -> (B, 3 + C, npoint, nsample)
+        (or C, or 3 channels)."""
+        assert new_xyz is not None, "QueryAndGroup needs the centres new_xyz"
+        idx = ball_query(self.radius, self.nsample, xyz, new_xyz)
+        grouped_xyz = grouping_operation(xyz.transpose(1, 2).contiguous(), idx)  # (B, 3, npoint, nsample)
+        grouped_xyz = grouped_xyz - new_xyz.transpose(1, 2).unsqueeze(-1)
+        if features is not None:
+            grouped_features = grouping_operation(features, idx)
+            if self.use_xyz:
+                return torch.cat([grouped_xyz, grouped_features], dim=1)
+            return grouped_features
+        assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
+        return grouped_xyz
+
+
+class GroupAll(nn.Module):
+    def __init__(self, use_xyz: bool = True):
+        super().__init__()
+        self.use_xyz = use_xyz
+
+    def forward(self, xyz: Tensor, new_xyz: Optional[Tensor] = None, features: Optional[Tensor] = None) -> Tensor:
+        """xyz (B, N, 3), new_xyz ignored, features (B, C, N) -> (B, 3 + C, 1, N) (or C, or 3)."""
+        grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
+        if features is not None:
+            grouped_features = features.unsqueeze(2)
+            if self.use_xyz:
+                return torch.cat([grouped_xyz, grouped_features], dim=1)
+            return grouped_features
+        return grouped_xyz
+
+
+class _PointnetSAModuleBase(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.npoint: Optional[int] = None
+        self.groupers = nn.ModuleList()
+        self.mlps = nn.ModuleList()
+        self.pool_method = "max_pool"
+
+    def forward(
+        self, xyz: Tensor, features: Optional[Tensor] = None, new_xyz: Optional[Tensor] = None
+    ) -> Tuple[Optional[Tensor], Tensor]:
+        """xyz (B, N, 3), features (B, C, N), new_xyz (B, npoint, 3) or None (farthest point
+        sampling of xyz) -> (new_xyz (B, npoint, 3), new_features (B, sum of mlps[k][-1], npoint))."""
+        npoint = self.npoint
+        if new_xyz is None and npoint is not None:
+            xyz_flipped = xyz.transpose(1, 2).contiguous()
+            new_xyz = gather_operation(xyz_flipped, furthest_point_sample(xyz, npoint)).transpose(1, 2).contiguous()
+        new_features_list: List[Tensor] = []
+        for grouper, mlp in zip(self.groupers, self.mlps):
+            new_features = mlp(grouper(xyz, new_xyz, features))  # (B, mlp[-1], npoint, nsample)
+            if self.pool_method == "max_pool":
+                new_features = F.max_pool2d(new_features, kernel_size=[1, new_features.size(3)])
+            elif self.pool_method == "avg_pool":
+                new_features = F.avg_pool2d(new_features, kernel_size=[1, new_features.size(3)])
+            else:
+                raise NotImplementedError(self.pool_method)
+            new_features_list.append(new_features.squeeze(-1))  # (B, mlp[-1], npoint)
+        return new_xyz, torch.cat(new_features_list, dim=1)
+
+
+def _shared_mlp(spec: List[int]) -> nn.Sequential:
+    layers: List[nn.Module] = []
+    for k in range(len(spec) - 1):
+        layers.extend([nn.Conv2d(spec[k], spec[k + 1], kernel_size=1, bias=False), nn.BatchNorm2d(spec[k + 1]), nn.ReLU()])
+    return nn.Sequential(*layers)
+
+
+class PointnetSAModuleMSG(_PointnetSAModuleBase):
+    """PointNet set abstraction layer with multi-scale grouping."""
+
+    def __init__(self, *, npoint: Optional[int], radii: List[float], nsamples: List[int], mlps: List[List[int]],
+                 bn: bool = True, use_xyz: bool = True, pool_method: str = "max_pool"):
+        """
+        npoint: centres sampled by farthest point sampling (None: group all points);
+        radii, nsamples: ball query radius and samples per scale;
+        mlps: per scale, the channels of the shared MLP before pooling ([C_in, ..., C_out]; 3 is
+            added to C_in when use_xyz); bn: accepted and ignored (BatchNorm is always used, as
+            OpenPCDet does); pool_method: "max_pool" or "avg_pool".
+        """
+        super().__init__()
+        assert len(radii) == len(nsamples) == len(mlps)
+        self.npoint = npoint
+        for i in range(len(radii)):
+            self.groupers.append(
+                QueryAndGroup(radii[i], nsamples[i], use_xyz=use_xyz) if npoint is not None else GroupAll(use_xyz)
+            )
+            mlp_spec = list(mlps[i])
+            if use_xyz:
+                mlp_spec[0] += 3
+            self.mlps.append(_shared_mlp(mlp_spec))
+        self.pool_method = pool_method
+
+
+class PointnetSAModule(PointnetSAModuleMSG):
+    """PointNet set abstraction layer (one scale)."""
+
+    def __init__(self, *, mlp: List[int], npoint: Optional[int] = None, radius: Optional[float] = None,
+                 nsample: Optional[int] = None, bn: bool = True, use_xyz: bool = True, pool_method: str = "max_pool"):
+        super().__init__(
+            mlps=[mlp], npoint=npoint, radii=[radius if radius is not None else 0.0],
+            nsamples=[nsample if nsample is not None else 0], bn=bn, use_xyz=use_xyz, pool_method=pool_method,
+        )
+
+
+class PointnetFPModule(nn.Module):
+    """Propagates the features of one set of points to another (inverse-distance interpolation
+    of the 3 nearest, then a shared MLP)."""
+
+    def __init__(self, *, mlp: List[int], bn: bool = True):
+        super().__init__()
+        self.mlp = _shared_mlp(mlp)
+
+    def forward(self, unknown: Tensor, known: Optional[Tensor], unknow_feats: Optional[Tensor],
+                known_feats: Tensor) -> Tensor:
+        """unknown (B, n, 3), known (B, m, 3) or None, unknow_feats (B, C1, n) or None,
+        known_feats (B, C2, m) -> (B, mlp[-1], n)."""
+        if known is not None:
+            dist, idx = three_nn(unknown, known)
+            dist_recip = 1.0 / (dist + 1e-8)
+            norm = torch.sum(dist_recip, dim=2, keepdim=True)
+            weight = dist_recip / norm
+            interpolated_feats = three_interpolate(known_feats, idx, weight)
+        else:
+            interpolated_feats = known_feats.expand(known_feats.size(0), known_feats.size(1), unknown.size(1))
+        if unknow_feats is not None:
+            new_features = torch.cat([interpolated_feats, unknow_feats], dim=1)  # (B, C2 + C1, n)
+        else:
+            new_features = interpolated_feats
+        return self.mlp(new_features.unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,218 @@
+"""Benchmark rows of the neighbourhood ops (knn, ball_query, three_nn), run by tools/bench.py.
+
+Each row is timed against a baseline in the same run: for knn, plain PyTorch (cdist + topk over
+chunks of 4,096 queries, pointops.reference.neighbors.knn_cdist_topk); for ball_query and three_nn,
+the classic one-thread-per-query kernels of OpenPCDet's pointnet2_batch, written again in
+tools/baselines/neighbors_classic.cu and compiled here on first use. On CUDA the knn rows also time
+the grid with other cell sizes (POINTOPS_KNN_CELL_POINTS) and check the grid against brute force on
+the first queries. Without a GPU, CPU rows time pointops' CPU kernels against Open3D's CPU
+NearestNeighborSearch (knn_search, its KD-tree, in the same process) when open3d imports.
+
+    python tools/bench.py --ops knn ball_query three_nn [--quick] [--json f]
+"""
+import json
+import os
+
+import torch
+
+from bench import time_ms
+
+import pointops
+from pointops import datasets
+from pointops.reference.neighbors import knn_cdist_topk
+
+OPS = ["knn", "ball_query", "three_nn"]
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+_classic = None
+
+
+def classic_module():
+    global _classic
+    if _classic is None:
+        from torch.utils.cpp_extension import load
+
+        _classic = load("pointops_neighbors_classic", [os.path.join(ROOT, "baselines", "neighbors_classic.cu")],
+                        extra_cuda_cflags=["-O3"], verbose=False)
+    return _classic
+
+
+def uniform(b, n, device, seed):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.rand(b, n, 3, device=device, generator=g)
+
+
+def lidar(b, device, beams=64):
+    """Spinning-LiDAR scans of generated street scenes (dense near the sensor, sparse far away),
+    padded to the longest with lengths."""
+    scans = [datasets.lidar_scan(datasets.make_scene(seed), n_beams=beams, seed=seed).points for seed in range(b)]
+    n = max(len(s) for s in scans)
+    points = torch.zeros(b, n, 3)
+    for i, s in enumerate(scans):
+        points[i, : len(s)] = s
+    return points.to(device), torch.tensor([len(s) for s in scans], device=device)
+
+
+def with_env(name, value, fn):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        return fn()
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def emit(results, row):
+    if row.get("baseline_ms") and row.get("ms"):
+        row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+    if row.get("floor_ms") is not None:
+        row["meets_floor"] = row["ms"] <= row["floor_ms"]
+    results.append(row)
+    print(json.dumps(row), flush=True)
+
+
+# (case, B, M, N, k, floor_ms from the issue)
+KNN_CASES = [
+    ("uniform", 1, 100_000, 100_000, 16, 4.0),
+    ("uniform", 16, 16_384, 16_384, 32, 4.0),
+    ("lidar", 1, None, None, 16, None),
+    ("lidar", 4, None, None, 16, None),
+]
+
+
+def bench_knn_cuda(quick, results):
+    name = torch.cuda.get_device_name()
+    for case, b, m, n, k, floor in KNN_CASES[:2] if quick else KNN_CASES:
+        if case == "uniform":
+            points, lengths = uniform(b, n, "cuda", 0), None
+            queries = uniform(b, m, "cuda", 1)
+        else:
+            points, lengths = lidar(b, "cuda")
+            queries, m, n = points, points.shape[1], points.shape[1]
+        row = {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": floor}
+
+        def op():
+            return torch.ops.pointops.knn(queries, lengths, points, lengths, k)
+
+        # the grid against brute force on the first queries of every cloud
+        head = queries[:, :2048].contiguous()
+        grid = with_env("POINTOPS_NEIGHBORS_STRATEGY", "grid",
+                        lambda: torch.ops.pointops.knn(head, None, points, lengths, k))
+        brute = with_env("POINTOPS_NEIGHBORS_STRATEGY", "brute",
+                         lambda: torch.ops.pointops.knn(head, None, points, lengths, k))
+        assert all(torch.equal(a, e) for a, e in zip(grid, brute)), "knn: grid and brute force differ"
+        row["ms"] = time_ms(op, "cuda")
+        row["ms_by_cell_points"] = {
+            str(c): round(with_env("POINTOPS_KNN_CELL_POINTS", str(c), lambda: time_ms(op, "cuda")), 4)
+            for c in (2, max(2, k // 6), max(2, k // 2), k)
+        }
+        if case == "uniform":
+            row["baseline"] = "PyTorch cdist + topk, 4,096 queries a chunk"
+            row["baseline_ms"] = time_ms(lambda: knn_cdist_topk(queries, points, k), "cuda", min_reps=2)
+        emit(results, row)
+
+
+def bench_knn_cpu(quick, results):
+    try:
+        import open3d as o3d
+        o3d_error = None
+    except Exception as error:  # noqa: BLE001  (an optional baseline: say why it is missing)
+        o3d, o3d_error = None, repr(error)
+    cases = [("uniform", 1, 100_000, 100_000, 16), ("uniform", 4, 16_384, 16_384, 16), ("lidar", 1, None, None, 16)]
+    for case, b, m, n, k in cases[:1] if quick else cases:
+        if case == "uniform":
+            points, queries = uniform(b, n, "cpu", 0), uniform(b, m, "cpu", 1)
+        else:
+            scan = datasets.lidar_scan(datasets.make_scene(0), n_beams=64, seed=0).points
+            points = queries = scan[None].contiguous()
+            m = n = scan.shape[0]
+        row = {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": "cpu",
+               "threads": torch.get_num_threads(), "floor_ms": None}
+        row["ms"] = time_ms(lambda: pointops.knn(queries, points, k), "cpu", min_reps=3, budget_ms=3000)
+        if o3d is None:
+            row["baseline"] = "open3d unavailable: " + o3d_error
+        else:
+            clouds = [(o3d.core.Tensor(points[i].numpy()), o3d.core.Tensor(queries[i].numpy())) for i in range(b)]
+
+            def open3d_knn():
+                for p, q in clouds:
+                    nns = o3d.core.nns.NearestNeighborSearch(p)
+                    nns.knn_index()
+                    nns.knn_search(q, k)
+
+            row["baseline"] = "Open3D %s core.nns.NearestNeighborSearch (KD-tree) knn_search, index built per call" % (
+                o3d.__version__)
+            row["baseline_ms"] = time_ms(open3d_knn, "cpu", min_reps=3, budget_ms=3000)
+            # same neighbours (Open3D orders ties its own way; compare the distance rows)
+            nns = o3d.core.nns.NearestNeighborSearch(clouds[0][0])
+            nns.knn_index()
+            _, d = nns.knn_search(clouds[0][1], k)
+            ours = pointops.knn(queries[:1], points[:1], k).distances[0]
+            row["distances_match_open3d"] = bool(torch.allclose(torch.from_numpy(d.numpy()).float(), ours, rtol=1e-5, atol=1e-7))
+        emit(results, row)
+
+
+# (case, B, N points, M centres, radius, nsample, floor_ms)
+BALL_CASES = [
+    ("uniform", 16, 16_384, 4096, 0.05, 32, 0.6),
+    ("uniform", 2, 120_000, 4096, 0.04, 32, None),
+]
+
+
+def bench_ball_query(device, quick, results):
+    if device != "cuda":
+        points, centres = uniform(2, 20_000, "cpu", 2), uniform(2, 2048, "cpu", 3)
+        row = {"op": "ball_query", "B": 2, "N": 20_000, "M": 2048, "radius": 0.05, "k": 32, "device": "cpu",
+               "threads": torch.get_num_threads(), "floor_ms": None,
+               "ms": time_ms(lambda: pointops.ball_query(centres, points, 0.05, 32), "cpu")}
+        emit(results, row)
+        return
+    name = torch.cuda.get_device_name()
+    for case, b, n, m, radius, k, floor in BALL_CASES[:1] if quick else BALL_CASES:
+        points = uniform(b, n, "cuda", 4)
+        picks, _ = torch.ops.pointops.fps(points, None, None, m)
+        centres = torch.gather(points, 1, picks.unsqueeze(-1).expand(-1, -1, 3))
+        row = {"op": "ball_query", "case": case, "B": b, "N": n, "M": m, "radius": radius, "k": k, "device": name,
+               "floor_ms": floor, "baseline": "classic one-thread-per-centre kernel (OpenPCDet pointnet2_batch style)"}
+        ours = pointops.ball_query(centres, points, radius, k)
+        classic = classic_module().classic_ball_query(centres, points, radius, k)
+        row["rows_equal_to_classic"] = round(
+            (ours.indices.clamp(min=0).int() == classic).all(-1).float().mean().item(), 6)
+        row["mean_hits"] = round(ours.counts.float().mean().item(), 2)
+        row["ms"] = time_ms(lambda: torch.ops.pointops.ball_query(centres, None, points, None, radius, k, True), "cuda")
+        row["baseline_ms"] = time_ms(lambda: classic_module().classic_ball_query(centres, points, radius, k), "cuda")
+        emit(results, row)
+
+
+def bench_three_nn(device, quick, results):
+    if device != "cuda":
+        queries, points = uniform(4, 16_384, "cpu", 5), uniform(4, 4096, "cpu", 6)
+        emit(results, {"op": "three_nn", "B": 4, "M": 16_384, "N": 4096, "device": "cpu", "floor_ms": None,
+                       "threads": torch.get_num_threads(),
+                       "ms": time_ms(lambda: pointops.three_nn(queries, points), "cpu")})
+        return
+    name = torch.cuda.get_device_name()
+    queries, points = uniform(16, 16_384, "cuda", 5), uniform(16, 4096, "cuda", 6)
+    ours = pointops.three_nn(queries, points)
+    d2, idx = classic_module().classic_three_nn(queries, points)
+    row = {"op": "three_nn", "B": 16, "M": 16_384, "N": 4096, "device": name, "floor_ms": 0.5,
+           "baseline": "classic one-thread-per-query kernel (OpenPCDet pointnet2_batch style)",
+           "indices_equal_to_classic": round((ours.indices.int() == idx).float().mean().item(), 6)}
+    row["ms"] = time_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3), "cuda")
+    row["baseline_ms"] = time_ms(lambda: classic_module().classic_three_nn(queries, points), "cuda")
+    emit(results, row)
+
+
+def run(device, quick, ops, results):
+    if "knn" in ops:
+        if device == "cuda":
+            bench_knn_cuda(quick, results)
+        else:
+            bench_knn_cpu(quick, results)
+    if "ball_query" in ops:
+        bench_ball_query(device, quick, results)
+    if "three_nn" in ops:
+        bench_three_nn(device, quick, results)

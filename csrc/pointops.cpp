@@ -38,6 +38,11 @@ TORCH_LIBRARY(pointops, m) {
   m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] pc_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
+  m.set_python_module("pointops.geometry.neighbors");
+  // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64? -> indices (B,M,k) int64, sq. distances (B,M,k)
+  m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k) -> (Tensor indices, Tensor distances)");
+  // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
+  m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
 
   // ---- geometry: downsampling, normals, registration ----
   // The fake kernels of this section live with their wrappers (pointops/geometry/*.py); the

@@ -8,6 +8,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
+from .geometry import KNN, knn, knn_packed
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
 from .geometry import ICPResult, Normals, VoxelDownsample, estimate_normals, icp, transform_points, voxel_downsample
 from .hough import (
@@ -35,6 +36,9 @@ __all__ = [
     "detect_planes",
     "estimate_normals",
     "height_image",
+    "KNN",
+    "knn",
+    "knn_packed",
     "hough_peaks",
     "icp",
     "ICPResult",

@@ -1,4 +1,5 @@
-"""Geometry family: neighbourhoods, downsampling, normals, registration."""
-from .downsample import VoxelDownsample, voxel_downsample
-from .icp import ICPResult, icp, transform_points
-from .normals import Normals, estimate_normals
+"""Geometry ops: neighbourhoods (kNN, ball query, interpolation), downsampling, normals, registration."""
+from .neighbors import KNN, knn, knn_packed  # noqa: F401
+from .downsample import VoxelDownsample, voxel_downsample  # noqa: F401
+from .icp import ICPResult, icp, transform_points  # noqa: F401
+from .normals import Normals, estimate_normals  # noqa: F401

@@ -20,6 +20,8 @@
 #include <ATen/Dispatch.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cub/block/block_reduce.cuh>
 #include <type_traits>
 
 #include "common/checks.h"
@@ -34,6 +36,7 @@ using namespace voxel_downsample_detail;
 using cuda::HashArrayView;
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
@@ -60,17 +63,28 @@ __device__ __forceinline__ bool point_cell(const scalar_t* __restrict__ points,
   return grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell);
 }
 
-// low (B, 3) starts at the largest value; each counted point lowers its cloud's entries.
+// low (B, 3) starts at the largest value. Blocks are 2D: x tiles cloud y's points, so a block
+// reduces within one cloud and issues 3 atomics, not 3 per point (one address per cloud would
+// serialise a million same-address atomics).
 template <typename scalar_t, typename acc_t>
 __global__ void lowest_cells_kernel(const scalar_t* __restrict__ points,
-                                    const int64_t* __restrict__ lengths, int64_t n, int64_t total,
+                                    const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
                                     DownsampleGrid<acc_t> grid, unsigned long long* __restrict__ low) {
-  const int64_t p = thread_index();
-  if (p >= total) return;
-  int64_t cell[3];
-  if (!point_cell(points, lengths, n, p, grid, cell)) return;
-  const int64_t b = p / n;
-  for (int d = 0; d < 3; ++d) atomicMin(low + 3 * b + d, ordered(cell[d]));
+  using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
+    unsigned long long mine[3] = {~0ull, ~0ull, ~0ull};
+    int64_t cell[3];
+    if (i < n && point_cell(points, lengths, n, b * n + i, grid, cell)) {
+      for (int d = 0; d < 3; ++d) mine[d] = ordered(cell[d]);
+    }
+    for (int d = 0; d < 3; ++d) {
+      const unsigned long long lowest = BlockReduce(temp).Reduce(mine[d], cub::Min());
+      __syncthreads();  // temp is reused by the next reduction
+      if (threadIdx.x == 0 && lowest != ~0ull) atomicMin(low + 3 * b + d, lowest);
+    }
+  }
 }
 
 template <typename scalar_t, typename acc_t>
@@ -161,9 +175,9 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
 
   at::Tensor low = at::full({batch, 3}, -1, options.dtype(at::kLong));  // all ones: the largest
-  lowest_cells_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
-      pts_ptr, lengths, n, total, grid,
-      reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>()));
+  const dim3 tiles(blocks_for(n), static_cast<unsigned>(std::min<int64_t>(batch, kMaxGridY)));
+  lowest_cells_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(
+      pts_ptr, lengths, batch, n, grid, reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>()));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   at::Tensor keys = at::empty({total}, options.dtype(at::kLong));
   keys_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(

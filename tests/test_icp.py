@@ -344,3 +344,18 @@ def test_cuda_icp_matches_cpu_bitwise():
                             method=method)
         for a, b in zip(cpu, cuda):
             assert torch.equal(a, b.cpu())
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+def test_wrapper_edge_cases(device):
+    t = torch.rand(2, 30, 3, device=device)
+    s = torch.rand(2, 20, 3, device=device)
+    out = pointops.icp(s, t, 1.0, init_poses=torch.eye(4, device=device).repeat(2, 0, 1, 1), method="point_to_point")
+    assert out.poses.shape == (2, 0, 4, 4) and out.rmse.shape == (2, 0)
+    for sources, targets in ((s[:, :0], t), (s, t[:, :0])):  # empty sources / targets: nothing moves
+        out = pointops.icp(sources, targets, 1.0, method="point_to_point")
+        assert torch.equal(out.poses.cpu(), torch.eye(4).repeat(2, 1, 1, 1)) and (out.inlier_fraction == 0).all()
+    assert pointops.icp(s[:0], t[:0], 1.0, method="point_to_point").poses.shape == (0, 1, 4, 4)
+    # iterations = 0 measures the initial poses only
+    out = pointops.icp(s, t, INF, method="point_to_point", iterations=0)
+    assert torch.equal(out.poses.cpu(), torch.eye(4).repeat(2, 1, 1, 1)) and (out.inlier_fraction == 1).all()

@@ -94,51 +94,60 @@ namespace {
 
 using namespace voxel_downsample_detail;
 
-// One cloud of n points; the output pointers are at the cloud's rows.
+constexpr int64_t kPointsPerTask = 16384;
+constexpr int64_t kVoxelsPerTask = 4096;
+
+// One cloud of n points; the output pointers are at the cloud's rows. Its passes over points and
+// voxels are parallel when it runs outside a parallel region (few clouds) and inline inside one
+// (at::parallel_for nests inline); the radix sort is serial. Every pass writes disjoint rows, so
+// the split changes no value.
 template <typename scalar_t, typename feature_t, typename acc_t>
 void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t n, int64_t f,
                           const DownsampleGrid<acc_t>& grid, scalar_t* centroids,
                           feature_t* mean_features, int64_t* new_length, int64_t* point_voxel) {
   std::vector<int64_t> cells(static_cast<size_t>(3 * n));
-  std::vector<char> counts(static_cast<size_t>(n));
+  std::vector<char> counted(static_cast<size_t>(n));
+  at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const scalar_t* p = cloud + 3 * i;
+      counted[i] = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
+                             static_cast<acc_t>(p[2]), cells.data() + 3 * i);
+    }
+  });
   int64_t low[3] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
                     std::numeric_limits<int64_t>::max()};
   for (int64_t i = 0; i < n; ++i) {
-    const scalar_t* p = cloud + 3 * i;
-    int64_t* c = cells.data() + 3 * i;
-    counts[i] = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
-                          static_cast<acc_t>(p[2]), c);
-    if (counts[i]) {
-      for (int d = 0; d < 3; ++d) low[d] = std::min(low[d], c[d]);
-    }
+    if (!counted[i]) continue;
+    for (int d = 0; d < 3; ++d) low[d] = std::min(low[d], cells[3 * i + d]);
   }
   std::vector<int64_t> keys(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    keys[i] = counts[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
-  }
+  at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      keys[i] = counted[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
+    }
+  });
   const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, kInvalidKey);
 
   *new_length = h.num_unique();
-  std::vector<double> sum(static_cast<size_t>(std::max<int64_t>(f, 3)));
-  for (int64_t r = 0; r < h.num_unique(); ++r) {
-    const int64_t begin = h.starts[r];
-    const int64_t count = h.counts[r];
-    const double divisor = static_cast<double>(count);
-    std::fill(sum.begin(), sum.end(), 0.0);
-    for (int64_t t = 0; t < count; ++t) {
-      const int64_t p = h.perm[begin + t];
-      point_voxel[p] = r;
-      for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(cloud[3 * p + d]));
+  at::parallel_for(0, h.num_unique(), kVoxelsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t* members = h.perm.data() + h.starts[r];
+      const int64_t count = h.counts[r];
+      const double divisor = static_cast<double>(count);
+      double sum[3] = {0.0, 0.0, 0.0};
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t p = members[t];
+        point_voxel[p] = r;
+        for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(cloud[3 * p + d]));
+      }
+      for (int d = 0; d < 3; ++d) centroids[3 * r + d] = static_cast<scalar_t>(divide(sum[d], divisor));
+      for (int64_t c = 0; c < f; ++c) {
+        double s = 0.0;
+        for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(feats[f * members[t] + c]));
+        mean_features[f * r + c] = static_cast<feature_t>(divide(s, divisor));
+      }
     }
-    for (int d = 0; d < 3; ++d) centroids[3 * r + d] = static_cast<scalar_t>(divide(sum[d], divisor));
-    if (f == 0) continue;
-    std::fill(sum.begin(), sum.end(), 0.0);
-    for (int64_t t = 0; t < count; ++t) {
-      const feature_t* src = feats + f * h.perm[begin + t];
-      for (int64_t c = 0; c < f; ++c) sum[c] = add(sum[c], static_cast<double>(src[c]));
-    }
-    for (int64_t c = 0; c < f; ++c) mean_features[f * r + c] = static_cast<feature_t>(divide(sum[c], divisor));
-  }
+  });
 }
 
 template <typename scalar_t, typename feature_t>
@@ -156,14 +165,19 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
   feature_t* mean_features = f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr;
   int64_t* new_lengths = std::get<2>(outputs).data_ptr<int64_t>();
   int64_t* point_voxel = std::get<3>(outputs).data_ptr<int64_t>();
-  at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      downsample_one_cloud<scalar_t, feature_t, acc_t>(
-          pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n),
-          f, grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr,
-          new_lengths + b, point_voxel + b * n);
-    }
-  });
+  auto one = [&](int64_t b) {
+    downsample_one_cloud<scalar_t, feature_t, acc_t>(
+        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
+        grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b,
+        point_voxel + b * n);
+  };
+  if (batch >= at::get_num_threads()) {
+    at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
+      for (int64_t b = first; b < last; ++b) one(b);
+    });
+  } else {
+    for (int64_t b = 0; b < batch; ++b) one(b);  // few clouds: each one's passes run in parallel
+  }
 }
 
 VoxelDownsampleResult voxel_downsample_cpu(const at::Tensor& points,

@@ -63,6 +63,12 @@ __device__ __forceinline__ bool point_cell(const scalar_t* __restrict__ points,
   return grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell);
 }
 
+struct Smaller {
+  __device__ __forceinline__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return b < a ? b : a;
+  }
+};
+
 // low (B, 3) starts at the largest value. Blocks are 2D: x tiles cloud y's points, so a block
 // reduces within one cloud and issues 3 atomics, not 3 per point (one address per cloud would
 // serialise a million same-address atomics).
@@ -80,7 +86,7 @@ __global__ void lowest_cells_kernel(const scalar_t* __restrict__ points,
       for (int d = 0; d < 3; ++d) mine[d] = ordered(cell[d]);
     }
     for (int d = 0; d < 3; ++d) {
-      const unsigned long long lowest = BlockReduce(temp).Reduce(mine[d], cub::Min());
+      const unsigned long long lowest = BlockReduce(temp).Reduce(mine[d], Smaller());
       __syncthreads();  // temp is reused by the next reduction
       if (threadIdx.x == 0 && lowest != ~0ull) atomicMin(low + 3 * b + d, lowest);
     }

@@ -240,3 +240,14 @@ def test_cuda_gradients_match_cpu():
         (n.sum() + c.sum()).backward()
         grads.append(p.grad.cpu())
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+def test_wrapper_k_larger_than_the_cloud(device):
+    # 5 points on the plane z = 1 with k = 16: knn pads with -1 and every point uses all 5
+    g = torch.Generator().manual_seed(10)
+    plane = torch.cat([torch.rand(2, 5, 2, generator=g), torch.ones(2, 5, 1)], -1).to(device)
+    out = pointops.estimate_normals(plane, 16, torch.tensor([5, 2], device=device))
+    assert torch.allclose(out.normals[0].cpu(), torch.tensor([0.0, 0.0, -1.0]).expand(5, 3), atol=1e-6)
+    assert (out.normals[1] == 0).all() and (out.curvature[1] == 0).all()  # 2 points: a line at most
+    assert torch.equal(out.normals[0].cpu(), pointops.estimate_normals(plane[:1, :5], 5).normals[0].cpu())

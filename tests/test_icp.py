@@ -359,3 +359,18 @@ def test_wrapper_edge_cases(device):
     # iterations = 0 measures the initial poses only
     out = pointops.icp(s, t, INF, method="point_to_point", iterations=0)
     assert torch.equal(out.poses.cpu(), torch.eye(4).repeat(2, 1, 1, 1)) and (out.inlier_fraction == 1).all()
+
+
+def test_half_inputs_compute_as_their_float32_values(device):
+    from tests.samples_surface import _icp_problem
+
+    sources, targets, normals, poses, indices = _icp_problem(device)
+    converged = torch.zeros(2, 3, dtype=torch.bool, device=device)
+    for dtype in (torch.float16, torch.bfloat16):
+        low = [x.to(dtype) for x in (sources, targets, normals)]
+        a = torch.ops.pointops.icp_step(*[x.float() for x in low[:1]], None, *[x.float() for x in low[1:]], poses,
+                                        indices, converged, 0.5, 0.0, True, True)
+        b = torch.ops.pointops.icp_step(low[0], None, low[1], low[2], poses, indices, converged, 0.5, 0.0, True, True)
+        assert all(torch.equal(x, y) for x, y in zip(a, b)) and b[1].dtype == torch.float32
+        moved = torch.ops.pointops.transform_points(low[0], None, poses)
+        assert torch.equal(moved, torch.ops.pointops.transform_points(low[0].float(), None, poses))

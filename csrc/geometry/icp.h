@@ -21,9 +21,10 @@
 //   converged      (B, H) bool: hypotheses that have stopped (their poses pass through).
 //   One step of ICP for every hypothesis at once:
 //   * m = pose applied to source i in float64 (as transform_points, before its final rounding),
-//     q = its target; d2 = (dx*dx + dy*dy) + dz*dz in float64. A source counts when it is in
-//     its cloud and finite; it is an inlier when its index is valid, q is finite and
-//     d2 <= max_correspondence_distance^2 (float64; +Inf keeps every match).
+//     q = its target; d2 = (dx*dx + dy*dy) + dz*dz in float64 (common/squared_distance.h). A
+//     source counts when it is in its cloud and finite; it is an inlier when its index is
+//     valid, q is finite and d2 <= max_correspondence_distance^2 (float64; +Inf keeps every
+//     match).
 //   * rmse = sqrt(sum of inlier d2 / inliers) and inlier_fraction = inliers / counted sources,
 //     both 0 when the denominator is 0; they describe the pose passed in (float64 for float64
 //     sources, float32 otherwise). As Open3D's inlier_rmse and fitness.
@@ -62,6 +63,7 @@
 
 #include "common/clouds.h"
 #include "common/portable_math.h"
+#include "common/squared_distance.h"
 #include "common/symmetric_eigen.h"
 
 namespace pointops {
@@ -132,8 +134,9 @@ POINTOPS_HOST_DEVICE inline bool finite3(double x, double y, double z) {
   return std::isfinite(x) && std::isfinite(y) && std::isfinite(z);
 }
 
+// The squared-distance formula of common/squared_distance.h, in float64.
 POINTOPS_HOST_DEVICE inline double squared_norm3(const double v[3]) {
-  return add(add(multiply(v[0], v[0]), multiply(v[1], v[1])), multiply(v[2], v[2]));
+  return pointops::squared_norm3<double>(v[0], v[1], v[2]);
 }
 
 // Adds source i's terms to the lane sums acc[terms]. `source` is the point (3,), `target` and

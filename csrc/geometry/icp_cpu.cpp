@@ -61,9 +61,15 @@ StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at
   TORCH_CHECK(max_correspondence_distance >= 0, "max_correspondence_distance must be >= 0, got ",
               max_correspondence_distance);
   TORCH_CHECK(tolerance >= 0, "tolerance must be >= 0, got ", tolerance);
-  return {sources.contiguous(),
-          targets.contiguous(),
-          normals,
+  // float16 / bfloat16 widen exactly to float32 (the step computes in float64 anyway), which
+  // keeps the kernels to float32 and float64 inputs.
+  auto widen = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat).contiguous()
+                                                                           : t.contiguous();
+  };
+  return {widen(sources),
+          widen(targets),
+          widen(normals),
           poses.contiguous(),
           indices.contiguous(),
           converged.contiguous(),
@@ -172,10 +178,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cpu(
   at::Tensor fraction = at::empty_like(rmse);
   at::Tensor converged_out = at::empty_like(in.converged);
   if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged_out};
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.sources.scalar_type(), "icp_step_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_step_cpu", [&] {
     using src_t = scalar_t;
     using stat_t = std::conditional_t<std::is_same_v<src_t, double>, double, float>;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.targets.scalar_type(), "icp_step_cpu", [&] {
+    AT_DISPATCH_FLOATING_TYPES(in.targets.scalar_type(), "icp_step_cpu", [&] {
       using tgt_t = scalar_t;
       AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_step_cpu", [&] {
         if (point_to_plane) {

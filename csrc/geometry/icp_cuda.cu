@@ -150,10 +150,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cuda(
   if (blocks == 0) return {poses_out, rmse, fraction, converged_out};
   TORCH_CHECK(blocks <= INT_MAX, "icp_step: B * H must be at most ", INT_MAX, ", got ", blocks);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.sources.scalar_type(), "icp_step_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_step_cuda", [&] {
     using src_t = scalar_t;
     using stat_t = std::conditional_t<std::is_same_v<src_t, double>, double, float>;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.targets.scalar_type(), "icp_step_cuda", [&] {
+    AT_DISPATCH_FLOATING_TYPES(in.targets.scalar_type(), "icp_step_cuda", [&] {
       using tgt_t = scalar_t;
       AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_step_cuda", [&] {
         auto launch = [&](auto plane) {

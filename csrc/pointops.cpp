@@ -53,6 +53,20 @@ TORCH_LIBRARY(pointops, m) {
   m.def("interpolate(Tensor features, Tensor indices, Tensor weights) -> Tensor");
 
   // ---- geometry: downsampling, normals, registration ----
+  // points (B,N,3) float, lengths (B,) int64?, features (B,N,F) float?, voxel_size [3], point_range [6]? ->
+  //   centroids (B,N,3), mean features (B,N,F), new_lengths (B,) int64, point_voxel (B,N) int64 (-1: not counted)
+  m.set_python_module("pointops.geometry.downsample");
+  m.def("voxel_downsample(Tensor points, Tensor? lengths, Tensor? features, float[] voxel_size, float[]? point_range=None) -> (Tensor points, Tensor features, Tensor lengths, Tensor point_voxel)");
+  // points (B,N,3) float, lengths (B,) int64?, neighbors (B,N,K) int64 (-1: none), viewpoints (B,3) float?,
+  //   orientation 0 none / 1 toward viewpoint / 2 away from it -> unit normals (B,N,3), curvature (B,N)
+  m.set_python_module("pointops.geometry.normals");
+  m.def("estimate_normals(Tensor points, Tensor? lengths, Tensor neighbors, Tensor? viewpoints, int orientation=1) -> (Tensor normals, Tensor curvature)");
+  // points (B,N,3) float, lengths (B,) int64?, poses (B,H,4,4) float -> points under each pose (B,H,N,3)
+  m.set_python_module("pointops.geometry.icp");
+  m.def("transform_points(Tensor points, Tensor? lengths, Tensor poses) -> Tensor");
+  // sources (B,N,3), query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, poses (B,H,4,4), indices (B,H,N) int64,
+  //   converged (B,H) bool -> poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool
+  m.def("icp_step(Tensor sources, Tensor? query_lengths, Tensor targets, Tensor? target_normals, Tensor poses, Tensor indices, Tensor converged, float max_correspondence_distance, float tolerance=0.0, bool point_to_plane=False, bool update=True) -> (Tensor poses, Tensor rmse, Tensor inlier_fraction, Tensor converged)");
 
   // ---- hough: 2D circles and lines ----
   m.set_python_module("pointops.hough2d");
@@ -77,7 +91,7 @@ TORCH_LIBRARY(pointops, m) {
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
-                           "hough_circles_max", "hough_lines", "knn", "knn_packed", "ball_query"}) {
+                           "hough_circles_max", "hough_lines", "knn", "knn_packed", "ball_query", "icp_step"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

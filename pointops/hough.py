@@ -140,16 +140,26 @@ def plane_grid_normals(n_phi: int, n_theta: int) -> Tensor:
     return _normals(phi.unsqueeze(1).expand(n_phi, n_theta), theta.unsqueeze(0).expand(n_phi, n_theta))
 
 
+def _table_to(table: Tensor, device: torch.device) -> Tensor:
+    """A small table made on the CPU, on `device` without a host sync (a copy from pageable memory
+    would wait for the stream)."""
+    if device.type == "cuda":
+        return table.pin_memory().to(device, non_blocking=True)
+    return table.to(device)
+
+
 def peaks_to_planes(
     indices: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float
 ) -> Tuple[Tensor, Tensor]:
     """Bin centres of grid peaks: indices (..., 3) as (phi, theta, rho) bins -> (unit normals
-    (..., 3), offsets (...)) float64, the plane n . p = offset; padding (-1) rows give NaN."""
-    phi = (indices[..., 0].to(torch.float64) + 0.5) * (math.pi / n_phi)
-    theta = (indices[..., 1].to(torch.float64) + 0.5) * (math.pi / n_theta)
+    (..., 3), offsets (...)) float64, the plane n . p = offset; padding (-1) rows give NaN.
+    The normals come from one table computed on the CPU, so every device returns the same bits."""
+    table = _table_to(plane_grid_normals(n_phi, n_theta).reshape(-1, 3), indices.device)
     missing = indices[..., 0] < 0
-    normals = torch.where(missing.unsqueeze(-1), torch.full_like(phi, math.nan).unsqueeze(-1), _normals(phi, theta))
-    offsets = torch.where(missing, torch.full_like(phi, math.nan), _rho_centres(indices[..., 2], rho_step, rho_max))
+    cell = (indices[..., 0] * n_theta + indices[..., 1]).clamp(min=0)
+    normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan), table[cell])
+    offsets = torch.where(missing, torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
+                          _rho_centres(indices[..., 2], rho_step, rho_max))
     return normals, offsets
 
 
@@ -158,12 +168,12 @@ def ball_peaks_to_planes(
 ) -> Tuple[Tensor, Tensor]:
     """As :func:`peaks_to_planes` for ball peaks: indices (..., 2) as (cell, rho) bins."""
     phi_table, theta_table = ball_cells(n_phi, n_theta)
-    cell = indices[..., 0].clamp(min=0)
-    phi = phi_table.to(indices.device)[cell]
-    theta = theta_table.to(indices.device)[cell]
+    table = _table_to(_normals(phi_table, theta_table), indices.device)
     missing = indices[..., 0] < 0
-    normals = torch.where(missing.unsqueeze(-1), torch.full_like(phi, math.nan).unsqueeze(-1), _normals(phi, theta))
-    offsets = torch.where(missing, torch.full_like(phi, math.nan), _rho_centres(indices[..., 1], rho_step, rho_max))
+    normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan),
+                          table[indices[..., 0].clamp(min=0)])
+    offsets = torch.where(missing, torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
+                          _rho_centres(indices[..., 1], rho_step, rho_max))
     return normals, offsets
 
 

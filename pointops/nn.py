@@ -68,12 +68,19 @@ def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     return torch.gather(features, 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
 
 
+def _exact_sqrt(distances: Tensor) -> Tensor:
+    """sqrt rounded once, identically on every device: the float64 square root is correctly
+    rounded everywhere, and rounding it to float32 gives the correctly rounded float32 root (a
+    float32 sqrt on CUDA may be an approximation)."""
+    return torch.sqrt(distances.double()).to(distances.dtype)
+
+
 def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     """The 3 nearest ``known`` (B, m, 3) points of each ``unknown`` (B, n, 3) point: (dist (B, n, 3),
     the Euclidean distances, idx (B, n, 3) int32). With fewer than 3 known points the missing
     neighbours get index 0 and distance +inf, as in OpenPCDet."""
     indices, distances = _knn(unknown, known, 3)
-    return torch.sqrt(distances), indices.clamp(min=0).int()
+    return _exact_sqrt(distances), indices.clamp(min=0).int()
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:

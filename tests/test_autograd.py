@@ -8,7 +8,8 @@ import pointops
 from pointops.reference import bev as ref_bev
 from tests.op_samples import OP_SAMPLES
 
-DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize", "interpolate"}
+DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize", "interpolate", "voxel_downsample", "estimate_normals",
+                  "transform_points"}
 
 
 def _grad_of(fn, x, weight):
@@ -108,7 +109,8 @@ def test_a_pointpillars_model_trains_through_pillar_scatter(device):
     points = (torch.rand(2, 150, 4) * torch.tensor([4.0, 4.0, 2.0, 1.0]) - torch.tensor([0.0, 2.0, 1.0, 0.0])).to(device)
     target = torch.rand(2, 1, 8, 8).to(device)
     model = TinyPointPillars(pointops.pillar_scatter).to(device)
-    reference = TinyPointPillars(lambda f, c, n, h, w: ref_bev.pillar_scatter(f.cpu(), c.cpu(), n.cpu(), h, w).to(device))
+    reference = TinyPointPillars(
+        lambda f, c, n, h, w: ref_bev.pillar_scatter(f.cpu(), c.cpu(), n.cpu(), h, w).to(device)).to(device)
     reference.load_state_dict(model.state_dict())
     loss = torch.nn.functional.mse_loss(model(points), target)
     loss.backward()

@@ -1,4 +1,6 @@
 """Geometry ops: neighbourhoods (kNN, ball query, interpolation), downsampling, normals, registration."""
+from .downsample import VoxelDownsample, voxel_downsample  # noqa: F401
+from .icp import ICPResult, icp, transform_points  # noqa: F401
 from .neighbors import (  # noqa: F401
     KNN,
     BallQuery,
@@ -10,3 +12,4 @@ from .neighbors import (  # noqa: F401
     knn_packed,
     three_nn,
 )
+from .normals import Normals, estimate_normals  # noqa: F401

@@ -118,8 +118,13 @@ def inverse_distance_weights(distances: Tensor, eps: float = 1e-8) -> Tensor:
     d = sqrt(distances) the Euclidean distance, normalised to sum to 1 over each row (OpenPCDet's
     ``PointnetFPModule`` formula). Padding (+inf distance) gets weight 0; a row with no neighbour
     gets all zeros."""
-    reciprocal = 1.0 / (torch.sqrt(distances) + eps)
-    total = reciprocal.sum(dim=-1, keepdim=True)
+    # The root in float64 and the row sum column by column: each step rounds once, the same way
+    # on every device (a float32 sqrt on CUDA may be approximate, a reduction's order may vary).
+    root = torch.sqrt(distances.double()).to(distances.dtype)
+    reciprocal = 1.0 / (root + eps)
+    total = reciprocal[..., :1]
+    for j in range(1, reciprocal.shape[-1]):
+        total = total + reciprocal[..., j:j + 1]
     return torch.where(total > 0, reciprocal / total, torch.zeros_like(reciprocal))
 
 

@@ -268,9 +268,9 @@ def test_bad_arguments_raise(device):
 
 def _cuda_equal(points, lengths=None, weights=None, n_phi=20, n_theta=24, rho_step=0.05, rho_max=2.0, ball=False):
     fn = pointops.hough_planes_ball if ball else pointops.hough_planes
-    cpu = fn(points, rho_step, rho_max, n_phi, n_theta, lengths, weights)
-    gpu = fn(points.cuda(), rho_step, rho_max, n_phi, n_theta,
-             None if lengths is None else lengths.cuda(), None if weights is None else weights.cuda())
+    cpu = fn(points, rho_step, rho_max, lengths, n_phi, n_theta, weights)
+    gpu = fn(points.cuda(), rho_step, rho_max, None if lengths is None else lengths.cuda(), n_phi, n_theta,
+             None if weights is None else weights.cuda())
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=0, atol=0, equal_nan=True)
     return cpu
 
@@ -323,7 +323,7 @@ def test_cuda_weighted_equal_cpu(n_rho_step):
 @pytest.mark.cuda
 def test_cuda_peaks_equal_cpu_on_a_real_accumulator():
     points = torch.randn(2, 20000, 3, generator=torch.Generator().manual_seed(3))
-    acc = pointops.hough_planes(points, 0.05, 3.0, 30, 40)
+    acc = pointops.hough_planes(points, 0.05, 3.0, n_phi=30, n_theta=40)
     for seam in (False, True):
         expected = pointops.hough_peaks(acc, [2, 2, 2], k=50, plane_seam=seam)
         actual = pointops.hough_peaks(acc.cuda(), [2, 2, 2], k=50, plane_seam=seam)

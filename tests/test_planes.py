@@ -88,3 +88,29 @@ def test_bad_arguments():
         pointops.detect_planes(points, 2, layout="cube")
     with pytest.raises(ValueError, match="iterations"):
         pointops.detect_planes(points, 2, iterations=0)
+
+
+@pytest.mark.cuda
+def test_cuda_detection_repeats_and_equals_the_cpu_on_lidar_scans():
+    """detect_planes on CUDA: two identical calls give identical planes, votes and labels, and the
+    same bits as the CPU (the peaks' planes come from one CPU-made normal table; refits and labels
+    are exact ops)."""
+    batch = datasets.batch_scenes(range(3), n_beams=32, n_azimuth=1024, range_noise=0.02, clutter=0.1)
+    cpu = pointops.detect_planes(batch.points, 6, batch.lengths, preset="outdoor", iterations=2)
+    first = pointops.detect_planes(batch.points.cuda(), 6, batch.lengths.cuda(), preset="outdoor", iterations=2)
+    second = pointops.detect_planes(batch.points.cuda(), 6, batch.lengths.cuda(), preset="outdoor", iterations=2)
+    for a, b, c in zip(first, second, cpu):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(a.cpu(), c, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_cuda_detection_repeats_on_a_million_points():
+    scan = datasets.lidar_scan(datasets.make_scene(0), range_noise=0.02, clutter=0.1, seed=0).points
+    points = scan.repeat((1_000_000 + len(scan) - 1) // len(scan), 1)[:1_000_000].unsqueeze(0).cuda()
+    first = pointops.detect_planes(points, 16)
+    for _ in range(3):
+        again = pointops.detect_planes(points, 16)
+        for a, b in zip(first, again):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)

@@ -154,9 +154,4 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("ball_query", &ball_query_cpu); }
 
-// Indices and counts carry no gradient (see knn_cpu.cpp).
-TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
-  m.impl("ball_query", torch::CppFunction::makeFallthrough());
-}
-
 }  // namespace pointops

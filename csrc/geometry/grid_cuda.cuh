@@ -148,7 +148,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One block: each cloud's grid and the exclusive sum of the cell budgets as its key base.
-__global__ void __launch_bounds__(kParamThreads)
+// (static: this header is compiled into several .cu files, and a non-template kernel defined in
+// each would be defined twice at link time.)
+static __global__ void __launch_bounds__(kParamThreads)
     grid_params_kernel(const unsigned long long* __restrict__ box, CloudRows rows,
                        double min_size, CellBudget budget, GridCloud* __restrict__ clouds) {
   using Scan = cub::BlockScan<long long, kParamThreads>;
@@ -192,7 +194,7 @@ __global__ void point_keys_kernel(const acc_t* __restrict__ points, CloudRows ro
                   : key_bound;
 }
 
-__global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_size,
+static __global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_size,
                                   int32_t* __restrict__ cell_start) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= table_size) return;

@@ -289,11 +289,4 @@ TORCH_LIBRARY_IMPL(pointops, CPU, m) {
   m.impl("knn_packed", &knn_packed_cpu);
 }
 
-// Indices and distances carry no gradient: at the Autograd key the ops fall through to the
-// backend kernel, so their outputs never require grad.
-TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
-  m.impl("knn", torch::CppFunction::makeFallthrough());
-  m.impl("knn_packed", torch::CppFunction::makeFallthrough());
-}
-
 }  // namespace pointops

@@ -45,9 +45,11 @@ struct TableCache {
   std::map<std::vector<int64_t>, CircleTable> plain, pinned;
 };
 
+// Never destroyed: its pinned tables belong to CUDA's host allocator, which may already be torn
+// down when static destructors run at exit (freeing them then aborts the process).
 TableCache& table_cache() {
-  static TableCache cache;
-  return cache;
+  static TableCache* cache = new TableCache;
+  return *cache;
 }
 
 CircleTable build_table(at::IntArrayRef radii) {

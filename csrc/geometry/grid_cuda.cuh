@@ -320,9 +320,17 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const acc_t* pts = points.data_ptr<acc_t>();
   DeviceGrid<acc_t> grid;
-  const bool refine = refine_target > 0.0;
+  // The refined grid's budget: kRefineBudget times the first, less where the cell table would
+  // outgrow int32 (the refinement is skipped when not even twice the first budget fits).
+  int64_t multiplier = kRefineBudget;
+  while (multiplier >= 2 &&
+         CellBudget{first_budget.num * multiplier, first_budget.den}.total_cells_bound(
+             total_rows, rows.batch) >= std::numeric_limits<int32_t>::max()) {
+    multiplier /= 2;
+  }
+  const bool refine = refine_target > 0.0 && multiplier >= 2;
   const CellBudget budget =
-      refine ? CellBudget{first_budget.num * kRefineBudget, first_budget.den} : first_budget;
+      refine ? CellBudget{first_budget.num * multiplier, first_budget.den} : first_budget;
   grid.key_bound = budget.total_cells_bound(total_rows, rows.batch);
   TORCH_CHECK(grid.key_bound < std::numeric_limits<int32_t>::max(),
               "neighbour grid: the cell table would need ", grid.key_bound,

@@ -6,12 +6,15 @@ the classic one-thread-per-query kernels of OpenPCDet's pointnet2_batch, written
 tools/baselines/neighbors_classic.cu and compiled here on first use. On CUDA the knn rows also time
 the grid with other cell sizes (POINTOPS_KNN_CELL_POINTS) and check the grid against brute force on
 the first queries. Without a GPU, CPU rows time pointops' CPU kernels against Open3D's CPU
-NearestNeighborSearch (knn_search, its KD-tree, in the same process) when open3d imports.
+NearestNeighborSearch (knn_search, its KD-tree, in the same process) when open3d imports, in wall
+time (ms) and in CPU time of all threads (cpu_ms: the fairer figure on a shared machine).
 
     python tools/bench.py --ops knn ball_query three_nn [--quick] [--json f]
 """
 import json
 import os
+import statistics
+import time
 
 import torch
 
@@ -51,6 +54,18 @@ def lidar(b, device, beams=64):
     for i, s in enumerate(scans):
         points[i, : len(s)] = s
     return points.to(device), torch.tensor([len(s) for s in scans], device=device)
+
+
+def cpu_time_ms(fn, reps=3):
+    """Median CPU time (all threads of this process) of fn() in ms: on a machine shared with other
+    jobs, wall time measures the neighbours' load as much as the op."""
+    fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        samples.append((time.process_time() - t0) * 1e3)
+    return statistics.median(samples)
 
 
 def with_env(name, value, fn):
@@ -132,6 +147,7 @@ def bench_knn_cpu(quick, results):
         row = {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": "cpu",
                "threads": torch.get_num_threads(), "floor_ms": None}
         row["ms"] = time_ms(lambda: pointops.knn(queries, points, k), "cpu", min_reps=3, budget_ms=3000)
+        row["cpu_ms"] = cpu_time_ms(lambda: pointops.knn(queries, points, k))
         if o3d is None:
             row["baseline"] = "open3d unavailable: " + o3d_error
         else:
@@ -146,6 +162,8 @@ def bench_knn_cpu(quick, results):
             row["baseline"] = "Open3D %s core.nns.NearestNeighborSearch (KD-tree) knn_search, index built per call" % (
                 o3d.__version__)
             row["baseline_ms"] = time_ms(open3d_knn, "cpu", min_reps=3, budget_ms=3000)
+            row["baseline_cpu_ms"] = cpu_time_ms(open3d_knn)
+            row["cpu_ratio"] = round(row["baseline_cpu_ms"] / row["cpu_ms"], 2)
             # same neighbours (Open3D orders ties its own way; compare the distance rows)
             nns = o3d.core.nns.NearestNeighborSearch(clouds[0][0])
             nns.knn_index()

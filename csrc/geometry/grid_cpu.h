@@ -24,9 +24,12 @@ struct CpuGrid {
 };
 
 // cloud: (n, 3) rows of one cloud. min_size: the smallest cell edge (ball query's radius, or 0);
-// max_cells: the cell budget.
+// max_cells: the cell budget. refine_target > 0 (kNN: the points a cell should hold) refines the
+// cell size to the density a typical point sees (refined_cell_size in grid.h), within
+// kRefineBudget * max_cells cells.
 template <typename acc_t>
-CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, int64_t max_cells) {
+CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, int64_t max_cells,
+                              double refine_target = 0.0) {
   double lo[3], hi[3];
   bool any = false;
   for (int64_t i = 0; i < n; ++i) {
@@ -41,6 +44,24 @@ CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, in
   }
   CpuGrid<acc_t> out;
   out.grid = make_grid_cloud(lo, hi, any, min_size, max_cells, 0);
+  if (refine_target > 0.0 && any) {
+    const GridCloud first = out.grid;
+    std::vector<int64_t> counts(static_cast<size_t>(first.cells()), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t* p = cloud + i * 3;
+      if (!is_finite3(p[0], p[1], p[2])) continue;
+      ++counts[first.point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
+                               static_cast<double>(p[2]))];
+    }
+    double sum_squares = 0.0;
+    double count = 0.0;
+    for (const int64_t c : counts) {
+      sum_squares += static_cast<double>(c) * static_cast<double>(c);
+      count += static_cast<double>(c);
+    }
+    const double size = refined_cell_size(first, sum_squares, count, refine_target);
+    out.grid = make_grid_cloud(lo, hi, any, size, kRefineBudget * max_cells, 0);
+  }
   const GridCloud& g = out.grid;
   const int64_t cells = g.cells();
   std::vector<int64_t> keys(static_cast<size_t>(n));
@@ -72,12 +93,14 @@ CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, in
 // Every cloud's grid (clouds in parallel). min_size and budget as above, per cloud.
 template <typename acc_t>
 std::vector<CpuGrid<acc_t>> build_grids_cpu(const acc_t* points, const CloudRows& rows,
-                                            double min_size, const CellBudget& budget) {
+                                            double min_size, const CellBudget& budget,
+                                            double refine_target = 0.0) {
   std::vector<CpuGrid<acc_t>> grids(static_cast<size_t>(rows.batch));
   at::parallel_for(0, rows.batch, 1, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       const int64_t n = rows.length(b);
-      grids[b] = build_grid_cpu(points + rows.begin(b) * 3, n, min_size, budget.cells(n));
+      grids[b] = build_grid_cpu(points + rows.begin(b) * 3, n, min_size, budget.cells(n),
+                                refine_target);
     }
   });
   return grids;

@@ -147,12 +147,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block: each cloud's grid and the exclusive sum of the cell budgets as its key base.
-// (static: this header is compiled into several .cu files, and a non-template kernel defined in
-// each would be defined twice at link time.)
+// Kernels that are not templates are static: this header is compiled into several .cu files, and
+// each would otherwise define them again at link time.
+
+// One block: each cloud's grid and the exclusive sum of the cell budgets as its key base. With
+// `first` (the kNN refinement), each cloud's smallest cell edge comes from the occupancy that
+// its first grid measured (stats: sum of count^2 and of count per cloud).
 static __global__ void __launch_bounds__(kParamThreads)
     grid_params_kernel(const unsigned long long* __restrict__ box, CloudRows rows,
-                       double min_size, CellBudget budget, GridCloud* __restrict__ clouds) {
+                       double min_size, CellBudget budget, const GridCloud* __restrict__ first,
+                       const unsigned long long* __restrict__ stats, double target,
+                       GridCloud* __restrict__ clouds) {
   using Scan = cub::BlockScan<long long, kParamThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ long long carry;
@@ -171,7 +176,11 @@ static __global__ void __launch_bounds__(kParamThreads)
         hi[d] = from_ordered_bits(box[b * 6 + 3 + d]);
       }
       const bool any = box[b * 6] != ~0ull;
-      clouds[b] = make_grid_cloud(lo, hi, any, min_size, cap, carry + offset);
+      const double size =
+          first == nullptr ? min_size
+                           : refined_cell_size(first[b], static_cast<double>(stats[b * 2]),
+                                               static_cast<double>(stats[b * 2 + 1]), target);
+      clouds[b] = make_grid_cloud(lo, hi, any, size, cap, carry + offset);
     }
     __syncthreads();
     if (threadIdx.x == 0) carry += total;
@@ -192,6 +201,63 @@ __global__ void point_keys_kernel(const acc_t* __restrict__ points, CloudRows ro
                   ? clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
                                         static_cast<double>(p[2]))
                   : key_bound;
+}
+
+// Points per cell of a first grid (the kNN refinement).
+template <typename acc_t>
+__global__ void cell_counts_kernel(const acc_t* __restrict__ points, CloudRows rows,
+                                   int64_t total_rows, const GridCloud* __restrict__ clouds,
+                                   int32_t* __restrict__ counts) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= total_rows) return;
+  int64_t local = 0;
+  const int64_t b = rows.cloud_of(row, &local);
+  const acc_t* p = points + row * 3;
+  if (b < 0 || !is_finite3(p[0], p[1], p[2])) return;
+  atomicAdd(counts + clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
+                                         static_cast<double>(p[2])),
+            1);
+}
+
+// stats (B, 2): sum over the cloud's cells of count^2, and of count (integer atomics: exact).
+// A warp whose entries all belong to one cloud adds its sums once.
+static __global__ void occupancy_kernel(const int32_t* __restrict__ counts, int64_t entries,
+                                 const GridCloud* __restrict__ clouds, int64_t batch,
+                                 unsigned long long* __restrict__ stats) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const unsigned long long c = e < entries ? static_cast<unsigned long long>(counts[e]) : 0ull;
+  int64_t b = -1;
+  if (c > 0) {  // the last cloud whose key base is <= e
+    int64_t lo = 0;
+    int64_t hi = batch;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (clouds[mid].base <= e) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    b = lo - 1;
+  }
+  const unsigned any = __ballot_sync(cuda::kFullMask, b >= 0);
+  if (any == 0) return;  // the whole warp: no count here
+  const long long lead = __shfl_sync(cuda::kFullMask, static_cast<long long>(b), __ffs(any) - 1);
+  if (__all_sync(cuda::kFullMask, b == lead || b < 0)) {
+    unsigned long long squares = c * c;
+    unsigned long long count = c;
+    for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) {
+      squares += __shfl_xor_sync(cuda::kFullMask, squares, offset);
+      count += __shfl_xor_sync(cuda::kFullMask, count, offset);
+    }
+    if (threadIdx.x % cuda::kWarpSize == 0) {
+      atomicAdd(stats + lead * 2, squares);
+      atomicAdd(stats + lead * 2 + 1, count);
+    }
+  } else if (b >= 0) {
+    atomicAdd(stats + b * 2, c * c);
+    atomicAdd(stats + b * 2 + 1, c);
+  }
 }
 
 static __global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_size,
@@ -245,15 +311,29 @@ struct DeviceGrid {
   }
 };
 
-// points (total_rows, 3) contiguous acc_t on the current device.
+// points (total_rows, 3) contiguous acc_t on the current device. refine_target > 0 (kNN: the
+// points a cell should hold) refines each cloud's cells to the density its points see, from a
+// first grid's cell counts (refined_cell_size in grid.h), within kRefineBudget times the budget.
 template <typename acc_t>
 DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, int64_t total_rows,
-                             double min_size, const CellBudget& budget) {
+                             double min_size, const CellBudget& first_budget,
+                             double refine_target = 0.0) {
   cuda::check_cub_items(total_rows, "neighbour grid: total points");
   const auto options = points.options();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const acc_t* pts = points.data_ptr<acc_t>();
   DeviceGrid<acc_t> grid;
+  // The refined grid's budget: kRefineBudget times the first, less where the cell table would
+  // outgrow int32 (the refinement is skipped when not even twice the first budget fits).
+  int64_t multiplier = kRefineBudget;
+  while (multiplier >= 2 &&
+         CellBudget{first_budget.num * multiplier, first_budget.den}.total_cells_bound(
+             total_rows, rows.batch) >= std::numeric_limits<int32_t>::max()) {
+    multiplier /= 2;
+  }
+  const bool refine = refine_target > 0.0 && multiplier >= 2;
+  const CellBudget budget =
+      refine ? CellBudget{first_budget.num * multiplier, first_budget.den} : first_budget;
   grid.key_bound = budget.total_cells_bound(total_rows, rows.batch);
   TORCH_CHECK(grid.key_bound < std::numeric_limits<int32_t>::max(),
               "neighbour grid: the cell table would need ", grid.key_bound,
@@ -271,8 +351,31 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   grid.clouds = at::empty({rows.batch * static_cast<int64_t>(sizeof(GridCloud))},
                           options.dtype(at::kByte));
   auto* clouds = reinterpret_cast<GridCloud*>(grid.clouds.template data_ptr<uint8_t>());
-  if (rows.batch > 0) {
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, budget, clouds);
+  if (rows.batch > 0 && !refine) {
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, budget, nullptr,
+                                                        nullptr, 0.0, clouds);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else if (rows.batch > 0) {
+    at::Tensor first = at::empty_like(grid.clouds);
+    auto* first_ptr = reinterpret_cast<GridCloud*>(first.data_ptr<uint8_t>());
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, first_budget,
+                                                        nullptr, nullptr, 0.0, first_ptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int64_t entries = first_budget.total_cells_bound(total_rows, rows.batch);
+    at::Tensor counts = at::zeros({entries}, options.dtype(at::kInt));
+    at::Tensor stats = at::zeros({rows.batch, 2}, options.dtype(at::kLong));
+    auto* stats_ptr = reinterpret_cast<unsigned long long*>(stats.data_ptr<int64_t>());
+    if (total_rows > 0) {
+      cell_counts_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(
+          pts, rows, total_rows, first_ptr, counts.data_ptr<int32_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      occupancy_kernel<<<blocks_for(entries, kThreads), kThreads, 0, stream>>>(
+          counts.data_ptr<int32_t>(), entries, first_ptr, rows.batch, stats_ptr);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, budget,
+                                                        first_ptr, stats_ptr, refine_target,
+                                                        clouds);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 

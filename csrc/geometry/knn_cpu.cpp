@@ -198,8 +198,10 @@ void knn_cpu_impl(const KnnProblem<acc_t>& pb) {
   if (strategy == Strategy::kBrute) {
     row_points = neighbors::row_points_cpu(pb.points, pb.point_rows, pb.total_points);
   } else {
-    const neighbors::CellBudget budget{1, neighbors::knn_cell_points(pb.k)};
-    grids = neighbors::build_grids_cpu(pb.points, pb.point_rows, 0.0, budget);
+    const int64_t cell_points = neighbors::knn_cell_points(pb.k);
+    const neighbors::CellBudget budget{1, cell_points};
+    grids = neighbors::build_grids_cpu(pb.points, pb.point_rows, 0.0, budget,
+                                       static_cast<double>(cell_points));
     order = neighbors::query_order_cpu(pb.queries, pb.query_rows, pb.total_queries, grids);
   }
   if (pb.k <= 4) {

@@ -128,9 +128,10 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
     launch_search<acc_t, false>(pb, data);
     return;
   }
-  const neighbors::CellBudget budget{1, neighbors::knn_cell_points(pb.k)};
-  const auto grid =
-      neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, 0.0, budget);
+  const int64_t cell_points = neighbors::knn_cell_points(pb.k);
+  const neighbors::CellBudget budget{1, cell_points};
+  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, 0.0,
+                                                            budget, static_cast<double>(cell_points));
   const at::Tensor order =
       neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
   const SearchData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),

@@ -141,11 +141,11 @@ def plane_grid_normals(n_phi: int, n_theta: int) -> Tensor:
 
 
 def _table_to(table: Tensor, device: torch.device) -> Tensor:
-    """A small table made on the CPU, on `device` without a host sync (a copy from pageable memory
-    would wait for the stream)."""
-    if device.type == "cuda":
+    """A small table made on the CPU, on `device` without a host sync in eager mode (a copy from
+    pageable memory would wait for the stream)."""
+    if device.type == "cuda" and not torch.compiler.is_compiling():
         return table.pin_memory().to(device, non_blocking=True)
-    return table.to(device)
+    return table.to(device)  # when compiling, the table is a constant of the graph
 
 
 def peaks_to_planes(

@@ -362,8 +362,9 @@ def test_interpolate_with_inverse_distance_weights(device):
     nn3 = pointops.three_nn(unknown.to(device), known.to(device))
     weights = pointops.inverse_distance_weights(nn3.distances)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 80, device=device))
-    d = torch.sqrt(nn3.distances)
-    expected = (1 / (d + 1e-8)) / (1 / (d + 1e-8)).sum(-1, keepdim=True)
+    # the definition: sqrt rounded once (via float64), the row sum column by column
+    reciprocal = 1 / (torch.sqrt(nn3.distances.double()).float() + 1e-8)
+    expected = reciprocal / ((reciprocal[..., :1] + reciprocal[..., 1:2]) + reciprocal[..., 2:3])
     torch.testing.assert_close(weights, expected, rtol=0, atol=0)
     out = pointops.interpolate(features.to(device), nn3.indices, weights)
     assert_same((out,), (ref.interpolate(features, nn3.indices.cpu(), weights.cpu()),))

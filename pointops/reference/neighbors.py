@@ -171,7 +171,7 @@ def openpcdet_ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tens
 def openpcdet_three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     """(dist (B, n, 3) Euclidean, idx (B, n, 3) int32), ties to the lowest index."""
     idx, d2 = knn(unknown, known, 3)
-    return torch.sqrt(d2), idx.int()
+    return torch.sqrt(d2.double()).to(d2.dtype), idx.int()  # rounded once: float32 sqrt may not be
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:

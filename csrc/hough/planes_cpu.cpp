@@ -10,17 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-// x86-64 builds carry an AVX2 + FMA copy of the vote loop, picked at run time, next to the
-// portable one (the extension itself is compiled for any x86-64).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define POINTOPS_X86_DISPATCH 1
-#include <immintrin.h>
-#else
-#define POINTOPS_X86_DISPATCH 0
-#endif
-
 #include "common/checks.h"
 #include "common/clouds.h"
+#include "common/cpu_simd.h"
 
 namespace pointops {
 namespace hough_detail {
@@ -213,10 +205,6 @@ __attribute__((target("avx2,fma"))) void vote_block_avx2(const BinnedCloud& c, c
   }
 }
 
-bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 
 template <typename count_t>

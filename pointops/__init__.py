@@ -5,7 +5,8 @@ their fake kernels for tracing (``_fake``) and exposes typed wrappers.
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from . import _C  # noqa: F401  (registers the operators)
+from ._version import __version__
+from ._extension import _C  # noqa: F401  (registers the operators; a clear ImportError when not built)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
@@ -52,4 +53,3 @@ __all__ = [
     "voxelize",
     "voxelize_dynamic",
 ]
-__version__ = "0.1.0"

@@ -1,28 +1,57 @@
-"""Build pointops._C.
+"""Build and package pointops (the Python package and its compiled extension pointops._C).
 
+Install with the torch you already have (docs/install.md):
+    pip install --no-build-isolation .          # or -e . for a development install
+    POINTOPS_NO_CUDA=1 pip install --no-build-isolation .   # CPU-only, a few minutes
 CPU sources are always compiled. CUDA sources are added when the build can compile them
 (a CUDA build of torch and a CUDA toolkit) or FORCE_CUDA=1; POINTOPS_NO_CUDA=1 forces a
-CPU-only build. The decision never looks at torch.cuda.is_available(): a build machine
-without a GPU (CI, Docker) still compiles and links the CUDA kernels.
+CPU-only build. Whether to compile CUDA never depends on a GPU being present: a build machine
+without one (CI, Docker) still compiles and links the CUDA kernels, by default for Hopper
+(TORCH_CUDA_ARCH_LIST=9.0+PTX), and for the visible GPUs when there are some.
+
+Objects are kept in build/temp.* for every way of building (setup.py build_ext --inplace,
+pip install ., pip install -e .), and ninja recompiles only the sources whose text, headers
+or flags changed, so a rebuild after a small change takes seconds, not minutes.
 """
 import glob
 import os
+import re
 import sys
-
-# torch.utils.cpp_extension guesses CUDA_HOME from `which nvcc`; on machines where nvcc is
-# a symlink in /usr/local/bin that guess is /usr/local, which has no CUDA headers.
-if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda/include"):
-    os.environ["CUDA_HOME"] = "/usr/local/cuda"
-
-import torch  # noqa: E402
-from setuptools import find_packages, setup  # noqa: E402
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+import sysconfig
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-# pointops.io's file-format libraries (pip install '.[io]'): exact versions, the ones the tests ran
-# with. tools/install.sh installs the same list; tests/test_io.py checks that the two agree.
-IO_REQUIRES = ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"]
+try:
+    import torch
+except ImportError:
+    isolated = any("pip-build-env-" in entry for entry in sys.path)
+    sys.exit(
+        "pointops compiles its extension against the torch of the environment that builds it, and "
+        "that environment has no torch"
+        + (" (pip builds in an isolated environment, which hides an installed torch)" if isolated else "")
+        + ".\n  1. Install torch first (pip install torch), unless it is installed already.\n"
+        "  2. Build against it, without pip's build isolation:\n"
+        "       pip install --no-build-isolation .       (or -e . for an editable install)\n"
+        "See docs/install.md."
+    )
+
+# torch.utils.cpp_extension guesses CUDA_HOME from `which nvcc`; on machines where nvcc is a
+# symlink in /usr/local/bin that guess is /usr/local, which has no CUDA headers.
+if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda/include"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"
+
+from setuptools import find_packages, setup  # noqa: E402
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+
+# The GPU architecture built for when no GPU is visible and TORCH_CUDA_ARCH_LIST is unset: Hopper
+# (H100/H200), the target the CUDA kernels are tuned for, plus its PTX so that newer GPUs can
+# compile the kernels when they load them.
+DEFAULT_CUDA_ARCH = "9.0+PTX"
+
+
+def _version():
+    with open(os.path.join(ROOT, "pointops", "_version.py")) as f:
+        return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
 
 
 def _env_flag(name):
@@ -35,6 +64,19 @@ def _with_cuda():
     if _env_flag("FORCE_CUDA"):
         return True
     return torch.version.cuda is not None and CUDA_HOME is not None
+
+
+def _set_cuda_arch_list():
+    """Without TORCH_CUDA_ARCH_LIST torch builds for the visible GPUs, and fails with an IndexError
+    when there is none; build for DEFAULT_CUDA_ARCH then."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return  # torch's default: every visible GPU's architecture, the newest also as PTX
+    os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCH
+    print(f"pointops: no GPU visible; building the CUDA kernels for TORCH_CUDA_ARCH_LIST="
+          f"{DEFAULT_CUDA_ARCH} (set TORCH_CUDA_ARCH_LIST to choose others, POINTOPS_NO_CUDA=1 to "
+          "skip CUDA)", file=sys.stderr)
 
 
 def _library_header_dirs():
@@ -53,10 +95,17 @@ def _library_header_dirs():
     return sorted({d for d in found if os.path.isfile(os.path.join(d, "cusparse.h"))})
 
 
+def _sources(*patterns):
+    # Relative paths: setuptools wants them so for sdists, and they keep ninja's commands the same
+    # whichever way the build was started.
+    return sorted(p for pattern in patterns for p in glob.glob(os.path.join("csrc", "**", pattern), recursive=True))
+
+
 def _extension():
     debug = _env_flag("DEBUG")
-    cpp_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
-    cuda_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cu"), recursive=True))
+    cpp_sources = _sources("*.cpp")
+    cuda_sources = _sources("*.cu")
+    headers = _sources("*.h", "*.cuh")
     cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
     # Host arithmetic must round like the device's (csrc/common/portable_math.h): never let g++
     # fuse a * b + c on its own, even when CFLAGS enable FMA instructions.
@@ -64,9 +113,10 @@ def _extension():
     include_dirs = [os.path.join(ROOT, "csrc")]
     if not _with_cuda():
         return CppExtension(
-            "pointops._C", cpp_sources, include_dirs=include_dirs,
+            "pointops._C", cpp_sources, include_dirs=include_dirs, depends=headers,
             extra_compile_args={"cxx": cxx_flags},
         )
+    _set_cuda_arch_list()
     nvcc_flags = ["-O0", "-g", "-G"] if debug else ["-O3", "-lineinfo"]
     # No --use_fast_math: kernels must round exactly like the CPU twins (explicit fmaf).
     nvcc_flags += ["--expt-relaxed-constexpr"]
@@ -74,20 +124,64 @@ def _extension():
         cxx_flags += ["-isystem", folder]
         nvcc_flags += ["-isystem", folder]
     return CUDAExtension(
-        "pointops._C", cpp_sources + cuda_sources, include_dirs=include_dirs,
+        "pointops._C", cpp_sources + cuda_sources, include_dirs=include_dirs, depends=headers,
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
     )
 
 
+class build_ext(BuildExtension.with_options(use_ninja=True)):  # noqa: N801 (setuptools' command name)
+    """torch's BuildExtension (ninja, which already relinks every time and recompiles only what
+    changed), with its objects in a folder that outlives the build: pip's editable install builds
+    in a fresh temporary folder, which would recompile every source each time."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if getattr(self, "editable_mode", False):
+            tag = f"{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
+            self.build_temp = os.path.join(ROOT, "build", "temp." + tag)
+
+
+# Optional dependencies, one extra per line (pip install "pointops[io]"), pinned to the versions
+# the tests ran with; tools/install.sh installs io, demo and test from this dict.
+EXTRAS = {
+    "io": ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"],
+    "demo": ["matplotlib==3.11.2"],
+    "test": ["pytest", "pyyaml==6.0.3", "scikit-image==0.26.0", "scipy==1.17.1"],
+}
+EXTRAS["all"] = sorted({package for packages in EXTRAS.values() for package in packages})
+
+# configs/ (YAML presets) lives at the top of the repository; installed, it is pointops/configs,
+# where pointops.presets and importlib.resources.files("pointops") find it.
+CONFIG_PACKAGE = ["pointops.configs"] if os.path.isdir(os.path.join(ROOT, "configs")) else []
+
 setup(
     name="pointops",
-    version="0.1.0",
-    description="Batched, exact GPU point-cloud operators for PyTorch (torch.ops.pointops.*)",
-    packages=find_packages(include=["pointops", "pointops.*"]),
-    package_data={"pointops": ["configs/*.yaml"]},
-    ext_modules=[_extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    version=_version(),
+    description="Batched, exact point-cloud operators for PyTorch, with CPU and CUDA kernels "
+                "(torch.ops.pointops.*)",
+    long_description=open(os.path.join(ROOT, "README.md")).read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    license_files=["LICENSE"],
     python_requires=">=3.9",
-    install_requires=["torch", "numpy"],
-    extras_require={"io": IO_REQUIRES},
+    # The extension is compiled against one torch release and only loads with that one.
+    install_requires=[f"torch=={'.'.join(torch.__version__.split('+')[0].split('.')[:2])}.*", "numpy"],
+    extras_require=EXTRAS,
+    packages=find_packages(include=["pointops", "pointops.*"]) + CONFIG_PACKAGE,
+    package_dir={package: "configs" for package in CONFIG_PACKAGE},
+    package_data={package: ["*.yaml"] for package in CONFIG_PACKAGE},
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": build_ext},
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: C++",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Environment :: GPU :: NVIDIA CUDA",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Scientific/Engineering :: Image Processing",
+    ],
 )

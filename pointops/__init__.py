@@ -4,20 +4,10 @@ Every kernel is a ``torch.ops.pointops.*`` operator. Importing this package load
 and the family modules, which hold each op's typed wrapper, its fake kernel for tracing and its
 gradient where it has one. The API convention every function follows is in docs/api.md.
 """
-import os as _os
-
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-try:
-    from . import _C  # noqa: F401  (registers the operators)
-except ImportError as _error:  # pragma: no cover - the message is the point
-    _here = _os.path.dirname(_os.path.abspath(__file__))
-    raise ImportError(
-        "pointops: the compiled extension pointops._C could not be loaded from " + _here + " (" + str(_error)
-        + "). Build it with `bash tools/install.sh` (or `pip install --no-build-isolation -e .`), and when "
-        "pointops is installed elsewhere, run Python from outside the source checkout so that the "
-        "installed package is the one imported."
-    ) from _error
+from ._version import __version__  # noqa: F401
+from ._extension import _C  # noqa: F401,E402  (registers the operators; a clear ImportError when not built)
 
 from . import datasets  # noqa: F401,E402  (synthetic scenes with ground truth; torch only, cheap to import)
 from . import io  # noqa: F401,E402  (file readers / writers; their format libraries load on first use)
@@ -156,4 +146,3 @@ __all__ = [
     "voxelize_dynamic",
     "Voxels",
 ]
-__version__ = "0.1.0"

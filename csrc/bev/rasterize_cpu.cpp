@@ -141,9 +141,13 @@ struct PlainOps {
   static void or32(uint32_t* p, uint32_t v) { *p |= v; }
 };
 
+// The CPU keeps each cell's record `stride` words apart (r.record.stride, plus 2 words when
+// top_slot >= 0): word top_slot holds the float32 bits of the top point's top_feature value,
+// stored when the point takes the top key, while its cell is in cache. finalize_cell would read it
+// from the cloud through the top point's index, a cache miss per occupied cell.
 template <typename scalar_t, typename acc_t>
 void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, uint32_t* count,
-                     uint32_t* records) {
+                     uint32_t* records, int64_t stride, int64_t top_slot) {
   const int64_t dims = r.dims;
   for (int64_t i = 0; i < n; ++i) {
     const scalar_t* p = cloud + i * dims;
@@ -152,12 +156,32 @@ void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, u
     if (cell < 0) continue;
     const bool first = count[cell]++ == 0;
     if (r.record.stride == 0) continue;
-    uint32_t* record = records + cell * r.record.stride;
+    uint32_t* record = records + cell * stride;
     if (first) std::memset(record, 0, sizeof(uint32_t) * r.record.stride);
     const acc_t feature = r.read_feature ? static_cast<acc_t>(p[r.feature_column]) : acc_t(0);
     bev_detail::accumulate_point<PlainOps>(r, record, static_cast<acc_t>(p[2]), feature,
                                            static_cast<uint32_t>(i));
+    if (top_slot >= 0) {
+      // The point holds the top key iff the record's key is its own (keys carry the index).
+      const uint64_t key = bev_detail::top_key(static_cast<float>(static_cast<acc_t>(p[2])),
+                                               static_cast<uint32_t>(i));
+      if (*reinterpret_cast<const uint64_t*>(record + r.record.top) == key) {
+        const acc_t top = static_cast<acc_t>(p[r.feature_column]);
+        record[top_slot] = bev_detail::float_bits(static_cast<float>(bev_detail::sanitize_feature(top)));
+      }
+    }
   }
+}
+
+// The output channel of top_feature (height_slices before it count as theirs), or -1.
+template <typename acc_t>
+int64_t top_feature_channel(const Raster<acc_t>& r) {
+  int64_t c = 0;
+  for (int32_t k = 0; k < r.num_channels; ++k) {
+    if (r.channels[k] == bev_detail::Channel::kTopFeature) return c;
+    c += r.channels[k] == bev_detail::Channel::kHeightSlices ? r.height_slices : 1;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -172,7 +196,10 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const int64_t dims = points.size(2);
-  at::Tensor image = at::empty(bev_detail::image_shape(args, batch), points.options().dtype(at::kFloat));
+  // Empty cells are 0 in every channel, which is what finalize_cell would write for them: zeroing
+  // the image in one sweep leaves the finalize pass only the occupied cells (a few percent of a
+  // LiDAR BEV grid).
+  at::Tensor image = at::zeros(bev_detail::image_shape(args, batch), points.options().dtype(at::kFloat));
   if (batch == 0) return image;
   const int64_t cells = args.nx * args.ny;
   const at::Tensor pts = points.contiguous();
@@ -182,9 +209,20 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "bev_rasterize_cpu", [&] {
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const Raster<acc_t> r = bev_detail::make_raster<acc_t>(args, dims);
+    // top_feature comes from the record's extra word (see rasterize_cloud); finalize_cell writes
+    // occupancy in its place, which is then overwritten, so it never reads the cloud.
+    const int64_t top_channel = top_feature_channel(r);
+    const int64_t top_slot = top_channel >= 0 ? r.record.stride : -1;
+    const int64_t stride = r.record.stride + (top_slot >= 0 ? 2 : 0);
+    Raster<acc_t> r_final = r;
+    for (int32_t k = 0; k < r_final.num_channels; ++k) {
+      if (r_final.channels[k] == bev_detail::Channel::kTopFeature) {
+        r_final.channels[k] = bev_detail::Channel::kOccupancy;
+      }
+    }
     const at::Tensor count = at::zeros({batch, cells}, points.options().dtype(at::kInt));
     // Records of empty cells are never read, so they need no zeroing.
-    const at::Tensor records = at::empty({batch, cells * r.record.stride}, points.options().dtype(at::kInt));
+    const at::Tensor records = at::empty({batch, cells * stride}, points.options().dtype(at::kInt));
     uint32_t* count_ptr = reinterpret_cast<uint32_t*>(count.data_ptr<int32_t>());
     uint32_t* records_ptr = reinterpret_cast<uint32_t*>(records.data_ptr<int32_t>());
     const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
@@ -193,16 +231,21 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
       for (int64_t b = first; b < last; ++b) {
         const int64_t length = cloud_length(lengths_ptr, b, n);
         rasterize_cloud<scalar_t, acc_t>(r, pts_ptr + b * n * dims, length, count_ptr + b * cells,
-                                         records_ptr + b * cells * r.record.stride);
+                                         records_ptr + b * cells * stride, stride, top_slot);
       }
     });
     at::parallel_for(0, batch * cells, 4096, [&](int64_t first, int64_t last) {
       for (int64_t k = first; k < last; ++k) {
+        if (count_ptr[k] == 0) continue;
         const int64_t b = k / cells;
         const int64_t cell = k - b * cells;
-        bev_detail::finalize_cell<scalar_t, acc_t>(r, count_ptr[k] > 0, count_ptr[k], records_ptr + k * r.record.stride,
-                                                   pts_ptr + b * n * dims,
-                                                   out + b * args.out_channels * cells + cell, cells);
+        const uint32_t* record = records_ptr + k * stride;
+        float* pixel = out + b * args.out_channels * cells + cell;
+        bev_detail::finalize_cell<scalar_t, acc_t>(r_final, /*occupied=*/true, count_ptr[k], record,
+                                                   pts_ptr + b * n * dims, pixel, cells);
+        if (top_channel >= 0) {
+          pixel[top_channel * cells] = bev_detail::bits_float(record[top_slot]);
+        }
       }
     });
   });

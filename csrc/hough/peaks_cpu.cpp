@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -78,6 +79,43 @@ std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, cons
 
 namespace {
 
+// peak_key with a cheap first test: a bin that a neighbour in its own row or its adjacent rows of
+// the last two dims beats is no peak. Those neighbours are plain offsets from the bin (offsets that
+// stay inside the grid along the last two dims only; for the plane seams too, as they only glue
+// phi and theta's ends) and near it in memory, without the general walk's index arithmetic. Most
+// bins of a dense accumulator fail here; the others take peak_key's full walk, which checks those
+// neighbours again. The key is 0 as soon as any neighbour beats the bin, whatever the order they
+// are visited in, so the result is peak_key's for every bin.
+template <typename T>
+int64_t peak_key_cpu(const T* acc, int64_t flat, const hough_detail::PeakGrid& g) {
+  const T v = acc[flat];
+  if (hough_detail::candidate_key(v, flat, g) == 0) return 0;
+  const int last = g.ndim - 1;  // stride 1
+  const int64_t size = g.size[last];
+  const int64_t c = flat % size;
+  const int64_t reach = std::min<int64_t>(g.radius[last], size - 1);
+  const int64_t lo = -std::min(reach, c), hi = std::min(reach, size - 1 - c);
+  auto beaten_in_row = [&](int64_t row) {
+    for (int64_t d = lo; d <= hi; ++d) {
+      const int64_t nb = row + d;
+      const T u = acc[nb];
+      if (u > v || (u == v && nb < flat)) return true;
+    }
+    return false;
+  };
+  if (beaten_in_row(flat)) return 0;
+  if (g.ndim >= 2) {
+    const int64_t stride = g.stride[last - 1], rows = g.size[last - 1];
+    const int64_t row = (flat / stride) % rows;
+    const int64_t row_reach = std::min<int64_t>(g.radius[last - 1], rows - 1);
+    for (int64_t d = 1; d <= row_reach; ++d) {
+      if (row - d >= 0 && beaten_in_row(flat - d * stride)) return 0;
+      if (row + d < rows && beaten_in_row(flat + d * stride)) return 0;
+    }
+  }
+  return hough_detail::peak_key(acc, flat, g);
+}
+
 std::tuple<at::Tensor, at::Tensor> hough_peaks_cpu(const at::Tensor& acc, at::IntArrayRef radius,
                                                    const c10::List<bool>& periodic, double min_votes,
                                                    int64_t k, bool plane_seam) {
@@ -92,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor> hough_peaks_cpu(const at::Tensor& acc, at::In
     at::parallel_for(0, batch * bins, 4096, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) {
         const int64_t b = i / bins;
-        key_ptr[i] = hough_detail::peak_key(values + b * bins, i - b * bins, grid);
+        key_ptr[i] = peak_key_cpu(values + b * bins, i - b * bins, grid);
       }
     });
   };

@@ -6,10 +6,12 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "common/checks.h"
 #include "common/clouds.h"
+#include "common/cpu_simd.h"
 
 namespace pointops {
 namespace fps_detail {
@@ -42,6 +44,88 @@ void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
 
 namespace {
 
+// One step's scan: every point's running distance takes min(itself, its squared distance to the
+// newest pick q), and the farthest point not picked yet is returned (-1 when none is left).
+// Strict comparison keeps the lowest index among equal candidates; picked (-1) and absent (-inf)
+// points never beat the initial best of -1.
+template <typename acc_t>
+int64_t farthest_after(const acc_t* coords, int64_t n, int64_t dims, const acc_t* q,
+                       acc_t* min_distance) {
+  acc_t best = fps_detail::picked_marker<acc_t>();
+  int64_t next = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const acc_t dist = fps_detail::squared_distance(&coords[i * dims], q, dims);
+    acc_t m = min_distance[i];
+    if (dist < m) m = dist;  // a NaN never compares less, so absent points keep -inf
+    min_distance[i] = m;
+    if (m > best) {
+      best = m;
+      next = i;
+    }
+  }
+  return next;
+}
+
+#if POINTOPS_X86_DISPATCH
+// The same scan, 8 float32 points per instruction, with the coordinates stored by dimension
+// (soa[d * n + i]). Per point the arithmetic is the scalar one: diff = p[d] - q[d] and
+// acc = fma(diff, diff, acc) from acc = 0 in dimension order, m = dist < m ? dist : m
+// (_mm256_min_ps(dist, m) returns m unless dist < m, NaN included). Each lane keeps the first
+// strict maximum of the indices it sees (i = lane mod 8, in increasing order); the lowest index
+// among the lanes holding the overall maximum is then the scalar scan's answer, and the points
+// past the last whole vector continue the scalar scan from there.
+__attribute__((target("avx2,fma"))) int64_t farthest_after_avx2(const float* soa, int64_t n,
+                                                                int64_t dims, const float* q,
+                                                                float* min_distance) {
+  const int64_t whole = n - n % 8;
+  __m256 best = _mm256_set1_ps(fps_detail::picked_marker<float>());
+  __m256i best_index = _mm256_set1_epi32(-1);
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (int64_t i = 0; i < whole; i += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t d = 0; d < dims; ++d) {
+      const __m256 diff = _mm256_sub_ps(_mm256_loadu_ps(soa + d * n + i), _mm256_set1_ps(q[d]));
+      acc = _mm256_fmadd_ps(diff, diff, acc);
+    }
+    const __m256 m = _mm256_min_ps(acc, _mm256_loadu_ps(min_distance + i));
+    _mm256_storeu_ps(min_distance + i, m);
+    const __m256 better = _mm256_cmp_ps(m, best, _CMP_GT_OQ);
+    best = _mm256_blendv_ps(best, m, better);
+    best_index = _mm256_blendv_epi8(best_index, index, _mm256_castps_si256(better));
+    index = _mm256_add_epi32(index, eight);
+  }
+  alignas(32) float lane_best[8];
+  alignas(32) int32_t lane_index[8];
+  _mm256_store_ps(lane_best, best);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_index), best_index);
+  float top = fps_detail::picked_marker<float>();
+  int64_t next = -1;
+  for (int lane = 0; lane < 8; ++lane) {
+    if (lane_index[lane] < 0) continue;
+    if (lane_best[lane] > top || (lane_best[lane] == top && lane_index[lane] < next)) {
+      top = lane_best[lane];
+      next = lane_index[lane];
+    }
+  }
+  for (int64_t i = whole; i < n; ++i) {
+    float acc = 0.f;
+    for (int64_t d = 0; d < dims; ++d) {
+      const float diff = soa[d * n + i] - q[d];
+      acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(diff), _mm_set_ss(diff), _mm_set_ss(acc)));
+    }
+    float m = min_distance[i];
+    if (acc < m) m = acc;
+    min_distance[i] = m;
+    if (m > top) {
+      top = m;
+      next = i;
+    }
+  }
+  return next;
+}
+#endif
+
 template <typename scalar_t, typename acc_t>
 void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t start, int64_t k,
                       int64_t index_base, int64_t* out_index, acc_t* out_distance) {
@@ -65,27 +149,33 @@ void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t st
     for (int64_t i = 0; i < n && pick < 0; ++i) pick = min_distance[i] == kInf ? i : -1;
   }
 
+#if POINTOPS_X86_DISPATCH
+  std::vector<float> soa;
+  if constexpr (std::is_same_v<acc_t, float>) {
+    if (cpu_has_avx2_fma() && k > 1) {
+      soa.resize(static_cast<size_t>(n * dims));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t d = 0; d < dims; ++d) soa[d * n + i] = coords[i * dims + d];
+      }
+    }
+  }
+#endif
+
   int64_t s = 0;
   for (; s < k && pick >= 0; ++s) {
     out_index[s] = pick + index_base;
     out_distance[s] = min_distance[pick];
     min_distance[pick] = fps_detail::picked_marker<acc_t>();
     const acc_t* q = &coords[pick * dims];
-    // Strict comparison keeps the lowest index among equal candidates; picked (-1) and absent
-    // (-inf) points never beat the initial best of -1.
-    acc_t best = fps_detail::picked_marker<acc_t>();
-    int64_t next = -1;
-    for (int64_t i = 0; i < n; ++i) {
-      const acc_t dist = fps_detail::squared_distance(&coords[i * dims], q, dims);
-      acc_t m = min_distance[i];
-      if (dist < m) m = dist;  // a NaN never compares less, so absent points keep -inf
-      min_distance[i] = m;
-      if (m > best) {
-        best = m;
-        next = i;
+#if POINTOPS_X86_DISPATCH
+    if constexpr (std::is_same_v<acc_t, float>) {
+      if (!soa.empty()) {
+        pick = farthest_after_avx2(soa.data(), n, dims, q, min_distance.data());
+        continue;
       }
     }
-    pick = next;
+#endif
+    pick = farthest_after(coords.data(), n, dims, q, min_distance.data());
   }
   for (; s < k; ++s) {
     out_index[s] = -1;

@@ -94,7 +94,11 @@ def torch_normals(points, k):
     nb = points[0][idx[0]].unsqueeze(0)  # (1, N, k, 3)
     centred = nb - nb.mean(2, keepdim=True)
     cov = torch.einsum("bnki,bnkj->bnij", centred, centred) / k
-    values, vectors = torch.linalg.eigh(cov)
+    # cuSOLVER's batched eigh fails (CUSOLVER_STATUS_INTERNAL_ERROR) for 100k matrices at once on
+    # an H100 with torch 2.11, so the batch goes in chunks.
+    parts = [torch.linalg.eigh(part) for part in cov.split(16384, dim=1)]
+    values = torch.cat([p[0] for p in parts], 1)
+    vectors = torch.cat([p[1] for p in parts], 1)
     normal = vectors[..., 0]
     normal = torch.where(((normal * points).sum(-1, keepdim=True) > 0), -normal, normal)
     return normal, values[..., 0] / values.sum(-1).clamp(min=1e-30)

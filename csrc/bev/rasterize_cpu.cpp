@@ -163,11 +163,11 @@ void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, u
                                            static_cast<uint32_t>(i));
     if (top_slot >= 0) {
       // The point holds the top key iff the record's key is its own (keys carry the index).
-      const uint64_t key = bev_detail::top_key(static_cast<float>(static_cast<acc_t>(p[2])),
-                                               static_cast<uint32_t>(i));
+      const uint64_t key = argmax_key(ordered_bits(static_cast<float>(static_cast<acc_t>(p[2]))),
+                                      static_cast<uint32_t>(i));
       if (*reinterpret_cast<const uint64_t*>(record + r.record.top) == key) {
         const acc_t top = static_cast<acc_t>(p[r.feature_column]);
-        record[top_slot] = bev_detail::float_bits(static_cast<float>(bev_detail::sanitize_feature(top)));
+        record[top_slot] = float_bits(static_cast<float>(bev_detail::sanitize_feature(top)));
       }
     }
   }
@@ -244,7 +244,7 @@ at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::T
         bev_detail::finalize_cell<scalar_t, acc_t>(r_final, /*occupied=*/true, count_ptr[k], record,
                                                    pts_ptr + b * n * dims, pixel, cells);
         if (top_channel >= 0) {
-          pixel[top_channel * cells] = bev_detail::bits_float(record[top_slot]);
+          pixel[top_channel * cells] = bits_float(record[top_slot]);
         }
       }
     });

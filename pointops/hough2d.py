@@ -223,6 +223,9 @@ def hough_circles(
     Returns:
         (B, R, H, W): int32 counts, float32 if weighted or normalize. ``acc[b, i, y, x]`` is the
         score of the circle of radius ``radii[i]`` centred at pixel (x, y).
+
+    Plain votes (not weighted, no gradients) go through ``pointops::hough_circles_map``, which
+    reads the map itself (its CUDA kernels are chosen with ``POINTOPS_CIRCLES_VARIANT``, same bits).
     """
     if not weighted and gradients is None:  # an edge map's plain votes: no point list needed
         _check_map(edges)
@@ -250,7 +253,8 @@ def hough_circles_max(
     Returns:
         scores (B, H, W): int32 counts, float32 if weighted or normalize; radius_index (B, H, W)
         int64, the first radius (index into ``radii``) with that score. Equal to
-        ``hough_circles(edges, radii, ...).max(1)`` bit for bit.
+        ``hough_circles(edges, radii, ...).max(1)`` bit for bit. Plain votes go through
+        ``pointops::hough_circles_max_map``, as :func:`hough_circles`.
     """
     if not weighted and gradients is None:
         _check_map(edges)

@@ -182,8 +182,22 @@ __device__ __forceinline__ LaneWord lane_word(const BitmapLaunch& a, const Block
   return w;
 }
 
+// Centre e of a block's run (word e / 32, bit e % 32): its column, and its index in (B, H, W).
+__device__ __forceinline__ int32_t centre_x(const BlockPlace& p, int32_t e) {
+  const int32_t f = p.f0 + e / 32;
+  return 32 * (p.c0 + f % p.cols) + e % 32;
+}
+
+__device__ __forceinline__ int64_t centre_index(const BitmapLaunch& a, const BlockPlace& p, int32_t e, int32_t x) {
+  const int32_t row = (p.f0 + e / 32) / p.cols;
+  return (p.b * a.height + row) * int64_t{a.width} + x;
+}
+
+// Counts: at most 85 registers (3 blocks of 256 threads per SM; the vote loop needs ~80, the
+// epilogue's transposes would otherwise raise the kernel to 128). Normalize keeps 32 scores and
+// positions per lane: 2 blocks.
 template <bool kNormalize>
-__global__ void __launch_bounds__(kBlockWarps* kWarpSize)
+__global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
     circle_bitmap_max_kernel(BitmapLaunch a, uint32_t* __restrict__ score_bits, int64_t* __restrict__ radius_index) {
   extern __shared__ __align__(16) unsigned char bitmap_smem[];
   uint2* band = reinterpret_cast<uint2*>(bitmap_smem);
@@ -212,35 +226,47 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
       best.fold(counts, static_cast<uint32_t>(e - first));
     }
   }
-  __syncthreads();  // the band is read no more: its memory becomes the merge buffer
-  const int32_t slots = 32 * a.word_warps * kMergeStride;
-  if (a.n_chunks > 1) {
-    for (int32_t i = threadIdx.x; i < slots; i += blockDim.x) merge[i] = 0;
+  __syncthreads();  // the band is read no more: its memory becomes the merge / staging buffer
+  const int32_t n = (p.f1 - p.f0) * 32;  // the run's centres, written coalesced: thread e takes
+  const int32_t slot0 = (word_warp * 32 + lane) * kMergeStride;  // centre e % 32 of word e / 32
+  if (a.n_chunks > 1) {  // the lists meet through 64-bit keys (atomicMax: any order, one result)
+    for (int32_t i = threadIdx.x; i < 32 * a.word_warps * kMergeStride; i += blockDim.x) merge[i] = 0;
     __syncthreads();
-  }
-  if (first < last) {
-    const int32_t slot0 = (word_warp * 32 + lane) * kMergeStride;
-    best.emit([&](int j, uint32_t score_key, uint32_t position) {
-      const unsigned long long key = argmax_key(score_key, static_cast<uint32_t>(a.entries[first + position].index));
-      if (a.n_chunks > 1) {
-        atomicMax(merge + slot0 + j, key);
-      } else {
-        merge[slot0 + j] = key;
+    if (first < last) {
+      best.emit([&](int j, uint32_t score_key, uint32_t position) {
+        atomicMax(merge + slot0 + j, argmax_key(score_key, static_cast<uint32_t>(a.entries[first + position].index)));
+      });
+    }
+    __syncthreads();
+    for (int32_t e = threadIdx.x; e < n; e += blockDim.x) {
+      const int32_t x = centre_x(p, e);
+      if (x >= a.width) continue;
+      const unsigned long long key = merge[(e / 32) * kMergeStride + e % 32];
+      const int64_t i = centre_index(a, p, e, x);
+      score_bits[i] = hough2d::unordered_bits(argmax_key_value(key), kNormalize);
+      radius_index[i] = static_cast<int64_t>(argmax_key_index(key));
+    }
+  } else {  // one list: no merge; scores, then indices, staged as 32-bit words (half the memory)
+    uint32_t* stage = reinterpret_cast<uint32_t*>(bitmap_smem);
+    for (int pass = 0; pass < 2; ++pass) {
+      best.emit([&](int j, uint32_t score_key, uint32_t position) {
+        stage[slot0 + j] = pass == 0 ? hough2d::unordered_bits(score_key, kNormalize)
+                                     : static_cast<uint32_t>(a.entries[first + position].index);
+      });
+      __syncthreads();
+      for (int32_t e = threadIdx.x; e < n; e += blockDim.x) {
+        const int32_t x = centre_x(p, e);
+        if (x >= a.width) continue;
+        const uint32_t v = stage[(e / 32) * kMergeStride + e % 32];
+        const int64_t i = centre_index(a, p, e, x);
+        if (pass == 0) {
+          score_bits[i] = v;
+        } else {
+          radius_index[i] = static_cast<int64_t>(v);
+        }
       }
-    });
-  }
-  __syncthreads();
-  // Write the run's centres: consecutive threads take consecutive centres (x), so stores coalesce.
-  const int32_t n = (p.f1 - p.f0) * 32;
-  for (int32_t e = threadIdx.x; e < n; e += blockDim.x) {
-    const int32_t f = p.f0 + e / 32, j = e % 32;
-    const int32_t row = f / p.cols, col = f - row * p.cols;
-    const int32_t x = 32 * (p.c0 + col) + j;
-    if (x >= a.width) continue;
-    const unsigned long long key = merge[(e / 32) * kMergeStride + j];
-    const int64_t i = (p.b * a.height + row) * int64_t{a.width} + x;
-    score_bits[i] = hough2d::unordered_bits(argmax_key_value(key), kNormalize);
-    radius_index[i] = static_cast<int64_t>(argmax_key_index(key));
+      __syncthreads();  // the next pass overwrites the stage
+    }
   }
 }
 
@@ -313,10 +339,19 @@ BitmapPlan plan_bitmap(int64_t batch, int64_t height, int64_t width, int64_t n_r
     const int64_t rows = std::min<int64_t>(cuda::ceil_div(run, cols_min) + 1, height) + 2 * int64_t{r_max};
     const int64_t band = rows * stride_max * 8;
     a.band_pairs = static_cast<int32_t>(rows * stride_max);
-    const int64_t smem = merge ? std::max<int64_t>(band, run * kMergeStride * 8)
+    // max kernel: the band, then (aliased) 64-bit merge keys with several lists, 32-bit staging
+    // with one; map kernel: the band and a staging buffer per warp
+    const int64_t smem = merge ? std::max<int64_t>(band, run * kMergeStride * (chunks > 1 ? 8 : 4))
                                : band + word_warps * chunks * 32 * kStageStride * 4;
     if (smem > budget) continue;
     const int64_t flat_blocks = cuda::ceil_div(height * cols_max, run);
+    // smaller blocks while the grid is under ~6 blocks per SM: the last blocks to finish are
+    // then a small share of the work (a batch of 64 256^2 images: 1,024 blocks of 4 warps,
+    // not 512 of 8 in 1.3 waves)
+    if (word_warps > 1 && batch * n_col_tiles * flat_blocks < 6 * int64_t{prop.multiProcessorCount}) {
+      const int64_t smaller = batch * n_col_tiles * cuda::ceil_div(height * cols_max, run / 2);
+      if (smaller <= 12 * int64_t{prop.multiProcessorCount}) continue;
+    }
     plan.blocks = batch * n_col_tiles * flat_blocks;
     if (plan.blocks > std::numeric_limits<int32_t>::max()) return plan;
     plan.smem = smem;

@@ -22,6 +22,7 @@ INF = float("inf")
 VARIANTS = {
     "default": {},
     "bitmap": {"POINTOPS_CIRCLES_VARIANT": "bitmap"},
+    "bitmap_reuse": {"POINTOPS_CIRCLES_VARIANT": "bitmap_reuse"},
     "fused": {"POINTOPS_DETECT_VARIANT": "fused"},
 }
 CUDA_ONLY = {"fused"}
@@ -332,7 +333,7 @@ def test_map_errors(call, message):
 
 def test_unknown_variant_is_an_error(monkeypatch):
     monkeypatch.setenv("POINTOPS_CIRCLES_VARIANT", "fastest")
-    with pytest.raises(RuntimeError, match="POINTOPS_CIRCLES_VARIANT must be one of points, bitmap, got 'fastest'"):
+    with pytest.raises(RuntimeError, match="POINTOPS_CIRCLES_VARIANT must be one of points, bitmap, bitmap_reuse, got 'fastest'"):
         torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [1])
 
 

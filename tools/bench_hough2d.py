@@ -113,7 +113,7 @@ def _emit(row, results):
 # and its outputs are checked against the default's, bit for bit.
 VARIABLES = {"circles": "POINTOPS_CIRCLES_VARIANT", "detect": "POINTOPS_DETECT_VARIANT",
              "lines": "POINTOPS_LINES_VARIANT"}
-CHOICES = {"circles": ["points", "bitmap"], "detect": ["generic", "fused"], "lines": ["base", "pipelined"]}
+CHOICES = {"circles": ["points", "bitmap", "bitmap_reuse"], "detect": ["generic", "fused"], "lines": ["base", "pipelined"]}
 OP_VARIABLES = {"hough_circles": ["circles"], "hough_circles_max": ["circles"], "detect_circles": ["circles", "detect"],
                 "hough_lines": ["lines"], "detect_lines": ["lines", "detect"]}
 

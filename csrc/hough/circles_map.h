@@ -16,7 +16,9 @@
 //                     circles_map_cuda.cu, and a CPU emulation of them (circles_map_cpu.cpp) that
 //                     runs the same arithmetic. Sizes the bitmap kernels do not cover (rings of
 //                     65,536 offsets or more, more than 2,048 radii, bands too tall for shared
-//                     memory) take the points path.
+//                     memory) take the points path;
+//   bitmap_reuse      the bitmap kernels keeping the words of the rows +-r in registers across the
+//                     walk's steps (circle_bitmap.h, Walk): fewer shared-memory loads.
 //
 // Radius chunks (bitmap path): the radii are dealt to n_chunks lists, largest ring first to the
 // lightest list (so the lists cost about the same), each list in ascending index order; a list
@@ -61,7 +63,7 @@ bool bitmap_rings_fit(at::IntArrayRef radii);
 inline int64_t min_chunks(int64_t n_radii) { return (n_radii + bitmap::kMaxChunkRadii - 1) / bitmap::kMaxChunkRadii; }
 
 inline std::string circles_variant() {
-  return variant("POINTOPS_CIRCLES_VARIANT", {"points", "bitmap"}, "points");
+  return variant("POINTOPS_CIRCLES_VARIANT", {"points", "bitmap", "bitmap_reuse"}, "points");
 }
 
 // The points path, on the edges' device (defined in circles_map_cpu.cpp).

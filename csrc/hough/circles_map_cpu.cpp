@@ -183,11 +183,16 @@ struct Band {
 
 struct BandFetch {
   using Row = const uint32_t*;
+  struct Pair {
+    uint32_t lo = 0, hi = 0;
+  };
   static constexpr int32_t kWordStep = 1;  // addresses in words
   Row base;                                // the word of centres' own pixels
   int32_t row_step;
   Row row(int32_t offset) const { return base + offset; }
-  uint32_t operator()(Row row, int32_t q, int32_t shift) const { return bitmap::funnel(row[q], row[q + 1], shift); }
+  Pair load(Row row, int32_t q) const { return Pair{row[q], row[q + 1]}; }
+  static uint32_t shift(Pair pair, int32_t s) { return bitmap::funnel(pair.lo, pair.hi, s); }
+  uint32_t operator()(Row row, int32_t q, int32_t s) const { return shift(load(row, q), s); }
 };
 
 // The chunk count the CUDA kernels would pick for a large image (their largest), at least the
@@ -200,6 +205,7 @@ bool bitmap_usable(at::IntArrayRef radii) {
   return hough2d::bitmap_rings_fit(radii) && hough2d::min_chunks(static_cast<int64_t>(radii.size())) <= hough2d::kMaxChunks;
 }
 
+template <bool kReuse>
 at::Tensor emulate_map(const at::Tensor& edges, at::IntArrayRef radii) {
   const int64_t batch = edges.size(0), height = edges.size(1), width = edges.size(2);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -219,7 +225,7 @@ at::Tensor emulate_map(const at::Tensor& edges, at::IntArrayRef radii) {
           for (int64_t e = 0; e < table.starts()[table.n_chunks]; ++e) {
             const bitmap::RadiusEntry& radius = table.entries()[e];
             uint32_t p[bitmap::kPlanes];
-            bitmap::ring_counts(radius.r, radius.planes, fetch, p);
+            bitmap::ring_counts<kReuse>(radius.r, radius.planes, fetch, p);
             bitmap::transpose16(p);
             int32_t* row = out + ((b * n_radii + radius.index) * height + y) * width;
             for (int j = 0; j < 32 && 32 * w + j < width; ++j) row[32 * w + j] = static_cast<int32_t>(bitmap::count_of(p, j));
@@ -231,6 +237,7 @@ at::Tensor emulate_map(const at::Tensor& edges, at::IntArrayRef radii) {
   return acc;
 }
 
+template <bool kReuse>
 std::tuple<at::Tensor, at::Tensor> emulate_max_map(const at::Tensor& edges, at::IntArrayRef radii, bool normalize) {
   const int64_t batch = edges.size(0), height = edges.size(1), width = edges.size(2);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -263,7 +270,7 @@ std::tuple<at::Tensor, at::Tensor> emulate_max_map(const at::Tensor& edges, at::
               bitmap::BestScores s;
               s.clear();
               for (int32_t e = 0; e < end_entry - first_entry; ++e) {
-                bitmap::ring_counts(list[e].r, list[e].planes, fetch, p);
+                bitmap::ring_counts<kReuse>(list[e].r, list[e].planes, fetch, p);
                 s.fold(p, list[e].ring, static_cast<uint32_t>(e));
               }
               s.emit(meet);
@@ -271,7 +278,7 @@ std::tuple<at::Tensor, at::Tensor> emulate_max_map(const at::Tensor& edges, at::
               bitmap::BestPlanes s;
               s.clear();
               for (int32_t e = 0; e < end_entry - first_entry; ++e) {
-                bitmap::ring_counts(list[e].r, list[e].planes, fetch, p);
+                bitmap::ring_counts<kReuse>(list[e].r, list[e].planes, fetch, p);
                 s.fold(p, static_cast<uint32_t>(e));
               }
               s.emit(meet);
@@ -291,7 +298,10 @@ std::tuple<at::Tensor, at::Tensor> emulate_max_map(const at::Tensor& edges, at::
 
 at::Tensor hough_circles_map_cpu(const at::Tensor& edges, at::IntArrayRef radii) {
   hough2d::check_map_args(edges, radii, "hough_circles_map");
-  if (hough2d::circles_variant() == "bitmap" && bitmap_usable(radii)) return emulate_map(edges, radii);
+  const std::string variant = hough2d::circles_variant();
+  if (variant != "points" && bitmap_usable(radii)) {
+    return variant == "bitmap_reuse" ? emulate_map<true>(edges, radii) : emulate_map<false>(edges, radii);
+  }
   return hough2d::hough_circles_map_points(edges, radii);
 }
 
@@ -299,7 +309,11 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cpu(const at::Tensor& e
                                                              bool normalize) {
   hough2d::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  if (hough2d::circles_variant() == "bitmap" && bitmap_usable(radii)) return emulate_max_map(edges, radii, normalize);
+  const std::string variant = hough2d::circles_variant();
+  if (variant != "points" && bitmap_usable(radii)) {
+    return variant == "bitmap_reuse" ? emulate_max_map<true>(edges, radii, normalize)
+                                     : emulate_max_map<false>(edges, radii, normalize);
+  }
   return hough2d::hough_circles_max_map_points(edges, radii, normalize);
 }
 

@@ -5,7 +5,8 @@
 //                     scan, clear and fill; the votes), one shared-memory atomic per vote;
 //   bitmap            two launches: pack_bits (the map as bits, one ballot per 32 pixels) and a
 //                     vote kernel in which every lane owns a word of 32 centres and counts its
-//                     rings' votes with bit-sliced carry-save adders (circle_bitmap.h).
+//                     rings' votes with bit-sliced carry-save adders (circle_bitmap.h);
+//   bitmap_reuse      the same, the words of the rows +-r kept in registers along the walk.
 //
 // Bitmap vote kernels. A block owns a run of 32 x word_warps consecutive words of centres (row
 // major within a column tile of at most 32 words) and keeps the bits of the rows they need, +-
@@ -33,6 +34,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "common/argmax_key.h"
@@ -154,14 +156,14 @@ __device__ __forceinline__ void load_band(const BitmapLaunch& a, const BlockPlac
 
 struct SmemFetch {
   using Row = const char*;
+  using Pair = uint2;
   static constexpr int32_t kWordStep = 8;  // addresses in bytes of the pair array
   Row base;                                // this lane's word's pair
   int32_t row_step;                        // stride * 8
   __device__ __forceinline__ Row row(int32_t offset) const { return base + offset; }
-  __device__ __forceinline__ uint32_t operator()(Row row, int32_t q, int32_t shift) const {
-    const uint2 w = *reinterpret_cast<const uint2*>(row + q);
-    return bitmap::funnel(w.x, w.y, shift);
-  }
+  __device__ __forceinline__ Pair load(Row row, int32_t q) const { return *reinterpret_cast<const uint2*>(row + q); }
+  __device__ __forceinline__ static uint32_t shift(Pair w, int32_t s) { return bitmap::funnel(w.x, w.y, s); }
+  __device__ __forceinline__ uint32_t operator()(Row row, int32_t q, int32_t s) const { return shift(load(row, q), s); }
 };
 
 // This lane's word: its flat index in the block (clamped to the block's first word for the lanes
@@ -196,7 +198,7 @@ __device__ __forceinline__ int64_t centre_index(const BitmapLaunch& a, const Blo
 // Counts: at most 85 registers (3 blocks of 256 threads per SM; the vote loop needs ~80, the
 // epilogue's transposes would otherwise raise the kernel to 128). Normalize keeps 32 scores and
 // positions per lane: 2 blocks.
-template <bool kNormalize>
+template <bool kNormalize, bool kReuse>
 __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
     circle_bitmap_max_kernel(BitmapLaunch a, uint32_t* __restrict__ score_bits, int64_t* __restrict__ radius_index) {
   extern __shared__ __align__(16) unsigned char bitmap_smem[];
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   uint32_t counts[bitmap::kPlanes];
   for (int32_t e = first; e < last; ++e) {
     const bitmap::RadiusEntry radius = a.entries[e];
-    bitmap::ring_counts(radius.r, radius.planes, fetch, counts);
+    bitmap::ring_counts<kReuse>(radius.r, radius.planes, fetch, counts);
     if constexpr (kNormalize) {
       best.fold(counts, radius.ring, static_cast<uint32_t>(e - first));
     } else {
@@ -270,6 +272,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   }
 }
 
+template <bool kReuse>
 __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
     circle_bitmap_map_kernel(BitmapLaunch a, int32_t* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char bitmap_smem[];
@@ -290,7 +293,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
   uint32_t counts[bitmap::kPlanes];
   for (int32_t e = first; e < last; ++e) {
     const bitmap::RadiusEntry radius = a.entries[e];
-    bitmap::ring_counts(radius.r, radius.planes, fetch, counts);
+    bitmap::ring_counts<kReuse>(radius.r, radius.planes, fetch, counts);
     bitmap::transpose16(counts);
 #pragma unroll
     for (int j = 0; j < 32; ++j) stage[lane * kStageStride + j] = bitmap::count_of(counts, j);
@@ -392,7 +395,8 @@ at::Tensor device_chunks(at::IntArrayRef radii, BitmapLaunch& a, const at::Devic
 
 at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii) {
   hough2d::check_map_args(edges, radii, "hough_circles_map");
-  if (hough2d::circles_variant() != "bitmap" || !bitmap_usable(radii)) {
+  const std::string variant = hough2d::circles_variant();
+  if (variant == "points" || !bitmap_usable(radii)) {
     return hough2d::hough_circles_map_points(edges, radii);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
@@ -409,10 +413,10 @@ at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii
   const at::Tensor bits = pack_bits(edges, plan.a.words, stream);
   plan.a.bits = reinterpret_cast<const uint32_t*>(bits.data_ptr<int32_t>());
   at::Tensor out = at::empty({batch, n_radii, height, width}, edges.options().dtype(at::kInt));
-  C10_CUDA_CHECK(cudaFuncSetAttribute(circle_bitmap_map_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(plan.smem)));
-  circle_bitmap_map_kernel<<<static_cast<unsigned>(plan.blocks), plan.a.word_warps * plan.a.n_chunks * kWarpSize,
-                             static_cast<size_t>(plan.smem), stream>>>(plan.a, out.data_ptr<int32_t>());
+  auto kernel = variant == "bitmap_reuse" ? circle_bitmap_map_kernel<true> : circle_bitmap_map_kernel<false>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
+  kernel<<<static_cast<unsigned>(plan.blocks), plan.a.word_warps * plan.a.n_chunks * kWarpSize,
+           static_cast<size_t>(plan.smem), stream>>>(plan.a, out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
@@ -421,7 +425,8 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
                                                               bool normalize) {
   hough2d::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  if (hough2d::circles_variant() != "bitmap" || !bitmap_usable(radii)) {
+  const std::string variant = hough2d::circles_variant();
+  if (variant == "points" || !bitmap_usable(radii)) {
     return hough2d::hough_circles_max_map_points(edges, radii, normalize);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
@@ -440,17 +445,11 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
   auto* score_bits = reinterpret_cast<uint32_t*>(scores.data_ptr());
   const unsigned blocks = static_cast<unsigned>(plan.blocks);
   const unsigned threads = static_cast<unsigned>(plan.a.word_warps * plan.a.n_chunks * kWarpSize);
-  if (normalize) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(circle_bitmap_max_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(plan.smem)));
-    circle_bitmap_max_kernel<true><<<blocks, threads, static_cast<size_t>(plan.smem), stream>>>(
-        plan.a, score_bits, index.data_ptr<int64_t>());
-  } else {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(circle_bitmap_max_kernel<false>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
-    circle_bitmap_max_kernel<false><<<blocks, threads, static_cast<size_t>(plan.smem), stream>>>(
-        plan.a, score_bits, index.data_ptr<int64_t>());
-  }
+  const bool reuse = variant == "bitmap_reuse";
+  auto kernel = normalize ? (reuse ? circle_bitmap_max_kernel<true, true> : circle_bitmap_max_kernel<true, false>)
+                          : (reuse ? circle_bitmap_max_kernel<false, true> : circle_bitmap_max_kernel<false, false>);
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
+  kernel<<<blocks, threads, static_cast<size_t>(plan.smem), stream>>>(plan.a, score_bits, index.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {scores, index};
 }

@@ -9,8 +9,9 @@
 //                  the tile's peaks (key == box maximum) sorted (bitonic) and its best kt written to
 //                  a pool, kt = min(k, the most peaks a tile can hold: they are more than the box
 //                  radius apart); and the tile's largest score, for the default threshold;
-//     select       a block per image: the k-th largest key of the pool by radix select (8 passes of
-//                  8 bits over the keys in shared memory), the k keys at or above it sorted, then
+//     select       a block per image: the k-th largest key of the pool by radix select (passes of
+//                  8 bits over the keys in shared memory, from the highest bit where they differ),
+//                  the k keys at or above it sorted, then
 //                  the decoding (threshold, coordinates, radius or angle; for lines the glued
 //                  copies merged and the first k kept). A pool too large for one block's shared
 //                  memory is first cut to the top k of each part by the same kernel.
@@ -262,6 +263,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
   __shared__ uint32_t hist[256];
   __shared__ int32_t count, taken;
   __shared__ uint32_t pick_digit, pick_remaining, scratch;
+  __shared__ unsigned long long block_and, block_or;
   const int64_t b = blockIdx.x / s.n_groups;
   const int32_t g = static_cast<int32_t>(blockIdx.x % s.n_groups);
   const int64_t first = int64_t{g} * s.group;
@@ -284,17 +286,48 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
   __syncthreads();
   const int32_t n_keys = count;
   // The kk-th largest key, or 1 (every key) when there are no more than kk: radix select, 8 bits
-  // at a time from the top, counting only keys that match the digits chosen so far.
+  // at a time from the highest bit where the keys differ (the digits above it are the same for all:
+  // the vote bits' top bytes, mostly), counting only keys that match the digits chosen so far.
+  // Keys share digits, so a lane's count goes through its warp's leader for that digit (one
+  // shared atomic per warp and digit: same-address atomics would serialize).
   unsigned long long threshold = 1;
   if (n_keys > s.kk) {
-    unsigned long long prefix = 0, mask = 0;
+    unsigned long long all_and = ~0ull, all_or = 0;
+    for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const unsigned long long key = keys[i];
+      if (key != 0) {
+        all_and &= key;
+        all_or |= key;
+      }
+    }
+    const uint32_t and_hi = __reduce_and_sync(kFullMask, static_cast<uint32_t>(all_and >> 32));
+    const uint32_t and_lo = __reduce_and_sync(kFullMask, static_cast<uint32_t>(all_and));
+    const uint32_t or_hi = __reduce_or_sync(kFullMask, static_cast<uint32_t>(all_or >> 32));
+    const uint32_t or_lo = __reduce_or_sync(kFullMask, static_cast<uint32_t>(all_or));
+    if (threadIdx.x == 0) {
+      block_and = ~0ull;
+      block_or = 0;
+    }
+    __syncthreads();
+    if (lane == 0) {
+      atomicAnd(&block_and, static_cast<unsigned long long>(and_hi) << 32 | and_lo);
+      atomicOr(&block_or, static_cast<unsigned long long>(or_hi) << 32 | or_lo);
+    }
+    __syncthreads();
+    const unsigned long long differ = block_and ^ block_or;  // nonzero: the keys are distinct
+    const int top_shift = ((63 - __clzll(static_cast<long long>(differ))) / 8) * 8;
+    unsigned long long mask = top_shift == 56 ? 0ull : ~0ull << (top_shift + 8);
+    unsigned long long prefix = block_and & mask;
     uint32_t remaining = static_cast<uint32_t>(s.kk);
-    for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int shift = top_shift; shift >= 0; shift -= 8) {
       for (int32_t i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
       __syncthreads();
-      for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const unsigned long long key = keys[i];
-        if (key != 0 && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
+      for (int32_t base = warp * kWarpSize; base < n; base += blockDim.x) {  // warp-uniform passes
+        const int32_t i = base + lane;
+        const unsigned long long key = i < n ? keys[i] : 0ull;
+        const uint32_t digit = key != 0 && (key & mask) == prefix ? static_cast<uint32_t>(key >> shift) & 0xffu : 256u;
+        const uint32_t peers = __match_any_sync(kFullMask, digit);
+        if (digit < 256u && lane == __ffs(peers) - 1) atomicAdd(&hist[digit], static_cast<uint32_t>(__popc(peers)));
       }
       __syncthreads();
       if (warp == 0) {  // lane l holds digits 255 - 8 l down to 248 - 8 l

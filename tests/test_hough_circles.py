@@ -585,17 +585,29 @@ def test_cuda_map_ops_equal_cpu_bitwise(shape, radii):
         assert_equal(index, cpu_index)
 
 
+_DETECTION_MAPS = {}
+
+
+def detection_maps():
+    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once
+    for every variant. min_distance 0 makes every positive centre a peak: 240k candidates, a pool
+    (k=1000) too large for one select pass."""
+    if not _DETECTION_MAPS:
+        g = torch.Generator().manual_seed(25)
+        for dtype in (torch.int32, torch.float32):
+            scores = (torch.rand(2, 400, 600, generator=g) * 50).to(dtype)
+            index = torch.randint(0, 3, (2, 400, 600), generator=g)
+            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1)):
+                for threshold in (None, 10.0):
+                    expected = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance,
+                                                                    threshold)
+                    _DETECTION_MAPS[(dtype, k, min_distance, threshold)] = (scores, index, expected)
+    return _DETECTION_MAPS
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("k,min_distance", [(16, 5), (64, 0), (1000, 1), (7, 20)])
-def test_cuda_circle_detections_equal_cpu_bitwise(k, min_distance):
-    g = torch.Generator().manual_seed(25)
-    for dtype in (torch.int32, torch.float32):
-        # 600 x 900 with min_distance 0: ~540k candidates, a pool too large for one select pass
-        scores = (torch.rand(2, 600, 900, generator=g) * 50).to(dtype)
-        index = torch.randint(0, 3, (2, 600, 900), generator=g)
-        for threshold in (None, 10.0):
-            cpu = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance, threshold)
-            cuda = torch.ops.pointops.circle_detections(scores.cuda(), index.cuda(), [4, 8, 12], k, min_distance,
-                                                        threshold)
-            assert_equal(cuda[0], cpu[0])
-            assert_equal(cuda[1], cpu[1])
+def test_cuda_circle_detections_equal_cpu_bitwise():
+    for (_, k, min_distance, threshold), (scores, index, expected) in detection_maps().items():
+        cuda = torch.ops.pointops.circle_detections(scores.cuda(), index.cuda(), [4, 8, 12], k, min_distance, threshold)
+        assert_equal(cuda[0], expected[0])
+        assert_equal(cuda[1], expected[1])

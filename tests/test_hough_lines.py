@@ -311,19 +311,35 @@ def test_cuda_equals_cpu_bitwise(shape, n_theta):
                  pointops.hough_lines_points(far, [12000, 12000], theta))
 
 
+_LINE_MAPS = {}
+
+
+def line_maps():
+    """Random (1, 1601, 180) accumulators (a 640 x 480 image's) and their CPU detections, built once
+    for every variant; random votes: many peaks, so the select pool is large."""
+    if not _LINE_MAPS:
+        g = torch.Generator().manual_seed(13)
+        theta = pointops.line_angles(180)
+        for dtype in (torch.int32, torch.float32):
+            acc = (torch.rand(1, 1601, 180, generator=g) * 30).to(dtype)
+            for k in (4, 16, 500):
+                for glue, threshold in ((True, None), (False, None), (True, 12.0)):
+                    expected = torch.ops.pointops.line_detections(acc, theta, k, 9, 10, threshold, glue)
+                    _LINE_MAPS[(dtype, k, glue, threshold)] = (acc, expected)
+    return _LINE_MAPS
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("k", [4, 16, 500])
-def test_cuda_line_detections_equal_cpu_bitwise(k):
-    g = torch.Generator().manual_seed(13)
-    # the 1920 x 1080 accumulator's shape; random votes: many peaks, so the select pool is large
-    for dtype in (torch.int32, torch.float32):
-        acc = (torch.rand(2, 4407, 180, generator=g) * 30).to(dtype)
-        for glue, threshold in ((True, None), (False, None), (True, 12.0)):
-            theta = pointops.line_angles(180)
-            cpu = torch.ops.pointops.line_detections(acc, theta, k, 9, 10, threshold, glue)
-            cuda = torch.ops.pointops.line_detections(acc.cuda(), theta, k, 9, 10, threshold, glue)
-            assert_equal(cuda[0], cpu[0])
-            assert_equal(cuda[1], cpu[1])
+def test_cuda_line_detections_equal_cpu_bitwise():
+    theta = pointops.line_angles(180)
+    for (_, k, glue, threshold), (acc, expected) in line_maps().items():
+        cuda = torch.ops.pointops.line_detections(acc.cuda(), theta, k, 9, 10, threshold, glue)
+        assert_equal(cuda[0], expected[0])
+        assert_equal(cuda[1], expected[1])
+
+
+@pytest.mark.cuda
+def test_cuda_detect_lines_equals_cpu_bitwise():
     edges = random_edges(1, 1080, 1920, density=0.05, seed=14)
     cpu = pointops.detect_lines(edges, 16)
     cuda = pointops.detect_lines(edges.cuda(), 16)

@@ -78,6 +78,14 @@ TORCH_LIBRARY(pointops, m) {
   m.def("hough_circles_max(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float? -> (B, 2 ceil(hypot(height, width)) + 1, T) int32 (float32 if weighted)
   m.def("hough_lines(Tensor points, Tensor? lengths, Tensor? weights, int height, int width, float[] theta) -> Tensor");
+  // edges (B,H,W) any dtype (nonzero = edge) -> (B,R,H,W) int32: hough_circles of the edge pixels
+  m.def("hough_circles_map(Tensor edges, int[] radii) -> Tensor");
+  // as hough_circles_map -> best score over radii (B,H,W) int32 (float32 if normalize), its first radius index (B,H,W) int64
+  m.def("hough_circles_max_map(Tensor edges, int[] radii, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
+  // scores (B,H,W) int32/float32, radius_index (B,H,W) int64 -> circles (B,k,3) float32 (x,y,r) NaN padded, votes (B,k) float32
+  m.def("circle_detections(Tensor scores, Tensor radius_index, int[] radii, int k, int min_distance, float? threshold) -> (Tensor circles, Tensor votes)");
+  // acc (B,n_rho,T) int32/float32 -> lines (B,k,2) float32 (rho,theta) NaN padded, votes (B,k) float32
+  m.def("line_detections(Tensor acc, float[] theta, int k, int min_distance, int min_angle, float? threshold, bool glue) -> (Tensor lines, Tensor votes)");
 
   // ---- ppf: point pair features ----
 }

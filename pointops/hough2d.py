@@ -56,6 +56,38 @@ def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, 
     return points.new_empty(shape, dtype=dtype), points.new_empty(shape, dtype=torch.int64)
 
 
+@torch.library.register_fake("pointops::hough_circles_map")
+def _hough_circles_map_fake(edges, radii):
+    torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
+    torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    return edges.new_empty((edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), dtype=torch.int32)
+
+
+@torch.library.register_fake("pointops::hough_circles_max_map")
+def _hough_circles_max_map_fake(edges, radii, normalize=False):
+    torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
+    torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max_map")
+    shape = (edges.shape[0], edges.shape[1], edges.shape[2])
+    return (edges.new_empty(shape, dtype=torch.float32 if normalize else torch.int32),
+            edges.new_empty(shape, dtype=torch.int64))
+
+
+@torch.library.register_fake("pointops::circle_detections")
+def _circle_detections_fake(scores, radius_index, radii, k, min_distance, threshold):
+    torch._check(scores.dim() == 3, lambda: f"scores must have shape (B, H, W), got {tuple(scores.shape)}")
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    batch = scores.shape[0]
+    return (scores.new_empty((batch, k, 3), dtype=torch.float32), scores.new_empty((batch, k), dtype=torch.float32))
+
+
+@torch.library.register_fake("pointops::line_detections")
+def _line_detections_fake(acc, theta, k, min_distance, min_angle, threshold, glue):
+    torch._check(acc.dim() == 3, lambda: f"acc must have shape (B, n_rho, T), got {tuple(acc.shape)}")
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    batch = acc.shape[0]
+    return (acc.new_empty((batch, k, 2), dtype=torch.float32), acc.new_empty((batch, k), dtype=torch.float32))
+
+
 def rho_offset(height: int, width: int) -> int:
     """ceil(sqrt(height^2 + width^2)): rho bin d of :func:`hough_lines` is the distance d - offset
     (scikit-image's formula, in float64)."""
@@ -129,9 +161,13 @@ def _gather_pixels(maps: Tensor, points: Tensor) -> Tensor:
     return values.transpose(1, 2).to(torch.float32)
 
 
-def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
+def _check_map(edges: Tensor) -> None:
     if edges.dim() != 3:
         raise ValueError("edges must have shape (B, H, W), got " + str(edges.dim()) + " dims")
+
+
+def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
+    _check_map(edges)
     points, lengths = torch.ops.pointops.edge_points(edges, -1)
     weights: Optional[Tensor] = None
     if weighted:
@@ -187,10 +223,17 @@ def hough_circles(
     Returns:
         (B, R, H, W): int32 counts, float32 if weighted or normalize. ``acc[b, i, y, x]`` is the
         score of the circle of radius ``radii[i]`` centred at pixel (x, y).
+
+    Plain votes (not weighted, no gradients) go through ``pointops::hough_circles_map``, which
+    reads the map itself (its CUDA kernels are chosen with ``POINTOPS_CIRCLES_VARIANT``, same bits).
     """
-    points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
-    acc = torch.ops.pointops.hough_circles(points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii,
-                                           max_angle)
+    if not weighted and gradients is None:  # an edge map's plain votes: no point list needed
+        _check_map(edges)
+        acc = torch.ops.pointops.hough_circles_map(edges, radii)
+    else:
+        points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
+        acc = torch.ops.pointops.hough_circles(points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii,
+                                               max_angle)
     return _normalized(acc, radii) if normalize else acc
 
 
@@ -210,8 +253,12 @@ def hough_circles_max(
     Returns:
         scores (B, H, W): int32 counts, float32 if weighted or normalize; radius_index (B, H, W)
         int64, the first radius (index into ``radii``) with that score. Equal to
-        ``hough_circles(edges, radii, ...).max(1)`` bit for bit.
+        ``hough_circles(edges, radii, ...).max(1)`` bit for bit. Plain votes go through
+        ``pointops::hough_circles_max_map``, as :func:`hough_circles`.
     """
+    if not weighted and gradients is None:
+        _check_map(edges)
+        return torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
     points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
     return torch.ops.pointops.hough_circles_max(points, lengths, weights, grads, edges.shape[1], edges.shape[2],
                                                 radii, max_angle, normalize)

@@ -62,11 +62,57 @@ def _hough_lines_samples(device: str) -> List[tuple]:
     ]
 
 
+def _hough_circles_map_samples(device: str) -> List[tuple]:
+    edges = _edges(device)
+    return [
+        (edges, [0, 2, 5, 30]),
+        (edges.float() * 0.5, [3, 4, 3]),
+        (edges[:, :0], [2]),
+        (edges, []),
+    ]
+
+
+def _hough_circles_max_map_samples(device: str) -> List[tuple]:
+    edges = _edges(device)
+    return [
+        (edges, [0, 2, 5, 30], False),
+        (edges.to(torch.uint8), [4, 3, 4], True),
+        (edges[:0], [2], False),
+    ]
+
+
+def _circle_detections_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(3)
+    scores = torch.randint(0, 6, (2, 9, 11), generator=g, dtype=torch.int32).to(device)
+    index = torch.randint(0, 3, (2, 9, 11), generator=g).to(device)
+    return [
+        (scores, index, [4, 6, 8], 3, 1, None),
+        (scores.float() / 7, index, [4, 6, 8], 5, 0, 0.2),
+        (scores[:, :0], index[:, :0], [4], 0, 1, None),  # (NaN rows fail opcheck's equality)
+        (scores, index, [4, 6, 8], 0, 2, 1.0),
+    ]
+
+
+def _line_detections_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(4)
+    acc = torch.randint(0, 6, (2, 21, 12), generator=g, dtype=torch.int32).to(device)
+    return [
+        (acc, pointops.line_angles(12), 3, 2, 2, None, True),
+        (acc.float() / 3, [0.1 * j for j in range(12)], 4, 1, 3, 0.5, False),
+        (acc[:0], pointops.line_angles(12), 2, 9, 10, None, True),
+        (acc[:, :, :0], [], 0, 9, 10, None, False),  # (NaN rows fail opcheck's equality)
+    ]
+
+
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "edge_points": _edge_points_samples,
     "hough_circles": _hough_circles_samples,
     "hough_circles_max": _hough_circles_max_samples,
     "hough_lines": _hough_lines_samples,
+    "hough_circles_map": _hough_circles_map_samples,
+    "hough_circles_max_map": _hough_circles_max_map_samples,
+    "circle_detections": _circle_detections_samples,
+    "line_detections": _line_detections_samples,
 }
 
 

@@ -17,6 +17,33 @@ NAN = float("nan")
 INF = float("inf")
 
 
+# Every implementation the environment selects (csrc/hough/circles_map.h, detections.h) must give the
+# same bits: each test runs once per variant. The fused detections exist on CUDA only.
+VARIANTS = {
+    "default": {},
+    "bitmap": {"POINTOPS_CIRCLES_VARIANT": "bitmap"},
+    "bitmap_reuse": {"POINTOPS_CIRCLES_VARIANT": "bitmap_reuse"},
+    "fused": {"POINTOPS_DETECT_VARIANT": "fused"},
+}
+CUDA_ONLY = {"fused"}
+VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
+
+
+@pytest.fixture(autouse=True, params=sorted(VARIANTS))
+def variant(request, monkeypatch):
+    name = request.param
+    if name in CUDA_ONLY:
+        on_cuda = request.node.get_closest_marker("cuda") is not None or (
+            "device" in request.fixturenames and request.getfixturevalue("device") == "cuda")
+        if not on_cuda:
+            pytest.skip("a CUDA-only variant: the CPU runs the default")
+    for variable in VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in VARIANTS[name].items():
+        monkeypatch.setenv(variable, value)
+    return name
+
+
 def random_edges(batch, height, width, density=0.1, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(batch, height, width, generator=g) < density
@@ -235,6 +262,81 @@ def test_circles_max_edge_cases(device):
         pointops.hough_circles_max(edges, [])
 
 
+# ---- edge maps: hough_circles_map, hough_circles_max_map ----
+
+def points_path(edges, radii, normalize=None):
+    """The same accumulator through edge_points and the point-list op."""
+    points, lengths = pointops.edge_points(edges)
+    if normalize is None:
+        return torch.ops.pointops.hough_circles(points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0)
+    return torch.ops.pointops.hough_circles_max(points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0,
+                                                normalize)
+
+
+@pytest.mark.parametrize("case", [
+    ((2, 31, 46), 0.08, [0, 1, 2, 3, 7, 12, 20, 40, 80]),  # radii larger than the image
+    ((1, 70, 100), 0.3, list(range(5, 60, 3))),  # several bands and lists of radii
+    ((3, 17, 33), 0.9, [0, 1, 2, 40]),  # dense: counts reach the ring sizes (every bit plane)
+    ((1, 9, 2100), 0.05, [3, 9, 40]),  # wider than 1,024 pixels: two column tiles
+    ((1, 40, 50), 0.5, [500, 2000, 3]),  # rings of 2,800 and 11,300 offsets (12 and 14 planes)
+    ((1, 24, 30), 0.1, list(range(3, 300))),  # more than 256 radii: at least two lists
+])
+def test_map_ops_equal_the_point_path(device, case):
+    shape, density, radii = case
+    edges = random_edges(*shape, density=density, seed=21).to(device)
+    assert_equal(torch.ops.pointops.hough_circles_map(edges, radii), points_path(edges, radii))
+    for normalize in (False, True):
+        scores, index = torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
+        expected_scores, expected_index = points_path(edges, radii, normalize)
+        assert_equal(scores, expected_scores)
+        assert_equal(index, expected_index)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64, torch.float16, torch.float32])
+def test_map_ops_take_any_dtype(device, dtype):
+    edges = random_edges(2, 20, 37, 0.2, seed=22).to(dtype)
+    if dtype.is_floating_point:
+        edges[0, 3, 4] = NAN  # nonzero: an edge
+        edges[0, 3, 5] = -0.0  # zero
+    expected = points_path(edges.to(device), [2, 5, 9])
+    assert_equal(torch.ops.pointops.hough_circles_map(edges.to(device), [2, 5, 9]), expected)
+    assert_equal(torch.ops.pointops.hough_circles_max_map(edges.to(device), [5, 2, 9], False)[1],
+                 points_path(edges.to(device), [5, 2, 9], False)[1])
+
+
+def test_map_ops_empty(device):
+    edges = torch.zeros(2, 10, 12, dtype=torch.bool, device=device)
+    assert_equal(torch.ops.pointops.hough_circles_map(edges, [1, 3]), torch.zeros(2, 2, 10, 12, dtype=torch.int32))
+    assert torch.ops.pointops.hough_circles_map(edges, []).shape == (2, 0, 10, 12)
+    assert torch.ops.pointops.hough_circles_map(edges[:, :0], [2]).shape == (2, 1, 0, 12)
+    scores, index = torch.ops.pointops.hough_circles_max_map(edges[:0], [2], True)
+    assert scores.shape == (0, 10, 12) and scores.dtype == torch.float32 and index.dtype == torch.int64
+    scores, index = torch.ops.pointops.hough_circles_max_map(edges, [4, 2], False)
+    assert_equal(scores, torch.zeros(2, 10, 12, dtype=torch.int32))
+    assert_equal(index, torch.zeros(2, 10, 12, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(4, 4), [1]), r"edges must have shape \(B, H, W\)"),
+    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 40000, dtype=torch.bool), [1]),
+     r"edges must have H and W in \[0, 32767\], got shape \[1, 4, 40000\]"),
+    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4, dtype=torch.complex64), [1]),
+     "edges must be a real or bool tensor, got ComplexFloat"),
+    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [3, -1]), r"radii must be in \[0, 32767\], got \[3, -1\]"),
+    (lambda: torch.ops.pointops.hough_circles_max_map(torch.ones(1, 4, 4), [], False),
+     "radii must hold at least one radius for hough_circles_max_map"),
+])
+def test_map_errors(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+def test_unknown_variant_is_an_error(monkeypatch):
+    monkeypatch.setenv("POINTOPS_CIRCLES_VARIANT", "fastest")
+    with pytest.raises(RuntimeError, match="POINTOPS_CIRCLES_VARIANT must be one of points, bitmap, bitmap_reuse, got 'fastest'"):
+        torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [1])
+
+
 # ---- edge cases and errors ----
 
 def test_empty_inputs(device):
@@ -362,6 +464,71 @@ def test_detect_circles_padding_and_empty(device):
     assert torch.isnan(pointops.detect_circles(edges.to(device), [], k=2).circles).all()
 
 
+def test_detect_circles_negative_scores_give_padding(device):
+    # every score below 0: no peak, and the default threshold (half the best score) is negative;
+    # the padding rows stay NaN
+    edges = torch.zeros(1, 12, 14)
+    edges[0, 6, 7] = -1.0
+    det = pointops.detect_circles(edges.to(device), [2, 3], k=3, weighted=True)
+    assert torch.isnan(det.circles.cpu()).all() and (det.votes.cpu() == 0).all()
+
+
+def circle_detections_reference(scores, radius_index, radii, k, min_distance, threshold):
+    """circle_detections' rules spelled out with hough_peaks (detections.h)."""
+    min_votes = 0.0 if threshold is None else max(threshold, 0.0)
+    votes, index = pointops.hough_peaks(scores, [min_distance, min_distance], k, min_votes=min_votes)
+    limit = torch.tensor(min_votes, dtype=torch.float32) if threshold is not None else \
+        0.5 * scores.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+    keep = (index[..., 0] >= 0) & (votes.to(torch.float32) > limit)
+    flat = (index[..., 0] * scores.shape[2] + index[..., 1]).clamp(min=0)
+    r = torch.tensor(radii)[radius_index.flatten(1).gather(1, flat)]
+    circles = torch.stack([index[..., 1], index[..., 0], r], -1).to(torch.float32)
+    return (torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, NAN)),
+            torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+@pytest.mark.parametrize("threshold", [None, 0.0, 2.5, -1.0])
+def test_circle_detections_match_the_rules(device, dtype, threshold):
+    g = torch.Generator().manual_seed(23)
+    scores = torch.randint(-1, 7, (3, 37, 41), generator=g).to(dtype)
+    if dtype == torch.float32:
+        scores = scores + torch.rand(3, 37, 41, generator=g).round(decimals=1)  # ties and near-ties
+    index = torch.randint(0, 4, (3, 37, 41), generator=g)
+    radii = [5, 9, 11, 30]
+    for k, min_distance in ((5, 2), (40, 0), (3, 7)):
+        expected = circle_detections_reference(scores, index, radii, k, min_distance, threshold)
+        actual = torch.ops.pointops.circle_detections(scores.to(device), index.to(device), radii, k, min_distance,
+                                                      threshold)
+        assert_equal(actual[0], expected[0])
+        assert_equal(actual[1], expected[1])
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(4, 4), torch.zeros(4, 4, dtype=torch.long), [1], 2, 1,
+                                                  None), r"scores must have shape \(B, H, W\)"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4, dtype=torch.double), torch.zeros(1, 4, 4, dtype=torch.long),
+                                                  [1], 2, 1, None), "scores must be int32 or float32, got Double"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 5, dtype=torch.long), [1], 2, 1,
+                                                  None), r"radius_index must have shape \[1, 4, 4\], got \[1, 4, 5\]"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.int), [1], 2, 1,
+                                                  None), "radius_index must be Long, got Int"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], -1, 1,
+                                                  None), "k must be >= 0, got -1"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, -2,
+                                                  None), "min_distance must be >= 0, got -2"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, 1,
+                                                  NAN), "threshold must not be NaN"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [], 2, 1,
+                                                  None), "radii must hold at least one radius for circle_detections"),
+    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [40000], 2,
+                                                  1, None), r"radii must be in \[0, 32767\], got \[40000\]"),
+])
+def test_circle_detections_errors(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
 def test_circle_peaks_ties_go_to_the_first_radius_and_lowest_index():
     acc = torch.zeros(1, 3, 6, 6, dtype=torch.int32)
     acc[0, 1, 2, 2] = acc[0, 2, 2, 2] = 5  # one centre, two radii tie: the first wins
@@ -398,3 +565,49 @@ def test_cuda_equals_cpu_bitwise(shape, radii):
     points, lengths = ragged_points(3)
     cpu = pointops.hough_circles_points(points, [1, 7, 13], [24, 30], lengths)
     assert_equal(pointops.hough_circles_points(points.cuda(), [1, 7, 13], [24, 30], lengths.cuda()), cpu)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape,radii", [
+    ((2, 130, 150), list(range(10, 26))),  # 16 radii: the lists split 8 ways
+    ((64, 40, 48), [5, 7, 9]),  # a batch: one list, 8 words' warps per block
+    ((1, 300, 1500), [20, 45, 70]),  # two column tiles of 24 words, rows spanning several blocks
+    ((1, 7, 5), [0, 1, 2, 3]),  # one word per row
+])
+def test_cuda_map_ops_equal_cpu_bitwise(shape, radii):
+    edges = random_edges(*shape, density=0.1, seed=24)
+    cpu = torch.ops.pointops.hough_circles_map(edges, radii)
+    assert_equal(torch.ops.pointops.hough_circles_map(edges.cuda(), radii), cpu)
+    for normalize in (False, True):
+        cpu_scores, cpu_index = torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
+        scores, index = torch.ops.pointops.hough_circles_max_map(edges.cuda(), radii, normalize)
+        assert_equal(scores, cpu_scores)
+        assert_equal(index, cpu_index)
+
+
+_DETECTION_MAPS = {}
+
+
+def detection_maps():
+    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once
+    for every variant. min_distance 0 makes every positive centre a peak: 240k candidates, a pool
+    (k=1000) too large for one select pass."""
+    if not _DETECTION_MAPS:
+        g = torch.Generator().manual_seed(25)
+        for dtype in (torch.int32, torch.float32):
+            scores = (torch.rand(2, 400, 600, generator=g) * 50).to(dtype)
+            index = torch.randint(0, 3, (2, 400, 600), generator=g)
+            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1)):
+                for threshold in (None, 10.0):
+                    expected = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance,
+                                                                    threshold)
+                    _DETECTION_MAPS[(dtype, k, min_distance, threshold)] = (scores, index, expected)
+    return _DETECTION_MAPS
+
+
+@pytest.mark.cuda
+def test_cuda_circle_detections_equal_cpu_bitwise():
+    for (_, k, min_distance, threshold), (scores, index, expected) in detection_maps().items():
+        cuda = torch.ops.pointops.circle_detections(scores.cuda(), index.cuda(), [4, 8, 12], k, min_distance, threshold)
+        assert_equal(cuda[0], expected[0])
+        assert_equal(cuda[1], expected[1])

@@ -16,6 +16,32 @@ NAN = float("nan")
 INF = float("inf")
 
 
+# Every implementation the environment selects (csrc/hough/lines_cuda.cu, detections.h) must give
+# the same bits: each test runs once per variant; both non-default ones exist on CUDA only.
+VARIANTS = {
+    "default": {},
+    "fused": {"POINTOPS_DETECT_VARIANT": "fused"},
+    "pipelined": {"POINTOPS_LINES_VARIANT": "pipelined"},
+}
+CUDA_ONLY = {"fused", "pipelined"}
+VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
+
+
+@pytest.fixture(autouse=True, params=sorted(VARIANTS))
+def variant(request, monkeypatch):
+    name = request.param
+    if name in CUDA_ONLY:
+        on_cuda = request.node.get_closest_marker("cuda") is not None or (
+            "device" in request.fixturenames and request.getfixturevalue("device") == "cuda")
+        if not on_cuda:
+            pytest.skip("a CUDA-only variant: the CPU runs the default")
+    for variable in VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in VARIANTS[name].items():
+        monkeypatch.setenv(variable, value)
+    return name
+
+
 def random_edges(batch, height, width, density=0.1, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(batch, height, width, generator=g) < density
@@ -195,6 +221,77 @@ def test_line_peaks_padding_and_empty(device):
     assert empty.lines.shape == (0, 2, 2)
 
 
+def line_detections_reference(acc, theta, k, min_distance, min_angle, threshold, glue):
+    """line_detections' rules spelled out with hough_peaks (detections.h)."""
+    n_rho, n_theta = acc.shape[1:]
+    full = torch.cat([acc, acc.flip(1)], 2) if glue else acc
+    wanted = 2 * k if glue else k
+    votes, index = pointops.hough_peaks(full, [min_distance, min(min_angle, n_theta)], wanted,
+                                        min_votes=0.0 if threshold is None else threshold, periodic=[False, glue])
+    limit = torch.tensor(threshold, dtype=torch.float32) if threshold is not None else \
+        0.5 * acc.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+    valid = (index[..., 0] >= 0) & (votes.to(torch.float32) > limit)
+    lines = torch.full((acc.shape[0], k, 2), NAN)
+    out_votes = torch.zeros(acc.shape[0], k)
+    for b in range(acc.shape[0]):
+        seen, slot = set(), 0
+        for i in range(wanted):
+            if not valid[b, i]:
+                continue
+            d, j = int(index[b, i, 0]), int(index[b, i, 1])
+            if j >= n_theta:
+                d, j = n_rho - 1 - d, j - n_theta
+            if (d, j) in seen:
+                continue
+            seen.add((d, j))
+            if slot < k:
+                lines[b, slot] = torch.tensor([d - (n_rho - 1) // 2, theta[j]], dtype=torch.float64).to(torch.float32)
+                out_votes[b, slot] = votes[b, i].to(torch.float32)
+            slot += 1
+    return lines, out_votes
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+@pytest.mark.parametrize("glue", [True, False])
+@pytest.mark.parametrize("threshold", [None, 2.0])
+def test_line_detections_match_the_rules(device, dtype, glue, threshold):
+    g = torch.Generator().manual_seed(12)
+    acc = torch.randint(-1, 6, (2, 45, 36), generator=g).to(dtype)
+    theta = pointops.line_angles(36)
+    for k, min_distance, min_angle in ((4, 3, 2), (30, 0, 0), (3, 9, 40)):
+        expected = line_detections_reference(acc, theta, k, min_distance, min_angle, threshold, glue)
+        actual = torch.ops.pointops.line_detections(acc.to(device), theta, k, min_distance, min_angle, threshold, glue)
+        assert_equal(actual[0], expected[0])
+        assert_equal(actual[1], expected[1])
+
+
+def test_line_detections_empty(device):
+    acc = torch.zeros(2, 0, 180, dtype=torch.int32, device=device)
+    lines, votes = torch.ops.pointops.line_detections(acc, pointops.line_angles(), 3, 9, 10, None, True)
+    assert lines.shape == (2, 3, 2) and torch.isnan(lines).all() and (votes == 0).all()
+    lines, votes = torch.ops.pointops.line_detections(torch.zeros(2, 5, 0, device=device), [], 2, 9, 10, None, False)
+    assert torch.isnan(lines).all()
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: torch.ops.pointops.line_detections(torch.ones(4, 4), [0.0] * 4, 2, 1, 1, None, False),
+     r"acc must have shape \(B, n_rho, T\)"),
+    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4, dtype=torch.long), [0.0] * 4, 2, 1, 1, None, False),
+     "acc must be int32 or float32, got Long"),
+    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 3, 2, 1, 1, None, False),
+     r"theta must have one angle per column of acc \(4\), got 3"),
+    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, -1, 1, 1, None, False),
+     "k must be >= 0, got -1"),
+    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, -3, None, False),
+     "min_angle must be >= 0, got -3"),
+    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, 1, NAN, False),
+     "threshold must not be NaN"),
+])
+def test_line_detections_errors(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
 # ---- CPU == CUDA ----
 
 @pytest.mark.cuda
@@ -212,3 +309,39 @@ def test_cuda_equals_cpu_bitwise(shape, n_theta):
     far = torch.randint(0, 12000, (1, 300, 2), generator=torch.Generator().manual_seed(11))
     assert_equal(pointops.hough_lines_points(far.cuda(), [12000, 12000], theta),
                  pointops.hough_lines_points(far, [12000, 12000], theta))
+
+
+_LINE_MAPS = {}
+
+
+def line_maps():
+    """Random (1, 1601, 180) accumulators (a 640 x 480 image's) and their CPU detections, built once
+    for every variant; random votes: many peaks, so the select pool is large."""
+    if not _LINE_MAPS:
+        g = torch.Generator().manual_seed(13)
+        theta = pointops.line_angles(180)
+        for dtype in (torch.int32, torch.float32):
+            acc = (torch.rand(1, 1601, 180, generator=g) * 30).to(dtype)
+            for k in (4, 16, 500):
+                for glue, threshold in ((True, None), (False, None), (True, 12.0)):
+                    expected = torch.ops.pointops.line_detections(acc, theta, k, 9, 10, threshold, glue)
+                    _LINE_MAPS[(dtype, k, glue, threshold)] = (acc, expected)
+    return _LINE_MAPS
+
+
+@pytest.mark.cuda
+def test_cuda_line_detections_equal_cpu_bitwise():
+    theta = pointops.line_angles(180)
+    for (_, k, glue, threshold), (acc, expected) in line_maps().items():
+        cuda = torch.ops.pointops.line_detections(acc.cuda(), theta, k, 9, 10, threshold, glue)
+        assert_equal(cuda[0], expected[0])
+        assert_equal(cuda[1], expected[1])
+
+
+@pytest.mark.cuda
+def test_cuda_detect_lines_equals_cpu_bitwise():
+    edges = random_edges(1, 1080, 1920, density=0.05, seed=14)
+    cpu = pointops.detect_lines(edges, 16)
+    cuda = pointops.detect_lines(edges.cuda(), 16)
+    assert_equal(cuda.lines, cpu.lines)
+    assert_equal(cuda.votes, cpu.votes)

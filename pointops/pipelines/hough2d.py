@@ -1,8 +1,9 @@
 """Circle and line detection on the 2D Hough ops, and seeded test images with known shapes.
 
-``detect_circles`` / ``detect_lines`` are batched pure-torch pipelines over
-``pointops.hough2d`` and ``pointops.hough_peaks``: on the edges' device, no host sync, fixed
-output sizes (k rows, NaN padded). They follow scikit-image's ``hough_circle_peaks`` and
+``detect_circles`` / ``detect_lines`` are batched pipelines of two ops each: an accumulator
+(``pointops.hough2d``) and ``circle_detections`` / ``line_detections`` (non-maximum suppression,
+top-k, threshold and decoding in one op, csrc/hough/detections.h): on the edges' device, no host
+sync, fixed output sizes (k rows, NaN padded). They follow scikit-image's ``hough_circle_peaks`` and
 ``hough_line_peaks`` where those are well defined; docs/hough2d.md lists where they differ.
 ``synthetic_edges`` draws edge images with known circles and lines (torch only, seeded) for tests,
 benchmarks and demos.
@@ -13,8 +14,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..hough import hough_peaks
-from ..hough2d import host_table, hough_circles_max, hough_lines, line_angles
+from ..hough2d import hough_circles_max, hough_lines, line_angles
 
 
 class CircleDetections(NamedTuple):
@@ -25,34 +25,6 @@ class CircleDetections(NamedTuple):
 class LineDetections(NamedTuple):
     lines: Tensor  # (B, k, 2) float32 (rho, theta): x cos(theta) + y sin(theta) = rho; NaN rows where fewer
     votes: Tensor  # (B, k) float32: the accumulator value of each line; 0 where none
-
-
-def _threshold(acc: Tensor, votes: Tensor, threshold: Optional[float]) -> Tensor:
-    """Which peaks pass: votes > threshold, or > half the image's largest vote (scikit-image's
-    default) when threshold is None; (B, k) bool."""
-    if threshold is None:
-        limit = 0.5 * acc.flatten(1).amax(1).to(torch.float32)
-        return votes.to(torch.float32) > limit.unsqueeze(1)
-    return votes.to(torch.float32) > threshold
-
-
-def _centre_peaks(best: Tensor, arg: Tensor, radii: List[int], k: int, min_distance: int,
-                  threshold: Optional[float]) -> CircleDetections:
-    """Peaks of the best-radius map best (B, H, W) with its radius indices arg."""
-    batch, height, width = best.shape
-    if height * width == 0:
-        return CircleDetections(torch.full((batch, k, 3), math.nan, device=best.device),
-                                torch.zeros(batch, k, device=best.device))
-    # a threshold below 0 is 0: peaks have votes > 0, and padding (votes 0) never passes
-    min_votes = 0.0 if threshold is None else max(threshold, 0.0)
-    votes, index = hough_peaks(best, [min_distance, min_distance], k, min_votes=min_votes)
-    keep = _threshold(best, votes, None if threshold is None else min_votes)
-    y, x = index[..., 0], index[..., 1]
-    radius_index = arg.flatten(1).gather(1, (y * width + x).clamp(min=0))
-    r = host_table(torch.tensor(radii, dtype=torch.int64), best.device)[radius_index]
-    circles = torch.stack([x, y, r], -1).to(torch.float32)
-    circles = torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, math.nan))
-    return CircleDetections(circles, torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
 
 
 def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
@@ -69,7 +41,8 @@ def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
         return CircleDetections(torch.full((batch, k, 3), math.nan, device=acc.device),
                                 torch.zeros(batch, k, device=acc.device))
     best, arg = acc.max(1)
-    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
+    circles, votes = torch.ops.pointops.circle_detections(best, arg, radii, k, min_distance, threshold)
+    return CircleDetections(circles, votes)
 
 
 def detect_circles(
@@ -101,10 +74,12 @@ def detect_circles(
     if len(radii) == 0:
         return CircleDetections(torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
                                 torch.zeros(edges.shape[0], k, device=edges.device))
-    # the best radius per centre straight from the votes: no (B, R, H, W) accumulator
+    # the best radius per centre straight from the votes: no (B, R, H, W) accumulator; then
+    # suppression, top-k, threshold and decoding in one op
     best, arg = hough_circles_max(edges, radii, weighted=weighted, normalize=normalize, gradients=gradients,
                                   max_angle=max_angle)
-    return _centre_peaks(best, arg, radii, k, min_distance, threshold)
+    circles, votes = torch.ops.pointops.circle_detections(best, arg, radii, k, min_distance, threshold)
+    return CircleDetections(circles, votes)
 
 
 def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_distance: int = 9,
@@ -113,46 +88,14 @@ def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_dis
 
     A bin is a line when no bin within ``min_distance`` rho bins and ``min_angle`` angle bins
     scores more (or the same with a lower index) and its score is above ``threshold`` (default:
-    half the image's best). With the default angles (theta None: 180 over [-pi/2, pi/2)) the
+    half the image's best). With the default angles (theta None: T over [-pi/2, pi/2)) the
     angle axis wraps around as lines do: the line (rho, theta) is (-rho, theta + pi), so angle
     bin T - 1 neighbours bin 0 with rho mirrored. Explicit ``theta`` lists do not wrap.
     """
-    batch, n_rho, n_theta = acc.shape
-    angles = line_angles(n_theta) if theta is None else theta
-    offset = (n_rho - 1) // 2
-    glue = theta is None
-    if glue:
-        # A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
-        # periodic; each line then appears twice and the copies are merged below.
-        full = torch.cat([acc, acc.flip(1)], 2)
-        periodic = [False, True]
-        wanted = 2 * k
-    else:
-        full = acc
-        periodic = [False, False]
-        wanted = k
-    min_votes = 0.0 if threshold is None else threshold
-    votes, index = hough_peaks(full, [min_distance, min(min_angle, n_theta)], wanted, min_votes=min_votes,
-                               periodic=periodic)
-    d, j = index[..., 0], index[..., 1]
-    valid = (d >= 0) & _threshold(acc, votes, threshold) if n_rho * n_theta > 0 else d >= 0
-    if glue:
-        second = j >= n_theta
-        d = torch.where(second, n_rho - 1 - d, d)
-        j = torch.where(second, j - n_theta, j)
-        key = torch.where(valid, d * n_theta + j, -1 - torch.arange(wanted, device=acc.device))
-        earlier = torch.ones(wanted, wanted, dtype=torch.bool, device=acc.device).tril(-1)
-        repeat = ((key.unsqueeze(2) == key.unsqueeze(1)) & earlier).any(2)
-        valid = valid & ~repeat
-        # the first k valid rows, in order
-        order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[:, :k]
-        d, j, votes, valid = d.gather(1, order), j.gather(1, order), votes.gather(1, order), valid.gather(1, order)
-    table = host_table(torch.tensor(angles, dtype=torch.float64), acc.device)
-    rho = (d - offset).to(torch.float32)
-    th = table[j.clamp(min=0)].to(torch.float32) if n_theta > 0 else rho
-    lines = torch.stack([rho, th], -1)
-    lines = torch.where(valid.unsqueeze(-1), lines, torch.full_like(lines, math.nan))
-    return LineDetections(lines, torch.where(valid, votes.to(torch.float32), torch.zeros_like(rho)))
+    angles = line_angles(acc.shape[2]) if theta is None else theta
+    lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
+                                                      theta is None)
+    return LineDetections(lines, votes)
 
 
 def detect_lines(
@@ -179,8 +122,11 @@ def detect_lines(
         LineDetections(lines (B, k, 2) float32 (rho, theta), votes (B, k) float32): the line is
         x cos(theta) + y sin(theta) = rho with (x, y) = (column, row).
     """
-    acc = hough_lines(edges, theta, weighted=weighted)
-    return line_peaks(acc, k, theta, min_distance, min_angle, threshold)
+    angles = line_angles(180) if theta is None else theta  # computed once for both ops
+    acc = hough_lines(edges, angles, weighted=weighted)
+    lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
+                                                      theta is None)
+    return LineDetections(lines, votes)
 
 
 # ---- test images ----

@@ -1,0 +1,90 @@
+// Circle and line detections from 2D Hough maps in one op each: non-maximum suppression, top-k,
+// the vote threshold and the decoding to (x, y, r) / (rho, theta), on the maps' device, with no
+// host sync. The contract shared by the CPU and CUDA kernels.
+//
+// circle_detections(scores, radius_index, radii, k, min_distance, threshold?) -> (circles, votes)
+//   scores        (B, H, W) int32 or float32: the best score of every centre (hough_circles_max).
+//   radius_index  (B, H, W) int64: the index into radii of that score's radius; read only at the
+//                 detected centres, where it must be in [0, R).
+//   radii         R ints: radius i of the circles.
+//   k >= 0, min_distance >= 0, threshold: a float (not NaN) or None.
+//   circles       (B, k, 3) float32 (x, y, r), descending votes; NaN rows past the detections.
+//   votes         (B, k) float32: the score of each circle; 0 on the NaN rows.
+//   Rules: a centre is a candidate when its score is > 0 and >= m, m = max(threshold, 0) (0
+//   without a threshold), and a peak when no centre in the box of half-width min_distance in x
+//   and y beats it (hough_peaks' rule: a larger score, or the same and a lower row-major index).
+//   The k largest peaks (ties to the lower index) are kept when their float32 score is > float32(m)
+//   with a threshold, > 0.5 * float32(max of the image's scores) without; the others become NaN
+//   rows (always the last ones: the test is monotone in the score).
+//
+// line_detections(acc, theta, k, min_distance, min_angle, threshold?, glue) -> (lines, votes)
+//   acc           (B, n_rho, T) int32 or float32: a hough_lines accumulator; offset = (n_rho-1)/2.
+//   theta         T angles: the line of bin (d, j) is x cos(theta_j) + y sin(theta_j) = d - offset.
+//   glue          true for the default angles (T over [-pi/2, pi/2)): the angle axis is glued into
+//                 a circle as lines are, (rho, theta) = (-rho, theta + pi).
+//   lines         (B, k, 2) float32 (rho, theta) (theta rounded from float64), NaN rows past the
+//                 detections; votes (B, k) float32, 0 there.
+//   Rules: without glue, hough_peaks on acc with the box [min_distance, min(min_angle, T)] and
+//   min_votes m = threshold (0 without), the k largest, kept when votes > float32(m), or > 0.5 *
+//   float32(max of acc) without a threshold. With glue, the same on the (B, n_rho, 2T) whole turn
+//   F = [acc, acc flipped along rho], periodic along the angles, with 2k peaks: a peak (d, j) with
+//   j >= T is the line (n_rho - 1 - d, j - T); rows that repeat an earlier kept line, or fail the
+//   threshold, are dropped, and the first k kept rows come back in order.
+//   These are pointops.pipelines.hough2d's circle_peaks / line_peaks rules, bit for bit.
+//
+// Both backends share the generic implementation (hough_peaks and ATen ops, any device; defined
+// in detections_cpu.cpp). CUDA also has a fused one (detections_cuda.cu), chosen with
+// POINTOPS_DETECT_VARIANT=fused, with the same results.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace pointops {
+namespace hough2d {
+
+// Checks shared by both backends (they name the argument, the expectation and the value).
+void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,
+                                  at::IntArrayRef radii, int64_t k, int64_t min_distance,
+                                  std::optional<double> threshold);
+void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
+                                int64_t min_distance, int64_t min_angle,
+                                std::optional<double> threshold);
+
+// The generic implementations (device-agnostic: they run on the tensors' device).
+std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores,
+                                                             const at::Tensor& radius_index,
+                                                             at::IntArrayRef radii, int64_t k,
+                                                             int64_t min_distance,
+                                                             std::optional<double> threshold);
+std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta,
+                                                           int64_t k, int64_t min_distance,
+                                                           int64_t min_angle,
+                                                           std::optional<double> threshold, bool glue);
+
+// The implementation a POINTOPS_<NAME>_VARIANT environment variable selects, or `fallback` when it
+// is unset or empty. Read at every call, so tests and benchmarks can switch between calls; an
+// unknown value is an error that lists the known ones.
+inline std::string variant(const char* env, std::initializer_list<const char*> known, const char* fallback) {
+  const char* value = std::getenv(env);
+  if (value == nullptr || value[0] == '\0') return fallback;
+  std::string list;
+  for (const char* name : known) {
+    if (std::strcmp(value, name) == 0) return value;
+    list += list.empty() ? name : std::string(", ") + name;
+  }
+  TORCH_CHECK(false, env, " must be one of ", list, ", got '", value, "'");
+  return fallback;
+}
+
+inline std::string detect_variant() { return variant("POINTOPS_DETECT_VARIANT", {"generic", "fused"}, "generic"); }
+
+}  // namespace hough2d
+}  // namespace pointops

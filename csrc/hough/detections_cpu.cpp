@@ -1,0 +1,190 @@
+// Circle and line detections (rules in detections.h): the checks and the generic implementation,
+// hough_peaks plus ATen ops on the tensors' own device. The CPU kernels are these; CUDA runs them
+// too unless POINTOPS_DETECT_VARIANT=fused (detections_cuda.cu).
+#include "hough/detections.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/checks.h"
+
+namespace pointops {
+namespace hough2d {
+
+namespace {
+
+// hough_peaks through the dispatcher, so each backend's kernel runs (peaks.h).
+std::tuple<at::Tensor, at::Tensor> call_hough_peaks(const at::Tensor& acc, std::vector<int64_t> radius,
+                                                    std::vector<bool> periodic, double min_votes, int64_t k) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("pointops::hough_peaks", "")
+                       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, at::IntArrayRef,
+                                                                 const c10::List<bool>&, double, int64_t, bool)>();
+  c10::List<bool> flags;
+  for (const bool p : periodic) flags.push_back(p);
+  return op.call(acc, radius, flags, min_votes, k, false);
+}
+
+// A small CPU table on `device` (a stream-ordered copy; on the CPU, the table itself).
+at::Tensor device_table(const at::Tensor& host, const at::Device& device) {
+  return device.is_cpu() ? host : host.to(device, /*non_blocking=*/true);
+}
+
+// Which of votes (B, n) pass the threshold: float32(votes) > float32(threshold), or, without
+// one, > 0.5 * float32(the image's largest value of acc) (the pipelines' _threshold).
+at::Tensor passes(const at::Tensor& acc, const at::Tensor& votes, std::optional<double> threshold) {
+  const at::Tensor v = votes.to(at::kFloat);
+  if (threshold.has_value()) return at::gt(v, *threshold);  // the scalar rounds to float32, as in torch
+  const at::Tensor limit = at::mul(acc.flatten(1).amax(1).to(at::kFloat), 0.5);
+  return at::gt(v, limit.unsqueeze(1));
+}
+
+}  // namespace
+
+void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,
+                                  at::IntArrayRef radii, int64_t k, int64_t min_distance,
+                                  std::optional<double> threshold) {
+  check_dim(scores, "scores", 3, "(B, H, W)");
+  TORCH_CHECK(scores.scalar_type() == at::kInt || scores.scalar_type() == at::kFloat,
+              "scores must be int32 or float32, got ", scores.scalar_type());
+  check_dtype(radius_index, "radius_index", at::kLong);
+  check_shape(radius_index, "radius_index", scores.sizes());
+  check_same_device(radius_index, "radius_index", scores, "scores");
+  check_nonnegative(k, "k");
+  check_nonnegative(min_distance, "min_distance");
+  TORCH_CHECK(!threshold.has_value() || !std::isnan(*threshold), "threshold must not be NaN");
+  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for circle_detections");
+  for (const int64_t r : radii) {
+    TORCH_CHECK(r >= 0 && r <= 32767, "radii must be in [0, 32767], got ", radii);
+  }
+  TORCH_CHECK(scores.size(1) * scores.size(2) <= std::numeric_limits<int32_t>::max(),
+              "scores must have at most 2^31 - 1 centres per image, got shape ", scores.sizes());
+}
+
+void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
+                                int64_t min_distance, int64_t min_angle,
+                                std::optional<double> threshold) {
+  check_dim(acc, "acc", 3, "(B, n_rho, T)");
+  TORCH_CHECK(acc.scalar_type() == at::kInt || acc.scalar_type() == at::kFloat,
+              "acc must be int32 or float32, got ", acc.scalar_type());
+  TORCH_CHECK(static_cast<int64_t>(theta.size()) == acc.size(2), "theta must have one angle per column of acc (",
+              acc.size(2), "), got ", theta.size());
+  check_nonnegative(k, "k");
+  check_nonnegative(min_distance, "min_distance");
+  check_nonnegative(min_angle, "min_angle");
+  TORCH_CHECK(!threshold.has_value() || !std::isnan(*threshold), "threshold must not be NaN");
+  TORCH_CHECK(acc.size(1) * acc.size(2) * 2 <= std::numeric_limits<int32_t>::max(),
+              "acc must have at most 2^30 - 1 bins per image, got shape ", acc.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores,
+                                                             const at::Tensor& radius_index,
+                                                             at::IntArrayRef radii, int64_t k,
+                                                             int64_t min_distance,
+                                                             std::optional<double> threshold) {
+  const int64_t batch = scores.size(0), height = scores.size(1), width = scores.size(2);
+  const at::TensorOptions floats = scores.options().dtype(at::kFloat);
+  if (height * width == 0) {
+    return {at::full({batch, k, 3}, std::numeric_limits<float>::quiet_NaN(), floats), at::zeros({batch, k}, floats)};
+  }
+  // a threshold below 0 is 0: peaks have votes > 0, and padding (votes 0) never passes
+  const std::optional<double> min_votes =
+      threshold.has_value() ? std::optional<double>(std::max(*threshold, 0.0)) : std::nullopt;
+  auto [votes, index] = call_hough_peaks(scores, {min_distance, min_distance}, {false, false}, min_votes.value_or(0.0), k);
+  const at::Tensor y = index.select(2, 0), x = index.select(2, 1);
+  // padding rows (index -1) are never circles, whatever the threshold (an image whose scores
+  // are all negative has a negative default threshold)
+  const at::Tensor keep = at::logical_and(y.ge(0), passes(scores, votes, min_votes));
+  const at::Tensor flat = at::add(at::mul(y, width), x).clamp_min(0);
+  const at::Tensor picked = radius_index.flatten(1).gather(1, flat);
+  const at::Tensor table = device_table(at::tensor(std::vector<int64_t>(radii.begin(), radii.end()), at::kLong),
+                                        scores.device());
+  // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
+  const at::Tensor r = table.index_select(0, picked.clamp(0, table.size(0) - 1).flatten()).view(picked.sizes());
+  at::Tensor circles = at::stack({x, y, r}, -1).to(at::kFloat);
+  circles = at::where(keep.unsqueeze(-1), circles, at::full_like(circles, std::numeric_limits<float>::quiet_NaN()));
+  return {circles, at::where(keep, votes.to(at::kFloat), at::zeros_like(circles.select(2, 0)))};
+}
+
+std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta,
+                                                           int64_t k, int64_t min_distance,
+                                                           int64_t min_angle,
+                                                           std::optional<double> threshold, bool glue) {
+  const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2);
+  if (n_rho * n_theta == 0) {  // no bins: no lines (and hough_peaks cannot decode an empty dim)
+    const at::TensorOptions floats = acc.options().dtype(at::kFloat);
+    return {at::full({batch, k, 2}, std::numeric_limits<float>::quiet_NaN(), floats), at::zeros({batch, k}, floats)};
+  }
+  const int64_t offset = (n_rho - 1) / 2;
+  const int64_t wanted = glue ? 2 * k : k;
+  // A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
+  // periodic; each line then appears twice and the copies are merged below.
+  const at::Tensor full = glue ? at::cat({acc, acc.flip({1})}, 2) : acc;
+  auto [votes, index] = call_hough_peaks(full, {min_distance, std::min(min_angle, n_theta)}, {false, glue},
+                                         threshold.value_or(0.0), wanted);
+  at::Tensor d = index.select(2, 0), j = index.select(2, 1);
+  at::Tensor valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
+  if (glue) {
+    const at::Tensor second = j.ge(n_theta);
+    d = at::where(second, at::rsub(d, n_rho - 1), d);
+    j = at::where(second, at::sub(j, n_theta), j);
+    const at::Tensor unique = at::arange(-1, -1 - wanted, -1, acc.options().dtype(at::kLong));  // -1, -2, ...
+    const at::Tensor key = at::where(valid, at::add(at::mul(d, n_theta), j), unique);
+    const at::Tensor earlier = at::ones({wanted, wanted}, acc.options().dtype(at::kBool)).tril(-1);
+    const at::Tensor repeat = at::logical_and(key.unsqueeze(2).eq(key.unsqueeze(1)), earlier).any(2);
+    valid = at::logical_and(valid, at::logical_not(repeat));
+    // the first k valid rows, in order
+    const at::Tensor order =
+        std::get<1>(at::sort(at::logical_not(valid).to(at::kChar), /*stable=*/true, 1, false)).narrow(1, 0, k);
+    d = d.gather(1, order);
+    j = j.gather(1, order);
+    votes = votes.gather(1, order);
+    valid = valid.gather(1, order);
+  }
+  const at::Tensor rho = at::sub(d, offset).to(at::kFloat);
+  const at::Tensor table = device_table(at::tensor(std::vector<double>(theta.begin(), theta.end()), at::kDouble),
+                                        acc.device());
+  const at::Tensor th = table.index_select(0, j.clamp_min(0).flatten()).view(j.sizes()).to(at::kFloat);
+  at::Tensor lines = at::stack({rho, th}, -1);
+  lines = at::where(valid.unsqueeze(-1), lines, at::full_like(lines, std::numeric_limits<float>::quiet_NaN()));
+  return {lines, at::where(valid, votes.to(at::kFloat), at::zeros_like(rho))};
+}
+
+}  // namespace hough2d
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor> circle_detections_cpu(const at::Tensor& scores, const at::Tensor& radius_index,
+                                                         at::IntArrayRef radii, int64_t k, int64_t min_distance,
+                                                         std::optional<double> threshold) {
+  hough2d::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
+  return hough2d::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
+}
+
+std::tuple<at::Tensor, at::Tensor> line_detections_cpu(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
+                                                       int64_t min_distance, int64_t min_angle,
+                                                       std::optional<double> threshold, bool glue) {
+  hough2d::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
+  return hough2d::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pointops, CPU, m) {
+  m.impl("circle_detections", &circle_detections_cpu);
+  m.impl("line_detections", &line_detections_cpu);
+}
+
+// No gradients: detections, maps of counts and indices (as the other hough2d ops, pointops.cpp).
+TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
+  for (const char* name : {"hough_circles_map", "hough_circles_max_map", "circle_detections", "line_detections"}) {
+    m.impl(name, torch::CppFunction::makeFallthrough());
+  }
+}
+
+}  // namespace pointops

@@ -99,7 +99,9 @@ TORCH_LIBRARY(pointops, m) {
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
-                           "hough_circles_max", "hough_lines", "knn", "knn_packed", "ball_query", "icp_step"}) {
+                           "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
+                           "circle_detections", "line_detections", "knn", "knn_packed", "ball_query",
+                           "icp_step"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

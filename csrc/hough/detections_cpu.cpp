@@ -180,11 +180,4 @@ TORCH_LIBRARY_IMPL(pointops, CPU, m) {
   m.impl("line_detections", &line_detections_cpu);
 }
 
-// No gradients: detections, maps of counts and indices (as the other hough2d ops, pointops.cpp).
-TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
-  for (const char* name : {"hough_circles_map", "hough_circles_max_map", "circle_detections", "line_detections"}) {
-    m.impl(name, torch::CppFunction::makeFallthrough());
-  }
-}
-
 }  // namespace pointops

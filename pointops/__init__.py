@@ -20,6 +20,7 @@ from .hough import (
     plane_grid_normals,
     rho_bins,
 )
+from .ppf import PPF_PRESETS, PPFModel, decode_keys, ppf_features, ppf_model
 from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
@@ -43,6 +44,11 @@ __all__ = [
     "plane_labels",
     "PLANE_PRESETS",
     "PlaneDetections",
+    "PPF_PRESETS",
+    "PPFModel",
+    "decode_keys",
+    "ppf_features",
+    "ppf_model",
     "refit_planes",
     "rho_bins",
     "farthest_point_sampling",

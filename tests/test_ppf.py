@@ -459,3 +459,120 @@ def test_cluster_cuda_equals_cpu_at_size():
     cuda = torch.ops.pointops.pose_cluster(q.cuda(), t.cuda(), votes.cuda(), None, thr.cuda(), math.radians(24.0),
                                            sup.cuda(), 10)
     assert_same(cuda, cpu)
+
+
+# ---- presets and the matcher --------------------------------------------------------------------
+
+def test_presets_yaml_equals_the_python_table():
+    yaml = pytest.importorskip("yaml")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "ppf.yaml")
+    with open(path) as f:
+        assert yaml.safe_load(f) == ppf.PPF_PRESETS
+
+
+def test_matcher_config_errors():
+    from pointops.pipelines.ppf import PPFMatcher, resolve_ppf_config
+
+    assert resolve_ppf_config("default", stride=3)["stride"] == 3
+    with pytest.raises(ValueError, match="unknown PPF preset 'fast'"):
+        resolve_ppf_config("fast")
+    with pytest.raises(ValueError, match=r"unknown PPF options \['strides'\]"):
+        PPFMatcher(torch.rand(20, 3), torch.rand(20, 3), strides=2)
+
+
+def two_instance_scene():
+    """A scene of two rotated copies of a sampled blob mesh on a plane, seen from the origin,
+    with exact normals; the poses of the copies in model coordinates."""
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.blob_mesh(seed=1)
+    mp, mn = dp.sample_surface(mesh, 3000, seed=0)
+    poses = []
+    parts_p, parts_n = [], []
+    for k, shift in enumerate(([-0.8, 0.1, 3.0], [0.9, -0.2, 3.3])):
+        pose = torch.eye(4, dtype=torch.float64)
+        pose[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(10 + k))
+        pose[:3, 3] = torch.tensor(shift, dtype=torch.float64)
+        sp, sn = dp.sample_surface(mesh, 1500, seed=5 + k)
+        p, n = sp @ pose[:3, :3].T + pose[:3, 3], sn @ pose[:3, :3].T
+        seen = (n * p).sum(1) < 0  # the side facing the sensor
+        parts_p.append(p[seen])
+        parts_n.append(n[seen])
+        poses.append(pose.float())
+    g = torch.Generator().manual_seed(3)
+    plane = torch.rand(1500, 3, generator=g, dtype=torch.float64) * torch.tensor([4.0, 0.0, 3.0]) + torch.tensor([-2.0, 0.7, 2.0])
+    parts_p.append(plane)
+    parts_n.append(torch.tensor([[0.0, -1.0, 0.0]], dtype=torch.float64).expand(1500, 3))
+    return mp.float(), mn.float(), torch.cat(parts_p).float(), torch.cat(parts_n).float(), poses
+
+
+def rotation_error_deg(a, b):
+    cos = ((a[:3, :3] @ b[:3, :3].T).trace() - 1) / 2
+    return math.degrees(math.acos(float(cos.clamp(-1, 1))))
+
+
+def test_matcher_recovers_both_instances_of_a_model():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, truths = two_instance_scene()
+    matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=4, icp_iterations=5)
+    out = matcher.match(sp, sn, max_instances=2)
+    assert out.poses.shape == (1, 1, 2, 4, 4) and out.scores.shape == (1, 1, 2)
+    found = out.poses[0, 0]
+    for truth in truths:
+        gap = (found[:, :3, 3] - truth[:3, 3]).norm(dim=1)
+        best = int(gap.argmin())
+        assert float(gap[best]) < 0.05 and rotation_error_deg(found[best], truth) < 5.0
+    assert (out.scores[0, 0] > 0.2).all() and (out.votes[0, 0] > 0).all()
+
+
+def test_matcher_batches_scenes_and_models():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, truths = two_instance_scene()
+    other = mp * torch.tensor([1.0, 0.5, 2.0])  # a different model
+    matcher = PPFMatcher(torch.stack([mp, other]), torch.stack([mn, mn]), tau_d=0.07, hypotheses=3, icp_iterations=3)
+    scenes = torch.stack([sp, sp.flip(0)])
+    out = matcher.match(scenes, torch.stack([sn, sn.flip(0)]), max_instances=1, refine=False)
+    assert out.poses.shape == (2, 2, 1, 4, 4)
+    for s in range(2):
+        gap = (out.poses[s, 0, 0, :3, 3][None] - torch.stack([t[:3, 3] for t in truths])).norm(dim=1)
+        assert float(gap.min()) < 0.05
+    # the padded-batch result equals the per-scene one
+    alone = matcher.match(sp, sn, max_instances=1, refine=False)
+    torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
+
+
+# ---- scene generator ----------------------------------------------------------------------------
+
+def test_generated_scene_ground_truth_and_occlusion():
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.blob_mesh(seed=1, subdivisions=2)
+    others = [dp.blob_mesh(seed=2, subdivisions=2)]
+    clear = dp.make_ppf_scene(4, mesh, others, occlusion=0.0, noise=0.0, width=160, height=120)
+    hidden = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    again = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert torch.equal(hidden.points, again.points) and torch.equal(hidden.pose, again.pose)
+    assert torch.equal(clear.pose, hidden.pose)  # the occluder moves nothing else
+    assert clear.occlusion < 0.05 and abs(hidden.occlusion - 0.4) < 0.1
+    assert 0 < hidden.visible < clear.visible
+    # target points lie on the mesh under the true pose, and normals face the camera
+    target = clear.points[clear.labels == 0].double()
+    placed = mesh.transformed(clear.pose.double())
+    samples, _ = dp.sample_surface(placed, 8000, seed=0)
+    assert torch.cdist(target, samples).amin(1).max() < 0.04
+    assert ((clear.normals * clear.points).sum(1) < 0).all()
+    assert (clear.labels == -1).any()  # the table
+
+
+def test_off_parser_and_sampling():
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.parse_off("OFF\n# a square\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n", "square")
+    assert mesh.faces.tolist() == [[0, 1, 2], [0, 2, 3]]
+    points, normals = dp.sample_surface(mesh, 500, seed=1)
+    assert (points[:, 2] == 0).all() and (points >= 0).all() and (points <= 1).all()
+    assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
+    with pytest.raises(ValueError, match="not an OFF file"):
+        dp.parse_off("PLY\n", "bad")

@@ -20,7 +20,7 @@ from .hough import (
     plane_grid_normals,
     rho_bins,
 )
-from .ppf import PPF_PRESETS, PPFModel, decode_keys, ppf_features, ppf_model
+from .ppf import PPF_PRESETS, PoseClusters, PPFModel, PPFVotes, decode_keys, pose_cluster, ppf_features, ppf_model, ppf_vote
 from .planes import PLANE_PRESETS, PlaneDetections, detect_planes, plane_labels, refit_planes
 from .sampling import farthest_point_sampling, farthest_point_sampling_packed, sample_farthest_points
 from .voxelize import Voxels, voxelize, voxelize_dynamic
@@ -45,10 +45,14 @@ __all__ = [
     "PLANE_PRESETS",
     "PlaneDetections",
     "PPF_PRESETS",
+    "PoseClusters",
     "PPFModel",
+    "PPFVotes",
     "decode_keys",
+    "pose_cluster",
     "ppf_features",
     "ppf_model",
+    "ppf_vote",
     "refit_planes",
     "rho_bins",
     "farthest_point_sampling",

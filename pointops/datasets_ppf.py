@@ -34,7 +34,7 @@ from torch import Tensor
 _F64 = torch.float64
 CGAL_DATA = "/usr/share/doc/libcgal-dev/data.tar.gz"
 # Meshes of CGAL's data/meshes used by tools/eval_ppf.py: animals and figures, none symmetric.
-EVAL_MESHES = ("bunny00", "elephant", "camel", "cow", "dino", "bull", "lion", "homer")
+EVAL_MESHES = ("bunny00", "elephant", "camel", "cow", "dino", "homer", "lion", "bull")
 
 
 @dataclass(frozen=True)

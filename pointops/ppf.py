@@ -34,14 +34,17 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 #   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
 #   suppression: two instances' translations are at least this many diameters apart.
 #   hypotheses: clusters refined by ICP and re-scored per (scene, model).
-#   icp_iterations, inlier_distance (in distance steps): refinement and re-scoring.
+#   icp_iterations, inlier_distance (in distance steps), inlier_normal_deg: refinement and
+#   re-scoring (an inlier lies within inlier_distance of a scene point whose normal is within
+#   inlier_normal_deg of its own).
 #   visibility: re-scoring also subtracts model points the sensor (at the scene's origin) saw through.
 #   normal_neighbors: k of the kNN normal estimate when normals are not given.
 PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     "default": {
         "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
         "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5, "hypotheses": 10,
-        "icp_iterations": 10, "inlier_distance": 1.0, "visibility": True, "normal_neighbors": 10,
+        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
+        "normal_neighbors": 30,
     },
 }
 

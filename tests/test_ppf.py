@@ -576,3 +576,46 @@ def test_off_parser_and_sampling():
     assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
     with pytest.raises(ValueError, match="not an OFF file"):
         dp.parse_off("PLY\n", "bad")
+
+
+def test_refinement_and_rescoring_stand_ins():
+    """The plain-torch ICP and re-scoring of the pipeline (until the geometry ops replace them):
+    ICP pulls perturbed hypotheses back, re-scoring ranks the true pose above a shifted one."""
+    from pointops import datasets_ppf as dp
+    from pointops.pipelines.ppf import PPFMatcher, range_image, refine_icp
+
+    mesh = dp.blob_mesh(seed=1, subdivisions=2)
+    mp, mn = dp.sample_surface(mesh, 1500, seed=0)
+    truth = torch.eye(4)
+    truth[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(4)).float()
+    truth[:3, 3] = torch.tensor([0.1, -0.2, 3.0])
+    sp, sn = dp.sample_surface(mesh, 3000, seed=1)
+    sp, sn = (sp.float() @ truth[:3, :3].T + truth[:3, 3]), sn.float() @ truth[:3, :3].T
+    seen = (sn * sp).sum(1) < 0
+    sp, sn = sp[seen][None], sn[seen][None]
+    nudge = torch.eye(4)
+    nudge[:3, :3] = ppf.quaternion_to_matrix(torch.tensor([[1.0, 0.03, -0.02, 0.02]]) / 1.0009)[0]
+    nudge[:3, 3] = torch.tensor([0.02, -0.01, 0.015])
+    poses = torch.stack([truth @ nudge, truth, torch.full((4, 4), NAN)])[None]  # nudged about the model
+    mp, mn = mp.float()[None], mn.float()[None]
+    lengths, scene_lengths = torch.tensor([1500]), torch.tensor([sp.shape[1]])
+    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, torch.tensor([0.05]))
+    assert rotation_error_deg(poses[0, 0], truth) > 4.0
+    assert rotation_error_deg(refined[0, 0], truth) < 1.0 and (refined[0, 0, :3, 3] - truth[:3, 3]).norm() < 0.005
+    assert torch.isnan(refined[0, 2]).all()
+    shifted = truth.clone()
+    shifted[:3, 3] += torch.tensor([0.0, 0.0, -0.3])  # in front of the surface the sensor saw
+    image = range_image(sp[0], 0.03)
+    scores = PPFMatcher.verify(mp, mn, lengths, sp, sn, scene_lengths, torch.stack([truth, shifted])[None],
+                               torch.tensor([0.05]), [image])
+    assert float(scores[0, 0]) > 0.3 and float(scores[0, 1]) == 0.0
+
+
+@pytest.mark.slow
+def test_demo_match_returns_what_a_picture_draws():
+    from pointops.pipelines.ppf import demo_match
+
+    demo = demo_match(seed=1, occlusion=0.2)
+    assert demo.found_points.shape[0] == 1 and demo.found_points.shape[2] == 3
+    assert demo.scene_points.shape[0] == demo.scene_labels.shape[0]
+    assert (demo.found_points[0] - demo.true_points).norm(dim=1).mean() < 0.1

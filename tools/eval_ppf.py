@@ -92,10 +92,16 @@ def main():
     parser.add_argument("--noise", type=float, default=0.005, help="depth noise in diameters")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write one JSON line per (model, scene, method) here")
+    parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
+    parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
     args = parser.parse_args()
     if not dp.cgal_available():
         sys.exit(f"{dp.CGAL_DATA} is missing: install Debian's libcgal-demo")
 
+    config = json.loads(args.config)
+    cache = {}
+    if args.scene_cache and os.path.isfile(args.scene_cache):
+        cache = torch.load(args.scene_cache, weights_only=False)
     meshes = {name: dp.load_mesh(name) for name in args.models}
     others = [dp.load_mesh(name) for name in dp.EVAL_MESHES if name not in args.models][:3]
     rows = []
@@ -104,7 +110,7 @@ def main():
         model_p, model_n = dp.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
         model_p, model_n = model_p.float(), model_n.float()
         t0 = time.perf_counter()
-        matcher = PPFMatcher(model_p.to(args.device), model_n.to(args.device), preset=args.preset)
+        matcher = PPFMatcher(model_p.to(args.device), model_n.to(args.device), preset=args.preset, **config)
         build_s = time.perf_counter() - t0
         eval_points = matcher.model.points[0, : int(matcher.model.lengths[0])].cpu() + matcher.center[0].cpu()
         cv = OpenCVDetector(model_p, model_n) if args.opencv else None
@@ -112,7 +118,10 @@ def main():
         for s in range(args.scenes):
             seed = args.seed * 100003 + mi * 1000 + s
             requested = (s % 8) * 0.1
-            scene = dp.make_ppf_scene(seed, mesh, distractors, occlusion=requested, noise=args.noise)
+            key = (name, seed, requested, args.noise)
+            if key not in cache:
+                cache[key] = dp.make_ppf_scene(seed, mesh, distractors, occlusion=requested, noise=args.noise)
+            scene = cache[key]
             # normals: the meshes' exact ones, or estimated by the matcher on its downsampled scene
             # (PCA of 10 neighbours, turned towards the camera); OpenCV gets that same downsampled,
             # oriented scene (it samples scenes itself at 0.05 of their extent)
@@ -142,6 +151,8 @@ def main():
                        "build_s": build_s if detector is None else detector.train_s}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    if args.scene_cache:
+        torch.save(cache, args.scene_cache)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)

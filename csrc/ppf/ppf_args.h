@@ -34,6 +34,7 @@ inline Binning make_binning(int64_t angle_bins, int64_t distance_bins) {
   b.angle_bins = static_cast<int32_t>(angle_bins);
   b.feature_bins = static_cast<int32_t>((angle_bins + 1) / 2);
   b.angle_step = static_cast<float>(2.0 * M_PI / static_cast<double>(angle_bins));
+  b.alpha_scale = static_cast<float>(static_cast<double>(angle_bins) / (2.0 * M_PI));
   return b;
 }
 

@@ -24,8 +24,8 @@
 // has rows (n1, b1, b2), an orthonormal basis built from n1 alone (build_basis: Duff et al.'s
 // branchless construction); alpha(pair) = atan2(b2 . d, b1 . d), the angle of d about n1.
 // A scene pair matched with a model pair votes for the rotation alpha = alpha_scene -
-// alpha_model, wrapped to [0, 2 pi) and binned by angle_step; the pose of bin k uses the bin
-// centre (k + 0.5) * angle_step:
+// alpha_model, wrapped to [0, 2 pi) and binned as floor(alpha * alpha_scale), alpha_scale =
+// float32(angle_bins / 2 pi); the pose of bin k uses the bin centre (k + 0.5) * 2 pi / angle_bins:
 //   R = R_s^T Rx(alpha) R_m,  t = s_r - R m_r       (R_s, R_m: the reference frames' rows)
 // which maps the model reference point onto the scene reference point, the model normal onto the
 // scene normal, and the model partner's direction about the normal onto the scene partner's.
@@ -221,6 +221,7 @@ struct Binning {
   int32_t angle_bins;    // alpha bins over [0, 2 pi); also sets the feature angle step
   int32_t feature_bins;  // (angle_bins + 1) / 2: bins of a feature angle over [0, pi]
   float angle_step;      // float32(2 pi / angle_bins), computed on the host in double
+  float alpha_scale;     // float32(angle_bins / (2 pi)): alpha bins by a product (one per vote)
 
   POINTOPS_HOST_DEVICE int64_t key_count() const {
     return static_cast<int64_t>(distance_bins) * feature_bins * feature_bins * feature_bins;
@@ -316,12 +317,13 @@ POINTOPS_HOST_DEVICE inline int64_t spread_key(const FeatureBins& f, int mask,
   return pack_key(bins[0], bins[1], bins[2], bins[3], feature_bins);
 }
 
-// The alpha bin of a vote: alpha_scene - alpha_model wrapped to [0, 2 pi), binned by angle_step.
+// The alpha bin of a vote: alpha_scene - alpha_model wrapped to [0, 2 pi), times alpha_scale,
+// floored (a product rather than a quotient: this runs once per vote).
 POINTOPS_HOST_DEVICE inline int32_t alpha_bin(float alpha_scene, float alpha_model,
-                                              float angle_step, int32_t angle_bins) {
+                                              float alpha_scale, int32_t angle_bins) {
   float alpha = fsub(alpha_scene, alpha_model);
   if (alpha < 0.0f) alpha = fadd(alpha, kTwoPi);
-  int32_t bin = static_cast<int32_t>(floor_value(fdiv(alpha, angle_step)));
+  int32_t bin = static_cast<int32_t>(floor_value(fmul(alpha, alpha_scale)));
   if (bin >= angle_bins) bin -= angle_bins;  // alpha rounded up to 2 pi: the same as 0
   return bin;
 }

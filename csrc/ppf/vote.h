@@ -189,7 +189,7 @@ POINTOPS_HOST_DEVICE inline int64_t vote_cell(int32_t model_point, float model_a
                                               float scene_alpha, int64_t nm,
                                               const Binning& binning) {
   if (model_point < 0 || model_point >= nm || !finite(model_alpha)) return -1;
-  const int32_t bin = alpha_bin(scene_alpha, model_alpha, binning.angle_step, binning.angle_bins);
+  const int32_t bin = alpha_bin(scene_alpha, model_alpha, binning.alpha_scale, binning.angle_bins);
   if (bin < 0 || bin >= binning.angle_bins) return -1;
   return static_cast<int64_t>(model_point) * binning.angle_bins + bin;
 }

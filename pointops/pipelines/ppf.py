@@ -109,107 +109,113 @@ def _chunked_knn(queries: Tensor, points: Tensor, k: int, chunk: int = 2048) -> 
     return torch.cat(dists), torch.cat(idx)
 
 
-def estimate_normals(points: Tensor, lengths: Tensor, k: int, viewpoint: Optional[Tensor] = None) -> Tensor:
-    """INTEGRATION POINT (geometry ``estimate_normals``): PCA normals of the k nearest neighbours,
-    turned towards ``viewpoint`` (3,) or, when None, away from each cloud's centroid."""
-    out = torch.full_like(points, float("nan"), dtype=torch.float32)
+def estimate_normals(points: Tensor, lengths: Tensor, k: int, viewpoint: Optional[Tensor] = None,
+                     support: Optional[Tensor] = None, support_lengths: Optional[Tensor] = None) -> Tensor:
+    """INTEGRATION POINT (geometry ``estimate_normals``): PCA normals at ``points`` (B, N, 3) of
+    their k nearest neighbours among ``support`` (B, M, 3) (default: the points themselves),
+    turned towards ``viewpoint`` (3,) or, when None, away from each cloud's centroid. NaN rows
+    past lengths[b] or with fewer than 3 neighbours."""
+    if support is None:
+        support, support_lengths = points, lengths
+    out = torch.full(points.shape, float("nan"), dtype=torch.float32, device=points.device)
     for b in range(points.shape[0]):
         p = points[b, : int(lengths[b])].float()
-        if p.shape[0] < 3:
+        q = support[b, : int(support_lengths[b])].float()
+        if p.shape[0] == 0 or q.shape[0] < 3:
             continue
-        _, idx = _chunked_knn(p, p, k)
-        nb = p[idx]
+        _, idx = _chunked_knn(p, q, k)
+        nb = q[idx]
         centred = nb - nb.mean(1, keepdim=True)
         cov = centred.transpose(1, 2) @ centred
         _, vectors = torch.linalg.eigh(cov.double())
         n = vectors[:, :, 0].float()
-        toward = (viewpoint.float() - p) if viewpoint is not None else (p - p.mean(0))
+        toward = (viewpoint.float() - p) if viewpoint is not None else (p - q.mean(0))
         n = torch.where(((n * toward).sum(1) < 0)[:, None], -n, n)
         out[b, : p.shape[0]] = n
     return out
 
 
-def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
+def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, chunk: int = 1 << 24) -> Tuple[Tensor, Tensor]:
     """INTEGRATION POINT (geometry ``knn`` with k = 1): distance (B, Q) from each query (B, Q, 3)
     to the nearest of the first lengths[b] points of cloud b, and its index (B, Q); inf and -1
-    for an empty cloud."""
-    dist = torch.full(queries.shape[:2], float("inf"), device=queries.device)
-    index = torch.full(queries.shape[:2], -1, dtype=torch.int64, device=queries.device)
-    for b in range(queries.shape[0]):
-        p = points[b, : int(lengths[b])]
-        if p.shape[0] == 0:
-            continue
-        d, i = _chunked_knn(queries[b], p, 1)
-        dist[b], index[b] = d[:, 0], i[:, 0]
-    return dist, index
+    for an empty cloud. Brute force in chunks of about ``chunk`` distances, no host sync."""
+    batch, count = queries.shape[:2]
+    n = points.shape[1]
+    valid = torch.arange(n, device=points.device)[None, :] < lengths[:, None]
+    step = max(1, chunk // max(n * max(batch, 1), 1))
+    dists, index = [], []
+    for q in queries.split(step, dim=1):
+        d = torch.cdist(q.float(), points.float())
+        d = torch.where(valid[:, None, :], d, torch.full_like(d, float("inf")))
+        v, i = d.min(dim=2) if n else (torch.full(q.shape[:2], float("inf"), device=q.device),
+                                       torch.zeros(q.shape[:2], dtype=torch.int64, device=q.device))
+        dists.append(v)
+        index.append(torch.where(torch.isfinite(v), i, torch.full_like(i, -1)))
+    if not dists:
+        return queries.new_zeros(batch, 0), torch.zeros(batch, 0, dtype=torch.int64, device=queries.device)
+    return torch.cat(dists, 1), torch.cat(index, 1)
 
 
-# A model point and its nearest scene point correspond when their normals are within 60 degrees:
-# on a partial view, the model's far side would otherwise pull it onto the visible surface.
+# ICP: a model point and its nearest scene point correspond when their normals are within 60
+# degrees: on a partial view, the model's far side would otherwise pull it onto the visible surface.
 _NORMAL_AGREEMENT = 0.5
+
+
+def _skew(v: Tensor) -> Tensor:
+    zero = torch.zeros_like(v[..., 0])
+    return torch.stack([zero, -v[..., 2], v[..., 1], v[..., 2], zero, -v[..., 0], -v[..., 1], v[..., 0], zero],
+                       -1).reshape(v.shape[:-1] + (3, 3))
 
 
 def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
                max_distance: Tensor) -> Tensor:
-    """INTEGRATION POINT (geometry ``icp``, batched hypotheses): point-to-plane ICP of each
-    hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b; a model point corresponds to
-    its nearest scene point when they are within ``max_distance[b]`` and their normals within 60
-    degrees. Plain torch: one linearized (small-angle) step per iteration about the
-    correspondences' centroid."""
-    out = poses.clone()
+    """INTEGRATION POINT (geometry ``icp``, batched hypotheses): point-to-plane ICP of every
+    hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b at once; a model point
+    corresponds to its nearest scene point when they are within ``max_distance[b]`` and their
+    normals within 60 degrees. Each iteration solves the linearized (small-angle) problem about
+    the correspondences' centroid; a hypothesis with fewer than 6 correspondences, or whose step
+    would turn it by more than 0.5 rad or move it by more than 3 max_distance, stops. Plain torch,
+    no host sync; non-finite poses come back unchanged."""
     batch, hyps = poses.shape[:2]
-    for b in range(batch):
-        m = model_points[b, : int(model_lengths[b])].float()
-        mn = model_normals[b, : int(model_lengths[b])].float()
-        s = scene_points[b, : int(scene_lengths[b])].float()
-        sn = scene_normals[b, : int(scene_lengths[b])].float()
-        if m.shape[0] == 0 or s.shape[0] < 3:
-            continue
-        radius = float((m - m.mean(0)).norm(dim=1).max()) + float(max_distance[b]) * 2
-        for h in range(hyps):
-            pose = out[b, h]
-            if not torch.isfinite(pose).all():
-                continue
-            # the scene near the hypothesis only: a sphere of the model's radius plus the margin
-            centre = pose[:3, :3] @ m.mean(0) + pose[:3, 3]
-            near = (s - centre).norm(dim=1) <= radius
-            sp, snn = s[near], sn[near]
-            if sp.shape[0] < 3:
-                continue
-            for _ in range(iterations):
-                moved = m @ pose[:3, :3].T + pose[:3, 3]
-                moved_n = mn @ pose[:3, :3].T
-                d, idx = _chunked_knn(moved, sp, 1)
-                keep = (d[:, 0] <= float(max_distance[b])) & ((moved_n * snn[idx[:, 0]]).sum(1) >= _NORMAL_AGREEMENT)
-                if int(keep.sum()) < 6:
-                    break
-                src, dst, nrm = moved[keep], sp[idx[keep, 0]], snn[idx[keep, 0]]
-                # linearized about the correspondences' centroid: rotation and translation
-                # decouple (about the sensor origin, metres away, they do not)
-                c = src.mean(0)
-                a = torch.cat([torch.linalg.cross(src - c, nrm), nrm], 1).double()
-                rhs = ((dst - src) * nrm).sum(1).double()
-                x = torch.linalg.lstsq(a, rhs[:, None]).solution[:, 0].float()
-                w, t = x[:3], x[3:]
-                angle = float(w.norm())
-                if angle > 0.5 or float(t.norm()) > 3 * float(max_distance[b]):
-                    break  # a step this large comes from degenerate correspondences: keep the pose
-                if angle > 0:
-                    axis = w / angle
-                    kx = torch.zeros(3, 3, device=pose.device)
-                    kx[0, 1], kx[0, 2], kx[1, 0] = -axis[2], axis[1], axis[2]
-                    kx[1, 2], kx[2, 0], kx[2, 1] = -axis[0], -axis[1], axis[0]
-                    rot = torch.eye(3, device=pose.device) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx
-                else:
-                    rot = torch.eye(3, device=pose.device)
-                step = torch.eye(4, device=pose.device)
-                step[:3, :3], step[:3, 3] = rot, c + t - rot @ c
-                pose = step @ pose
-                if angle < 1e-5 and float(t.norm()) < 1e-6:
-                    break
-            out[b, h] = pose
-    return out
+    n = model_points.shape[1]
+    finite = torch.isfinite(poses).flatten(2).all(2)
+    eye = torch.eye(4, device=poses.device, dtype=poses.dtype)
+    pose = torch.where(finite[..., None, None], poses, eye)
+    active = finite.clone()
+    valid = (torch.arange(n, device=poses.device)[None, :] < model_lengths[:, None])[:, None, :]  # (B, 1, N)
+    limit = max_distance.float()[:, None, None]
+    for _ in range(iterations):
+        rot, shift = pose[..., :3, :3], pose[..., :3, 3]
+        moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
+        moved_n = model_normals[:, None] @ rot.transpose(-1, -2)
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
+        gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
+        dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
+        dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
+        keep = (dist.reshape(batch, hyps, n) <= limit) & ((moved_n * dst_n).sum(-1) >= _NORMAL_AGREEMENT) & valid
+        w = keep.to(moved.dtype)
+        count = w.sum(-1)  # (B, H)
+        centre = (moved * w[..., None]).sum(2) / count.clamp(min=1)[..., None]
+        a = torch.cat([torch.linalg.cross(moved - centre[..., None, :], dst_n, dim=-1), dst_n], -1)  # (B, H, N, 6)
+        rhs = ((dst - moved) * dst_n).sum(-1)
+        a = a.double() * w[..., None].double()
+        ata = a.transpose(-1, -2) @ a + 1e-9 * torch.eye(6, device=a.device, dtype=a.dtype)
+        atb = (a * rhs[..., None].double()).sum(2)
+        x = torch.linalg.solve(ata, atb).to(pose.dtype)  # (B, H, 6)
+        w_rot, t = x[..., :3], x[..., 3:]
+        angle = w_rot.norm(dim=-1)
+        go = active & (count >= 6) & (angle <= 0.5) & (t.norm(dim=-1) <= 3 * limit[..., 0])
+        axis = w_rot / angle.clamp(min=1e-12)[..., None]
+        k = _skew(axis)
+        step_rot = (torch.eye(3, device=pose.device) + torch.sin(angle)[..., None, None] * k
+                    + (1 - torch.cos(angle))[..., None, None] * (k @ k))
+        step = eye.expand(batch, hyps, 4, 4).clone()
+        step[..., :3, :3] = step_rot
+        step[..., :3, 3] = centre + t - (step_rot @ centre[..., None])[..., 0]
+        pose = torch.where(go[..., None, None], step @ pose, pose)
+        active = go
+    return torch.where(finite[..., None, None], pose, poses)
 
 
 class RangeImage(NamedTuple):
@@ -328,8 +334,11 @@ class PPFMatcher:
         step = self.model.distance_step.min().expand(points.shape[0])
         down, down_normals, down_lengths = voxel_downsample(points, normals, lengths, step)
         if down_normals is None:
+            # PCA over the scene's own (denser) points near each voxel point: the noise of the
+            # returns averages out over more of them than the voxels hold
             origin = torch.zeros(3, device=points.device)
-            down_normals = estimate_normals(down, down_lengths, int(self.config["normal_neighbors"]), origin)
+            down_normals = estimate_normals(down, down_lengths, int(self.config["normal_neighbors"]), origin,
+                                            points, lengths)
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int):
@@ -348,7 +357,8 @@ class PPFMatcher:
                             suppression_distance=suppression, k=k)
 
     def match(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
-              scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True) -> PPFMatches:
+              scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True,
+              downsample: bool = True) -> PPFMatches:
         """Finds up to ``max_instances`` instances of every model in every scene.
 
         Args:
@@ -358,12 +368,20 @@ class PPFMatcher:
             scene_lengths: (S,) int64; None = all N.
             max_instances: instances returned per (scene, model).
             refine: ICP refinement of the hypotheses before re-scoring.
+            downsample: False takes the scene as given (already at about the models' distance
+                step; normals required).
 
         Returns:
             :class:`PPFMatches` with K = max_instances.
         """
         cfg = self.config
-        points, normals, lengths = self.prepare_scene(scene_points, scene_normals, scene_lengths)
+        if downsample:
+            points, normals, lengths = self.prepare_scene(scene_points, scene_normals, scene_lengths)
+        else:
+            if scene_normals is None:
+                raise ValueError("match(downsample=False) needs scene_normals")
+            points, normals = _as_batch(scene_points).float(), _as_batch(scene_normals).float()
+            lengths = _lengths(points, scene_lengths)
         scenes, models = points.shape[0], self.num_models
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps)
@@ -385,7 +403,8 @@ class PPFMatcher:
             cell = float(self.model.distance_step.min()) * 0.7
             per_scene = [range_image(raw[k, : int(raw_lengths[k])], cell) for k in range(scenes)]
             images = [per_scene[int(k)] for k in scene_idx]
-        scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images)
+        scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
+                             float(cfg["inlier_normal_deg"]))
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
@@ -404,12 +423,12 @@ class PPFMatcher:
     @staticmethod
     def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
-               images: Optional[List[RangeImage]] = None) -> Tensor:
+               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0) -> Tensor:
         """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
         clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
-        is within 60 degrees of its own; a violation (with ``images``, one range image per b) a
-        model point facing the sensor where the sensor saw a surface more than threshold[b]
-        behind it. 0 for non-finite poses."""
+        is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
+        violation (with ``images``, one range image per b) a model point facing the sensor where
+        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses."""
         batch, hyps = poses.shape[:2]
         n = model_points.shape[1]
         finite = torch.isfinite(poses).flatten(2).all(2)
@@ -419,7 +438,7 @@ class PPFMatcher:
         moved_n = model_normals[:, None] @ rot
         dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
         nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
-        agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= _NORMAL_AGREEMENT
+        agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
         valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
         hits = (((dist <= threshold[:, None]) & agree).reshape(batch, hyps, n) & valid).sum(2).float()
         if images is not None:

@@ -119,6 +119,11 @@ class Binning(NamedTuple):
         return float(torch.tensor(2.0 * math.pi / self.angle_bins, dtype=torch.float64).to(F32))
 
     @property
+    def alpha_scale(self) -> float:
+        """float32(angle_bins / (2 pi)), rounded from double as the host code does."""
+        return float(torch.tensor(self.angle_bins / (2.0 * math.pi), dtype=torch.float64).to(F32))
+
+    @property
     def key_count(self) -> int:
         return self.distance_bins * self.feature_bins**3
 
@@ -292,10 +297,11 @@ def ppf_model(points: Tensor, normals: Tensor, lengths: Optional[Tensor], diamet
 # ---- voting --------------------------------------------------------------------------------------
 
 def alpha_bins(scene_alpha: Tensor, model_alpha: Tensor, binning: Binning) -> Tensor:
-    """ppf_math.h alpha_bin: (alpha_scene - alpha_model) wrapped to [0, 2 pi), binned."""
+    """ppf_math.h alpha_bin: (alpha_scene - alpha_model) wrapped to [0, 2 pi), times
+    alpha_scale, floored."""
     alpha = scene_alpha - model_alpha
     alpha = torch.where(alpha < 0, alpha + _c(TWO_PI), alpha)
-    bins = _div(alpha, _c(binning.angle_step)).floor().to(torch.int64)
+    bins = (alpha * _c(binning.alpha_scale)).floor().to(torch.int64)
     return torch.where(bins >= binning.angle_bins, bins - binning.angle_bins, bins)
 
 

@@ -38,8 +38,30 @@ TORCH_LIBRARY(pointops, m) {
   m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] pc_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
+  m.set_python_module("pointops.geometry.neighbors");
+  // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64? -> indices (B,M,k) int64, sq. distances (B,M,k)
+  m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k) -> (Tensor indices, Tensor distances)");
+  // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
+  m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
 
   // ---- geometry: downsampling, normals, registration ----
+  // The fake kernels of this section live with their wrappers (pointops/geometry/*.py); the
+  // module is set per op and restored to pointops._fake for the sections below.
+  // points (B,N,3) float, lengths (B,) int64?, features (B,N,F) float?, voxel_size [3], point_range [6]? ->
+  //   centroids (B,N,3), mean features (B,N,F), new_lengths (B,) int64, point_voxel (B,N) int64 (-1: not counted)
+  m.set_python_module("pointops.geometry.downsample");
+  m.def("voxel_downsample(Tensor points, Tensor? lengths, Tensor? features, float[] voxel_size, float[]? point_range=None) -> (Tensor points, Tensor features, Tensor lengths, Tensor point_voxel)");
+  // points (B,N,3) float, lengths (B,) int64?, neighbors (B,N,K) int64 (-1: none), viewpoints (B,3) float?,
+  //   orientation 0 none / 1 toward viewpoint / 2 away from it -> unit normals (B,N,3), curvature (B,N)
+  m.set_python_module("pointops.geometry.normals");
+  m.def("estimate_normals(Tensor points, Tensor? lengths, Tensor neighbors, Tensor? viewpoints, int orientation=1) -> (Tensor normals, Tensor curvature)");
+  // points (B,N,3) float, lengths (B,) int64?, poses (B,H,4,4) float -> points under each pose (B,H,N,3)
+  m.set_python_module("pointops.geometry.icp");
+  m.def("transform_points(Tensor points, Tensor? lengths, Tensor poses) -> Tensor");
+  // sources (B,N,3), query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, poses (B,H,4,4), indices (B,H,N) int64,
+  //   converged (B,H) bool -> poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool
+  m.def("icp_step(Tensor sources, Tensor? query_lengths, Tensor targets, Tensor? target_normals, Tensor poses, Tensor indices, Tensor converged, float max_correspondence_distance, float tolerance=0.0, bool point_to_plane=False, bool update=True) -> (Tensor poses, Tensor rmse, Tensor inlier_fraction, Tensor converged)");
+  m.set_python_module("pointops._fake");
 
   // ---- hough: 2D circles and lines ----
 

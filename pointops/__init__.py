@@ -8,7 +8,9 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from . import _C  # noqa: F401  (registers the operators)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / export)
 from . import datasets  # noqa: F401  (synthetic scenes with ground truth; torch only, cheap to import)
+from .geometry import KNN, knn, knn_packed
 from .bev import bev_grid_size, bev_preset, bev_rasterize, height_image, pillar_scatter
+from .geometry import ICPResult, Normals, VoxelDownsample, estimate_normals, icp, transform_points, voxel_downsample
 from .hough import (
     ball_cells,
     ball_peaks_to_planes,
@@ -33,8 +35,15 @@ __all__ = [
     "bev_rasterize",
     "datasets",
     "detect_planes",
+    "estimate_normals",
     "height_image",
+    "KNN",
+    "knn",
+    "knn_packed",
     "hough_peaks",
+    "icp",
+    "ICPResult",
+    "Normals",
     "hough_plane_peaks",
     "hough_planes",
     "hough_planes_ball",
@@ -58,7 +67,10 @@ __all__ = [
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
     "sample_farthest_points",
+    "transform_points",
     "Voxels",
+    "VoxelDownsample",
+    "voxel_downsample",
     "voxelize",
     "voxelize_dynamic",
 ]

@@ -1,0 +1,640 @@
+// The neighbourhood search shared by knn, ball_query and three_nn, on host and device: cloud
+// layouts, the uniform grid, candidate lists and the searches themselves. The CPU kernels
+// (grid_cpu.h builds the grid there) and the CUDA kernels (grid_cuda.cuh) call the same search
+// functions, so both backends visit candidates by the same rules; and because every search
+// returns exactly what a brute-force scan returns (see below), the result never depends on the
+// strategy (brute force or grid), the grid's cell size or the order candidates are visited in.
+//
+// Exactness. A candidate's squared distance is common/squared_distance.h's formula in the compute
+// type acc_t (float32, or float64 for float64 points). kNN keeps the k smallest (distance, index)
+// pairs in lexicographic order, which is a property of the set of points, not of the visit
+// order. Ball query keeps the k smallest indices among points with distance < radius^2. The
+// grid only decides which points need not be looked at, and it only skips a point when a lower
+// bound L on that point's *computed* squared distance proves it cannot enter the result:
+// kNN skips when L > the current k-th distance, ball query when L >= radius^2.
+//
+// The lower bounds. A point is in cell c = clamp(floor((p - origin) / size), 0, dims - 1) on each
+// axis, computed in float64. Rounding makes this a fuzzy statement about p, so every bound below
+// widens the cell edges by `slack`, 2^-40 of the magnitudes involved (float64 rounding errors are
+// 2^-53 of them; the margin is thousands of times larger and still far below any cell size).
+// For a set of cells that differs from the query's by at least `g` (float64, >= 0) on an axis:
+//   * the exact |q - p| on that axis is >= g,
+//   * so the computed difference, a rounding of it, is >= rd(g), the compute-type value just
+//     at or below g (rounding is monotonic and rd(g) is representable),
+//   * and each later step of the formula is a monotonic rounding of non-negative terms, so the
+//     computed squared distance is >= the same formula applied to the per-axis rd(g)s.
+// That last expression, evaluated with the very same rounded operations, is L.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "common/clouds.h"
+#include "common/portable_math.h"
+#include "common/squared_distance.h"
+
+// Unrolls the fixed-size list loops (so their arrays live in registers on CUDA).
+#if defined(__CUDACC__)
+#define POINTOPS_UNROLL _Pragma("unroll")
+#else
+#define POINTOPS_UNROLL _Pragma("GCC unroll 32")
+#endif
+
+namespace pointops {
+namespace neighbors {
+
+// ---- Cloud layouts --------------------------------------------------------------------------
+
+// Where cloud b's rows are among the rows of a flattened (rows, 3) array, padded or packed.
+struct CloudRows {
+  // padded: lengths (B,) or nullptr (all rows_per_cloud); packed: offsets (B + 1,), already made
+  // non-decreasing and clamped to [0, rows] by the caller (see effective_offsets in neighbors_cpu.cpp).
+  const int64_t* counts;
+  int64_t batch;
+  int64_t rows_per_cloud;  // padded: N; packed: unused
+  bool packed;
+
+  POINTOPS_HOST_DEVICE int64_t begin(int64_t b) const {
+    return packed ? counts[b] : b * rows_per_cloud;
+  }
+  POINTOPS_HOST_DEVICE int64_t length(int64_t b) const {
+    return packed ? counts[b + 1] - counts[b] : cloud_length(counts, b, rows_per_cloud);
+  }
+  // Padded indices count within the cloud, packed ones count rows of the packed array.
+  POINTOPS_HOST_DEVICE int64_t index_base(int64_t b) const { return packed ? counts[b] : 0; }
+
+  // The cloud holding a row and the row's index within it, or -1 when the row is in none
+  // (past lengths[b], or outside [offsets[0], offsets[B])).
+  POINTOPS_HOST_DEVICE int64_t cloud_of(int64_t row, int64_t* local) const {
+    if (!packed) {
+      const int64_t b = row / rows_per_cloud;
+      *local = row - b * rows_per_cloud;
+      return *local < length(b) ? b : -1;
+    }
+    // The last b in [0, B] with counts[b] <= row; row is in cloud b iff b < B.
+    int64_t lo = 0;
+    int64_t hi = batch + 1;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (counts[mid] <= row) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    const int64_t b = lo - 1;
+    if (b < 0 || b >= batch) return -1;
+    *local = row - counts[b];
+    return b;
+  }
+};
+
+// ---- Points as the searches read them ---------------------------------------------------------
+
+// A point in the compute type with its index within its cloud: 16 bytes for float32 (one
+// vector load on CUDA), 32 for float64. Points with a NaN/Inf coordinate are stored, where they
+// are stored at all (the brute-force copy), with x = NaN: every distance to them is NaN, and a
+// NaN distance never enters a result.
+template <typename acc_t>
+struct SortedPoint;
+
+template <>
+struct alignas(16) SortedPoint<float> {
+  float x, y, z;
+  int32_t index;
+};
+
+template <>
+struct alignas(32) SortedPoint<double> {
+  double x, y, z;
+  int64_t index;
+};
+
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline bool is_finite3(acc_t x, acc_t y, acc_t z) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(x) && isfinite(y) && isfinite(z);
+#else
+  return std::isfinite(x) && std::isfinite(y) && std::isfinite(z);
+#endif
+}
+
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline SortedPoint<acc_t> make_point(acc_t x, acc_t y, acc_t z,
+                                                          int64_t index) {
+  SortedPoint<acc_t> p;
+  p.x = is_finite3(x, y, z) ? x : std::numeric_limits<acc_t>::quiet_NaN();
+  p.y = y;
+  p.z = z;
+  p.index = static_cast<decltype(p.index)>(index);
+  return p;
+}
+
+// ---- The grid ---------------------------------------------------------------------------------
+
+// Bounds are widened by kSlackScale times the magnitudes involved (see the header comment).
+constexpr double kSlackScale = 1.0 / 1099511627776.0;  // 2^-40
+// Query cells are clamped to +-2^40 so that far-away queries keep integer cell arithmetic exact.
+constexpr double kMaxQueryCell = 1099511627776.0;
+
+// One cloud's grid: cubic cells of edge `size` from `origin` (the bounding box's low corner of
+// the cloud's finite points), dims[0] * dims[1] * dims[2] cells numbered x fastest, whose keys
+// are base + cell in the grid's cell table.
+struct GridCloud {
+  double origin[3];
+  double size;
+  int64_t dims[3];
+  int64_t base;
+  double slack;  // kSlackScale * (|origin| + extent): the query adds its own magnitude
+
+  POINTOPS_HOST_DEVICE int64_t cells() const { return dims[0] * dims[1] * dims[2]; }
+
+  // The cell of a stored point on axis d (clamped into the grid).
+  POINTOPS_HOST_DEVICE int64_t point_cell(int d, double v) const {
+    const double f = floor_value((v - origin[d]) / size);
+    if (!(f >= 0.0)) return 0;
+    if (f > static_cast<double>(dims[d] - 1)) return dims[d] - 1;
+    return static_cast<int64_t>(f);
+  }
+
+  POINTOPS_HOST_DEVICE int64_t point_key(double x, double y, double z) const {
+    return base + (point_cell(2, z) * dims[1] + point_cell(1, y)) * dims[0] + point_cell(0, x);
+  }
+
+  // The cell of a query on axis d, which may lie outside the grid.
+  POINTOPS_HOST_DEVICE int64_t query_cell(int d, double v) const {
+    double f = floor_value((v - origin[d]) / size);
+    if (!(f >= -kMaxQueryCell)) f = -kMaxQueryCell;
+    if (f > kMaxQueryCell) f = kMaxQueryCell;
+    return static_cast<int64_t>(f);
+  }
+
+  // A lower bound on |q - p| along axis d for every point stored in cells [lo, hi] of that axis
+  // (0 <= lo <= hi < dims[d]). Points of cell c >= 1 have p >= origin + c * size (less slack);
+  // points of cell c <= dims - 2 have p < origin + (c + 1) * size (plus slack); the outermost
+  // cells also hold the points that rounding clamped into them, so they bound nothing outwards.
+  POINTOPS_HOST_DEVICE double axis_gap(int d, double q, int64_t lo, int64_t hi,
+                                       double slack_q) const {
+    double gap = 0.0;
+    if (lo > 0) {
+      const double edge = origin[d] + static_cast<double>(lo) * size - slack_q;
+      if (edge - q > gap) gap = edge - q;
+    }
+    if (hi < dims[d] - 1) {
+      const double edge = origin[d] + static_cast<double>(hi + 1) * size + slack_q;
+      if (q - edge > gap) gap = q - edge;
+    }
+    return gap;
+  }
+
+  // A lower bound on |q - p| along axis d for every point stored in a cell outside [lo, hi]
+  // (+inf when there is none).
+  POINTOPS_HOST_DEVICE double outside_gap(int d, double q, int64_t lo, int64_t hi,
+                                          double slack_q) const {
+    double gap = std::numeric_limits<double>::infinity();
+    if (lo > 0) {  // cells <= lo - 1: p < origin + lo * size + slack
+      const double edge = origin[d] + static_cast<double>(lo) * size + slack_q;
+      const double g = q - edge > 0.0 ? q - edge : 0.0;
+      if (g < gap) gap = g;
+    }
+    if (hi < dims[d] - 1) {  // cells >= hi + 1: p >= origin + (hi + 1) * size - slack
+      const double edge = origin[d] + static_cast<double>(hi + 1) * size - slack_q;
+      const double g = edge - q > 0.0 ? edge - q : 0.0;
+      if (g < gap) gap = g;
+    }
+    return gap;
+  }
+};
+
+// Cells of edge s over a box of extents e: prod over axes of max(1, ceil(e / s)).
+POINTOPS_HOST_DEVICE inline double grid_cells_for(const double extent[3], double s) {
+  double cells = 1.0;
+  for (int d = 0; d < 3; ++d) {
+    const double n = ceil(extent[d] / s);
+    cells *= n > 1.0 ? n : 1.0;
+  }
+  return cells;
+}
+
+// The grid of one cloud whose finite points span [lo, hi] (`any` false: no finite point).
+// Cells are as small as max_cells allows (the smallest edge, to 2^-30 relative, for which the
+// box needs at most max_cells cells: a flat or thin cloud gets more cells along its long axes),
+// but no smaller than min_size (ball query asks for cells of at least its radius).
+POINTOPS_HOST_DEVICE inline GridCloud make_grid_cloud(const double lo[3], const double hi[3],
+                                                      bool any, double min_size,
+                                                      int64_t max_cells, int64_t base) {
+  GridCloud g;
+  g.base = base;
+  g.size = 1.0;
+  double extent[3];
+  double widest = 0.0;
+  for (int d = 0; d < 3; ++d) {
+    g.origin[d] = any ? lo[d] : 0.0;
+    g.dims[d] = 1;
+    extent[d] = any ? hi[d] - lo[d] : 0.0;
+    if (extent[d] > widest) widest = extent[d];
+  }
+  const bool finite_box = widest <= 1.7e308;  // false for Inf and NaN: one cell holds everything
+  if (any && finite_box && widest > 0.0) {
+    const double budget = static_cast<double>(max_cells < 1 ? 1 : max_cells);
+    double small = widest / budget;  // at least `budget` cells along the widest axis
+    double large = widest;           // one cell
+    if (grid_cells_for(extent, small) <= budget) {
+      large = small;
+    } else {
+      for (int it = 0; it < 64 && large - small > large * 9.3e-10; ++it) {
+        const double mid = 0.5 * (small + large);
+        if (grid_cells_for(extent, mid) <= budget) {
+          large = mid;
+        } else {
+          small = mid;
+        }
+      }
+    }
+    double size = large > min_size ? large : min_size;
+    if (!(size > 0.0) || size > 1.7e308) size = widest;
+    g.size = size;
+    for (int d = 0; d < 3; ++d) {
+      const double n = ceil(extent[d] / size);
+      g.dims[d] = n > 1.0 ? static_cast<int64_t>(n) : 1;
+    }
+  } else if (any && finite_box && min_size > 0.0 && min_size <= 1.7e308) {
+    g.size = min_size;  // one point, or all points equal: one cell
+  }
+  double scale = 0.0;
+  int64_t widest_dims = 1;
+  for (int d = 0; d < 3; ++d) {
+    const double o = g.origin[d] < 0 ? -g.origin[d] : g.origin[d];
+    if (o > scale) scale = o;
+    if (g.dims[d] > widest_dims) widest_dims = g.dims[d];
+  }
+  g.slack = kSlackScale * (scale + static_cast<double>(widest_dims + 1) * g.size);
+  return g;
+}
+
+// The slack for one query: the cloud's plus the query's own magnitude.
+POINTOPS_HOST_DEVICE inline double query_slack(const GridCloud& g, const double q[3]) {
+  double m = 0.0;
+  for (int d = 0; d < 3; ++d) {
+    const double a = q[d] < 0 ? -q[d] : q[d];
+    if (a > m) m = a;
+  }
+  return g.slack + kSlackScale * m;
+}
+
+// The largest compute-type value <= g (g >= 0): the rd() of the header comment.
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline acc_t round_down(double g);
+
+template <>
+POINTOPS_HOST_DEVICE inline double round_down<double>(double g) {
+  return g;
+}
+
+template <>
+POINTOPS_HOST_DEVICE inline float round_down<float>(double g) {
+  float f = static_cast<float>(g);
+  if (static_cast<double>(f) > g) {
+#if defined(__CUDA_ARCH__)
+    f = nextafterf(f, 0.0f);
+#else
+    f = std::nextafter(f, 0.0f);
+#endif
+  }
+  return f;
+}
+
+// L for a box with per-axis gaps (see the header comment).
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline acc_t distance_bound(double gx, double gy, double gz) {
+  return squared_norm3(round_down<acc_t>(gx), round_down<acc_t>(gy), round_down<acc_t>(gz));
+}
+
+// L for a region that differs by g on one (any) axis: the first product of the formula alone
+// is a lower bound, whichever axis it is, since the other terms are non-negative.
+template <typename acc_t>
+POINTOPS_HOST_DEVICE inline acc_t distance_bound(double g) {
+  const acc_t r = round_down<acc_t>(g);
+  return multiply(r, r);
+}
+
+// ---- Candidate lists --------------------------------------------------------------------------
+
+// (d, i) comes before (D, I): smaller distance, then lower index. A NaN distance comes before
+// nothing, so it never enters a list.
+template <typename acc_t, typename index_t>
+POINTOPS_HOST_DEVICE inline bool comes_before(acc_t d, index_t i, acc_t dd, index_t ii) {
+  return d < dd || (d == dd && i < ii);
+}
+
+// The k best (distance, index) pairs, ascending, in K >= k fixed slots (registers on CUDA: every
+// index below is a compile-time constant once the loops unroll). The first K - k slots hold
+// (-inf, -1), which nothing comes before, so the list behaves as one of size k and its worst
+// kept entry is always slot K - 1. Empty slots are (+inf, INT32_MAX).
+template <typename acc_t, int K>
+struct FixedKnnList {
+  acc_t dist[K];
+  int32_t index[K];
+
+  POINTOPS_HOST_DEVICE void init(int64_t k) {
+POINTOPS_UNROLL
+    for (int j = 0; j < K; ++j) {
+      const bool pad = j < K - k;
+      dist[j] = pad ? -std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::infinity();
+      index[j] = pad ? -1 : std::numeric_limits<int32_t>::max();
+    }
+  }
+  POINTOPS_HOST_DEVICE acc_t bound() const { return dist[K - 1]; }
+
+  POINTOPS_HOST_DEVICE void push(acc_t d, int64_t i64) {
+    const int32_t i = static_cast<int32_t>(i64);
+    if (!comes_before(d, i, dist[K - 1], index[K - 1])) return;
+POINTOPS_UNROLL
+    for (int j = K - 1; j > 0; --j) {
+      if (comes_before(d, i, dist[j - 1], index[j - 1])) {
+        dist[j] = dist[j - 1];
+        index[j] = index[j - 1];
+      } else if (comes_before(d, i, dist[j], index[j])) {
+        dist[j] = d;
+        index[j] = i;
+      }
+    }
+    if (comes_before(d, i, dist[0], index[0])) {
+      dist[0] = d;
+      index[0] = i;
+    }
+  }
+
+  // Entry j < k of the result: (index or -1, distance or +inf).
+  POINTOPS_HOST_DEVICE int64_t result_index(int64_t k, int64_t j) const {
+    const int32_t i = index[K - k + j];
+    return i == std::numeric_limits<int32_t>::max() ? -1 : i;
+  }
+  POINTOPS_HOST_DEVICE acc_t result_distance(int64_t k, int64_t j) const {
+    return dist[K - k + j];
+  }
+};
+
+// The same list for any k, kept in memory the caller owns (the output row itself).
+template <typename acc_t>
+struct SpanKnnList {
+  acc_t* dist;
+  int64_t* index;
+  int64_t k;
+
+  POINTOPS_HOST_DEVICE void init(int64_t) {
+    for (int64_t j = 0; j < k; ++j) {
+      dist[j] = std::numeric_limits<acc_t>::infinity();
+      index[j] = std::numeric_limits<int64_t>::max();
+    }
+  }
+  POINTOPS_HOST_DEVICE acc_t bound() const { return dist[k - 1]; }
+
+  POINTOPS_HOST_DEVICE void push(acc_t d, int64_t i) {
+    if (!comes_before(d, i, dist[k - 1], index[k - 1])) return;
+    int64_t j = k - 1;
+    while (j > 0 && comes_before(d, i, dist[j - 1], index[j - 1])) {
+      dist[j] = dist[j - 1];
+      index[j] = index[j - 1];
+      --j;
+    }
+    dist[j] = d;
+    index[j] = i;
+  }
+  POINTOPS_HOST_DEVICE int64_t result_index(int64_t, int64_t j) const {
+    return index[j] == std::numeric_limits<int64_t>::max() ? -1 : index[j];
+  }
+  POINTOPS_HOST_DEVICE acc_t result_distance(int64_t, int64_t j) const { return dist[j]; }
+};
+
+// The k smallest indices, ascending, in K >= k fixed slots: slots before K - k hold -1, empty
+// ones INT32_MAX, the largest kept index is slot K - 1.
+template <int K>
+struct FixedIndexList {
+  int32_t index[K];
+
+  POINTOPS_HOST_DEVICE void init(int64_t k) {
+POINTOPS_UNROLL
+    for (int j = 0; j < K; ++j) index[j] = j < K - k ? -1 : std::numeric_limits<int32_t>::max();
+  }
+  POINTOPS_HOST_DEVICE int64_t bound() const { return index[K - 1]; }
+
+  POINTOPS_HOST_DEVICE void push(int64_t i64) {
+    const int32_t i = static_cast<int32_t>(i64);
+    if (i >= index[K - 1]) return;
+POINTOPS_UNROLL
+    for (int j = K - 1; j > 0; --j) {
+      if (i < index[j - 1]) {
+        index[j] = index[j - 1];
+      } else if (i < index[j]) {
+        index[j] = i;
+      }
+    }
+    if (i < index[0]) index[0] = i;
+  }
+  POINTOPS_HOST_DEVICE int64_t result_index(int64_t k, int64_t j) const {
+    const int32_t i = index[K - k + j];
+    return i == std::numeric_limits<int32_t>::max() ? -1 : i;
+  }
+};
+
+template <typename index_t>
+struct SpanIndexList {
+  index_t* index;
+  int64_t k;
+
+  POINTOPS_HOST_DEVICE void init(int64_t) {
+    for (int64_t j = 0; j < k; ++j) index[j] = std::numeric_limits<index_t>::max();
+  }
+  POINTOPS_HOST_DEVICE int64_t bound() const { return index[k - 1]; }
+
+  POINTOPS_HOST_DEVICE void push(int64_t i) {
+    if (i >= index[k - 1]) return;
+    int64_t j = k - 1;
+    while (j > 0 && i < index[j - 1]) {
+      index[j] = index[j - 1];
+      --j;
+    }
+    index[j] = static_cast<index_t>(i);
+  }
+  POINTOPS_HOST_DEVICE int64_t result_index(int64_t, int64_t j) const {
+    return index[j] == std::numeric_limits<index_t>::max() ? -1 : index[j];
+  }
+};
+
+// ---- Searches ---------------------------------------------------------------------------------
+
+// kNN by brute force over one cloud's points in row order (absent ones stored with x = NaN).
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void knn_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx,
+                                           acc_t qy, acc_t qz, List& list) {
+  for (int64_t j = 0; j < n; ++j) {
+    const SortedPoint<acc_t> p = points[j];
+    list.push(squared_distance3(qx, qy, qz, p.x, p.y, p.z), j);
+  }
+}
+
+// Ball query by brute force: points in index order, stopping at the k-th hit.
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx,
+                                            acc_t qy, acc_t qz, acc_t radius2, int64_t k,
+                                            List& list) {
+  int64_t hits = 0;
+  for (int64_t j = 0; j < n && hits < k; ++j) {
+    const SortedPoint<acc_t> p = points[j];
+    if (squared_distance3(qx, qy, qz, p.x, p.y, p.z) < radius2) {
+      list.push(j);
+      ++hits;
+    }
+  }
+}
+
+// kNN over a grid, ring by ring: ring R is the cells at Chebyshev distance R from the query's
+// cell. Within a ring, a cell whose bound L exceeds the current k-th distance is skipped; after
+// a ring, the search stops once every cell left outside the searched box is bounded away in the
+// same way, or when the box covers the grid. `cell_start[key]` is the position of the first
+// stored point with a cell key >= key (so a cell's points are [cell_start[key],
+// cell_start[key + 1]), ordered by index).
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cell_start,
+                                          const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
+                                          acc_t qz, List& list) {
+  const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
+  const double slack = query_slack(g, q);
+  int64_t cq[3];
+  int64_t ring = 0;  // the first ring that meets the grid
+  for (int d = 0; d < 3; ++d) {
+    cq[d] = g.query_cell(d, q[d]);
+    if (-cq[d] > ring) ring = -cq[d];
+    if (cq[d] - (g.dims[d] - 1) > ring) ring = cq[d] - (g.dims[d] - 1);
+  }
+  constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
+  for (;; ++ring) {
+    int64_t lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) {
+      lo[d] = cq[d] - ring > 0 ? cq[d] - ring : 0;
+      hi[d] = cq[d] + ring < g.dims[d] - 1 ? cq[d] + ring : g.dims[d] - 1;
+    }
+    for (int64_t z = lo[2]; z <= hi[2]; ++z) {
+      const bool z_face = z == cq[2] - ring || z == cq[2] + ring;
+      const double gz = g.axis_gap(2, q[2], z, z, slack);
+      for (int64_t y = lo[1]; y <= hi[1]; ++y) {
+        const bool y_face = y == cq[1] - ring || y == cq[1] + ring;
+        const double gy = g.axis_gap(1, q[1], y, y, slack);
+        const int64_t row = g.base + (z * g.dims[1] + y) * g.dims[0];
+        // A face row of the ring is whole; any other row meets the ring at its two ends only.
+        int64_t runs[2][2];
+        int n_runs = 0;
+        if (z_face || y_face) {
+          runs[n_runs][0] = lo[0];
+          runs[n_runs++][1] = hi[0];
+        } else {
+          if (cq[0] - ring >= 0) {
+            runs[n_runs][0] = cq[0] - ring;
+            runs[n_runs++][1] = cq[0] - ring;
+          }
+          if (cq[0] + ring <= g.dims[0] - 1) {
+            runs[n_runs][0] = cq[0] + ring;
+            runs[n_runs++][1] = cq[0] + ring;
+          }
+        }
+        for (int r = 0; r < n_runs; ++r) {
+          int64_t begin = cell_start[row + runs[r][0]];
+          for (int64_t x = runs[r][0]; x <= runs[r][1]; ++x) {
+            const int64_t end = cell_start[row + x + 1];
+            if (end > begin) {
+              const acc_t worst = list.bound();
+              const bool skip =
+                  worst < kInf &&
+                  distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) > worst;
+              if (!skip) {
+                for (int64_t j = begin; j < end; ++j) {
+                  const SortedPoint<acc_t> p = points[j];
+                  list.push(squared_distance3(qx, qy, qz, p.x, p.y, p.z), p.index);
+                }
+              }
+            }
+            begin = end;
+          }
+        }
+      }
+    }
+    bool covers = true;
+    double gap = std::numeric_limits<double>::infinity();
+    for (int d = 0; d < 3; ++d) {
+      covers = covers && lo[d] == 0 && hi[d] == g.dims[d] - 1;
+      const double axis = g.outside_gap(d, q[d], lo[d], hi[d], slack);
+      if (axis < gap) gap = axis;
+    }
+    if (covers || distance_bound<acc_t>(gap) > list.bound()) return;
+  }
+}
+
+// Ball query over a grid: every cell that can hold a point within the radius (the box of
+// half-width radius (1 + 2^-16) + 4 slack: beyond it, L > radius^2 by the margin), cells bounded
+// away by L >= radius^2 skipped, and each cell's points scanned in index order only while their
+// index is below the k-th smallest hit so far.
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* cell_start,
+                                           const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
+                                           acc_t qz, acc_t radius, acc_t radius2, List& list) {
+  const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
+  const double slack = query_slack(g, q);
+  const double reach = static_cast<double>(radius) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
+  int64_t lo[3], hi[3];
+  for (int d = 0; d < 3; ++d) {
+    const double first = floor_value((q[d] - reach - g.origin[d]) / g.size);
+    const double last = floor_value((q[d] + reach - g.origin[d]) / g.size);
+    const double top = static_cast<double>(g.dims[d] - 1);
+    if (!(last >= 0.0) || !(first <= top)) return;  // the ball misses the grid
+    lo[d] = first > 0.0 ? static_cast<int64_t>(first) : 0;
+    hi[d] = last < top ? static_cast<int64_t>(last) : g.dims[d] - 1;
+  }
+  for (int64_t z = lo[2]; z <= hi[2]; ++z) {
+    const double gz = g.axis_gap(2, q[2], z, z, slack);
+    for (int64_t y = lo[1]; y <= hi[1]; ++y) {
+      const double gy = g.axis_gap(1, q[1], y, y, slack);
+      const int64_t row = g.base + (z * g.dims[1] + y) * g.dims[0];
+      int64_t begin = cell_start[row + lo[0]];
+      for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+        const int64_t end = cell_start[row + x + 1];
+        if (end > begin &&
+            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < radius2) {
+          for (int64_t j = begin; j < end; ++j) {
+            const SortedPoint<acc_t> p = points[j];
+            if (static_cast<int64_t>(p.index) >= list.bound()) break;
+            if (squared_distance3(qx, qy, qz, p.x, p.y, p.z) < radius2) list.push(p.index);
+          }
+        }
+        begin = end;
+      }
+    }
+  }
+}
+
+// ---- Strategy ---------------------------------------------------------------------------------
+
+enum class Strategy { kBrute, kGrid };
+
+// Host-side choices (defined in knn_cpu.cpp). POINTOPS_NEIGHBORS_STRATEGY=brute|grid forces a
+// strategy for tests and benchmarks; results are identical either way.
+Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points);
+// Points per grid cell that kNN aims for (POINTOPS_KNN_CELL_POINTS overrides it).
+int64_t knn_cell_points(int64_t k);
+
+// The cell budget of one cloud of n points: ceil(n * num / den) + 1 cells. The sum over clouds
+// is at most total_cells_bound(rows, batch), which sizes the cell table without reading any
+// length back to the host.
+struct CellBudget {
+  int64_t num;
+  int64_t den;
+
+  POINTOPS_HOST_DEVICE int64_t cells(int64_t n) const { return (n * num + den - 1) / den + 1; }
+  int64_t total_cells_bound(int64_t rows, int64_t batch) const {
+    return (rows * num + batch * (den - 1)) / den + batch;
+  }
+};
+
+}  // namespace neighbors
+}  // namespace pointops

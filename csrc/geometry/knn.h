@@ -1,0 +1,70 @@
+// k nearest neighbours: the contract shared by the CPU and CUDA kernels.
+//
+// knn(queries, query_lengths?, points, lengths?, k) -> (indices, distances)
+//   queries        (B, M, 3) float32/float64/float16/bfloat16; cloud b's queries are rows
+//                  [0, query_lengths[b]) (None: all M; values clamped to [0, M]).
+//   points         (B, N, 3), the same dtype and device; cloud b is rows [0, lengths[b]).
+//   k              neighbours per query, >= 0.
+//   indices        (B, M, k) int64: rows of points[b], nearest first.
+//   distances      (B, M, k) squared distances, float64 for float64 inputs, float32 otherwise.
+// knn_packed(queries, query_offsets, points, offsets, k) -> (indices, distances)
+//   queries (Mq, 3), points (P, 3): cloud b is rows [offsets[b], offsets[b + 1]) of points and
+//   [query_offsets[b], query_offsets[b + 1]) of queries (both (B + 1,) int64; each is clamped to
+//   [0, rows] and made non-decreasing by a running maximum). indices (Mq, k) index rows of the
+//   packed points; query rows outside [query_offsets[0], query_offsets[B]) get empty rows.
+//
+// Rules (identical on CPU and CUDA, bit for bit, and whichever search strategy runs):
+//   * distance: common/squared_distance.h, (dx*dx + dy*dy) + dz*dz with every step rounded on its
+//     own, in float32 (float64 for float64 inputs; float16/bfloat16 are widened to float32);
+//   * a row holds the k smallest (distance, index) pairs in ascending order: equal distances go
+//     to the lowest index;
+//   * points with a NaN/Inf coordinate are never neighbours; a finite point whose squared
+//     distance overflows to +inf still is (after every point at a finite distance);
+//   * a row with fewer than k neighbours (k > points in the cloud) is padded with index -1 and
+//     distance +inf; query rows past query_lengths[b], and queries with a NaN/Inf coordinate,
+//     are all -1 / +inf.
+//
+// Strategies (grid.h): brute force over the cloud, or a uniform grid searched ring by ring with an
+// exact stopping rule. pick_strategy chooses from the sizes alone.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+namespace pointops {
+
+std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
+                                           const std::optional<at::Tensor>& query_lengths,
+                                           const at::Tensor& points,
+                                           const std::optional<at::Tensor>& lengths, int64_t k);
+std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
+                                                  const at::Tensor& query_offsets,
+                                                  const at::Tensor& points,
+                                                  const at::Tensor& offsets, int64_t k);
+
+namespace neighbors {
+
+// Argument checks shared by both backends and by ball_query (defined in knn_cpu.cpp). `op` names
+// the operator in messages.
+void check_padded_pair(const char* op, const at::Tensor& queries,
+                       const std::optional<at::Tensor>& query_lengths, const at::Tensor& points,
+                       const std::optional<at::Tensor>& lengths);
+void check_packed_pair(const char* op, const at::Tensor& queries, const at::Tensor& query_offsets,
+                       const at::Tensor& points, const at::Tensor& offsets);
+
+// Inputs as the kernels read them: contiguous, float32 or float64 (float16/bfloat16 widened).
+at::Tensor compute_coords(const at::Tensor& t);
+
+// Packed offsets as the kernels read them: clamped to [0, rows], then a running maximum, on the
+// offsets' device (no host sync).
+at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows);
+
+inline at::ScalarType distance_dtype(const at::Tensor& points) {
+  return points.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+}  // namespace neighbors
+}  // namespace pointops

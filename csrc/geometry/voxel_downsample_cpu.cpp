@@ -1,0 +1,208 @@
+// Voxel-grid downsampling on the CPU: the twin of voxel_downsample_cuda.cu (rules in
+// voxel_downsample.h). Clouds run in parallel; each builds the CPU parallel hash array of its
+// cell keys, whose runs list the voxels in key order and each voxel's points in index order:
+// the order in which both backends sum them.
+#include "geometry/voxel_downsample.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/clouds.h"
+#include "common/hash_array_cpu.h"
+
+namespace pointops {
+namespace voxel_downsample_detail {
+
+DownsampleArgs check_downsample_args(const at::Tensor& points,
+                                     const std::optional<at::Tensor>& lengths,
+                                     const std::optional<at::Tensor>& features,
+                                     at::ArrayRef<double> voxel_size,
+                                     std::optional<at::ArrayRef<double>> point_range) {
+  check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
+  check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
+  DownsampleArgs args{};
+  args.features = 0;
+  if (features.has_value()) {
+    check_dim(*features, "features", 3, "(B, N, F)");
+    check_floating(*features, "features");
+    TORCH_CHECK(features->size(0) == points.size(0) && features->size(1) == points.size(1),
+                "features must have shape (B, N, F) with B, N = ", points.size(0), ", ",
+                points.size(1), " (as points), got shape ", features->sizes());
+    check_same_device(*features, "features", points, "points");
+    args.features = features->size(2);
+  }
+  TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ",
+              voxel_size.size(), ": ", voxel_size);
+  const bool wide = points.scalar_type() == at::kDouble;
+  constexpr const char* kAxis[3] = {"x", "y", "z"};
+  for (int d = 0; d < 3; ++d) {
+    // Checked in the compute type: a size that is finite in float64 may round to 0 or Inf.
+    const double size = wide ? voxel_size[d] : static_cast<double>(static_cast<float>(voxel_size[d]));
+    TORCH_CHECK(std::isfinite(size) && size > 0, "voxel_size[", d, "] (", kAxis[d],
+                ") must be finite and > 0", wide ? "" : " in float32", ", got ", voxel_size[d]);
+    args.size[d] = voxel_size[d];
+  }
+  args.has_range = point_range.has_value();
+  if (args.has_range) {
+    TORCH_CHECK(point_range->size() == 6,
+                "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ",
+                point_range->size(), ": ", *point_range);
+    for (int d = 0; d < 3; ++d) {
+      const double lo = (*point_range)[d];
+      const double hi = (*point_range)[d + 3];
+      const double lo_c = wide ? lo : static_cast<double>(static_cast<float>(lo));
+      const double hi_c = wide ? hi : static_cast<double>(static_cast<float>(hi));
+      // x_max may be +Inf (no upper bound); x_min must be finite: it is the grid's origin.
+      TORCH_CHECK(std::isfinite(lo_c) && !std::isnan(hi_c) && lo_c < hi_c,
+                  "point_range must have finite ", kAxis[d], "_min < ", kAxis[d], "_max",
+                  wide ? "" : " (in float32)", ", got [", lo, ", ", hi, "]");
+      args.origin[d] = lo;
+      args.upper[d] = hi;
+    }
+  } else {
+    for (int d = 0; d < 3; ++d) {
+      args.origin[d] = 0.0;
+      args.upper[d] = 0.0;
+    }
+  }
+  return args;
+}
+
+VoxelDownsampleResult empty_downsample_outputs(const at::Tensor& points,
+                                               const std::optional<at::Tensor>& features) {
+  const int64_t batch = points.size(0);
+  const int64_t n = points.size(1);
+  const auto options = points.options();
+  at::Tensor mean_features =
+      features.has_value() ? at::zeros({batch, n, features->size(2)}, features->options())
+                           : at::zeros({batch, n, 0}, options);
+  return {at::zeros({batch, n, 3}, options), mean_features,
+          at::zeros({batch}, options.dtype(at::kLong)),
+          at::full({batch, n}, -1, options.dtype(at::kLong))};
+}
+
+}  // namespace voxel_downsample_detail
+
+namespace {
+
+using namespace voxel_downsample_detail;
+
+constexpr int64_t kPointsPerTask = 16384;
+constexpr int64_t kVoxelsPerTask = 4096;
+
+// One cloud of n points; the output pointers are at the cloud's rows. Its passes over points and
+// voxels are parallel when it runs outside a parallel region (few clouds) and inline inside one
+// (at::parallel_for nests inline); the radix sort is serial. Every pass writes disjoint rows, so
+// the split changes no value.
+template <typename scalar_t, typename feature_t, typename acc_t>
+void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t n, int64_t f,
+                          const DownsampleGrid<acc_t>& grid, scalar_t* centroids,
+                          feature_t* mean_features, int64_t* new_length, int64_t* point_voxel) {
+  std::vector<int64_t> cells(static_cast<size_t>(3 * n));
+  std::vector<char> counted(static_cast<size_t>(n));
+  at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const scalar_t* p = cloud + 3 * i;
+      counted[i] = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
+                             static_cast<acc_t>(p[2]), cells.data() + 3 * i);
+    }
+  });
+  int64_t low[3] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
+                    std::numeric_limits<int64_t>::max()};
+  for (int64_t i = 0; i < n; ++i) {
+    if (!counted[i]) continue;
+    for (int d = 0; d < 3; ++d) low[d] = std::min(low[d], cells[3 * i + d]);
+  }
+  std::vector<int64_t> keys(static_cast<size_t>(n));
+  at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      keys[i] = counted[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
+    }
+  });
+  const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, kInvalidKey);
+
+  *new_length = h.num_unique();
+  at::parallel_for(0, h.num_unique(), kVoxelsPerTask, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t* members = h.perm.data() + h.starts[r];
+      const int64_t count = h.counts[r];
+      const double divisor = static_cast<double>(count);
+      double sum[3] = {0.0, 0.0, 0.0};
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t p = members[t];
+        point_voxel[p] = r;
+        for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(cloud[3 * p + d]));
+      }
+      for (int d = 0; d < 3; ++d) centroids[3 * r + d] = static_cast<scalar_t>(divide(sum[d], divisor));
+      for (int64_t c = 0; c < f; ++c) {
+        double s = 0.0;
+        for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(feats[f * members[t] + c]));
+        mean_features[f * r + c] = static_cast<feature_t>(divide(s, divisor));
+      }
+    }
+  });
+}
+
+template <typename scalar_t, typename feature_t>
+void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
+                          const int64_t* length_ptr, const DownsampleArgs& args,
+                          VoxelDownsampleResult& outputs) {
+  using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+  const auto grid = make_grid<acc_t>(args);
+  const int64_t batch = pts.size(0);
+  const int64_t n = pts.size(1);
+  const int64_t f = args.features;
+  const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
+  const feature_t* feats_ptr = f > 0 ? feats.data_ptr<feature_t>() : nullptr;
+  scalar_t* centroids = std::get<0>(outputs).data_ptr<scalar_t>();
+  feature_t* mean_features = f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr;
+  int64_t* new_lengths = std::get<2>(outputs).data_ptr<int64_t>();
+  int64_t* point_voxel = std::get<3>(outputs).data_ptr<int64_t>();
+  auto one = [&](int64_t b) {
+    downsample_one_cloud<scalar_t, feature_t, acc_t>(
+        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
+        grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b,
+        point_voxel + b * n);
+  };
+  if (batch >= at::get_num_threads()) {
+    at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
+      for (int64_t b = first; b < last; ++b) one(b);
+    });
+  } else {
+    for (int64_t b = 0; b < batch; ++b) one(b);  // few clouds: each one's passes run in parallel
+  }
+}
+
+VoxelDownsampleResult voxel_downsample_cpu(const at::Tensor& points,
+                                           const std::optional<at::Tensor>& lengths,
+                                           const std::optional<at::Tensor>& features,
+                                           at::ArrayRef<double> voxel_size,
+                                           std::optional<at::ArrayRef<double>> point_range) {
+  const DownsampleArgs args = check_downsample_args(points, lengths, features, voxel_size, point_range);
+  VoxelDownsampleResult outputs = empty_downsample_outputs(points, features);
+  if (points.size(0) == 0 || points.size(1) == 0) return outputs;
+  const at::Tensor pts = points.contiguous();
+  // Without features the feature type is a placeholder: no feature is read or written.
+  const at::Tensor feats = args.features > 0 ? features->contiguous() : pts;
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, pts.scalar_type(), "voxel_downsample_cpu", [&] {
+    using point_t = scalar_t;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "voxel_downsample_cpu", [&] {
+      downsample_cpu_typed<point_t, scalar_t>(pts, feats, lengths_c.data, args, outputs);
+    });
+  });
+  return outputs;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("voxel_downsample", &voxel_downsample_cpu); }
+
+}  // namespace pointops

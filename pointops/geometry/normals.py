@@ -1,0 +1,159 @@
+"""Normals and curvature by neighbourhood PCA (wraps csrc/geometry/normals*).
+
+The normal of a point is the eigenvector of the smallest eigenvalue of its k nearest
+neighbours' covariance (the point itself included), its curvature the surface variation
+``lambda_0 / (lambda_0 + lambda_1 + lambda_2)`` (PCL's and Open3D's). The covariance is summed in
+float64 in neighbour order and decomposed by a fixed number of Jacobi sweeps, so CPU and CUDA
+return the same bits. Undetermined neighbourhoods (fewer than 3 distinct points, a line) give the
+normal (0, 0, 0), never NaN.
+"""
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+class Normals(NamedTuple):
+    """Output of :func:`estimate_normals`."""
+
+    normals: Tensor  # (B, N, 3) unit normals (float64 for float64 points, else float32); 0 where undetermined
+    curvature: Tensor  # (B, N) surface variation in [0, 1/3]
+
+
+def _bounding_box_centres(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
+    """(B, 3) float64 centre of each cloud's bounding box over its finite points (0 when none).
+
+    min and max are exact, so the centre is the same on every device."""
+    pts = points.double()
+    valid = torch.isfinite(pts).all(-1)
+    if lengths is not None:
+        valid = valid & (torch.arange(points.shape[1], device=points.device) < lengths.unsqueeze(1))
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=points.device)
+    low = torch.where(valid.unsqueeze(-1), pts, inf).amin(1) if points.shape[1] > 0 else pts.new_zeros([pts.shape[0], 3])
+    high = torch.where(valid.unsqueeze(-1), pts, -inf).amax(1) if points.shape[1] > 0 else pts.new_zeros([pts.shape[0], 3])
+    centre = (low + high) * 0.5
+    return torch.where(torch.isfinite(centre), centre, torch.zeros_like(centre))
+
+
+def estimate_normals(
+    points: Tensor,
+    k: int,
+    lengths: Optional[Tensor] = None,
+    orientation: str = "viewpoint",
+    viewpoint: Optional[Tensor] = None,
+    neighbors: Optional[Tensor] = None,
+) -> Normals:
+    """Unit normals and curvature of padded clouds from their k-nearest-neighbour PCA.
+
+    Args:
+        points: (B, N, 3) float32/float64/float16/bfloat16.
+        k: neighbours per point, the point itself included (Open3D's ``KDTreeSearchParamKNN(k)``);
+            clouds with fewer points use all of them.
+        lengths: (B,) int64, cloud b is rows [0, lengths[b]); None = all N.
+        orientation: ``"viewpoint"`` turns each normal toward ``viewpoint`` (default the origin,
+            where a scanner sits); ``"outward"`` turns it away from the centre of its cloud's
+            bounding box (right for closed, roughly star-shaped objects); ``"none"`` makes its
+            largest component positive. A normal perpendicular to the view ray follows
+            ``"none"``.
+        viewpoint: (B, 3) or (3,) float, the viewpoint of each cloud (``"viewpoint"`` only).
+        neighbors: (B, N, K) int64 neighbour indices to use instead of the kNN search (from a
+            ball query, say); -1 entries are skipped.
+
+    Returns:
+        :class:`Normals`. Rows past ``lengths`` and points with NaN/Inf coordinates get normal 0
+        and curvature 0. The normals and curvature are differentiable with respect to the points
+        (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
+    """
+    if orientation == "none":
+        mode = 0
+    elif orientation == "viewpoint":
+        mode = 1
+    elif orientation == "outward":
+        mode = 2
+    else:
+        raise ValueError(f"orientation must be 'viewpoint', 'outward' or 'none', got '{orientation}'")
+    if neighbors is None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        neighbors = torch.ops.pointops.knn(points, lengths, points, lengths, k)[0]
+    views: Optional[Tensor] = None
+    if mode == 2:
+        views = _bounding_box_centres(points, lengths)
+    elif viewpoint is not None:
+        views = viewpoint.expand(points.shape[0], 3) if viewpoint.dim() == 1 else viewpoint
+    normals, curvature = torch.ops.pointops.estimate_normals(points, lengths, neighbors, views, mode)
+    return Normals(normals, curvature)
+
+
+@torch.library.register_fake("pointops::estimate_normals")
+def _estimate_normals_fake(points, lengths, neighbors, viewpoints, orientation=1):
+    torch._check(points.dim() == 3 and points.shape[2] == 3,
+                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
+    torch._check(points.dtype in _FLOATS, lambda: f"points must be a floating tensor, got {points.dtype}")
+    torch._check(neighbors.dim() == 3, lambda: f"neighbors must have shape (B, N, K), got {tuple(neighbors.shape)}")
+    torch._check(neighbors.dtype == torch.int64, lambda: f"neighbors must be int64, got {neighbors.dtype}")
+    torch._check(0 <= orientation <= 2, lambda: f"orientation must be 0, 1 or 2, got {orientation}")
+    dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    batch, n = points.shape[0], points.shape[1]
+    return points.new_empty((batch, n, 3), dtype=dtype), points.new_empty((batch, n), dtype=dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    points, lengths, neighbors, _, _ = inputs
+    ctx.save_for_backward(points, lengths, neighbors, output[0])
+    ctx.has_lengths = lengths is not None
+
+
+def _backward(ctx, grad_normals, grad_curvature):
+    """Vector-Jacobian product of normal = s v_0 and curvature = l_0 / trace(C) through the
+    covariance C = (1/m) sum (p - mu)(p - mu)^T of each neighbourhood, in plain float64 torch:
+    dv_0 = sum_{j>0} v_j v_j^T dC v_0 / (l_0 - l_j), dl_0 = v_0^T dC v_0, and dC / dp_q =
+    (2/m) (p_q - mu) (the mean's own term cancels). The eigenpairs come from torch.linalg.eigh of
+    the recomputed covariance; the sign s matches the forward normal."""
+    points, lengths, neighbors, normals = ctx.saved_tensors
+    batch, n, k = neighbors.shape
+    pts = points.detach().double()
+    length = lengths.clamp(0, n) if ctx.has_lengths else torch.full((batch,), n, dtype=torch.int64, device=pts.device)
+    finite = torch.isfinite(pts).all(-1) & (torch.arange(n, device=pts.device) < length.unsqueeze(1))
+    index = neighbors.clamp(0, max(n - 1, 0))
+    valid = (neighbors >= 0) & (neighbors < length.view(batch, 1, 1))
+    valid = valid & torch.gather(finite, 1, index.view(batch, -1)).view(batch, n, k)
+    safe = torch.where(finite.unsqueeze(-1), pts, torch.zeros_like(pts))
+    nb = torch.gather(safe, 1, index.view(batch, -1, 1).expand(-1, -1, 3)).view(batch, n, k, 3)
+    w = valid.double().unsqueeze(-1)
+    m = w.sum(2).clamp(min=1.0)
+    mu = (nb * w).sum(2) / m
+    centred = (nb - mu.unsqueeze(2)) * w
+    cov = torch.einsum("bnki,bnkj->bnij", centred, centred) / m.unsqueeze(-1)
+    lam, vec = torch.linalg.eigh(cov)
+    v0 = vec[..., 0]
+    sign = torch.where((v0 * normals.double()).sum(-1) < 0, -1.0, 1.0)
+    determined = (normals != 0).any(-1) & finite
+    g = torch.zeros_like(cov)
+    if grad_normals is not None:
+        gn = grad_normals.double() * sign.unsqueeze(-1)
+        for j in (1, 2):
+            vj = vec[..., j]
+            gap = lam[..., 0] - lam[..., j]
+            # a repeated eigenvalue leaves the normal's derivative undefined: no gradient there
+            coef = torch.where(gap == 0, torch.zeros_like(gap), (vj * gn).sum(-1) / torch.where(gap == 0, torch.ones_like(gap), gap))
+            g = g + coef.unsqueeze(-1).unsqueeze(-1) * vj.unsqueeze(-1) * v0.unsqueeze(-2)
+        g = torch.where(determined.unsqueeze(-1).unsqueeze(-1), g, torch.zeros_like(g))
+    if grad_curvature is not None:
+        trace = lam.clamp(min=0).sum(-1)
+        l0 = lam[..., 0].clamp(min=0)
+        eye = torch.eye(3, dtype=torch.float64, device=pts.device)
+        dc = (v0.unsqueeze(-1) * v0.unsqueeze(-2) * trace.unsqueeze(-1).unsqueeze(-1) - l0.unsqueeze(-1).unsqueeze(-1) * eye)
+        dc = dc / torch.where(trace > 0, trace * trace, torch.ones_like(trace)).unsqueeze(-1).unsqueeze(-1)
+        dc = torch.where(((trace > 0) & finite).unsqueeze(-1).unsqueeze(-1), dc, torch.zeros_like(dc))
+        g = g + grad_curvature.double().unsqueeze(-1).unsqueeze(-1) * dc
+    sym = (g + g.transpose(-1, -2)) * 0.5
+    per_neighbour = 2.0 * torch.einsum("bnij,bnkj->bnki", sym, centred) / m.unsqueeze(-1)
+    grad = torch.zeros_like(pts)
+    grad.scatter_add_(1, index.view(batch, -1, 1).expand(-1, -1, 3), (per_neighbour * w).view(batch, -1, 3))
+    return grad.to(points.dtype), None, None, None, None
+
+
+torch.library.register_autograd("pointops::estimate_normals", _backward, setup_context=_setup_context)

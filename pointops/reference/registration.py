@@ -1,0 +1,262 @@
+"""Slow references of the geometry family's downsampling, normals and registration ops.
+
+``voxel_downsample`` and ``transform_points`` reproduce the kernels to the bit (same cells, same
+order of float64 sums, same roundings). ``estimate_normals`` is float64 NumPy PCA (``eigh``) and
+``icp_step`` / ``icp`` are float64 NumPy registrations (SVD for point to point, least squares
+for point to plane): the kernels agree with them within float64 round-off of different
+summation orders, and the tests say how close.
+"""
+from typing import List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+_AXIS_SPAN = 2**21
+_CELL_LIMIT = 2.0**62
+
+
+def _length(lengths: Optional[Tensor], b: int, n: int) -> int:
+    return n if lengths is None else int(min(max(int(lengths[b]), 0), n))
+
+
+def voxel_downsample(
+    points: Tensor,
+    voxel_size: List[float],
+    lengths: Optional[Tensor] = None,
+    features: Optional[Tensor] = None,
+    point_range: Optional[List[float]] = None,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(centroids, mean_features, new_lengths, point_voxel) exactly as the voxel_downsample op."""
+    points = points.cpu()
+    features = None if features is None else features.cpu()
+    batch, n, _ = points.shape
+    acc = torch.float64 if points.dtype == torch.float64 else torch.float32
+    pts = points.to(acc)
+    origin = torch.tensor(point_range[:3] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
+    upper = torch.tensor(point_range[3:] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
+    size = torch.tensor(voxel_size, dtype=torch.float64).to(acc)
+    f = 0 if features is None else features.shape[2]
+    centroids = torch.zeros(batch, n, 3, dtype=points.dtype)
+    mean_features = torch.zeros(batch, n, f, dtype=points.dtype if features is None else features.dtype)
+    new_lengths = torch.zeros(batch, dtype=torch.int64)
+    point_voxel = torch.full((batch, n), -1, dtype=torch.int64)
+    for b in range(batch):
+        m = _length(lengths, b, n)
+        q = pts[b, :m]
+        ok = torch.isfinite(q).all(-1)
+        if point_range is not None:
+            ok &= ((q >= origin) & (q < upper)).all(-1)
+        cell = torch.floor((q - origin) / size)
+        ok &= ((cell >= -_CELL_LIMIT) & (cell < _CELL_LIMIT)).all(-1)
+        cells = torch.where(ok.unsqueeze(-1), cell, torch.zeros_like(cell)).to(torch.int64)
+        if not bool(ok.any()):
+            continue
+        rel = cells - cells[ok].amin(0)
+        ok &= (rel < _AXIS_SPAN).all(-1)
+        key = (rel[:, 2] << 42) | (rel[:, 1] << 21) | rel[:, 0]
+        members = torch.nonzero(ok).flatten()  # increasing point index
+        if members.numel() == 0:
+            continue
+        _, voxel = torch.unique(key[members], sorted=True, return_inverse=True)
+        voxels = int(voxel.max()) + 1
+        new_lengths[b] = voxels
+        point_voxel[b, members] = voxel
+        # Sum each voxel's points in increasing index: the t-th point of every voxel at step t.
+        order = torch.argsort(voxel, stable=True)
+        sorted_voxel = voxel[order]
+        counts = torch.bincount(voxel, minlength=voxels)
+        starts = torch.cumsum(counts, 0) - counts
+        position = torch.arange(members.numel()) - starts[sorted_voxel]
+        sums = torch.zeros(voxels, 3, dtype=torch.float64)
+        feature_sums = torch.zeros(voxels, f, dtype=torch.float64)
+        for t in range(int(counts.max())):
+            at = position == t
+            rows = members[order[at]]
+            sums[sorted_voxel[at]] += points[b, rows].double()
+            if features is not None:
+                feature_sums[sorted_voxel[at]] += features[b, rows].double()
+        centroids[b, :voxels] = (sums / counts.double().unsqueeze(-1)).to(points.dtype)
+        if features is not None:
+            mean_features[b, :voxels] = (feature_sums / counts.double().unsqueeze(-1)).to(features.dtype)
+    return centroids, mean_features, new_lengths, point_voxel
+
+
+def estimate_normals(
+    points: Tensor,
+    neighbors: Tensor,
+    lengths: Optional[Tensor] = None,
+    viewpoints: Optional[Tensor] = None,
+    orientation: int = 1,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 NumPy PCA normals: (normals (B, N, 3), curvature (B, N), determined (B, N) bool).
+
+    The same neighbourhood, degenerate and orientation rules as the op; ``determined`` is False
+    where the op's normal is 0 (fewer than 3 distinct points, a line)."""
+    pts = points.detach().cpu().double().numpy()
+    nbr = neighbors.cpu().numpy()
+    batch, n, _ = pts.shape
+    views = np.zeros((batch, 3)) if viewpoints is None else viewpoints.detach().cpu().double().numpy()
+    normals = np.zeros((batch, n, 3))
+    curvature = np.zeros((batch, n))
+    determined = np.zeros((batch, n), dtype=bool)
+    for b in range(batch):
+        m = _length(lengths, b, n)
+        for i in range(m):
+            if not np.isfinite(pts[b, i]).all():
+                continue
+            idx = [j for j in nbr[b, i] if 0 <= j < m and np.isfinite(pts[b, j]).all()]
+            if not idx:
+                continue
+            q = pts[b, idx]
+            c = q - q.mean(0)
+            cov = c.T @ c / len(idx)
+            values, vectors = np.linalg.eigh(cov)
+            values = np.clip(values, 0.0, None)
+            total = values.sum()
+            curvature[b, i] = values[0] / total if total > 0 else 0.0
+            if not (values[2] > 0 and values[1] > 1e-12 * values[2]):
+                continue
+            normal = vectors[:, 0] / np.linalg.norm(vectors[:, 0])
+            big = int(np.argmax(np.abs(normal)))
+            flip = normal[big] < 0
+            if orientation != 0:
+                facing = normal @ (views[b] - pts[b, i])
+                if facing != 0:
+                    flip = facing < 0 if orientation == 1 else facing > 0
+            normals[b, i] = -normal if flip else normal
+            determined[b, i] = True
+    return normals, curvature, determined
+
+
+def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
+    """R p + t per pose, bit for bit as the op: float64 products and sums rounded one at a time,
+    ((r0 x + r1 y) + r2 z) + t, then one rounding to float32 (float64 for float64 points)."""
+    out_dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    p = points.double().unsqueeze(1)  # (B, 1, N, 3)
+    pose = poses.double()
+    rows = []
+    for i in range(3):
+        r = pose[:, :, i, :3].unsqueeze(2)  # (B, H, 1, 3)
+        value = r[..., 0] * p[..., 0] + r[..., 1] * p[..., 1]
+        value = value + r[..., 2] * p[..., 2]
+        rows.append(value + pose[:, :, i, 3].unsqueeze(2))
+    moved = torch.stack(rows, -1)
+    n = points.shape[1]
+    if lengths is not None:
+        inside = torch.arange(n, device=points.device) < lengths.clamp(0, n).unsqueeze(1)
+        moved = torch.where(inside.view(points.shape[0], 1, n, 1), moved, torch.zeros_like(moved))
+    return moved.to(out_dtype)
+
+
+def nearest_neighbors(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[Tensor] = None,
+                      lengths: Optional[Tensor] = None) -> Tensor:
+    """Brute-force kNN indices (B, M, k) int64: squared distances (dx*dx + dy*dy) + dz*dz in the
+    points' precision, ascending, ties to the lowest index, -1 padding; NaN distances never match."""
+    batch, m, _ = queries.shape
+    n = points.shape[1]
+    out = torch.full((batch, m, k), -1, dtype=torch.int64)
+    for b in range(batch):
+        mq = _length(query_lengths, b, m)
+        mp = _length(lengths, b, n)
+        if mq == 0 or mp == 0:
+            continue
+        q = queries[b, :mq].cpu()
+        p = points[b, :mp].cpu()
+        d2 = None
+        for axis in range(3):  # (dx*dx + dy*dy) + dz*dz, each step rounded on its own
+            d = q[:, axis : axis + 1] - p[:, axis].unsqueeze(0)
+            d2 = d * d if d2 is None else d2 + d * d
+        d2 = torch.nan_to_num(d2, nan=float("inf"))
+        if k == 1:  # argmin returns the first of equal minima: the lowest index
+            order = torch.argmin(d2, dim=1, keepdim=True)
+        else:
+            order = torch.argsort(d2, dim=1, stable=True)[:, :k]
+        keep = torch.gather(d2, 1, order) < float("inf")
+        out[b, :mq, : order.shape[1]] = torch.where(keep, order, torch.full_like(order, -1))
+    return out
+
+
+def _pose_increment(pairs_m: np.ndarray, pairs_q: np.ndarray, normals: Optional[np.ndarray]) -> np.ndarray:
+    """The 4x4 increment of one ICP step from inlier pairs (float64)."""
+    step = np.eye(4)
+    if normals is None:
+        if len(pairs_m) < 3:
+            return step
+        mm, qm = pairs_m.mean(0), pairs_q.mean(0)
+        h = (pairs_m - mm).T @ (pairs_q - qm)
+        u, _, vt = np.linalg.svd(h)
+        d = np.sign(np.linalg.det(vt.T @ u.T))
+        r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+        step[:3, :3] = r
+        step[:3, 3] = qm - r @ mm
+        return step
+    if len(pairs_m) < 6:
+        return step
+    normals = np.where(np.isfinite(normals), normals, 0.0)
+    jac = np.concatenate([np.cross(pairs_m, normals), normals], 1)
+    res = ((pairs_m - pairs_q) * normals).sum(1)
+    x = np.linalg.lstsq(jac, -res, rcond=1e-10)[0]
+    q = np.concatenate([[1.0], 0.5 * x[:3]])
+    q /= np.linalg.norm(q)
+    w, a, b, c = q
+    step[:3, :3] = [[1 - 2 * (b * b + c * c), 2 * (a * b - w * c), 2 * (a * c + w * b)],
+                    [2 * (a * b + w * c), 1 - 2 * (a * a + c * c), 2 * (b * c - w * a)],
+                    [2 * (a * c - w * b), 2 * (b * c + w * a), 1 - 2 * (a * a + b * b)]]
+    step[:3, 3] = x[3:]
+    return step
+
+
+def icp_step(sources: Tensor, targets: Tensor, poses: Tensor, indices: Tensor, max_correspondence_distance: float,
+             target_normals: Optional[Tensor] = None, query_lengths: Optional[Tensor] = None):
+    """One ICP step in float64 NumPy for every hypothesis: (next poses (B, H, 4, 4) float64, rmse, fraction)
+    with the op's inlier rule, statistics and increments (SVD / least squares instead of
+    Horn's eigenvector and the op's elimination)."""
+    src = sources.detach().cpu().double().numpy()
+    tgt = targets.detach().cpu().double().numpy()
+    nrm = None if target_normals is None else target_normals.detach().cpu().double().numpy()
+    pose = poses.detach().cpu().double().numpy()
+    idx = indices.cpu().numpy()
+    batch, hyps = pose.shape[:2]
+    n, m = src.shape[1], tgt.shape[1]
+    nxt = pose.copy()
+    nxt[..., 3, :] = [0.0, 0.0, 0.0, 1.0]
+    rmse = np.zeros((batch, hyps))
+    fraction = np.zeros((batch, hyps))
+    max_d2 = max_correspondence_distance * max_correspondence_distance
+    for b in range(batch):
+        length = _length(query_lengths, b, n)
+        s = src[b, :length]
+        finite = np.isfinite(s).all(1)
+        for h in range(hyps):
+            moved = s @ pose[b, h, :3, :3].T + pose[b, h, :3, 3]
+            j = idx[b, h, :length]
+            ok = finite & (j >= 0) & (j < m)
+            q = tgt[b, np.clip(j, 0, max(m - 1, 0))] if m else np.zeros_like(moved)
+            ok &= np.isfinite(q).all(1)
+            d2 = ((moved - q) ** 2).sum(1)
+            ok &= d2 <= max_d2
+            inliers = int(ok.sum())
+            rmse[b, h] = np.sqrt(d2[ok].sum() / inliers) if inliers else 0.0
+            fraction[b, h] = inliers / finite.sum() if finite.sum() else 0.0
+            normals = None if nrm is None else nrm[b, np.clip(j, 0, max(m - 1, 0))][ok]
+            step = _pose_increment(moved[ok], q[ok], normals)
+            nxt[b, h] = step @ np.vstack([pose[b, h, :3], [0.0, 0.0, 0.0, 1.0]])
+    return nxt, rmse, fraction
+
+
+def icp(sources: Tensor, targets: Tensor, init_poses: Tensor, max_correspondence_distance: float,
+        iterations: int, target_normals: Optional[Tensor] = None):
+    """Float64 NumPy ICP (brute-force nearest neighbours in float64): final poses (B, H, 4, 4),
+    rmse and inlier fraction at the final poses."""
+    poses = init_poses.detach().cpu().double()
+    src = sources.detach().cpu().double()
+    tgt = targets.detach().cpu().double()
+    for step in range(iterations + 1):
+        batch, hyps = poses.shape[:2]
+        moved = transform_points(src, poses)
+        nearest = nearest_neighbors(moved.reshape(batch, -1, 3), tgt, 1).view(batch, hyps, -1)
+        nxt, rmse, fraction = icp_step(src, tgt, poses, nearest, max_correspondence_distance, target_normals)
+        if step < iterations:
+            poses = torch.from_numpy(nxt)
+    return poses.numpy(), rmse, fraction

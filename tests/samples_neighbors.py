@@ -1,0 +1,62 @@
+"""Registration samples of the neighbourhood ops (knn, ball_query, interpolate) and their wrappers,
+merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls."""
+from typing import Callable, Dict, List
+
+import torch
+
+import pointops
+from tests.op_samples import WrapperCase
+
+
+def _clouds(device: str, batch: int, n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, n, 3, generator=g).to(device)
+
+
+def _knn_samples(device: str) -> List[tuple]:
+    points = _clouds("cpu", 3, 60, 10)
+    points[0, 7, 1] = float("nan")  # never a neighbour
+    points = points.to(device)
+    queries = _clouds(device, 3, 25, 11)
+    lengths = torch.tensor([60, 10, 0], device=device)
+    query_lengths = torch.tensor([25, 25, 3], device=device)
+    big_points, big_queries = _clouds(device, 2, 400, 12), _clouds(device, 2, 50, 13)  # grid on the CPU
+    return [
+        (queries, query_lengths, points, lengths, 5),
+        (queries, None, points, None, 70),  # k > N: padded rows
+        (queries.double(), None, points.double(), lengths, 3),
+        (queries.half(), query_lengths, points.half(), None, 4),
+        (big_queries, None, big_points, torch.tensor([400, 150], device=device), 16),
+        (queries, None, points, None, 0),
+    ]
+
+
+def _knn_packed_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(14)
+    points = torch.rand(90, 3, generator=g).to(device)
+    queries = torch.rand(40, 3, generator=g).to(device)
+    offsets = torch.tensor([0, 50, 50, 90], device=device)
+    query_offsets = torch.tensor([0, 10, 25, 38], device=device)  # rows 38, 39 are in no cloud
+    return [
+        (queries, query_offsets, points, offsets, 6),
+        (queries.double(), query_offsets, points.double(), offsets, 45),
+    ]
+
+
+OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
+    "knn": _knn_samples,
+    "knn_packed": _knn_packed_samples,
+}
+
+WRAPPER_CASES: Dict[str, WrapperCase] = {
+    "knn": WrapperCase(
+        pointops.knn,
+        lambda d: (_clouds(d, 2, 30, 20), _clouds(d, 2, 80, 21), 6, torch.tensor([30, 12], device=d),
+                   torch.tensor([80, 40], device=d)),
+    ),
+    "knn_packed": WrapperCase(
+        pointops.knn_packed,
+        lambda d: (_clouds(d, 1, 30, 22)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 70, 23)[0],
+                   torch.tensor([0, 40, 70], device=d), 5),
+    ),
+}

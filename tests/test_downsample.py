@@ -1,0 +1,296 @@
+"""Voxel downsampling: exact reference equality, Open3D's cells, edges, autograd, errors, CPU == CUDA."""
+import importlib.util
+
+import pytest
+import torch
+
+import pointops
+from pointops.reference import registration as reference
+from tests.conftest import HAS_CUDA
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def open3d_or_skip():
+    """Open3D, or a skip when it is absent or cannot load (its wheel needs libusb-1.0)."""
+    if importlib.util.find_spec("open3d") is None:
+        pytest.skip("open3d is not installed")
+    try:
+        import open3d
+    except ImportError as error:
+        pytest.skip(f"open3d does not load: {error}")
+    return open3d
+
+
+def downsample(points, size, lengths=None, features=None, point_range=None, device="cpu"):
+    lengths = None if lengths is None else lengths.to(device)
+    features = None if features is None else features.to(device)
+    return torch.ops.pointops.voxel_downsample(points.to(device), lengths, features, size, point_range)
+
+
+def assert_same(actual, expected):
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
+
+
+def check(points, size, lengths=None, features=None, point_range=None, device="cpu"):
+    actual = downsample(points, size, lengths, features, point_range, device)
+    assert_same(actual, reference.voxel_downsample(points, size, lengths, features, point_range))
+    return tuple(a.cpu() for a in actual)
+
+
+def clustered(batch, n, dtype=torch.float32, seed=0, spread=2.0):
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(-4, 5, (batch, n, 3), generator=g).to(torch.float64) * 0.3
+    return (base + torch.rand(batch, n, 3, generator=g, dtype=torch.float64) * spread * 0.1).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("with_range", [False, True])
+def test_matches_reference_on_ragged_clouds(device, dtype, with_range):
+    points = clustered(4, 300, dtype)
+    features = torch.randn(4, 300, 5, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    lengths = torch.tensor([300, 120, 0, 299])
+    point_range = [-0.8, -1.0, -0.9, 0.9, 1.2, 1.0] if with_range else None
+    centroids, mean_features, new_lengths, point_voxel = check(points, [0.25, 0.2, 0.3], lengths, features,
+                                                               point_range, device)
+    assert new_lengths[2] == 0 and (point_voxel[1, 120:] == -1).all() and (point_voxel[2] == -1).all()
+    assert (new_lengths > 10).sum() == 3
+    for b in range(4):
+        v = int(new_lengths[b])
+        assert (centroids[b, v:] == 0).all() and (mean_features[b, v:] == 0).all()
+        used = point_voxel[b][point_voxel[b] >= 0]
+        assert torch.equal(torch.unique(used), torch.arange(v))
+
+
+def test_centroids_are_voxel_means_in_key_order(device):
+    # Voxels (z, y, x) listed lexicographically: (0,0,1) < (0,1,0) < (1,0,0), whatever the point order.
+    pts = torch.tensor([[[0.1, 0.1, 1.2], [1.4, 0.2, 0.3], [0.3, 1.1, 0.1], [1.2, 0.4, 0.1], [0.2, 0.2, 1.4]]])
+    colours = torch.arange(15.0).view(1, 5, 3)
+    centroids, features, lengths, point_voxel = check(pts, [1.0, 1.0, 1.0], features=colours, device=device)
+    assert lengths.tolist() == [3]
+    assert point_voxel.tolist() == [[2, 0, 1, 0, 2]]
+    expected = torch.tensor([[1.3, 0.3, 0.2], [0.3, 1.1, 0.1], [0.15, 0.15, 1.3]], dtype=torch.float64)
+    torch.testing.assert_close(centroids[0, :3], expected.float())
+    torch.testing.assert_close(features[0, :3], torch.tensor([[6.0, 7.0, 8.0], [6.0, 7.0, 8.0], [6.0, 7.0, 8.0]]))
+
+
+def test_result_does_not_depend_on_point_order(device):
+    points = clustered(1, 500, seed=3)
+    perm = torch.randperm(500, generator=torch.Generator().manual_seed(4))
+    a = check(points, [0.15, 0.15, 0.15], device=device)
+    b = check(points[:, perm], [0.15, 0.15, 0.15], device=device)
+    # float32 coordinates of similar magnitude sum exactly in float64, so the means agree too.
+    assert torch.equal(a[0], b[0]) and torch.equal(a[2], b[2])
+    assert torch.equal(a[3][0, perm], b[3][0])
+
+
+def test_grid_at_origin_is_shared_by_every_cloud(device):
+    # Without point_range cells are floor(x / size): the same point lands in the same cell anywhere.
+    a = torch.tensor([[[0.24, 0.0, 0.0], [0.26, 0.0, 0.0]]])
+    shifted = torch.cat([a, torch.tensor([[[-5.0, -5.0, -5.0]]])], 1)
+    assert check(a, [0.25] * 3, device=device)[2].tolist() == [2]
+    assert check(shifted, [0.25] * 3, device=device)[2].tolist() == [3]
+    # negative coordinates floor downward: -0.01 and 0.01 are in different cells
+    assert check(torch.tensor([[[-0.01, 0.0, 0.0], [0.01, 0.0, 0.0]]]), [1.0] * 3, device=device)[2].tolist() == [2]
+
+
+def test_point_range_is_half_open(device):
+    pts = torch.tensor([[[0.0, 0.0, 0.0], [1.0, 0.5, 0.5], [0.999, 0.5, 0.5], [-0.001, 0.5, 0.5], [0.5, 0.5, INF]]])
+    _, _, lengths, point_voxel = check(pts, [0.5] * 3, point_range=[0.0, 0.0, 0.0, 1.0, 1.0, 1.0], device=device)
+    assert point_voxel.tolist() == [[0, -1, 1, -1, -1]] and lengths.tolist() == [2]
+    # an infinite upper bound keeps everything above the lower corner (finite points only)
+    _, _, lengths, point_voxel = check(pts, [0.5] * 3, point_range=[0.0, 0.0, 0.0, INF, INF, INF], device=device)
+    assert point_voxel[0, [1, 3, 4]].tolist() == [2, -1, -1]
+
+
+def test_nan_inf_points_do_not_count(device):
+    pts = torch.tensor([[[0.1, 0.1, 0.1], [NAN, 0.0, 0.0], [0.2, INF, 0.0], [0.3, 0.1, 0.2], [0.0, 0.0, -INF]]])
+    centroids, _, lengths, point_voxel = check(pts, [1.0] * 3, device=device)
+    assert lengths.tolist() == [1] and point_voxel.tolist() == [[0, -1, -1, 0, -1]]
+    torch.testing.assert_close(centroids[0, 0], torch.tensor([0.2, 0.1, 0.15]))
+
+
+def test_nan_features_propagate_to_their_voxel_only(device):
+    pts = torch.tensor([[[0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [3.0, 3.0, 3.0]]])
+    feats = torch.tensor([[[1.0], [NAN], [2.0]]])
+    _, features, _, _ = check(pts, [1.0] * 3, features=feats, device=device)
+    assert torch.isnan(features[0, 0, 0]) and features[0, 1, 0] == 2.0
+
+
+def test_duplicates_collapse_to_the_point(device):
+    pts = torch.tensor([[0.3, -1.7, 2.9]]).repeat(1, 40, 1)
+    centroids, _, lengths, point_voxel = check(pts, [0.05] * 3, device=device)
+    assert lengths.tolist() == [1] and (point_voxel == 0).all()
+    assert torch.equal(centroids[0, 0], pts[0, 0])
+
+
+def test_voxel_size_huge_and_tiny(device):
+    points = clustered(2, 200, seed=5)
+    # huge: one voxel per sign pattern of the coordinates (cells -1 and 0 per axis)
+    _, _, lengths, _ = check(points, [1e30] * 3, device=device)
+    signs = (points < 0).to(torch.int64)
+    expected = [len(torch.unique(signs[b], dim=0)) for b in range(2)]
+    assert lengths.tolist() == expected
+    # tiny: a 1 m cloud at 1 um spans 10^6 < 2^21 cells per axis, so every point is its own voxel
+    unit = torch.rand(2, 200, 3, generator=torch.Generator().manual_seed(16), dtype=torch.float64)
+    centroids, _, lengths, point_voxel = check(unit, [1e-6] * 3, device=device)
+    assert lengths.tolist() == [200, 200] and (point_voxel >= 0).all()
+    assert torch.equal(centroids[0].sort(0).values, unit[0].sort(0).values)
+    # at 0.1 um it spans more than 2^21 cells: points beyond that span from the cloud's lowest
+    # occupied cell along some axis do not count (no overflow, the same on every device)
+    _, _, lengths, point_voxel = check(unit, [1e-7] * 3, device=device)
+    assert (lengths < 200).all() and (point_voxel == -1).any()
+    assert lengths.tolist() == (point_voxel >= 0).sum(1).tolist()
+    # a 1e-30 grid overflows the 2^62 cell bound: nothing counts
+    assert check(points, [1e-30] * 3, device=device)[2].tolist() == [0, 0]
+
+
+def test_half_precision_computes_cells_in_float32(device):
+    points = clustered(2, 150, torch.float16, seed=6)
+    feats = torch.randn(2, 150, 2, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    centroids, features, _, _ = check(points, [0.2, 0.2, 0.2], features=feats, device=device)
+    assert centroids.dtype == torch.float16 and features.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (2, 0, 3)])
+def test_empty_inputs(device, shape):
+    points = torch.rand(shape)
+    centroids, features, lengths, point_voxel = check(points, [0.1] * 3, device=device)
+    assert centroids.shape == shape and features.shape == shape[:2] + (0,)
+    assert lengths.shape == (shape[0],) and point_voxel.shape == shape[:2]
+
+
+def test_lengths_are_clamped_and_non_contiguous_input(device):
+    base = clustered(2, 100, seed=8)
+    points = base.transpose(0, 1).contiguous().transpose(0, 1)  # non-contiguous view
+    assert not points.is_contiguous()
+    check(points, [0.2] * 3, torch.tensor([150, -3]), device=device)
+    check(base[:, ::2], [0.2] * 3, device=device)
+
+
+def test_wrapper(device):
+    points = clustered(2, 80, seed=9).to(device)
+    out = pointops.voxel_downsample(points, [0.3, 0.3, 0.3], torch.tensor([80, 40], device=device),
+                                    features=points * 2)
+    assert isinstance(out, pointops.VoxelDownsample)
+    torch.testing.assert_close(out.features, out.points * 2)
+
+
+def test_gradients():
+    points = clustered(2, 40, torch.float64, seed=10).requires_grad_()
+    features = torch.randn(2, 40, 2, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([40, 25])
+
+    def fn(p, f):
+        out = torch.ops.pointops.voxel_downsample(p, lengths, f, [0.3, 0.3, 0.3], None)
+        return out[0], out[1]
+
+    torch.autograd.gradcheck(fn, (points, features))
+    out = torch.ops.pointops.voxel_downsample(points, lengths, features, [0.3, 0.3, 0.3], None)
+    assert not out[2].requires_grad and not out[3].requires_grad
+    out[0].sum().backward()
+    # each counted point receives 1 / count of its voxel per coordinate: the total is the voxel count
+    assert torch.isclose(points.grad.sum(), 3.0 * out[2].sum().double())
+    assert (points.grad[1, 25:] == 0).all()
+
+
+def test_matches_open3d_cells():
+    o3d = open3d_or_skip()
+    import numpy as np
+
+    g = torch.Generator().manual_seed(11)
+    points = torch.rand(3000, 3, generator=g, dtype=torch.float64) * torch.tensor([4.0, 3.0, 1.0])
+    normals = torch.nn.functional.normalize(torch.randn(3000, 3, generator=g, dtype=torch.float64), dim=1)
+    size = 0.2
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points.numpy()))
+    cloud.normals = o3d.utility.Vector3dVector(normals.numpy())
+    theirs = cloud.voxel_down_sample(size)
+    lower = (points.min(0).values - size / 2).tolist()
+    out = pointops.voxel_downsample(points[None], [size] * 3, features=normals[None],
+                                    point_range=lower + [INF, INF, INF])
+    v = int(out.lengths[0])
+    assert v == len(theirs.points)
+    ours = torch.cat([out.points[0, :v], out.features[0, :v]], 1).numpy()
+    their = np.concatenate([np.asarray(theirs.points), np.asarray(theirs.normals)], 1)
+    # Open3D lists voxels in hash order: compare as sorted rows
+    ours = ours[np.lexsort(ours[:, :3].T)]
+    their = their[np.lexsort(their[:, :3].T)]
+    np.testing.assert_allclose(ours, their, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"size": [0.1, 0.1]}, "voxel_size must have 3 values"),
+        ({"size": [0.1, 0.0, 0.1]}, r"voxel_size\[1\] \(y\) must be finite and > 0"),
+        ({"size": [0.1, 0.1, INF]}, r"voxel_size\[2\] \(z\) must be finite and > 0"),
+        ({"size": [1e-50, 0.1, 0.1]}, r"voxel_size\[0\] \(x\) must be finite and > 0 in float32"),
+        ({"point_range": [0.0, 0.0, 0.0, 1.0, 1.0]}, "point_range must have 6 values"),
+        ({"point_range": [0.0, 2.0, 0.0, 1.0, 1.0, 1.0]}, "point_range must have finite y_min < y_max"),
+        ({"point_range": [-INF, 0.0, 0.0, 1.0, 1.0, 1.0]}, "point_range must have finite x_min < x_max"),
+        ({"points": torch.rand(2, 5, 4)}, r"points must have shape \(B, N, 3\)"),
+        ({"points": torch.rand(5, 3)}, r"points must have shape \(B, N, 3\) \(3 dimensions\)"),
+        ({"points": torch.ones(2, 5, 3, dtype=torch.int32)}, "points must be float32, float64, float16 or bfloat16"),
+        ({"features": torch.rand(2, 4, 2)}, r"features must have shape \(B, N, F\) with B, N = 2, 5"),
+        ({"features": torch.ones(2, 5, 2, dtype=torch.int64)}, "features must be float32"),
+        ({"lengths": torch.tensor([1, 2], dtype=torch.int32)}, "lengths must be Long"),
+        ({"lengths": torch.tensor([1, 2, 3])}, r"lengths must have shape \[2\]"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(kwargs, message):
+    args = {"points": torch.rand(2, 5, 3), "size": [0.1] * 3, "lengths": None, "features": None, "point_range": None}
+    args.update(kwargs)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.pointops.voxel_downsample(args["points"], args["lengths"], args["features"], args["size"],
+                                            args["point_range"])
+
+
+@pytest.mark.cuda
+def test_features_on_another_device_is_an_error():
+    with pytest.raises(RuntimeError, match="features must be on the same device as points"):
+        torch.ops.pointops.voxel_downsample(torch.rand(1, 4, 3, device="cuda"), None, torch.rand(1, 4, 2), [0.1] * 3, None)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("batch, n, size", [(1, 200_000, 0.05), (5, 40_000, 0.2), (3, 5000, 1e-7)])
+def test_cuda_matches_cpu_bitwise(dtype, batch, n, size):
+    g = torch.Generator().manual_seed(12)
+    points = (torch.rand(batch, n, 3, generator=g) * 10 - 5).to(dtype)
+    points[:, ::97] = points[:, 1::97]  # duplicates
+    points[:, ::211, 1] = NAN
+    features = torch.randn(batch, n, 4, generator=g)
+    lengths = torch.randint(0, n + 1, (batch,), generator=g)
+    cpu = downsample(points, [size, size * 1.5, size], lengths, features)
+    cuda = downsample(points, [size, size * 1.5, size], lengths, features, device="cuda")
+    assert_same(cuda, cpu)
+    assert_same(downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0], "cuda"),
+                downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0]))
+
+
+@pytest.mark.cuda
+def test_cuda_matches_reference_on_small_clouds():
+    points = clustered(3, 200, seed=13)
+    check(points, [0.2, 0.3, 0.25], torch.tensor([200, 7, 150]), torch.randn(3, 200, 3), device="cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_many_clouds_share_cells_without_mixing():
+    # the same cells in every cloud: the second hash level must keep the clouds apart
+    points = clustered(1, 300, seed=14).repeat(64, 1, 1)
+    points[1::2] += 0.05
+    assert_same(downsample(points, [0.1] * 3, device="cuda"), downsample(points, [0.1] * 3))
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_gradients_match_cpu():
+    points = clustered(2, 60, torch.float64, seed=15)
+    grads = []
+    for device in ("cpu", "cuda"):
+        p = points.to(device).requires_grad_()
+        torch.ops.pointops.voxel_downsample(p, None, None, [0.3] * 3, None)[0].pow(2).sum().backward()
+        grads.append(p.grad.cpu())
+    assert torch.equal(grads[0], grads[1])

@@ -1,0 +1,376 @@
+"""Rigid transforms and ICP: exact transform reference, float64 NumPy ICP steps, recovery of known
+poses from several hypotheses, edges, errors, CPU == CUDA."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import pointops
+from pointops.reference import registration as reference
+from tests import op_samples  # noqa: F401  (loads samples_surface through the merge first)
+from tests.samples_surface import cgal_mesh, has_knn
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def rotation(axis, angle):
+    axis = torch.nn.functional.normalize(torch.tensor(axis, dtype=torch.float64), dim=0)
+    k = torch.tensor([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]], dtype=torch.float64)
+    return torch.eye(3, dtype=torch.float64) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
+
+
+def pose(axis, angle, t):
+    p = torch.eye(4, dtype=torch.float64)
+    p[:3, :3] = rotation(axis, angle)
+    p[:3, 3] = torch.tensor(t, dtype=torch.float64)
+    return p
+
+
+def wavy(n, seed=0, dtype=torch.float64):
+    """A closed-ish blob: a sphere with bumps (no symmetry that ICP could slide along)."""
+    g = torch.Generator().manual_seed(seed)
+    d = torch.nn.functional.normalize(torch.randn(n, 3, generator=g, dtype=torch.float64), dim=-1)
+    r = 1.0 + 0.2 * torch.sin(3 * d[:, 0]) * torch.cos(2 * d[:, 1]) + 0.1 * d[:, 2] ** 2
+    return (d * r.unsqueeze(-1)).to(dtype)
+
+
+def sphere_normals(points, k=10):
+    neighbors = reference.nearest_neighbors(points, points, k)
+    centre = (points.amin(1) + points.amax(1)) / 2
+    return torch.ops.pointops.estimate_normals(points, None, neighbors, centre, 2)[0]
+
+
+def step_op(sources, targets, normals, poses, max_dist, plane, converged=None, update=True, tolerance=0.0,
+            lengths=None, device="cpu"):
+    batch, hyps = poses.shape[:2]
+    moved = reference.transform_points(sources, poses, lengths)
+    idx = reference.nearest_neighbors(moved.view(batch, -1, 3), targets, 1).view(batch, hyps, -1)
+    converged = torch.zeros(batch, hyps, dtype=torch.bool) if converged is None else converged
+    to = lambda t: None if t is None else t.to(device)  # noqa: E731
+    out = torch.ops.pointops.icp_step(to(sources), to(lengths), to(targets), to(normals), to(poses), to(idx),
+                                      to(converged), max_dist, tolerance, plane, update)
+    return tuple(o.cpu() for o in out), idx
+
+
+def icp_loop(sources, targets, normals, poses, max_dist, plane, iterations, tolerance=0.0, device="cpu"):
+    """The wrapper's loop with brute-force nearest neighbours (runs without the knn op)."""
+    batch, hyps = poses.shape[:2]
+    converged = torch.zeros(batch, hyps, dtype=torch.bool)
+    for step in range(iterations + 1):
+        (poses, rmse, fraction, converged), _ = step_op(sources, targets, normals, poses, max_dist, plane, converged,
+                                                        step < iterations, tolerance, device=device)
+    return poses, rmse, fraction, converged
+
+
+def test_transform_points_is_exact(device):
+    g = torch.Generator().manual_seed(0)
+    points = torch.randn(2, 50, 3, generator=g)
+    poses = torch.stack([torch.stack([pose([1, 2, 3], 0.7, [1, -2, 0.5]), pose([0, 0, 1], -2.0, [0, 0, 0])])] * 2)
+    lengths = torch.tensor([50, 13])
+    for pts, ps in ((points, poses), (points.double(), poses.float()), (points.half(), poses)):
+        out = torch.ops.pointops.transform_points(pts.to(device), lengths.to(device), ps.to(device)).cpu()
+        expected = reference.transform_points(pts, ps, lengths)
+        assert out.dtype == expected.dtype and torch.equal(out, expected)
+    assert (out[1, :, 13:] == 0).all()
+    assert torch.ops.pointops.transform_points(points.to(device), None, poses[:, :0].to(device)).shape == (2, 0, 50, 3)
+    assert torch.isnan(torch.ops.pointops.transform_points(torch.full((1, 1, 3), NAN, device=device), None,
+                                                           poses[:1, :1].to(device))).all()
+
+
+def test_transform_points_gradients():
+    points = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    poses = torch.randn(2, 3, 4, 4, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([6, 4])
+    torch.autograd.gradcheck(lambda p, q: torch.ops.pointops.transform_points(p, lengths, q), (points, poses))
+
+
+@pytest.mark.parametrize("plane", [False, True])
+def test_step_matches_numpy_reference(device, plane):
+    targets = wavy(400, seed=1).unsqueeze(0).repeat(2, 1, 1)
+    normals = sphere_normals(targets)
+    truth = pose([1, 1, 0], 0.1, [0.05, -0.02, 0.03])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).expand(2, 1, 4, 4))[:, 0]
+    poses = torch.stack([torch.stack([torch.eye(4, dtype=torch.float64), pose([0, 0, 1], 0.05, [0, 0, 0.02]),
+                                      pose([0, 1, 0], 3.0, [0.5, 0, 0])])] * 2)
+    (next_poses, rmse, fraction, converged), idx = step_op(sources, targets, normals, poses, 0.3, plane, device=device)
+    expected, expected_rmse, expected_fraction = reference.icp_step(sources, targets, poses, idx, 0.3,
+                                                                    normals if plane else None)
+    np.testing.assert_allclose(next_poses.numpy(), expected, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(rmse.numpy(), expected_rmse, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(fraction.numpy(), expected_fraction, rtol=1e-15, atol=0)
+    assert not converged.any()
+    assert rmse.dtype == torch.float64 and next_poses.dtype == torch.float64
+
+
+@pytest.mark.parametrize("plane", [False, True])
+def test_icp_recovers_known_poses_from_several_hypotheses(plane):
+    targets = wavy(300, seed=2).unsqueeze(0)
+    normals = sphere_normals(targets)
+    truth = pose([0.3, -1, 0.5], 0.35, [0.2, -0.1, 0.15])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    init = torch.stack([torch.eye(4, dtype=torch.float64), pose([1, 0, 0], 0.2, [0.1, 0, 0]),
+                        pose([0, 0, 1], math.pi, [1.5, 1.0, 0])]).unsqueeze(0)  # the last is far off
+    poses, rmse, fraction, converged = icp_loop(sources, targets, normals, init, 1.0, plane, 30)
+    for h in (0, 1):
+        assert torch.allclose(poses[0, h], truth, atol=1e-6), (h, poses[0, h] - truth)
+        assert rmse[0, h] < 1e-6 and fraction[0, h] == 1.0
+    assert not torch.allclose(poses[0, 2], truth, atol=1e-2) and rmse[0, 2] > 1e-3
+    # the float64 NumPy ICP lands on the same poses
+    expected, expected_rmse, _ = reference.icp(sources, targets, init, 1.0, 30, normals if plane else None)
+    np.testing.assert_allclose(poses[0, :2].numpy(), expected[0, :2], rtol=0, atol=1e-7)
+
+
+def test_tolerance_freezes_converged_hypotheses(device):
+    targets = wavy(200, seed=3).unsqueeze(0)
+    truth = pose([0, 1, 1], 0.1, [0.05, 0.0, 0.0])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    init = torch.stack([torch.eye(4, dtype=torch.float64), pose([1, 0, 0], 0.3, [0, 0, 0])]).unsqueeze(0)
+    poses, _, _, converged = icp_loop(sources, targets, None, init, INF, False, 30, tolerance=1e-9, device=device)
+    assert converged.all()
+    # once converged a hypothesis passes through every later step unchanged, bit for bit
+    (again, _, _, still), _ = step_op(sources, targets, None, poses, INF, False, converged, device=device)
+    assert torch.equal(again, poses) and still.all()
+    # without tolerance a hypothesis keeps stepping (tiny steps) and does not report convergence
+    _, _, _, converged = icp_loop(sources, targets, None, init, INF, False, 3, device=device)
+    assert not converged.any()
+
+
+def test_update_false_measures_only(device):
+    targets = wavy(100, seed=4).unsqueeze(0)
+    sources = targets + 0.01
+    init = pose([1, 0, 0], 0.1, [0, 0, 0]).view(1, 1, 4, 4).clone()
+    init[0, 0, 3] = torch.tensor([1.0, 2.0, 3.0, 4.0])  # the last row is not read; it comes back 0 0 0 1
+    (poses, rmse, fraction, converged), _ = step_op(sources, targets, None, init, INF, False, update=False,
+                                                    device=device)
+    assert torch.equal(poses[0, 0, :3], init[0, 0, :3]) and poses[0, 0, 3].tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert not converged.any() and fraction[0, 0] == 1.0 and rmse[0, 0] > 0
+
+
+def test_too_few_inliers_and_empty_clouds(device):
+    targets = wavy(50, seed=5).unsqueeze(0)
+    sources = targets.clone()
+    init = pose([1, 0, 0], 0.01, [0.0, 0.0, 0.0]).view(1, 1, 4, 4)
+    # a tiny correspondence distance keeps fewer than 3 (6) pairs: no step, reported as converged
+    for plane in (False, True):
+        normals = sphere_normals(targets) if plane else None
+        (poses, rmse, fraction, converged), _ = step_op(sources, targets, normals, init, 1e-9, plane, device=device)
+        assert torch.equal(poses, init) and converged.all() and fraction[0, 0] == 0 and rmse[0, 0] == 0
+    # empty sources / targets, B = 0, H = 0
+    empty = torch.zeros(1, 0, 3, dtype=torch.float64)
+    (poses, rmse, fraction, converged), _ = step_op(empty, targets, None, init, 1.0, False, device=device)
+    assert torch.equal(poses, init) and rmse.tolist() == [[0.0]] and fraction.tolist() == [[0.0]]
+    (poses, rmse, fraction, _), _ = step_op(sources, empty, None, init, 1.0, False, device=device)
+    assert torch.equal(poses, init) and fraction.tolist() == [[0.0]]
+    out = torch.ops.pointops.icp_step(sources[:0].to(device), None, targets[:0].to(device), None,
+                                      init[:0].to(device), torch.zeros(0, 1, 50, dtype=torch.int64, device=device),
+                                      torch.zeros(0, 1, dtype=torch.bool, device=device), 1.0)
+    assert out[0].shape == (0, 1, 4, 4) and out[1].shape == (0, 1)
+    out = torch.ops.pointops.icp_step(sources.to(device), None, targets.to(device), None, init[:, :0].to(device),
+                                      torch.zeros(1, 0, 50, dtype=torch.int64, device=device),
+                                      torch.zeros(1, 0, dtype=torch.bool, device=device), 1.0)
+    assert out[0].shape == (1, 0, 4, 4) and out[3].shape == (1, 0)
+
+
+def test_nan_sources_bad_indices_and_lengths(device):
+    targets = wavy(80, seed=6).unsqueeze(0)
+    sources = targets + 0.01
+    init = torch.eye(4, dtype=torch.float64).view(1, 1, 4, 4)
+    base, idx = step_op(sources, targets, None, init, INF, False, device=device)
+    dirty = sources.clone()
+    dirty[0, 3] = NAN
+    (poses, rmse, fraction, _), _ = step_op(dirty, targets, None, init, INF, False, device=device)
+    assert torch.isfinite(poses).all() and fraction[0, 0] == 1.0  # the NaN source is not counted at all
+    # an index out of range or -1 is a source without a match: counted, not an inlier
+    for bad in (-1, 80, 10**12):
+        broken = idx.clone()
+        broken[0, 0, 5] = bad
+        out = torch.ops.pointops.icp_step(sources.to(device), None, targets.to(device), None, init.to(device),
+                                          broken.to(device), torch.zeros(1, 1, dtype=torch.bool, device=device), INF)
+        assert math.isclose(float(out[2][0, 0]), 79 / 80, rel_tol=1e-6)
+    # sources past query_lengths are ignored
+    (_, _, fraction, _), _ = step_op(sources, targets, None, init, 0.0, False, lengths=torch.tensor([40]), device=device)
+    (_, _, fraction_all, _), _ = step_op(sources[:, :40], targets, None, init, 0.0, False, device=device)
+    assert torch.equal(fraction, fraction_all)
+
+
+def test_planar_target_leaves_in_plane_motion_free(device):
+    g = torch.Generator().manual_seed(7)
+    targets = torch.cat([torch.rand(1, 200, 2, generator=g, dtype=torch.float64), torch.zeros(1, 200, 1, dtype=torch.float64)], -1)
+    normals = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).expand(1, 200, 3).contiguous()
+    sources = targets + torch.tensor([0.0, 0.0, 0.05], dtype=torch.float64)
+    init = torch.eye(4, dtype=torch.float64).view(1, 1, 4, 4)
+    (poses, _, _, _), _ = step_op(sources, targets, normals, init, INF, True, device=device)
+    assert torch.isfinite(poses).all()
+    assert abs(float(poses[0, 0, 2, 3]) + 0.05) < 1e-12 and poses[0, 0, :2, 3].abs().max() < 1e-12
+
+
+def test_float32_poses_and_sources(device):
+    targets = wavy(200, seed=8, dtype=torch.float32).unsqueeze(0)
+    normals = sphere_normals(targets.double()).float()
+    truth = pose([1, 0, 1], 0.1, [0.02, 0.0, 0.0])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    (poses, rmse, fraction, _), _ = step_op(sources, targets, normals, truth.float().view(1, 1, 4, 4) @ pose([0, 1, 0], 0.01, [0, 0, 0]).float(),
+                                            1.0, True, device=device)
+    assert poses.dtype == torch.float32 and rmse.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"sources": torch.rand(1, 5, 2)}, r"sources must have shape \(B, N, 3\)"),
+        ({"targets": torch.rand(2, 5, 3)}, r"targets must have shape \(B, M, 3\) with B = 1"),
+        ({"poses": torch.eye(4).view(1, 1, 4, 4).int()}, "poses must be float32 or float64"),
+        ({"poses": torch.eye(3).view(1, 1, 3, 3)}, r"poses must have shape \(B, H, 4, 4\) with B = 1"),
+        ({"indices": torch.zeros(1, 1, 4, dtype=torch.int64)}, r"indices must have shape \[1, 1, 5\]"),
+        ({"indices": torch.zeros(1, 1, 5, dtype=torch.int32)}, "indices must be Long"),
+        ({"converged": torch.zeros(1, 1, dtype=torch.int64)}, "converged must be Bool"),
+        ({"plane": True, "normals": None}, "target_normals are required for point-to-plane ICP"),
+        ({"plane": True, "normals": torch.rand(1, 6, 3, dtype=torch.float64)}, "target_normals \\(the dtype of targets\\) must be Float"),
+        ({"plane": True, "normals": torch.rand(1, 5, 3)}, r"target_normals must have shape \[1, 6, 3\]"),
+        ({"distance": -1.0}, "max_correspondence_distance must be >= 0, got -1"),
+        ({"distance": NAN}, "max_correspondence_distance must be >= 0, got nan"),
+        ({"tolerance": -1.0}, "tolerance must be >= 0"),
+        ({"lengths": torch.tensor([1, 2])}, r"query_lengths must have shape \[1\]"),
+    ],
+)
+def test_bad_step_arguments_raise_clear_errors(change, message):
+    args = {"sources": torch.rand(1, 5, 3), "lengths": None, "targets": torch.rand(1, 6, 3), "normals": None,
+            "poses": torch.eye(4).view(1, 1, 4, 4), "indices": torch.zeros(1, 1, 5, dtype=torch.int64),
+            "converged": torch.zeros(1, 1, dtype=torch.bool), "distance": 1.0, "tolerance": 0.0, "plane": False}
+    args.update(change)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.pointops.icp_step(args["sources"], args["lengths"], args["targets"], args["normals"], args["poses"],
+                                    args["indices"], args["converged"], args["distance"], args["tolerance"],
+                                    args["plane"], True)
+
+
+def test_bad_transform_arguments_raise_clear_errors():
+    with pytest.raises(RuntimeError, match=r"poses must have shape \(B, H, 4, 4\) with B = 2 \(as points\)"):
+        torch.ops.pointops.transform_points(torch.rand(2, 3, 3), None, torch.rand(1, 1, 4, 4))
+    with pytest.raises(RuntimeError, match=r"poses must have shape \(B, H, 4, 4\) \(4 dimensions\)"):
+        torch.ops.pointops.transform_points(torch.rand(2, 3, 3), None, torch.rand(2, 4, 4))
+
+
+def test_wrapper_checks_its_options():
+    with pytest.raises(ValueError, match="method must be 'point_to_plane' or 'point_to_point', got 'p2p'"):
+        pointops.icp(torch.rand(1, 5, 3), torch.rand(1, 5, 3), 1.0, method="p2p")
+    with pytest.raises(ValueError, match="point_to_plane ICP needs target_normals"):
+        pointops.icp(torch.rand(1, 5, 3), torch.rand(1, 5, 3), 1.0)
+    with pytest.raises(ValueError, match="iterations must be >= 0, got -1"):
+        pointops.icp(torch.rand(1, 5, 3), torch.rand(1, 5, 3), 1.0, method="point_to_point", iterations=-1)
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+@pytest.mark.parametrize("method", ["point_to_point", "point_to_plane"])
+def test_wrapper_matches_the_loop(device, method):
+    targets = wavy(300, seed=9, dtype=torch.float32).unsqueeze(0).repeat(2, 1, 1)
+    normals = sphere_normals(targets.double()).float()
+    truth = pose([1, 2, 0], 0.2, [0.1, 0.0, -0.1])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).expand(2, 1, 4, 4))[:, 0]
+    init = torch.stack([torch.eye(4), pose([0, 0, 1], 0.1, [0, 0, 0]).float()]).unsqueeze(0).repeat(2, 1, 1, 1)
+    plane = method == "point_to_plane"
+    out = pointops.icp(sources.to(device), targets.to(device), 0.5, init_poses=init.to(device),
+                       target_normals=normals.to(device) if plane else None, method=method, iterations=20)
+    assert isinstance(out, pointops.ICPResult) and out.poses.dtype == torch.float32
+    poses, rmse, fraction, converged = icp_loop(sources, targets, normals if plane else None, init.double(), 0.5,
+                                                plane, 20, device=device)
+    assert torch.equal(out.poses.cpu(), poses.float()) and torch.equal(out.rmse.cpu(), rmse)
+    assert torch.equal(out.inlier_fraction.cpu(), fraction) and torch.equal(out.converged.cpu(), converged)
+    assert torch.allclose(out.poses.cpu().double(), truth.expand(2, 2, 4, 4), atol=1e-4)
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+def test_real_scan_registration():
+    """CGAL's bunny: a voxel-downsampled copy under a known pose is registered back (skips
+    without libcgal-dev's data)."""
+    mesh = cgal_mesh("bunny00")
+    vertices = torch.tensor(np.asarray(mesh.vertices), dtype=torch.float32).unsqueeze(0)
+    extent = float((vertices[0].amax(0) - vertices[0].amin(0)).max())
+    targets = pointops.voxel_downsample(vertices, [extent / 60] * 3)
+    n = int(targets.lengths[0])
+    target_points = targets.points[:, :n].contiguous()
+    normals = pointops.estimate_normals(target_points, 12, orientation="outward").normals
+    truth = pose([1, 1, 1], 0.15, [0.02 * extent, -0.03 * extent, 0.01 * extent]).float()
+    sources = pointops.transform_points(pointops.voxel_downsample(vertices, [extent / 45] * 3).points,
+                                        torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    lengths = pointops.voxel_downsample(vertices, [extent / 45] * 3).lengths
+    out = pointops.icp(sources, target_points, 0.1 * extent, query_lengths=lengths,
+                       init_poses=torch.eye(4).view(1, 1, 4, 4), target_normals=normals, iterations=40)
+    error = (out.poses[0, 0] @ torch.linalg.inv(truth))
+    assert (error[:3, :3] - torch.eye(3)).abs().max() < 0.02
+    assert error[:3, 3].abs().max() < 0.02 * extent and out.inlier_fraction[0, 0] > 0.95
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("plane", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_step_matches_cpu_bitwise(plane, dtype):
+    targets = wavy(5000, seed=10).unsqueeze(0).repeat(3, 1, 1)
+    normals = sphere_normals(targets[:1], k=8).repeat(3, 1, 1).to(dtype)
+    g = torch.Generator().manual_seed(11)
+    poses = torch.stack([pose(torch.randn(3, generator=g).tolist(), 0.3 * h, torch.randn(3, generator=g).tolist())
+                         for h in range(7)]).unsqueeze(0).repeat(3, 1, 1, 1)
+    sources = (targets + 0.01 * torch.randn(targets.shape, generator=g, dtype=torch.float64)).to(dtype)
+    sources[1, ::37] = NAN
+    lengths = torch.tensor([5000, 4000, 3])
+    indices = torch.randint(-1, 5001, (3, 7, 5000), generator=g)
+    converged = torch.rand(3, 7, generator=g) < 0.3
+    targets = targets.to(dtype)
+    for pose_dtype in (torch.float32, torch.float64):
+        args = (sources, lengths, targets, normals if plane else None, poses.to(pose_dtype), indices, converged, 0.8, 1e-4,
+                plane, True)
+        cpu = torch.ops.pointops.icp_step(*args)
+        cuda = torch.ops.pointops.icp_step(*(a.cuda() if isinstance(a, torch.Tensor) else a for a in args))
+        for a, b in zip(cpu, cuda):
+            assert torch.equal(a, b.cpu())
+    moved_cpu = torch.ops.pointops.transform_points(sources, lengths, poses)
+    moved_cuda = torch.ops.pointops.transform_points(sources.cuda(), lengths.cuda(), poses.cuda())
+    assert torch.equal(moved_cpu, moved_cuda.cpu())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+def test_cuda_icp_matches_cpu_bitwise():
+    targets = wavy(2000, seed=12, dtype=torch.float32).unsqueeze(0).repeat(2, 1, 1)
+    normals = sphere_normals(targets.double()).float()
+    truth = pose([0, 1, 2], 0.25, [0.1, 0.1, 0.0])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).expand(2, 1, 4, 4))[:, 0]
+    init = torch.stack([pose([1, 0, 0], 0.1 * h, [0.05 * h, 0, 0]) for h in range(5)]).unsqueeze(0).repeat(2, 1, 1, 1)
+    for method in ("point_to_point", "point_to_plane"):
+        cpu = pointops.icp(sources, targets, 0.3, init_poses=init, target_normals=normals, method=method)
+        cuda = pointops.icp(sources.cuda(), targets.cuda(), 0.3, init_poses=init.cuda(), target_normals=normals.cuda(),
+                            method=method)
+        for a, b in zip(cpu, cuda):
+            assert torch.equal(a, b.cpu())
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+def test_wrapper_edge_cases(device):
+    t = torch.rand(2, 30, 3, device=device)
+    s = torch.rand(2, 20, 3, device=device)
+    out = pointops.icp(s, t, 1.0, init_poses=torch.eye(4, device=device).repeat(2, 0, 1, 1), method="point_to_point")
+    assert out.poses.shape == (2, 0, 4, 4) and out.rmse.shape == (2, 0)
+    for sources, targets in ((s[:, :0], t), (s, t[:, :0])):  # empty sources / targets: nothing moves
+        out = pointops.icp(sources, targets, 1.0, method="point_to_point")
+        assert torch.equal(out.poses.cpu(), torch.eye(4).repeat(2, 1, 1, 1)) and (out.inlier_fraction == 0).all()
+    assert pointops.icp(s[:0], t[:0], 1.0, method="point_to_point").poses.shape == (0, 1, 4, 4)
+    # iterations = 0 measures the initial poses only
+    out = pointops.icp(s, t, INF, method="point_to_point", iterations=0)
+    assert torch.equal(out.poses.cpu(), torch.eye(4).repeat(2, 1, 1, 1)) and (out.inlier_fraction == 1).all()
+
+
+def test_half_inputs_compute_as_their_float32_values(device):
+    from tests.samples_surface import _icp_problem
+
+    sources, targets, normals, poses, indices = _icp_problem(device)
+    converged = torch.zeros(2, 3, dtype=torch.bool, device=device)
+    for dtype in (torch.float16, torch.bfloat16):
+        low = [x.to(dtype) for x in (sources, targets, normals)]
+        a = torch.ops.pointops.icp_step(*[x.float() for x in low[:1]], None, *[x.float() for x in low[1:]], poses,
+                                        indices, converged, 0.5, 0.0, True, True)
+        b = torch.ops.pointops.icp_step(low[0], None, low[1], low[2], poses, indices, converged, 0.5, 0.0, True, True)
+        assert all(torch.equal(x, y) for x, y in zip(a, b)) and b[1].dtype == torch.float32
+        moved = torch.ops.pointops.transform_points(low[0], None, poses)
+        assert torch.equal(moved, torch.ops.pointops.transform_points(low[0].float(), None, poses))

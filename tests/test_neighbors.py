@@ -1,0 +1,252 @@
+"""Neighbourhood ops (knn, knn_packed, ball_query, three_nn, interpolation, grouping) against the
+pure-PyTorch references of pointops.reference.neighbors, on every device and search strategy;
+CPU == CUDA bit for bit; edge cases and error messages."""
+import pytest
+import torch
+
+import pointops
+from pointops.reference import neighbors as ref
+from tests.conftest import DEVICES
+
+STRATEGIES = ["brute", "grid"]
+
+
+def assert_same(actual, expected):
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.fixture(params=STRATEGIES)
+def strategy(request, monkeypatch):
+    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", request.param)
+    return request.param
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def lidar_like(n, seed=0):
+    """Uneven density: most points near the origin on a ground plane, a sparse far field, walls."""
+    g = torch.Generator().manual_seed(seed)
+    r = torch.rand(n, generator=g) ** 3 * 60 + 0.5
+    a = torch.rand(n, generator=g) * 6.283
+    z = torch.randn(n, generator=g) * 0.05 - 1.7
+    pts = torch.stack([r * torch.cos(a), r * torch.sin(a), z], 1)
+    wall = torch.rand(n, generator=g) < 0.2
+    pts[wall, 1] = 8.0
+    pts[wall, 2] = torch.rand(int(wall.sum()), generator=g) * 3 - 1.7
+    return pts
+
+
+# ---- knn ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 16, 33, 120])
+def test_knn_matches_reference(device, strategy, k):
+    queries, points = rand(3, 70, 3, seed=1), rand(3, 110, 3, seed=2)
+    query_lengths, lengths = torch.tensor([70, 9, 0]), torch.tensor([110, 5, 60])
+    expected = ref.knn(queries, points, k, query_lengths, lengths)
+    actual = pointops.knn(queries.to(device), points.to(device), k, query_lengths.to(device), lengths.to(device))
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_knn_clustered_and_flat_clouds(device, strategy, dtype):
+    g = torch.Generator().manual_seed(3)
+    centres = torch.rand(8, 3, generator=g, dtype=dtype) * 10
+    clustered = centres[torch.randint(0, 8, (600,), generator=g)] + torch.randn(600, 3, generator=g, dtype=dtype) * 0.05
+    flat = torch.rand(600, 3, generator=g, dtype=dtype) * torch.tensor([20.0, 5.0, 0.0], dtype=dtype)
+    points = torch.stack([clustered, flat])
+    queries = torch.rand(2, 150, 3, generator=g, dtype=dtype) * 24 - 2  # some outside the clouds
+    for k in (1, 5, 19):
+        assert_same(pointops.knn(queries.to(device), points.to(device), k), ref.knn(queries, points, k))
+
+
+def test_knn_lidar_like(device, strategy):
+    points = lidar_like(3000)[None]
+    queries = torch.cat([points[:, ::7], rand(1, 100, 3, seed=4) * 140 - 70], 1)
+    assert_same(pointops.knn(queries.to(device), points.to(device), 16), ref.knn(queries, points, 16))
+
+
+def test_knn_ties_go_to_lowest_index(device, strategy):
+    points = torch.randint(0, 3, (2, 300, 3), generator=torch.Generator().manual_seed(5)).float()
+    queries = torch.cat([points[:, :40], points[:, :40] + 0.5], 1)
+    indices, distances = pointops.knn(queries.to(device), points.to(device), 25)
+    assert_same((indices, distances), ref.knn(queries, points, 25))
+    # equal distances list their indices in increasing order
+    same = distances[..., 1:] == distances[..., :-1]
+    assert same.any()
+    assert (indices[..., 1:][same] > indices[..., :-1][same]).all()
+
+
+def test_knn_duplicates_of_the_query(device, strategy):
+    points = torch.zeros(1, 50, 3)
+    points[0, 10:] = 1.0
+    indices, distances = pointops.knn(torch.zeros(1, 1, 3, device=device), points.to(device), 12)
+    assert indices.tolist() == [[list(range(10)) + [10, 11]]]
+    assert distances[0, 0, :10].eq(0).all() and distances[0, 0, 10:].eq(3).all()
+
+
+def test_knn_nan_and_inf(device, strategy):
+    points, queries = rand(2, 200, 3, seed=6), rand(2, 40, 3, seed=7)
+    points[0, ::6, 1] = float("nan")
+    points[1, ::4, 2] = float("inf")
+    points[1, 1, 0] = float("-inf")
+    queries[0, 3, 0] = float("nan")
+    queries[1, 5] = float("inf")
+    indices, distances = pointops.knn(queries.to(device), points.to(device), 10)
+    assert_same((indices, distances), ref.knn(queries, points, 10))
+    assert not torch.isin(indices[0].cpu(), torch.arange(0, 200, 6)).any()
+    assert (indices[0, 3] == -1).all() and torch.isinf(distances[0, 3]).all()
+    assert (indices[1, 5] == -1).all()
+
+
+def test_knn_overflowing_distance_is_still_a_neighbour(device, strategy):
+    # a finite point whose squared distance overflows float32 to +inf comes after every finite one
+    points = torch.tensor([[[3e38, 0.0, 0.0], [1.0, 0.0, 0.0], [float("nan"), 0.0, 0.0], [-3e38, 0.0, 0.0]]])
+    indices, distances = pointops.knn(torch.zeros(1, 1, 3, device=device), points.to(device), 4)
+    assert indices.tolist() == [[[1, 0, 3, -1]]]
+    assert distances[0, 0, 0] == 1 and torch.isinf(distances[0, 0, 1:]).all()
+    assert_same((indices, distances), ref.knn(torch.zeros(1, 1, 3), points, 4))
+
+
+def test_knn_far_and_huge_coordinates(device, strategy):
+    for scale, dtype in ((1e30, torch.float32), (1e200, torch.float64), (1e-30, torch.float32)):
+        points = torch.randn(1, 500, 3, generator=torch.Generator().manual_seed(8), dtype=dtype) * scale
+        queries = torch.randn(1, 30, 3, generator=torch.Generator().manual_seed(9), dtype=dtype) * scale * 3
+        assert_same(pointops.knn(queries.to(device), points.to(device), 6), ref.knn(queries, points, 6))
+
+
+def test_knn_empty_shapes(device, strategy):
+    def run(b, m, n, k, lengths=None):
+        q, p = torch.rand(b, m, 3, device=device), torch.rand(b, n, 3, device=device)
+        out = pointops.knn(q, p, k, lengths=lengths)
+        assert out.indices.shape == (b, m, k) and out.distances.shape == (b, m, k)
+        assert (out.indices == -1).all() and torch.isinf(out.distances).all()
+
+    run(0, 5, 7, 3)  # B = 0
+    run(2, 0, 7, 3)  # M = 0
+    run(2, 5, 0, 3)  # N = 0
+    run(2, 5, 7, 3, torch.zeros(2, dtype=torch.int64, device=device))  # empty clouds
+    out = pointops.knn(torch.rand(2, 5, 3, device=device), torch.rand(2, 7, 3, device=device), 0)
+    assert out.indices.shape == (2, 5, 0)
+
+
+def test_knn_lengths_are_clamped(device, strategy):
+    queries, points = rand(2, 20, 3, seed=10), rand(2, 30, 3, seed=11)
+    odd = pointops.knn(queries.to(device), points.to(device), 4, torch.tensor([-3, 99], device=device),
+                       torch.tensor([99, -1], device=device))
+    plain = pointops.knn(queries.to(device), points.to(device), 4, torch.tensor([0, 20], device=device),
+                         torch.tensor([30, 0], device=device))
+    assert_same(odd, plain)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_knn_half_inputs_compute_in_float32(device, dtype):
+    queries, points = rand(2, 30, 3, seed=12).to(dtype), rand(2, 90, 3, seed=13).to(dtype)
+    actual = pointops.knn(queries.to(device), points.to(device), 7)
+    assert actual.distances.dtype == torch.float32
+    assert_same(actual, pointops.knn(queries.float().to(device), points.float().to(device), 7))
+
+
+def test_knn_packed_matches_padded(device, strategy):
+    points, queries = rand(150, 3, seed=14), rand(60, 3, seed=15)
+    offsets, query_offsets = torch.tensor([0, 70, 70, 150]), torch.tensor([0, 20, 35, 55])
+    expected = ref.knn_packed(queries, query_offsets, points, offsets, 9)
+    actual = pointops.knn_packed(queries.to(device), query_offsets.to(device), points.to(device), offsets.to(device), 9)
+    assert_same(actual, expected)
+    assert (actual.indices[55:] == -1).all()  # rows past the last query offset
+    # cloud 0 by itself, padded: packed indices are rows of the packed points
+    padded = pointops.knn(queries[None, :20].to(device), points[None, :70].to(device), 9)
+    assert_same((actual.indices[:20], actual.distances[:20]), (padded.indices[0], padded.distances[0]))
+    second = pointops.knn(queries[None, 35:55].to(device), points[None, 70:].to(device), 9)
+    assert torch.equal(actual.indices[35:55].cpu(), torch.where(second.indices[0] >= 0, second.indices[0] + 70, -1).cpu())
+
+
+def test_knn_packed_offsets_are_clamped_and_made_monotone(device):
+    points, queries = rand(50, 3, seed=16), rand(20, 3, seed=17)
+    odd = pointops.knn_packed(queries.to(device), torch.tensor([-5, 10, 4, 99], device=device), points.to(device),
+                              torch.tensor([0, 30, 10, 80], device=device), 3)
+    plain = pointops.knn_packed(queries.to(device), torch.tensor([0, 10, 10, 20], device=device), points.to(device),
+                                torch.tensor([0, 30, 30, 50], device=device), 3)
+    assert_same(odd, plain)
+
+
+def test_knn_strategies_agree_on_larger_clouds(device, monkeypatch):
+    points = torch.cat([rand(1, 4000, 3, seed=18), lidar_like(4000, seed=19)[None] / 30])
+    queries = torch.cat([rand(1, 1300, 3, seed=20), points[1:, ::3][:, :1300]])
+    results = []
+    for s in STRATEGIES:
+        monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", s)
+        results.append(pointops.knn(queries.to(device), points.to(device), 11))
+    assert_same(results[0], results[1])
+
+
+def test_knn_cell_size_does_not_change_results(device, monkeypatch):
+    points, queries = lidar_like(2000, seed=21)[None], lidar_like(300, seed=22)[None]
+    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", "grid")
+    results = []
+    for cell_points in ("1", "7", "500"):
+        monkeypatch.setenv("POINTOPS_KNN_CELL_POINTS", cell_points)
+        results.append(pointops.knn(queries.to(device), points.to(device), 9))
+    assert_same(results[0], results[1])
+    assert_same(results[0], results[2])
+
+
+def test_knn_errors():
+    q, p = torch.rand(2, 5, 3), torch.rand(2, 7, 3)
+    with pytest.raises(RuntimeError, match=r"points must have shape \(B, N, 3\)"):
+        pointops.knn(q, torch.rand(2, 7, 2), 3)
+    with pytest.raises(RuntimeError, match=r"queries must have shape \(B, M, 3\) \(3 dimensions\), got shape \[5, 3\]"):
+        pointops.knn(q[0], p, 3)
+    with pytest.raises(RuntimeError, match="same batch size B"):
+        pointops.knn(torch.rand(3, 5, 3), p, 3)
+    with pytest.raises(RuntimeError, match="queries must have the dtype of points"):
+        pointops.knn(q.double(), p, 3)
+    with pytest.raises(RuntimeError, match="points must be float32, float64, float16 or bfloat16, got Int"):
+        pointops.knn(q, p.int(), 3)
+    with pytest.raises(RuntimeError, match="k must be >= 0, got -1"):
+        pointops.knn(q, p, -1)
+    with pytest.raises(RuntimeError, match="lengths must be Long, got Int"):
+        pointops.knn(q, p, 3, lengths=torch.tensor([1, 2], dtype=torch.int32))
+    with pytest.raises(RuntimeError, match=r"query_lengths must have shape \[2\], got \[3\]"):
+        pointops.knn(q, p, 3, query_lengths=torch.tensor([1, 2, 3]))
+    with pytest.raises(RuntimeError, match="offsets must have B \\+ 1 >= 1 entries"):
+        pointops.knn_packed(q[0], torch.tensor([0, 5]), p[0], torch.zeros(0, dtype=torch.int64), 3)
+    with pytest.raises(RuntimeError, match="query_offsets and offsets must both have B \\+ 1 entries, got 2 and 3"):
+        pointops.knn_packed(q[0], torch.tensor([0, 5]), p[0], torch.tensor([0, 3, 7]), 3)
+
+
+def test_strategy_variable_is_checked(monkeypatch):
+    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", "kdtree")
+    with pytest.raises(RuntimeError, match="POINTOPS_NEIGHBORS_STRATEGY must be brute, grid or auto, got 'kdtree'"):
+        pointops.knn(torch.rand(1, 500, 3), torch.rand(1, 500, 3), 3)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("k", [1, 4, 16, 32, 50])
+def test_knn_cpu_equals_cuda(strategy, k):
+    points = torch.cat([rand(1, 5000, 3, seed=23), lidar_like(5000, seed=24)[None] / 20])
+    points[0, ::97] = float("nan")
+    queries = torch.cat([rand(1, 2000, 3, seed=25), points[1:, ::2][:, :2000]])
+    for dtype in (torch.float32, torch.float64):
+        q, p = queries.to(dtype), points.to(dtype)
+        assert_same(pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda()),
+                    pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000])))
+
+
+@pytest.mark.cuda
+def test_knn_packed_cpu_equals_cuda(strategy):
+    points, queries = lidar_like(6000, seed=26), lidar_like(3000, seed=27)
+    offsets, query_offsets = torch.tensor([0, 2500, 2500, 6000]), torch.tensor([0, 1000, 1500, 2900])
+    assert_same(pointops.knn_packed(queries.cuda(), query_offsets.cuda(), points.cuda(), offsets.cuda(), 12),
+                pointops.knn_packed(queries, query_offsets, points, offsets, 12))
+
+
+def test_knn_outputs_never_require_grad(device):
+    queries = torch.rand(1, 10, 3, device=device, requires_grad=True)
+    points = torch.rand(1, 20, 3, device=device, requires_grad=True)
+    out = pointops.knn(queries, points, 4)
+    assert not out.indices.requires_grad and not out.distances.requires_grad

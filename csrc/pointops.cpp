@@ -88,6 +88,20 @@ TORCH_LIBRARY(pointops, m) {
   m.def("line_detections(Tensor acc, float[] theta, int k, int min_distance, int min_angle, float? threshold, bool glue) -> (Tensor lines, Tensor votes)");
 
   // ---- ppf: point pair features ----
+  m.set_python_module("pointops.ppf");
+  // points, normals (B,N,3) float, pairs (B,P,2) int64, lengths (B,) int64?, distance_step (B,) float
+  //   -> features (B,P,4) float32 (|d|, three angles), keys (B,P) int64 (-1: none), alpha (B,P) float32
+  m.def("ppf_features(Tensor points, Tensor normals, Tensor pairs, Tensor? lengths, Tensor distance_step, int angle_bins, int distance_bins) -> (Tensor features, Tensor keys, Tensor alpha)");
+  // points, normals (B,N,3) float, lengths (B,) int64?, diameter (B,) float? -> unit_normals (B,N,3), diameters,
+  //   distance_step (B,) float32, key_offsets (B,K+1) int64, unique_keys/starts/counts (B,U) int64, num_unique (B,) int64,
+  //   pair_ref/pair_partner (B,P) int32, pair_alpha (B,P) float32  (P = N(N-1), K = keys, U = min(P, K))
+  m.def("ppf_model(Tensor points, Tensor normals, Tensor? lengths, Tensor? diameter, float tau_d, int angle_bins, int distance_bins) -> (Tensor unit_normals, Tensor diameters, Tensor distance_step, Tensor key_offsets, Tensor unique_keys, Tensor starts, Tensor counts, Tensor num_unique, Tensor pair_ref, Tensor pair_partner, Tensor pair_alpha)");
+  // scene_points, scene_normals (S,N,3) float, scene_lengths (S,) int64?, a ppf_model description of M models
+  //   -> votes, model_index, alpha_bin (S,M,R,k) int64, quaternions (S,M,R,k,4), translations (S,M,R,k,3) float32  (R = ceil(N/stride))
+  m.def("ppf_vote(Tensor scene_points, Tensor scene_normals, Tensor? scene_lengths, Tensor model_points, Tensor model_normals, Tensor key_offsets, Tensor pair_ref, Tensor pair_alpha, Tensor distance_step, Tensor diameter, int angle_bins, int distance_bins, int stride, int k, bool spread=False, str backend=\"dense\", int chunk_votes=16777216) -> (Tensor votes, Tensor model_index, Tensor alpha_bin, Tensor quaternions, Tensor translations)");
+  // quaternions (B,M,4), translations (B,M,3) float, votes (B,M) int64, lengths (B,) int64?, distance_threshold,
+  //   suppression_distance (B,) float -> cluster quaternions (B,k,4), translations (B,k,3) float32, scores, members, centers (B,k) int64
+  m.def("pose_cluster(Tensor quaternions, Tensor translations, Tensor votes, Tensor? lengths, Tensor distance_threshold, float angle_threshold, Tensor suppression_distance, int k) -> (Tensor cluster_quaternions, Tensor cluster_translations, Tensor scores, Tensor members, Tensor centers)");
 }
 
 // Ops whose outputs have no gradient (indices, counts, accumulators, fitted planes): at the
@@ -101,7 +115,7 @@ TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
                            "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
                            "circle_detections", "line_detections", "knn", "knn_packed", "ball_query",
-                           "icp_step"}) {
+                           "icp_step", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

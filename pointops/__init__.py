@@ -70,6 +70,7 @@ from .hough2d import (  # noqa: E402
 )
 from .pipelines.hough2d import CircleDetections, LineDetections, detect_circles, detect_lines, synthetic_edges  # noqa: E402
 from .pipelines.planes import PlaneDetections, detect_planes  # noqa: E402
+from .ppf import PPF_PRESETS, PoseClusters, PPFModel, PPFVotes, decode_keys, pose_cluster, ppf_features, ppf_model, ppf_vote  # noqa: E402
 from .presets import PlanePreset, bev_preset, list_presets, load_config, plane_preset  # noqa: E402
 from .sampling import (  # noqa: E402
     SampledIndices,
@@ -89,6 +90,7 @@ __all__ = [
     "circle_perimeter_size",
     "CircleDetections",
     "datasets",
+    "decode_keys",
     "detect_circles",
     "detect_lines",
     "detect_planes",
@@ -113,8 +115,8 @@ __all__ = [
     "interpolate",
     "inverse_distance_weights",
     "io",
-    "knn",
     "KNN",
+    "knn",
     "knn_packed",
     "line_angles",
     "line_distances",
@@ -133,6 +135,14 @@ __all__ = [
     "PlaneDetections",
     "PlaneFit",
     "PlanePreset",
+    "pose_cluster",
+    "PoseClusters",
+    "ppf_features",
+    "ppf_model",
+    "PPF_PRESETS",
+    "ppf_vote",
+    "PPFModel",
+    "PPFVotes",
     "rho_bins",
     "rho_offset",
     "sample_farthest_points",

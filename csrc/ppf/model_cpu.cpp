@@ -1,0 +1,164 @@
+// PPF model description on the CPU: the twin of model_cuda.cu (contract in model.h). Models are
+// built one after another, each from the CPU parallel hash array of its N^2 pair keys (key K,
+// one past the last, marks a non-pair), in parallel over reference points where it pays.
+#include "ppf/model.h"
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/clouds.h"
+#include "common/hash_array_cpu.h"
+#include "ppf/ppf_args.h"
+
+namespace pointops {
+namespace ppf {
+
+Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
+                         const std::optional<at::Tensor>& lengths,
+                         const std::optional<at::Tensor>& diameter, double tau_d,
+                         int64_t angle_bins, int64_t distance_bins) {
+  check_oriented_clouds(points, normals, lengths, "points", "normals", "lengths");
+  TORCH_CHECK(points.size(1) <= 46340,
+              "ppf_model: a model may have at most 46340 points (its ordered pairs index int32), "
+              "got N = ", points.size(1));
+  if (diameter.has_value()) {
+    check_cloud_values(*diameter, "diameter", points.size(0), points, "points");
+  }
+  TORCH_CHECK(tau_d > 0.0 && tau_d <= 1.0, "tau_d must be in (0, 1], got ", tau_d);
+  const Binning b = make_binning(angle_bins, distance_bins);
+  TORCH_CHECK(b.key_count() <= kMaxKeys,
+              "ppf_model: distance_bins * ceil(angle_bins / 2)^3 keys must be at most 2^24 (the "
+              "dense key table), got ", distance_bins, " * ", b.feature_bins, "^3 = ", b.key_count());
+  return b;
+}
+
+ModelResult empty_model_outputs(const at::Tensor& points, const Binning& binning) {
+  const int64_t batch = points.size(0);
+  const int64_t n = points.size(1);
+  const int64_t pairs = n * (n > 0 ? n - 1 : 0);
+  const int64_t keys = binning.key_count();
+  const int64_t unique = std::min(pairs, keys);
+  const auto f32 = points.options().dtype(at::kFloat);
+  const auto i64 = points.options().dtype(at::kLong);
+  const auto i32 = points.options().dtype(at::kInt);
+  return {at::empty({batch, n, 3}, f32),
+          at::empty({batch}, f32),
+          at::empty({batch}, f32),
+          at::zeros({batch, keys + 1}, i64),
+          at::full({batch, unique}, -1, i64),
+          at::zeros({batch, unique}, i64),
+          at::zeros({batch, unique}, i64),
+          at::zeros({batch}, i64),
+          at::full({batch, pairs}, -1, i32),
+          at::full({batch, pairs}, -1, i32),
+          at::full({batch, pairs}, std::numeric_limits<float>::quiet_NaN(), f32)};
+}
+
+namespace {
+
+ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
+                          const std::optional<at::Tensor>& lengths,
+                          const std::optional<at::Tensor>& diameter, double tau_d,
+                          int64_t angle_bins, int64_t distance_bins) {
+  const Binning binning =
+      check_model_args(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins);
+  ModelResult out = empty_model_outputs(points, binning);
+  at::Tensor unit_normals = std::get<0>(out), diameters = std::get<1>(out);
+  at::Tensor steps = std::get<2>(out), key_offsets = std::get<3>(out);
+  at::Tensor unique_keys = std::get<4>(out), starts = std::get<5>(out), counts = std::get<6>(out);
+  at::Tensor num_unique = std::get<7>(out), pair_ref = std::get<8>(out);
+  at::Tensor pair_partner = std::get<9>(out), pair_alpha = std::get<10>(out);
+  const int64_t batch = points.size(0);
+  const int64_t n = points.size(1);
+  if (batch == 0) return out;
+  const int64_t pair_capacity = pair_ref.size(1);
+  const int64_t unique_capacity = unique_keys.size(1);
+  const int64_t keys = binning.key_count();
+
+  const at::Tensor pts = as_float(points);
+  const at::Tensor nrm = as_float(normals);
+  const CloudLengths lengths_c = contiguous_lengths(lengths);
+  const at::Tensor given = diameter.has_value() ? as_float(*diameter) : at::Tensor();
+  const float tau = static_cast<float>(tau_d);
+  float* diameter_ptr = diameters.data_ptr<float>();
+  float* step_ptr = steps.data_ptr<float>();
+
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = cloud_length(lengths_c.data, b, n);
+    const float* p = pts.data_ptr<float>() + b * n * 3;
+    if (given.defined()) {
+      diameter_ptr[b] = given.data_ptr<float>()[b];
+    } else {
+      BoundingBox box;
+      box.reset();
+      for (int64_t i = 0; i < length; ++i) box.add(p + i * 3);
+      diameter_ptr[b] = box.diagonal();
+    }
+    step_ptr[b] = fmul(tau, diameter_ptr[b]);
+    float* unit = unit_normals.data_ptr<float>() + b * n * 3;
+    for (int64_t i = 0; i < n; ++i) {
+      model_unit_normal(p, nrm.data_ptr<float>() + b * n * 3, i, length, unit + i * 3);
+    }
+    Binning bb = binning;
+    bb.distance_step = step_ptr[b];
+    const bool step_ok = bb.distance_step > 0.0f && finite(bb.distance_step);
+    // Pair e = i * length + j; the stable sort lists a key's pairs by (i, j), as on CUDA where
+    // the flat index is i * N + j (the same order).
+    const int64_t count = length * length;
+    std::vector<int64_t> pair_keys(static_cast<size_t>(count), keys);
+    if (step_ok) {
+      at::parallel_for(0, length, 16, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          for (int64_t j = 0; j < length; ++j) {
+            const int64_t key = model_pair_key(p, unit, i, j, bb);
+            if (key >= 0) pair_keys[i * length + j] = key;
+          }
+        }
+      });
+    }
+    const HashArrayCpu h = build_hash_array_cpu(pair_keys.data(), count, keys);
+
+    int64_t* offsets = key_offsets.data_ptr<int64_t>() + b * (keys + 1);
+    int64_t* uk = unique_keys.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t* st = starts.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t* ct = counts.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t total = 0;
+    int64_t next_key = 0;
+    for (int64_t r = 0; r < h.num_unique(); ++r) {
+      const int64_t key = h.unique_keys[r];
+      for (; next_key <= key; ++next_key) offsets[next_key] = h.starts[r];
+      uk[r] = key;
+      st[r] = h.starts[r];
+      ct[r] = h.counts[r];
+      total = h.starts[r] + h.counts[r];
+    }
+    for (; next_key <= keys; ++next_key) offsets[next_key] = total;
+    num_unique.data_ptr<int64_t>()[b] = h.num_unique();
+
+    int32_t* ref = pair_ref.data_ptr<int32_t>() + b * pair_capacity;
+    int32_t* partner = pair_partner.data_ptr<int32_t>() + b * pair_capacity;
+    float* alpha = pair_alpha.data_ptr<float>() + b * pair_capacity;
+    at::parallel_for(0, total, 4096, [&](int64_t first, int64_t last) {
+      for (int64_t pos = first; pos < last; ++pos) {
+        const int64_t e = h.perm[pos];
+        const int64_t i = e / length;
+        const int64_t j = e - i * length;
+        ref[pos] = static_cast<int32_t>(i);
+        partner[pos] = static_cast<int32_t>(j);
+        alpha[pos] = model_pair_alpha(p, unit, i, j);
+      }
+    });
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace ppf
+
+TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("ppf_model", &ppf::ppf_model_cpu); }
+
+}  // namespace pointops

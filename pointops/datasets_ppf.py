@@ -1,0 +1,442 @@
+"""Object-recognition scenes with ground truth for PPF matching: meshes at known poses on a table,
+seen by a depth camera.
+
+A scene (:func:`make_ppf_scene`) stands a target mesh at a random rotation on a square table top
+(the plane z = 0 of the world frame), scatters distractor meshes and boxes around it, and may put
+an occluding box between the camera and the target, slid sideways until it hides a requested share
+of the target. A pinhole depth camera (:func:`render_depth`) rasterizes every triangle in torch
+with a z-buffer (the nearest surface wins each pixel: the ray through the pixel centre meets the
+triangle's plane), so what the camera returns is exactly what it sees; the returns then get
+Gaussian noise along their rays. Normals are the exact face normals of the surfaces hit (turned
+towards the camera). Randomness comes only from ``torch.Generator`` objects seeded by the caller,
+so a seed gives the same scene on every run; pure torch, float64, CPU.
+
+Ground truth: ``pose`` (4, 4) maps model coordinates (the target mesh as :func:`load_mesh` returns
+it: centred on its bounding box, scaled to the requested diameter) into the camera frame (x right,
+y down, z forward: OpenCV), the frame the points are in. ``occlusion`` is the share of the target's
+pixels that the rest of the scene hides: 1 - (target pixels in the scene) / (target pixels when the
+target is rendered alone from the same camera), so 0 means only self-occlusion.
+
+Meshes come from CGAL's example data (Debian's ``libcgal-demo`` ships them as
+``/usr/share/doc/libcgal-dev/data.tar.gz``; :func:`load_mesh` reads the tarball directly) or from
+:func:`blob_mesh`, a procedural mesh with no symmetry for tests that must not depend on the package.
+"""
+import io
+import math
+import os
+import tarfile
+from dataclasses import dataclass
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+_F64 = torch.float64
+CGAL_DATA = "/usr/share/doc/libcgal-dev/data.tar.gz"
+# Meshes of CGAL's data/meshes used by tools/eval_ppf.py: animals and figures, none symmetric.
+EVAL_MESHES = ("bunny00", "elephant", "camel", "cow", "dino", "homer", "lion", "bull")
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A triangle mesh: vertices (V, 3) float64, faces (F, 3) int64 (counter-clockwise seen from
+    outside where the source is consistent; :func:`render_depth` does not rely on it)."""
+
+    name: str
+    vertices: Tensor
+    faces: Tensor
+
+    @property
+    def diameter(self) -> float:
+        """Bounding-box diagonal."""
+        return float((self.vertices.amax(0) - self.vertices.amin(0)).norm())
+
+    def face_normals(self) -> Tensor:
+        v = self.vertices[self.faces]
+        n = torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
+        return n / n.norm(dim=1, keepdim=True).clamp(min=1e-300)
+
+    def face_areas(self) -> Tensor:
+        v = self.vertices[self.faces]
+        return torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]).norm(dim=1) / 2
+
+    def transformed(self, pose: Tensor) -> "Mesh":
+        return Mesh(self.name, self.vertices @ pose[:3, :3].T + pose[:3, 3], self.faces)
+
+
+def parse_off(text: str, name: str = "mesh") -> Mesh:
+    """Reads an OFF / COFF file (vertex colours ignored; polygons fanned into triangles)."""
+    tokens = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            tokens.append(line.split())
+    header = tokens[0]
+    if not header[0].endswith("OFF"):
+        raise ValueError(f"{name}: not an OFF file (header {header[0]!r})")
+    rest = tokens[1:] if len(header) == 1 else [header[1:]] + tokens[1:]
+    n_vertices, n_faces = int(rest[0][0]), int(rest[0][1])
+    vertices = torch.tensor([[float(x) for x in row[:3]] for row in rest[1:1 + n_vertices]], dtype=_F64)
+    faces = []
+    for row in rest[1 + n_vertices:1 + n_vertices + n_faces]:
+        k = int(row[0])
+        ids = [int(x) for x in row[1:1 + k]]
+        faces.extend([ids[0], ids[i], ids[i + 1]] for i in range(1, k - 1))
+    return Mesh(name, vertices, torch.tensor(faces, dtype=torch.int64).reshape(-1, 3))
+
+
+def cgal_available(path: str = CGAL_DATA) -> bool:
+    return os.path.isfile(path)
+
+
+def normalized(mesh: Mesh, diameter: float = 1.0) -> Mesh:
+    """The mesh centred on its bounding box and scaled to the given bounding-box diagonal."""
+    lo, hi = mesh.vertices.amin(0), mesh.vertices.amax(0)
+    scale = diameter / float((hi - lo).norm())
+    return Mesh(mesh.name, (mesh.vertices - (lo + hi) / 2) * scale, mesh.faces)
+
+
+def load_mesh(name: str, diameter: float = 1.0, path: str = CGAL_DATA) -> Mesh:
+    """CGAL example mesh ``data/meshes/<name>.off`` from the libcgal-demo tarball, normalized."""
+    if not cgal_available(path):
+        raise FileNotFoundError(f"{path} not found: install Debian's libcgal-demo for the CGAL example meshes")
+    with tarfile.open(path) as tar:
+        member = tar.extractfile(f"data/meshes/{name}.off")
+        if member is None:
+            raise FileNotFoundError(f"data/meshes/{name}.off is not in {path}")
+        text = io.TextIOWrapper(member, encoding="latin-1").read()
+    return normalized(parse_off(text, name), diameter)
+
+
+def blob_mesh(diameter: float = 1.0, subdivisions: int = 3, seed: int = 0) -> Mesh:
+    """A lumpy closed mesh with no symmetry: an icosphere whose radius varies with a few seeded
+    harmonics, normalized to the diameter."""
+    t = (1 + math.sqrt(5)) / 2
+    v = torch.tensor([[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t],
+                      [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1]], dtype=_F64)
+    f = torch.tensor([[0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2],
+                      [10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5],
+                      [2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1]])
+    for _ in range(subdivisions):
+        edges = torch.cat([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]).sort(1).values
+        unique, inverse = torch.unique(edges, dim=0, return_inverse=True)
+        mids = len(v) + inverse.reshape(3, -1).T
+        v = torch.cat([v, (v[unique[:, 0]] + v[unique[:, 1]]) / 2])
+        a, b, c = f.unbind(1)
+        ab, bc, ca = mids.unbind(1)
+        f = torch.cat([torch.stack(x, 1) for x in ((a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca))])
+    u = v / v.norm(dim=1, keepdim=True)
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(6, 3, generator=g, dtype=_F64)
+    phase = torch.rand(6, generator=g, dtype=_F64) * 2 * math.pi
+    radius = 1 + 0.12 * torch.sin(3 * (u @ w.T) + phase).sum(1) / 2
+    stretch = torch.tensor([1.4, 1.0, 0.7], dtype=_F64)
+    return normalized(Mesh("blob", u * radius[:, None] * stretch, f), diameter)
+
+
+def box_mesh(size: Sequence[float], name: str = "box") -> Mesh:
+    """An axis-aligned box centred on the origin."""
+    hx, hy, hz = (s / 2 for s in size)
+    v = torch.tensor([[x, y, z] for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)], dtype=_F64)
+    f = torch.tensor([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],
+                      [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return Mesh(name, v, f)
+
+
+def sample_surface(mesh: Mesh, n: int, seed: int = 0) -> Tuple[Tensor, Tensor]:
+    """n points (n, 3) float64 drawn uniformly over the surface (faces by area, then uniform
+    barycentric coordinates) with their exact face normals (n, 3)."""
+    g = torch.Generator().manual_seed(seed)
+    face = torch.multinomial(mesh.face_areas(), n, replacement=True, generator=g)
+    r1, r2 = torch.rand(n, generator=g, dtype=_F64).sqrt(), torch.rand(n, generator=g, dtype=_F64)
+    v = mesh.vertices[mesh.faces[face]]
+    points = (1 - r1)[:, None] * v[:, 0] + (r1 * (1 - r2))[:, None] * v[:, 1] + (r1 * r2)[:, None] * v[:, 2]
+    return points, mesh.face_normals()[face]
+
+
+def random_rotation(g: torch.Generator) -> Tensor:
+    """A uniformly random rotation (3, 3) float64 (normalized Gaussian quaternion)."""
+    q = torch.randn(4, generator=g, dtype=_F64)
+    w, x, y, z = (q / q.norm()).tolist()
+    return torch.tensor([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ], dtype=_F64)
+
+
+# ---- camera and rasterizer ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Camera:
+    """Pinhole camera: ``rotation`` (3, 3) has the camera axes (x right, y down, z forward) as
+    columns in the world frame, ``position`` (3,) is its centre; square pixels."""
+
+    rotation: Tensor
+    position: Tensor
+    width: int
+    height: int
+    focal: float
+
+    @property
+    def world_to_camera(self) -> Tensor:
+        out = torch.eye(4, dtype=_F64)
+        out[:3, :3] = self.rotation.T
+        out[:3, 3] = -self.rotation.T @ self.position
+        return out
+
+    def rays(self) -> Tensor:
+        """(H * W, 3) directions through the pixel centres in the camera frame, z = 1."""
+        rows, cols = torch.meshgrid(torch.arange(self.height, dtype=_F64), torch.arange(self.width, dtype=_F64),
+                                    indexing="ij")
+        x = (cols + 0.5 - self.width / 2) / self.focal
+        y = (rows + 0.5 - self.height / 2) / self.focal
+        return torch.stack([x, y, torch.ones_like(x)], -1).reshape(-1, 3)
+
+
+def look_at(target: Tensor, distance: float, azimuth: float, elevation: float, width: int = 320, height: int = 240,
+            fov_deg: float = 55.0) -> Camera:
+    """A camera ``distance`` from ``target`` at the given azimuth / elevation (radians, elevation
+    above the table), looking at it with the image's x axis horizontal."""
+    forward = -torch.tensor([math.cos(elevation) * math.cos(azimuth), math.cos(elevation) * math.sin(azimuth),
+                             math.sin(elevation)], dtype=_F64)
+    position = target - distance * forward
+    right = torch.linalg.cross(forward, torch.tensor([0.0, 0.0, 1.0], dtype=_F64))
+    right = right / right.norm()
+    down = torch.linalg.cross(forward, right)
+    focal = width / 2 / math.tan(math.radians(fov_deg) / 2)
+    return Camera(torch.stack([right, down, forward], 1), position, width, height, focal)
+
+
+def _rasterize(camera: Camera, vertices: Tensor, faces: Tensor) -> Tuple[Tensor, Tensor]:
+    """Per pixel (H * W,): depth of the nearest triangle (inf where none) and its index (-1).
+    ``vertices`` are in the camera frame; triangles with a vertex closer than 1e-3 are dropped."""
+    w, h, f = camera.width, camera.height, camera.focal
+    depth = torch.full((h * w,), math.inf, dtype=_F64)
+    owner = torch.full((h * w,), -1, dtype=torch.int64)
+    tri = vertices[faces]  # (F, 3, 3)
+    keep = (tri[..., 2] > 1e-3).all(1)
+    tri, ids = tri[keep], torch.nonzero(keep)[:, 0]
+    if ids.numel() == 0:
+        return depth, owner
+    u = tri[..., 0] / tri[..., 2] * f + w / 2  # pixel coordinates; pixel (r, c) centre at (c + .5, r + .5)
+    v = tri[..., 1] / tri[..., 2] * f + h / 2
+    c0 = (u.amin(1) - 0.5).ceil().clamp(0, w).long()
+    c1 = (u.amax(1) - 0.5).floor().clamp(-1, w - 1).long()
+    r0 = (v.amin(1) - 0.5).ceil().clamp(0, h).long()
+    r1 = (v.amax(1) - 0.5).floor().clamp(-1, h - 1).long()
+    cols, rows = (c1 - c0 + 1).clamp(min=0), (r1 - r0 + 1).clamp(min=0)
+    count = cols * rows
+    live = count > 0
+    tri, ids, u, v, c0, r0, cols, count = tri[live], ids[live], u[live], v[live], c0[live], r0[live], cols[live], count[live]
+    which = torch.repeat_interleave(torch.arange(ids.numel()), count)
+    local = torch.arange(int(count.sum())) - torch.repeat_interleave(count.cumsum(0) - count, count)
+    col = c0[which] + local % cols[which]
+    row = r0[which] + local // cols[which]
+    px, py = col.to(_F64) + 0.5, row.to(_F64) + 0.5
+    ua, va = u[which], v[which]
+    # edge functions: inside when all three have the sign of the triangle's area (either winding)
+    e = [(ua[:, (k + 1) % 3] - ua[:, k]) * (py - va[:, k]) - (va[:, (k + 1) % 3] - va[:, k]) * (px - ua[:, k])
+         for k in range(3)]
+    area = e[0] + e[1] + e[2]
+    inside = ((e[0] >= 0) & (e[1] >= 0) & (e[2] >= 0)) | ((e[0] <= 0) & (e[1] <= 0) & (e[2] <= 0))
+    inside = inside & (area != 0)
+    # depth: the ray (x, y, 1) through the pixel centre meets the triangle's plane n . p = n . v0
+    t = tri[which]
+    normal = torch.linalg.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0])
+    ray = torch.stack([(px - w / 2) / f, (py - h / 2) / f, torch.ones_like(px)], 1)
+    denom = (normal * ray).sum(1)
+    z = (normal * t[:, 0]).sum(1) / torch.where(denom == 0, torch.ones_like(denom), denom)
+    inside = inside & (denom != 0) & (z > 0)
+    pix = (row * w + col)[inside]
+    z, tri_id = z[inside], ids[which[inside]]
+    depth.scatter_reduce_(0, pix, z, reduce="amin")
+    nearest = z == depth[pix]
+    owner.scatter_reduce_(0, pix[nearest], tri_id[nearest], reduce="amax", include_self=True)
+    return depth, owner
+
+
+class DepthImage(NamedTuple):
+    depth: Tensor  # (H * W,) float64 depth (z) of the nearest surface, inf where none
+    surface: Tensor  # (H * W,) int64 object of that surface (-1: none), see render_depth
+    normal: Tensor  # (H * W, 3) float64 unit normal of that surface in the camera frame, facing the camera
+
+
+def render_depth(camera: Camera, meshes: Sequence[Mesh], table_half: float = 0.0) -> DepthImage:
+    """Renders world-frame meshes (object k = meshes[k]) and, when ``table_half`` > 0, the table
+    top: the square |x|, |y| <= table_half of the plane z = 0 (object len(meshes))."""
+    to_cam = camera.world_to_camera
+    rays = camera.rays()
+    depth = torch.full((rays.shape[0],), math.inf, dtype=_F64)
+    surface = torch.full((rays.shape[0],), -1, dtype=torch.int64)
+    normal = torch.zeros(rays.shape[0], 3, dtype=_F64)
+    if meshes:
+        vertices = torch.cat([m.vertices for m in meshes]) @ to_cam[:3, :3].T + to_cam[:3, 3]
+        offsets = torch.tensor([0] + [m.vertices.shape[0] for m in meshes]).cumsum(0)
+        faces = torch.cat([m.faces + offsets[k] for k, m in enumerate(meshes)])
+        face_object = torch.cat([torch.full((m.faces.shape[0],), k) for k, m in enumerate(meshes)])
+        depth, owner = _rasterize(camera, vertices, faces)
+        hit = owner >= 0
+        surface[hit] = face_object[owner[hit]]
+        tri = vertices[faces[owner[hit]]]
+        n = torch.linalg.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        normal[hit] = n / n.norm(dim=1, keepdim=True)
+    if table_half > 0:
+        up = to_cam[:3, 2]  # the world z axis in the camera frame
+        origin = to_cam[:3, 3]  # the world origin in the camera frame
+        denom = rays @ up
+        t = (origin @ up) / torch.where(denom == 0, torch.ones_like(denom), denom)
+        world = (rays * t[:, None] - origin) @ to_cam[:3, :3]
+        on_table = (denom != 0) & (t > 0) & (world[:, 0].abs() <= table_half) & (world[:, 1].abs() <= table_half)
+        nearer = on_table & (t < depth)
+        depth = torch.where(nearer, t, depth)
+        surface = torch.where(nearer, len(meshes), surface)
+        normal[nearer] = up
+    facing = (normal * rays).sum(1) > 0  # turn every normal towards the camera
+    normal = torch.where(facing[:, None], -normal, normal)
+    return DepthImage(depth, surface, normal)
+
+
+# ---- scenes ----------------------------------------------------------------------------------------
+
+class PPFScene(NamedTuple):
+    """A depth-camera view of a target among distractors; see the module docstring."""
+
+    points: Tensor  # (N, 3) float32 camera frame, depth noise along the rays included
+    normals: Tensor  # (N, 3) float32 exact unit normals of the surfaces hit, facing the camera
+    labels: Tensor  # (N,) int64: 0 target, 1.. distractor meshes, then boxes and the occluder, -1 table
+    pose: Tensor  # (4, 4) float32 model -> camera frame
+    occlusion: float  # share of the target's pixels hidden by the rest of the scene
+    visible: int  # target pixels in the scene
+    model_diameter: float
+
+
+def _resting_pose(mesh: Mesh, rotation: Tensor, xy: Tuple[float, float]) -> Tensor:
+    """The pose that rotates the mesh, then stands it on z = 0 at (x, y)."""
+    lowest = float((mesh.vertices @ rotation.T)[:, 2].min())
+    pose = torch.eye(4, dtype=_F64)
+    pose[:3, :3] = rotation
+    pose[:3, 3] = torch.tensor([xy[0], xy[1], -lowest], dtype=_F64)
+    return pose
+
+
+def make_ppf_scene(
+    seed: int,
+    target: Mesh,
+    distractors: Sequence[Mesh] = (),
+    occlusion: float = 0.0,
+    n_boxes: int = 2,
+    noise: float = 0.002,
+    camera_distance: Tuple[float, float] = (2.6, 3.4),
+    elevation_deg: Tuple[float, float] = (25.0, 65.0),
+    width: int = 320,
+    height: int = 240,
+    fov_deg: float = 45.0,
+    table_half: float = 1.2,
+) -> PPFScene:
+    """One scene, all lengths in units of the target's diameter (target meshes as ``load_mesh``
+    gives them, diameter 1; distractors the same size).
+
+    Args:
+        seed: seeds every random choice.
+        target: the mesh to find, placed at a uniformly random rotation standing on the table
+            at the origin.
+        distractors: meshes placed at random rotations around it (0.8 to 1.6 diameters away).
+        occlusion: requested share of the target hidden by an occluding box (0: none); the box
+            stands a third of the way from the target to the camera and slides sideways until the
+            share is reached (bisection; the scene's ``occlusion`` is the measured share,
+            distractors and clutter included).
+        n_boxes: clutter boxes (0.2 to 0.6 diameters) scattered on the table.
+        noise: standard deviation of the depth noise along each ray, in diameters.
+        camera_distance, elevation_deg: ranges of the camera's distance from the target and its
+            elevation above the table; the azimuth is uniform.
+        width, height, fov_deg: the image.
+        table_half: half the side of the square table top.
+    """
+    g = torch.Generator().manual_seed(seed)
+
+    def uniform(lo: float, hi: float) -> float:
+        return lo + (hi - lo) * float(torch.rand(1, generator=g, dtype=_F64))
+
+    target_pose = _resting_pose(target, random_rotation(g), (0.0, 0.0))
+    placed = [target.transformed(target_pose)]
+    centre = placed[0].vertices.mean(0)
+    for mesh in distractors:
+        angle, radius = uniform(0, 2 * math.pi), uniform(0.8, 1.6)
+        pose = _resting_pose(mesh, random_rotation(g), (radius * math.cos(angle), radius * math.sin(angle)))
+        placed.append(mesh.transformed(pose))
+    for k in range(n_boxes):
+        size = [uniform(0.2, 0.6) for _ in range(3)]
+        angle, radius = uniform(0, 2 * math.pi), uniform(0.7, 1.5)
+        yaw = uniform(0, math.pi)
+        rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64)
+        pose = _resting_pose(box_mesh(size), rot, (radius * math.cos(angle), radius * math.sin(angle)))
+        placed.append(box_mesh(size, f"box{k}").transformed(pose))
+    azimuth = uniform(0, 2 * math.pi)
+    camera = look_at(centre, uniform(*camera_distance), azimuth, math.radians(uniform(*elevation_deg)), width, height,
+                     fov_deg)
+
+    alone = render_depth(camera, placed[:1])
+    target_pixels = alone.surface == 0
+    if occlusion > 0 and bool(target_pixels.any()):
+        # A thin box standing on the table a third of the way from the target to the camera, as
+        # wide as the target and tall enough to reach above the line of sight over the target's
+        # top, slid sideways (across the view) until it hides the requested share of the target's
+        # pixels: the box alone is rendered against the target's depth at each bisection step.
+        toward = camera.position - centre
+        toward[2] = 0
+        toward = toward / toward.norm().clamp(min=1e-9)
+        side = torch.linalg.cross(toward, torch.tensor([0.0, 0.0, 1.0], dtype=_F64))
+        fraction = 0.33
+        mid = centre + toward * float((camera.position - centre)[:2].norm()) * fraction
+        top = float(placed[0].vertices[:, 2].max())
+        height_needed = top + fraction * (float(camera.position[2]) - top) + 0.15
+        size = [0.1, 0.8, height_needed]
+        yaw = math.atan2(float(side[1]), float(side[0])) - math.pi / 2  # the box's y axis along `side`
+        rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]],
+                           dtype=_F64)
+
+        def occluder_pose(shift: float) -> Tensor:
+            xy = mid[:2] + side[:2] * shift
+            return _resting_pose(box_mesh(size), rot, (float(xy[0]), float(xy[1])))
+
+        def occluder(shift: float) -> Mesh:
+            return box_mesh(size, "occluder").transformed(occluder_pose(shift))
+
+        target_rays = camera.rays()[target_pixels]
+        half = torch.tensor(size, dtype=_F64) / 2
+
+        def hidden(shift: float) -> float:
+            # the box's depth along the target's pixel rays (slab test), against the target's
+            box_to_cam = camera.world_to_camera @ occluder_pose(shift)
+            axes, centre_cam = box_to_cam[:3, :3], box_to_cam[:3, 3]
+            origin = -(centre_cam @ axes)  # the camera centre in box coordinates
+            direction = target_rays @ axes
+            safe = torch.where(direction == 0, torch.full_like(direction, 1e-300), direction)
+            t1, t2 = (-half - origin) / safe, (half - origin) / safe
+            near = torch.minimum(t1, t2).amax(1)
+            far = torch.maximum(t1, t2).amin(1)
+            hit = (far >= near) & (far > 0) & (near < alone.depth[target_pixels])
+            return float(hit.sum()) / float(target_pixels.sum())
+
+        lo, hi = 0.0, 1.5  # shift 0 hides the target's middle, 1.5 clears it
+        for _ in range(14):
+            midpoint = (lo + hi) / 2
+            if hidden(midpoint) > occlusion:
+                lo = midpoint
+            else:
+                hi = midpoint
+        placed.append(occluder(hi))
+
+    image = render_depth(camera, placed, table_half)
+    hit = torch.nonzero(torch.isfinite(image.depth))[:, 0]
+    rays = camera.rays()[hit]
+    # noise along the ray: the point moves by `noise` (a distance, not a depth) along its ray
+    distance = image.depth[hit] * rays.norm(dim=1) + noise * torch.randn(hit.numel(), generator=g, dtype=_F64)
+    points = rays / rays.norm(dim=1, keepdim=True) * distance[:, None]
+    surface = image.surface[hit]
+    labels = torch.where(surface == len(placed), -1, surface)
+    visible = int((surface == 0).sum())
+    pose = camera.world_to_camera @ target_pose
+    return PPFScene(points.float(), image.normal[hit].float(), labels, pose.float(),
+                    1.0 - visible / max(int(target_pixels.sum()), 1), visible, target.diameter)

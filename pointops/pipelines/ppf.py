@@ -1,0 +1,486 @@
+"""PPF object detection and pose estimation: :class:`PPFMatcher`.
+
+``PPFMatcher(model_points, model_normals=None, **config)`` builds the PPF description of one or
+more models (``pointops.ppf.ppf_model``); ``.match(scene_points, scene_normals=None,
+max_instances=...)`` finds them in one or more scenes:
+
+1. the scene is downsampled to the models' distance step and, without normals, gets estimated
+   normals turned towards the sensor (the origin);
+2. ``ppf_vote``: every ``stride``-th scene point votes against every model (Drost's voting, pairs
+   restricted to the model diameter), keeping ``peaks`` candidate poses per reference point;
+3. ``pose_cluster``: the candidate poses of each (scene, model) are clustered by spatial hashing;
+   the ``hypotheses`` best clusters (distinct instances: at least ``suppression`` diameters apart)
+   are kept;
+4. each hypothesis is refined by ICP and re-scored by its inlier fraction: the share of model
+   points that land within ``inlier_distance`` distance steps of a scene point;
+5. the ``max_instances`` best-scored hypotheses per (scene, model) are returned.
+
+Models are centred on their bounding box inside the matcher, and returned poses map the
+caller's model coordinates into the scene.
+
+Downsampling, normal estimation, nearest neighbours and ICP are the geometry family's ops; until
+those ops are in this branch, the functions marked INTEGRATION POINT below do the same in plain
+torch (slower; same results up to float rounding). Every step is batched over scenes and models
+and runs on the inputs' device.
+"""
+import math
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from ..ppf import (
+    PPF_PRESETS,
+    PPFModel,
+    bounding_diameter,
+    pose_cluster,
+    pose_matrices,
+    ppf_model,
+    ppf_vote,
+)
+
+
+def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[int, float, bool, str]]:
+    """A preset of :data:`pointops.ppf.PPF_PRESETS` with explicit values on top."""
+    if preset not in PPF_PRESETS:
+        raise ValueError(f"unknown PPF preset '{preset}', expected one of {sorted(PPF_PRESETS)}")
+    config = dict(PPF_PRESETS[preset])
+    unknown = set(overrides) - set(config)
+    if unknown:
+        raise ValueError(f"unknown PPF options {sorted(unknown)}, expected some of {sorted(config)}")
+    config.update(overrides)
+    return config
+
+
+# ---- geometry helpers (INTEGRATION POINTS) -----------------------------------------------------------
+# Replace with pointops' geometry ops once merged: voxel_downsample, estimate_normals, knn, icp.
+
+def _as_batch(points: Tensor) -> Tensor:
+    return points[None] if points.dim() == 2 else points
+
+
+def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
+    if lengths is None:
+        return torch.full((points.shape[0],), points.shape[1], dtype=torch.int64, device=points.device)
+    return lengths.clamp(0, points.shape[1])
+
+
+def voxel_downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: Tensor
+                     ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+    """INTEGRATION POINT (geometry ``voxel_downsample``): the mean point (and the normalized sum of
+    normals) of each occupied voxel of size ``voxel[b]``, padded; cloud b keeps its voxels in order
+    of their smallest (z, y, x) cell."""
+    batch = points.shape[0]
+    outs_p, outs_n, counts = [], [], []
+    for b in range(batch):
+        p = points[b, : int(lengths[b])].float()
+        ok = torch.isfinite(p).all(1)
+        if normals is not None:
+            ok = ok & torch.isfinite(normals[b, : int(lengths[b])]).all(1)
+        p = p[ok]
+        cells = torch.floor(p / voxel[b]).long()
+        _, inverse = torch.unique(cells, dim=0, return_inverse=True)
+        v = int(inverse.max()) + 1 if inverse.numel() else 0
+        count = torch.zeros(v, device=p.device).index_add_(0, inverse, torch.ones_like(inverse, dtype=torch.float32))
+        outs_p.append(torch.zeros(v, 3, device=p.device).index_add_(0, inverse, p) / count[:, None])
+        if normals is not None:
+            n = normals[b, : int(lengths[b])].float()[ok]
+            s = torch.zeros(v, 3, device=p.device).index_add_(0, inverse, n)
+            outs_n.append(s / s.norm(dim=1, keepdim=True).clamp(min=1e-12))
+        counts.append(v)
+    size = max(counts) if counts else 0
+    out_p = points.new_zeros(batch, size, 3, dtype=torch.float32)
+    out_n = None if normals is None else points.new_zeros(batch, size, 3, dtype=torch.float32)
+    for b in range(batch):
+        out_p[b, : counts[b]] = outs_p[b]
+        if out_n is not None:
+            out_n[b, : counts[b]] = outs_n[b]
+    return out_p, out_n, torch.tensor(counts, dtype=torch.int64, device=points.device)
+
+
+def _chunked_knn(queries: Tensor, points: Tensor, k: int, chunk: int = 2048) -> Tuple[Tensor, Tensor]:
+    dists, idx = [], []
+    for q in queries.split(chunk):
+        d = torch.cdist(q, points)
+        kk = min(k, points.shape[0])
+        v, i = d.topk(kk, dim=1, largest=False)
+        dists.append(v)
+        idx.append(i)
+    return torch.cat(dists), torch.cat(idx)
+
+
+def estimate_normals(points: Tensor, lengths: Tensor, k: int, viewpoint: Optional[Tensor] = None,
+                     support: Optional[Tensor] = None, support_lengths: Optional[Tensor] = None) -> Tensor:
+    """INTEGRATION POINT (geometry ``estimate_normals``): PCA normals at ``points`` (B, N, 3) of
+    their k nearest neighbours among ``support`` (B, M, 3) (default: the points themselves),
+    turned towards ``viewpoint`` (3,) or, when None, away from each cloud's centroid. NaN rows
+    past lengths[b] or with fewer than 3 neighbours."""
+    if support is None:
+        support, support_lengths = points, lengths
+    out = torch.full(points.shape, float("nan"), dtype=torch.float32, device=points.device)
+    for b in range(points.shape[0]):
+        p = points[b, : int(lengths[b])].float()
+        q = support[b, : int(support_lengths[b])].float()
+        if p.shape[0] == 0 or q.shape[0] < 3:
+            continue
+        _, idx = _chunked_knn(p, q, k)
+        nb = q[idx]
+        centred = nb - nb.mean(1, keepdim=True)
+        cov = centred.transpose(1, 2) @ centred
+        _, vectors = torch.linalg.eigh(cov.double())
+        n = vectors[:, :, 0].float()
+        toward = (viewpoint.float() - p) if viewpoint is not None else (p - q.mean(0))
+        n = torch.where(((n * toward).sum(1) < 0)[:, None], -n, n)
+        out[b, : p.shape[0]] = n
+    return out
+
+
+def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, chunk: int = 1 << 24) -> Tuple[Tensor, Tensor]:
+    """INTEGRATION POINT (geometry ``knn`` with k = 1): distance (B, Q) from each query (B, Q, 3)
+    to the nearest of the first lengths[b] points of cloud b, and its index (B, Q); inf and -1
+    for an empty cloud. Brute force in chunks of about ``chunk`` distances, no host sync."""
+    batch, count = queries.shape[:2]
+    n = points.shape[1]
+    valid = torch.arange(n, device=points.device)[None, :] < lengths[:, None]
+    step = max(1, chunk // max(n * max(batch, 1), 1))
+    dists, index = [], []
+    for q in queries.split(step, dim=1):
+        d = torch.cdist(q.float(), points.float())
+        d = torch.where(valid[:, None, :], d, torch.full_like(d, float("inf")))
+        v, i = d.min(dim=2) if n else (torch.full(q.shape[:2], float("inf"), device=q.device),
+                                       torch.zeros(q.shape[:2], dtype=torch.int64, device=q.device))
+        dists.append(v)
+        index.append(torch.where(torch.isfinite(v), i, torch.full_like(i, -1)))
+    if not dists:
+        return queries.new_zeros(batch, 0), torch.zeros(batch, 0, dtype=torch.int64, device=queries.device)
+    return torch.cat(dists, 1), torch.cat(index, 1)
+
+
+# ICP: a model point and its nearest scene point correspond when their normals are within 60
+# degrees: on a partial view, the model's far side would otherwise pull it onto the visible surface.
+_NORMAL_AGREEMENT = 0.5
+
+
+def _skew(v: Tensor) -> Tensor:
+    zero = torch.zeros_like(v[..., 0])
+    return torch.stack([zero, -v[..., 2], v[..., 1], v[..., 2], zero, -v[..., 0], -v[..., 1], v[..., 0], zero],
+                       -1).reshape(v.shape[:-1] + (3, 3))
+
+
+def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
+               scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
+               max_distance: Tensor) -> Tensor:
+    """INTEGRATION POINT (geometry ``icp``, batched hypotheses): point-to-plane ICP of every
+    hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b at once; a model point
+    corresponds to its nearest scene point when they are within ``max_distance[b]`` and their
+    normals within 60 degrees. Each iteration solves the linearized (small-angle) problem about
+    the correspondences' centroid; a hypothesis with fewer than 6 correspondences, or whose step
+    would turn it by more than 0.5 rad or move it by more than 3 max_distance, stops. Plain torch,
+    no host sync; non-finite poses come back unchanged."""
+    batch, hyps = poses.shape[:2]
+    n = model_points.shape[1]
+    finite = torch.isfinite(poses).flatten(2).all(2)
+    eye = torch.eye(4, device=poses.device, dtype=poses.dtype)
+    pose = torch.where(finite[..., None, None], poses, eye)
+    active = finite.clone()
+    valid = (torch.arange(n, device=poses.device)[None, :] < model_lengths[:, None])[:, None, :]  # (B, 1, N)
+    limit = max_distance.float()[:, None, None]
+    for _ in range(iterations):
+        rot, shift = pose[..., :3, :3], pose[..., :3, 3]
+        moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
+        moved_n = model_normals[:, None] @ rot.transpose(-1, -2)
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
+        gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
+        dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
+        dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
+        keep = (dist.reshape(batch, hyps, n) <= limit) & ((moved_n * dst_n).sum(-1) >= _NORMAL_AGREEMENT) & valid
+        w = keep.to(moved.dtype)
+        count = w.sum(-1)  # (B, H)
+        centre = (moved * w[..., None]).sum(2) / count.clamp(min=1)[..., None]
+        a = torch.cat([torch.linalg.cross(moved - centre[..., None, :], dst_n, dim=-1), dst_n], -1)  # (B, H, N, 6)
+        rhs = ((dst - moved) * dst_n).sum(-1)
+        a = a.double() * w[..., None].double()
+        ata = a.transpose(-1, -2) @ a + 1e-9 * torch.eye(6, device=a.device, dtype=a.dtype)
+        atb = (a * rhs[..., None].double()).sum(2)
+        x = torch.linalg.solve(ata, atb).to(pose.dtype)  # (B, H, 6)
+        w_rot, t = x[..., :3], x[..., 3:]
+        angle = w_rot.norm(dim=-1)
+        go = active & (count >= 6) & (angle <= 0.5) & (t.norm(dim=-1) <= 3 * limit[..., 0])
+        axis = w_rot / angle.clamp(min=1e-12)[..., None]
+        k = _skew(axis)
+        step_rot = (torch.eye(3, device=pose.device) + torch.sin(angle)[..., None, None] * k
+                    + (1 - torch.cos(angle))[..., None, None] * (k @ k))
+        step = eye.expand(batch, hyps, 4, 4).clone()
+        step[..., :3, :3] = step_rot
+        step[..., :3, 3] = centre + t - (step_rot @ centre[..., None])[..., 0]
+        pose = torch.where(go[..., None, None], step @ pose, pose)
+        active = go
+    return torch.where(finite[..., None, None], pose, poses)
+
+
+class RangeImage(NamedTuple):
+    """Nearest range seen per direction from a sensor at the origin: cell (row, col) of an
+    (azimuth, elevation) grid of ``cell`` radians starting at ``start``; inf where nothing was
+    seen."""
+
+    ranges: Tensor  # (rows * cols,) float32
+    start: Tuple[float, float]
+    cell: float
+    cols: int
+    rows: int
+
+
+def _directions(points: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """(azimuth, elevation, range) of points seen from the origin, the optical axis along z."""
+    azimuth = torch.atan2(points[:, 0], points[:, 2])
+    elevation = torch.atan2(points[:, 1], points[:, [0, 2]].norm(dim=1))
+    return azimuth, elevation, points.norm(dim=1)
+
+
+def range_image(points: Tensor, cell_size: float) -> RangeImage:
+    """The range image of one scene's raw points (N, 3) with cells of ``cell_size`` at the
+    median range."""
+    p = points[torch.isfinite(points).all(1)].float()
+    if p.shape[0] == 0:
+        return RangeImage(torch.full((1,), float("inf"), device=points.device), (0.0, 0.0), 1.0, 1, 1)
+    azimuth, elevation, ranges = _directions(p)
+    cell = cell_size / max(float(ranges.median()), 1e-12)
+    start = (float(azimuth.min()), float(elevation.min()))
+    col = ((azimuth - start[0]) / cell).long()
+    row = ((elevation - start[1]) / cell).long()
+    cols, rows = int(col.max()) + 1, int(row.max()) + 1
+    image = torch.full((rows * cols,), float("inf"), device=p.device)
+    image.scatter_reduce_(0, row * cols + col, ranges, reduce="amin")
+    return RangeImage(image, start, cell, cols, rows)
+
+
+def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: float) -> Tensor:
+    """(..., N) bool: model points (..., N, 3) facing the sensor where the sensor saw a surface
+    more than ``margin`` behind them, i.e. through where the model would be (free-space
+    violations of a wrong pose; points hidden behind the scene are not counted)."""
+    flat = points.reshape(-1, 3)
+    azimuth, elevation, ranges = _directions(flat)
+    col = ((azimuth - image.start[0]) / image.cell).floor().long()
+    row = ((elevation - image.start[1]) / image.cell).floor().long()
+    inside = (col >= 0) & (col < image.cols) & (row >= 0) & (row < image.rows)
+    seen = image.ranges[(row.clamp(0, image.rows - 1) * image.cols + col.clamp(0, image.cols - 1))]
+    facing = (normals.reshape(-1, 3) * flat).sum(1) < 0
+    through = inside & facing & torch.isfinite(seen) & (seen > ranges + margin)
+    return through.reshape(points.shape[:-1])
+
+
+# ---- the matcher --------------------------------------------------------------------------------
+
+class PPFMatches(NamedTuple):
+    """Output of :meth:`PPFMatcher.match`, best first per (scene, model)."""
+
+    poses: Tensor  # (S, M, K, 4, 4) float32 model -> scene transforms; NaN where no instance was found
+    scores: Tensor  # (S, M, K) float32 inlier fraction of the model's points after refinement; 0 where none
+    votes: Tensor  # (S, M, K) int64 summed votes of the instance's pose cluster; 0 where none
+
+
+class PPFMatcher:
+    """Finds models in scenes by point pair features: Drost's voting on the GPU-friendly ops of
+    :mod:`pointops.ppf`, spatial-hash pose clustering, ICP refinement and inlier re-scoring.
+
+    Args:
+        model_points: (N, 3) or (M, N, 3) floating model points (M models padded to N).
+        model_normals: the same shape, outward normals; None estimates them (PCA, turned away
+            from each model's centroid: fine for closed, roughly convex models; give real normals
+            where you have them).
+        model_lengths: (M,) int64 points per model; None = all N.
+        preset: a name in :data:`pointops.ppf.PPF_PRESETS` (configs/ppf.yaml).
+        **config: explicit values of the preset's options, which override it.
+    """
+
+    def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
+                 model_lengths: Optional[Tensor] = None, preset: str = "default", **config):
+        self.config = resolve_ppf_config(preset, **config)
+        cfg = self.config
+        points = _as_batch(model_points).float()
+        lengths = _lengths(points, model_lengths)
+        if model_normals is None:
+            normals = estimate_normals(points, lengths, int(cfg["normal_neighbors"]))
+        else:
+            normals = _as_batch(model_normals).float()
+        self.diameter = bounding_diameter(points, lengths)
+        valid = torch.arange(points.shape[1], device=points.device)[None, :] < lengths[:, None]
+        big = torch.tensor(float("inf"), device=points.device)
+        low = torch.where(valid[..., None], points, big).amin(1)
+        high = torch.where(valid[..., None], points, -big).amax(1)
+        self.center = torch.where(valid.any(1)[:, None], (low + high) / 2, torch.zeros_like(low))  # (M, 3)
+        centred = points - self.center[:, None, :]
+        step = self.diameter * float(cfg["tau_d"])
+        down, down_normals, down_lengths = voxel_downsample(centred, normals, lengths, step)
+        self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
+                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter)
+
+    @property
+    def num_models(self) -> int:
+        return self.model.points.shape[0]
+
+    def to(self, device: Union[str, torch.device]) -> "PPFMatcher":
+        self.model = self.model.to(device)
+        self.diameter = self.diameter.to(device)
+        self.center = self.center.to(device)
+        return self
+
+    def prepare_scene(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
+                      scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+        """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,)."""
+        points = _as_batch(scene_points).float()
+        lengths = _lengths(points, scene_lengths)
+        normals = None if scene_normals is None else _as_batch(scene_normals).float()
+        step = self.model.distance_step.min().expand(points.shape[0])
+        down, down_normals, down_lengths = voxel_downsample(points, normals, lengths, step)
+        if down_normals is None:
+            # PCA over the scene's own (denser) points near each voxel point: the noise of the
+            # returns averages out over more of them than the voxels hold
+            origin = torch.zeros(3, device=points.device)
+            down_normals = estimate_normals(down, down_lengths, int(self.config["normal_neighbors"]), origin,
+                                            points, lengths)
+        return down, down_normals, down_lengths
+
+    def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int):
+        """Voting and clustering on a prepared scene: the k best pose clusters of each (scene,
+        model), as ``pointops.ppf.PoseClusters`` with batch S * M (scene-major)."""
+        cfg = self.config
+        votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
+                         spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+        scenes, models = votes.votes.shape[:2]
+        q = votes.quaternions.reshape(scenes * models, -1, 4)
+        t = votes.translations.reshape(scenes * models, -1, 3)
+        v = votes.votes.reshape(scenes * models, -1)
+        threshold = (self.model.distance_step * float(cfg["cluster_distance"])).repeat(scenes)
+        suppression = (self.model.diameter * float(cfg["suppression"])).repeat(scenes)
+        return pose_cluster(q, t, v, threshold, angle_threshold=math.radians(float(cfg["cluster_angle_deg"])),
+                            suppression_distance=suppression, k=k)
+
+    def match(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
+              scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True,
+              downsample: bool = True) -> PPFMatches:
+        """Finds up to ``max_instances`` instances of every model in every scene.
+
+        Args:
+            scene_points: (N, 3) or (S, N, 3) floating, in the frame of a sensor at the origin
+                (estimated normals are turned towards it).
+            scene_normals: the same shape, or None to estimate them.
+            scene_lengths: (S,) int64; None = all N.
+            max_instances: instances returned per (scene, model).
+            refine: ICP refinement of the hypotheses before re-scoring.
+            downsample: False takes the scene as given (already at about the models' distance
+                step; normals required).
+
+        Returns:
+            :class:`PPFMatches` with K = max_instances.
+        """
+        cfg = self.config
+        if downsample:
+            points, normals, lengths = self.prepare_scene(scene_points, scene_normals, scene_lengths)
+        else:
+            if scene_normals is None:
+                raise ValueError("match(downsample=False) needs scene_normals")
+            points, normals = _as_batch(scene_points).float(), _as_batch(scene_normals).float()
+            lengths = _lengths(points, scene_lengths)
+        scenes, models = points.shape[0], self.num_models
+        hyps = max(int(cfg["hypotheses"]), max_instances)
+        clusters = self.hypotheses(points, normals, lengths, hyps)
+        poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
+        # every (scene, model) pair: the model's points and the scene's points
+        model_points = self.model.points.repeat(scenes, 1, 1)
+        model_normals = self.model.normals.repeat(scenes, 1, 1)
+        model_lengths = self.model.lengths.repeat(scenes)
+        scene_idx = torch.arange(scenes, device=points.device).repeat_interleave(models)
+        sp, sn, sl = points[scene_idx], normals[scene_idx], lengths[scene_idx]
+        inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
+        if refine and int(cfg["icp_iterations"]) > 0:
+            poses = refine_icp(model_points, model_normals, model_lengths, sp, sn, sl, poses,
+                               int(cfg["icp_iterations"]), inlier)
+        images = None
+        if bool(cfg["visibility"]):
+            raw = _as_batch(scene_points).float()
+            raw_lengths = _lengths(raw, scene_lengths)
+            cell = float(self.model.distance_step.min()) * 0.7
+            per_scene = [range_image(raw[k, : int(raw_lengths[k])], cell) for k in range(scenes)]
+            images = [per_scene[int(k)] for k in scene_idx]
+        scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
+                             float(cfg["inlier_normal_deg"]))
+        scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
+        order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
+        poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
+        scores = scores.gather(1, order)
+        votes = clusters.scores.gather(1, order)
+        found = scores >= 0
+        # back to the caller's model frame: x_model - center
+        shift = torch.eye(4, device=poses.device).repeat(models, 1, 1)
+        shift[:, :3, 3] = -self.center
+        poses = poses @ shift.repeat(scenes, 1, 1)[:, None]
+        poses = torch.where(found[..., None, None], poses, torch.full_like(poses, float("nan")))
+        shape = (scenes, models, max_instances)
+        return PPFMatches(poses.reshape(shape + (4, 4)), scores.clamp(min=0).reshape(shape),
+                          torch.where(found, votes, torch.zeros_like(votes)).reshape(shape))
+
+    @staticmethod
+    def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
+               scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
+               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0) -> Tensor:
+        """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
+        clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
+        is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
+        violation (with ``images``, one range image per b) a model point facing the sensor where
+        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses."""
+        batch, hyps = poses.shape[:2]
+        n = model_points.shape[1]
+        finite = torch.isfinite(poses).flatten(2).all(2)
+        safe = torch.where(finite[..., None, None], poses, torch.eye(4, device=poses.device).expand_as(poses))
+        rot = safe[..., :3, :3].transpose(-1, -2)
+        moved = model_points[:, None] @ rot + safe[..., None, :3, 3]  # (B, H, N, 3)
+        moved_n = model_normals[:, None] @ rot
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
+        nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
+        agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
+        valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
+        hits = (((dist <= threshold[:, None]) & agree).reshape(batch, hyps, n) & valid).sum(2).float()
+        if images is not None:
+            for b in range(batch):
+                through = see_through(images[b], moved[b], moved_n[b], float(threshold[b]))
+                hits[b] -= (through & valid[b]).sum(1).float()
+        score = (hits / model_lengths.clamp(min=1)[:, None].float()).clamp(min=0)
+        return torch.where(finite, score, torch.zeros_like(score))
+
+
+class PPFDemo(NamedTuple):
+    """What a picture of a PPF match draws (camera frame, model diameter 1)."""
+
+    scene_points: Tensor  # (N, 3) float32 the depth camera's points
+    scene_labels: Tensor  # (N,) int64 0 target, 1.. distractors, boxes and occluder, -1 table
+    found_points: Tensor  # (K, Nm, 3) float32 model points placed by each found pose (NaN rows: none)
+    true_points: Tensor  # (Nm, 3) float32 model points placed by the true pose
+    poses: Tensor  # (K, 4, 4) float32 found poses, best first
+    scores: Tensor  # (K,) float32 their re-scores
+    true_pose: Tensor  # (4, 4) float32
+    occlusion: float
+
+
+def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, max_instances: int = 1,
+               **config) -> PPFDemo:
+    """Runs a PPFMatcher on a generated scene (pointops.datasets_ppf: the CGAL mesh when Debian's
+    libcgal-demo is installed, else a procedural blob, among two distractors) and returns what a
+    picture would draw: the scene, the model placed by the found and by the true poses."""
+    from .. import datasets_ppf as dp
+
+    if dp.cgal_available():
+        target = dp.load_mesh(mesh)
+        others = [dp.load_mesh(name) for name in dp.EVAL_MESHES if name != mesh][:2]
+    else:
+        target = dp.blob_mesh(seed=1)
+        others = [dp.blob_mesh(seed=2), dp.blob_mesh(seed=3)]
+    model_points, model_normals = dp.sample_surface(target, 20000, seed=seed)
+    matcher = PPFMatcher(model_points.float(), model_normals.float(), **config)
+    scene = dp.make_ppf_scene(seed, target, others, occlusion=occlusion)
+    found = matcher.match(scene.points, scene.normals, max_instances=max_instances)
+    sample = model_points[:: max(1, model_points.shape[0] // 2000)].float()
+    poses = found.poses[0, 0]
+    placed = sample[None] @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
+    truth = sample @ scene.pose[:3, :3].T + scene.pose[:3, 3]
+    return PPFDemo(scene.points, scene.labels, placed, truth, poses, found.scores[0, 0], scene.pose, scene.occlusion)

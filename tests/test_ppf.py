@@ -1,0 +1,621 @@
+"""PPF registration ops: features, model description, voting, pose clustering, presets.
+
+Exactness: every op against pointops.reference.ppf (float32 step for step: bit for bit), the
+float32 definitions against float64 ones, both voting backends against each other, CPU against
+CUDA (bitwise, on a GPU machine)."""
+import math
+import os
+
+import pytest
+import torch
+
+import pointops
+from pointops import ppf
+from pointops.reference import ppf as ref
+from tests.conftest import DEVICES
+
+NAN = float("nan")
+
+
+def assert_same(actual, expected):
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype, (a.dtype, e.dtype)
+        assert a.shape == e.shape, (a.shape, e.shape)
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
+
+
+def blob(n, seed=0, scale=1.0, offset=(0.0, 0.0, 0.0)):
+    """Points on a bumpy closed surface (r = 1 + 0.3 sin 3u cos 2v ...) with their exact normals:
+    no symmetry, so poses are unique."""
+    g = torch.Generator().manual_seed(seed)
+    u = torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi
+    v = torch.acos(torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1)
+    u.requires_grad_(True)
+    v.requires_grad_(True)
+    r = 1 + 0.3 * torch.sin(3 * u) * torch.sin(v) ** 2 + 0.2 * torch.cos(2 * v) + 0.1 * torch.sin(u + v)
+    p = torch.stack([r * torch.sin(v) * torch.cos(u) * 1.3, r * torch.sin(v) * torch.sin(u), r * torch.cos(v) * 0.8], 1)
+    du = torch.stack(torch.autograd.grad(p.sum(0)[0], u, retain_graph=True) + torch.autograd.grad(p.sum(0)[1], u, retain_graph=True)
+                     + torch.autograd.grad(p.sum(0)[2], u, retain_graph=True), 1)
+    dv = torch.stack(torch.autograd.grad(p.sum(0)[0], v, retain_graph=True) + torch.autograd.grad(p.sum(0)[1], v, retain_graph=True)
+                     + torch.autograd.grad(p.sum(0)[2], v), 1)
+    n_ = torch.linalg.cross(du, dv)
+    n_ = n_ / n_.norm(dim=1, keepdim=True)
+    p = p.detach()
+    # outward: the normal points away from the centre on a star-shaped surface
+    n_ = torch.where(((n_ * p).sum(1, keepdim=True) < 0), -n_, n_).detach()
+    p = p * scale + torch.tensor(offset, dtype=torch.float64)
+    return p.float(), n_.float()
+
+
+def random_rotation(seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(4, generator=g, dtype=torch.float64)
+    q = q / q.norm()
+    return ppf.quaternion_to_matrix(q[None])[0]
+
+
+# ---- atan2 and features ---------------------------------------------------------------------------
+
+def test_atan2_is_close_to_the_library_and_exact_at_special_values():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(20000, generator=g) * torch.rand(20000, generator=g) ** 4
+    x = torch.randn(20000, generator=g)
+    got = ref.atan2(y, x).double()
+    want = torch.atan2(y.double(), x.double())
+    assert (got - want).abs().max() < 3e-7
+    special = ref.atan2(torch.tensor([0.0, 1.0, 0.0, -1.0, 1.0, 0.0]), torch.tensor([0.0, 0.0, 1.0, 0.0, 1.0, -1.0]))
+    assert special[0] == 0 and special[2] == 0
+    assert abs(float(special[1]) - math.pi / 2) < 1e-7 and abs(float(special[3]) + math.pi / 2) < 1e-7
+    assert abs(float(special[4]) - math.pi / 4) < 1e-7 and abs(float(special[5]) - math.pi) < 1e-6
+
+
+def random_pairs(batch, n, count, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    pairs = torch.randint(0, n, (batch, count, 2), generator=g)
+    pairs[:, :5, 1] = pairs[:, :5, 0]  # i == j
+    pairs[:, 5, 0] = -1
+    pairs[:, 6, 1] = n + 3
+    return pairs
+
+
+def oriented_batch(batch=3, n=120, seed=0):
+    points, normals = zip(*(blob(n, seed + b, scale=0.5 + b) for b in range(batch)))
+    points, normals = torch.stack(points), torch.stack(normals)
+    normals = normals * (1 + torch.rand(normals.shape[:2], generator=torch.Generator().manual_seed(seed)))[..., None]
+    normals[0, 3] = NAN  # a NaN normal
+    normals[1, 4] = 0.0  # a zero normal
+    points[2, 5, 1] = float("inf")
+    points[0, 7] = points[0, 8]  # duplicates
+    normals[0, 7] = normals[0, 8]
+    return points, normals
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_features_match_the_reference_bit_for_bit(device):
+    points, normals = oriented_batch()
+    pairs = random_pairs(3, 120, 400)
+    pairs[0, 7] = torch.tensor([7, 8])
+    step = torch.tensor([0.05, 0.1, -1.0])  # the last cloud's step is invalid: no keys
+    lengths = torch.tensor([120, 90, 120])
+    args = (points, normals, pairs, lengths, step, 30, 21)
+    got = torch.ops.pointops.ppf_features(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in args])
+    want = ref.ppf_features(points, normals, pairs, step, lengths, 30, 21)
+    assert_same(got, want)
+    features, keys, alpha = [t.cpu() for t in got]
+    assert (keys[2] == -1).all() and torch.isfinite(features[2]).any()
+    assert torch.isnan(features[:, :5]).all() and (keys[:, :5] == -1).all()  # i == j
+    assert torch.isnan(features[1, 6]).all()  # index past the cloud
+    assert torch.isnan(features[0, 7]).all()  # coincident points
+    over = pairs[1, :, 0].ge(90) | pairs[1, :, 1].ge(90)
+    assert (keys[1][over] == -1).all()
+
+
+def test_features_are_close_to_float64_and_keys_agree_away_from_bin_edges():
+    points, normals = blob(300, seed=3)
+    pairs = random_pairs(1, 300, 3000, seed=1)[:, 10:]
+    pairs = pairs[:, pairs[0, :, 0] != pairs[0, :, 1]]
+    step = torch.tensor([0.15])
+    features, keys, alpha = ppf.ppf_features(points[None], normals[None], pairs, step)
+    exact, exact_alpha = ref.ppf_features_float64(points[None], normals[None], pairs)
+    assert (features.double() - exact).abs().max() < 2e-5
+    gap = (alpha.double() - exact_alpha).abs()
+    assert torch.minimum(gap, 2 * math.pi - gap).max() < 2e-5
+    binning = ref.Binning(30, 21)
+    scaled = torch.cat([exact[..., :1] / 0.15, exact[..., 1:] / (2 * math.pi / 30)], -1)
+    safe = ((scaled - scaled.round()).abs() > 1e-4).all(-1) & (scaled[..., 0] < 21)
+    bins = scaled.floor().long()
+    bins[..., 1:] = bins[..., 1:].clamp(max=binning.feature_bins - 1)
+    assert safe.float().mean() > 0.9
+    assert (ppf.decode_keys(keys)[safe] == bins[safe]).all()
+    assert (keys[safe] == ref.pack_keys(bins, binning.feature_bins)[safe]).all()
+
+
+def test_key_packing_has_no_collisions_and_decodes():
+    fb = 15
+    grid = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(fb), torch.arange(fb), torch.arange(fb),
+                                      indexing="ij"), -1).reshape(-1, 4)
+    keys = ref.pack_keys(grid, fb)
+    assert keys.unique().numel() == grid.shape[0] and int(keys.max()) == 3 * fb**3 - 1
+    assert (ppf.decode_keys(keys, 30) == grid).all()
+    assert (ppf.decode_keys(torch.tensor([-1]), 30) == -1).all()
+    assert ppf.key_count(30, 21) == 21 * 15**3 and ppf.key_count(31, 21) == 21 * 16**3
+
+
+# ---- model description ----------------------------------------------------------------------------
+
+def model_args(points, normals, lengths, tau_d=0.1, angle_bins=30, diameter=None):
+    return points, normals, lengths, diameter, tau_d, angle_bins, ppf.distance_bins_for(tau_d)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_model_matches_the_dict_reference(device):
+    points, normals = oriented_batch(3, 60)
+    lengths = torch.tensor([60, 41, 0])
+    for args in (model_args(points, normals, lengths),
+                 model_args(points, normals, None, 0.07, 17, torch.tensor([2.0, float("nan"), 3.0]))):
+        got = torch.ops.pointops.ppf_model(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in args])
+        want = ref.ppf_model(*args)
+        assert_same(got, want)
+    assert got[1][1].isnan() and int(got[7][1]) == 0  # a NaN diameter: no pairs
+
+
+def test_model_hash_array_against_a_python_dict():
+    points, normals = blob(50, seed=5)
+    model = ppf.ppf_model(points[None], normals[None], tau_d=0.1, angle_bins=24)
+    table, _, alpha = ref.model_pairs(points, normals, 50, float(model.distance_step[0]), ref.Binning(24, model.distance_bins))
+    assert int(model.num_unique[0]) == len(table)
+    assert int(model.num_pairs[0]) == sum(len(v) for v in table.values()) == 50 * 49
+    for r in range(int(model.num_unique[0])):
+        key = int(model.unique_keys[0, r])
+        lo, hi = int(model.key_offsets[0, key]), int(model.key_offsets[0, key + 1])
+        assert (lo, hi - lo) == (int(model.starts[0, r]), int(model.counts[0, r]))
+        rows = list(zip(model.pair_ref[0, lo:hi].tolist(), model.pair_partner[0, lo:hi].tolist()))
+        assert rows == table[key]
+        assert all(float(model.pair_alpha[0, lo + e]) == float(alpha[i, j]) for e, (i, j) in enumerate(rows))
+    # keys with no pairs have empty ranges
+    sizes = model.key_offsets[0, 1:] - model.key_offsets[0, :-1]
+    assert int((sizes > 0).sum()) == len(table)
+
+
+def test_model_batch_equals_models_built_alone():
+    points, normals = oriented_batch(3, 40, seed=2)
+    lengths = torch.tensor([40, 25, 33])
+    batched = ppf.ppf_model(points, normals, lengths, tau_d=0.08)
+    for b in range(3):
+        n = int(lengths[b])
+        single = ppf.ppf_model(points[b:b + 1, :n], normals[b:b + 1, :n], tau_d=0.08, diameter=batched.diameter[b:b + 1])
+        pairs = int(batched.num_pairs[b])
+        assert pairs == int(single.num_pairs[0]) > 0
+        assert torch.equal(single.key_offsets[0], batched.key_offsets[b])
+        assert torch.equal(single.pair_ref[0, :pairs], batched.pair_ref[b, :pairs])
+        assert torch.equal(single.pair_partner[0, :pairs], batched.pair_partner[b, :pairs])
+        assert torch.equal(single.pair_alpha[0, :pairs], batched.pair_alpha[b, :pairs])
+        assert (batched.pair_ref[b, int(batched.num_pairs[b]):] == -1).all()
+
+
+def test_model_edge_cases():
+    points, normals = blob(5, seed=1)
+    for n in (0, 1):
+        model = ppf.ppf_model(points[None, :n], normals[None, :n])
+        assert model.pair_ref.shape == (1, 0) and int(model.num_pairs[0]) == 0 and int(model.num_unique[0]) == 0
+    # NaN normals and duplicate points take no part in any pair
+    p, n_ = points.clone(), normals.clone()
+    n_[0] = NAN
+    p[2] = p[1]
+    model = ppf.ppf_model(p[None], n_[None], tau_d=0.1)
+    rows = set(zip(model.pair_ref[0, :int(model.num_pairs[0])].tolist(), model.pair_partner[0, :int(model.num_pairs[0])].tolist()))
+    assert all(0 not in r for r in rows) and (1, 2) not in rows and (2, 1) not in rows
+    assert int(model.num_pairs[0]) == 4 * 3 - 2
+    assert torch.isnan(model.normals[0, 0]).all()
+    # B = 0
+    empty = ppf.ppf_model(torch.zeros(0, 4, 3), torch.zeros(0, 4, 3))
+    assert empty.key_offsets.shape == (0, ppf.key_count(30, 21) + 1)
+
+
+def test_model_save_load_round_trip(tmp_path):
+    points, normals = oriented_batch(3, 30)
+    model = ppf.ppf_model(points, normals, torch.tensor([30, 20, 25]))
+    path = os.path.join(tmp_path, "model.pt")
+    model.save(path)
+    loaded = ppf.PPFModel.load(path)
+    assert type(loaded) is ppf.PPFModel
+    for name in ppf.PPFModel._fields:
+        a, b = getattr(model, name), getattr(loaded, name)
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a.nan_to_num(7.0), b.nan_to_num(7.0)) and a.dtype == b.dtype
+        else:
+            assert a == b
+
+
+def test_model_errors():
+    points, normals = blob(10)
+    step = torch.tensor([0.1])
+    op = torch.ops.pointops.ppf_model
+    with pytest.raises(RuntimeError, match=r"normals must have the shape of points"):
+        op(points[None], normals[None, :5], None, None, 0.05, 30, 21)
+    with pytest.raises(RuntimeError, match=r"points must have shape \(B, N, 3\)"):
+        op(points, normals, None, None, 0.05, 30, 21)
+    with pytest.raises(RuntimeError, match=r"angle_bins must be in \[1, 360\], got 0"):
+        op(points[None], normals[None], None, None, 0.05, 0, 21)
+    with pytest.raises(RuntimeError, match=r"at most 2\^24"):
+        op(points[None], normals[None], None, None, 0.05, 360, 21)
+    with pytest.raises(RuntimeError, match=r"diameter must have shape \[1\], got \[2\]"):
+        op(points[None], normals[None], None, torch.ones(2), 0.05, 30, 21)
+    with pytest.raises(RuntimeError, match=r"tau_d must be in \(0, 1\], got 1.5"):
+        op(points[None], normals[None], None, None, 1.5, 30, 21)
+    with pytest.raises(RuntimeError, match=r"lengths must be Long, got Int"):
+        op(points[None], normals[None], torch.tensor([3], dtype=torch.int32), None, 0.05, 30, 21)
+    with pytest.raises(ValueError, match=r"tau_d must be in \(0, 1\]"):
+        ppf.ppf_model(points[None], normals[None], tau_d=0.0)
+    with pytest.raises(RuntimeError, match=r"pairs must have shape \(B, P, 2\)"):
+        torch.ops.pointops.ppf_features(points[None], normals[None], torch.zeros(1, 4, 3, dtype=torch.long), None, step, 30, 21)
+
+
+# ---- voting -------------------------------------------------------------------------------------
+
+def vote_inputs(seed=0):
+    """Two models (one padded), two scenes: transformed copies of the models among clutter."""
+    mp0, mn0 = blob(40, seed=seed + 1)
+    mp1, mn1 = blob(40, seed=seed + 2, scale=0.8)
+    points = torch.stack([mp0, mp1])
+    normals = torch.stack([mn0, mn1])
+    model = ppf.ppf_model(points, normals, torch.tensor([40, 33]), tau_d=0.1)
+    g = torch.Generator().manual_seed(seed)
+    scenes_p, scenes_n = [], []
+    for s in range(2):
+        rot = random_rotation(seed * 10 + s).float()
+        p = torch.cat([points[s] @ rot.T + torch.tensor([0.3, -0.2, 2.0]), torch.randn(20, 3, generator=g) * 1.5])
+        n = torch.cat([normals[s] @ rot.T, torch.randn(20, 3, generator=g)])
+        scenes_p.append(p)
+        scenes_n.append(n)
+    scene_points, scene_normals = torch.stack(scenes_p), torch.stack(scenes_n)
+    scene_normals[0, 4] = NAN
+    scene_points[1, 9] = scene_points[1, 10]
+    return scene_points, scene_normals, torch.tensor([60, 51]), model
+
+
+def raw_vote(scene_points, scene_normals, lengths, model, stride, k, spread, backend, chunk_votes=1 << 24, device="cpu"):
+    to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
+    return torch.ops.pointops.ppf_vote(
+        to(scene_points), to(scene_normals), to(lengths), to(model.points), to(model.normals), to(model.key_offsets),
+        to(model.pair_ref), to(model.pair_alpha), to(model.distance_step), to(model.diameter), model.angle_bins,
+        model.distance_bins, stride, k, spread, backend, chunk_votes)
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_vote_backends_equal_the_brute_force_reference(spread):
+    scene_points, scene_normals, lengths, model = vote_inputs()
+    want = ref.ppf_vote(scene_points, scene_normals, lengths, model.points, model.normals, model.key_offsets,
+                        model.pair_ref, model.pair_alpha, model.distance_step, model.diameter, model.angle_bins,
+                        model.distance_bins, 4, 3, spread)
+    dense = raw_vote(scene_points, scene_normals, lengths, model, 4, 3, spread, "dense")
+    assert_same(dense, want)
+    for chunk in (1 << 24, 500, 1):  # one chunk, several, one reference per chunk
+        assert_same(raw_vote(scene_points, scene_normals, lengths, model, 4, 3, spread, "sort", chunk), want)
+    assert (dense[0] > 0).sum() > 20
+
+
+def test_vote_peaks_name_the_matching_model_point():
+    mp, mn = blob(80, seed=7)
+    model = ppf.ppf_model(mp[None], mn[None], tau_d=0.1)
+    rot = random_rotation(1).float()
+    shift = torch.tensor([1.0, 2.0, -0.5])
+    votes = ppf.ppf_vote((mp @ rot.T + shift)[None], (mn @ rot.T)[None], model, stride=5, k=1)
+    assert (votes.model_index[0, 0, :, 0] == torch.arange(0, 80, 5)).float().mean() > 0.9
+    matrices = ppf.quaternion_to_matrix(votes.quaternions[0, 0, :, 0])
+    good = votes.model_index[0, 0, :, 0] == torch.arange(0, 80, 5)
+    angle = ((matrices[good] @ rot.T).diagonal(dim1=-2, dim2=-1).sum(-1).sub(1).div(2).clamp(-1, 1).acos())
+    assert angle.max() < math.radians(12)
+    assert (votes.translations[0, 0, good, 0] - shift).norm(dim=1).max() < 0.1 * float(model.diameter[0])
+
+
+def test_vote_edge_cases():
+    scene_points, scene_normals, lengths, model = vote_inputs()
+    # empty scene: R = 0
+    out = ppf.ppf_vote(scene_points[:, :0], scene_normals[:, :0], model)
+    assert out.votes.shape == (2, 2, 0, 3)
+    # zero lengths, and a NaN reference normal: no peaks there
+    out = ppf.ppf_vote(scene_points, scene_normals, model, torch.tensor([0, 51]), stride=4, k=2)
+    assert (out.votes[0] == 0).all() and (out.model_index[0] == -1).all() and torch.isnan(out.quaternions[0]).all()
+    assert (out.votes[1, :, 13:] == 0).all()  # references past the length
+    assert (out.votes[1].amax(-1) > 0).any()
+    out = ppf.ppf_vote(scene_points, scene_normals, model, lengths, stride=4, k=2)
+    assert (out.votes[0, :, 1] == 0).all()  # reference 4 has a NaN normal
+    # a model of one point has no pairs, so no votes; k = 0 gives empty peaks
+    tiny = ppf.ppf_model(model.points[:1, :1], model.normals[:1, :1])
+    assert (ppf.ppf_vote(scene_points, scene_normals, tiny).votes == 0).all()
+    assert ppf.ppf_vote(scene_points, scene_normals, model, k=0).votes.shape == (2, 2, 12, 0)
+
+
+def test_vote_errors():
+    scene_points, scene_normals, lengths, model = vote_inputs()
+    with pytest.raises(RuntimeError, match=r'backend must be "dense" or "sort", got "hash"'):
+        raw_vote(scene_points, scene_normals, lengths, model, 4, 3, False, "hash")
+    with pytest.raises(RuntimeError, match=r"stride must be >= 1, got 0"):
+        raw_vote(scene_points, scene_normals, lengths, model, 0, 3, False, "dense")
+    with pytest.raises(RuntimeError, match=r"k \(peaks per reference\) must be in \[0, 64\], got 65"):
+        raw_vote(scene_points, scene_normals, lengths, model, 4, 65, False, "dense")
+    with pytest.raises(RuntimeError, match=r"chunk_votes must be >= 1, got 0"):
+        raw_vote(scene_points, scene_normals, lengths, model, 4, 3, False, "sort", 0)
+    with pytest.raises(RuntimeError, match=r"scene_normals must have the shape of scene_points"):
+        raw_vote(scene_points, scene_normals[:, :5], lengths, model, 4, 3, False, "dense")
+    bad = model._replace(pair_ref=model.pair_ref.long())
+    with pytest.raises(RuntimeError, match=r"pair_ref must be Int, got Long"):
+        raw_vote(scene_points, scene_normals, lengths, bad, 4, 3, False, "dense")
+    bad = model._replace(key_offsets=model.key_offsets[:, :-1])
+    with pytest.raises(RuntimeError, match=r"key_offsets must have shape"):
+        raw_vote(scene_points, scene_normals, lengths, bad, 4, 3, False, "dense")
+
+
+# ---- pose clustering -------------------------------------------------------------------------------
+
+def cluster_inputs(seed=0, batch=2, poses=60):
+    """Poses scattered around three instances (translations 1 apart) plus noise poses."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.2]])
+    base = torch.randn(3, 4, generator=g)
+    base = base / base.norm(dim=1, keepdim=True)
+    which = torch.randint(0, 3, (batch, poses), generator=g)
+    q = base[which] + 0.03 * torch.randn(batch, poses, 4, generator=g)
+    t = centres[which] + 0.02 * torch.randn(batch, poses, 3, generator=g)
+    flip = torch.rand(batch, poses, generator=g) < 0.3
+    q = torch.where(flip[..., None], -q, q)  # q and -q: the same rotation
+    noise = torch.rand(batch, poses, generator=g) < 0.25
+    t = torch.where(noise[..., None], torch.rand(batch, poses, 3, generator=g) * 3 - 1, t)
+    q = torch.where(noise[..., None], torch.randn(batch, poses, 4, generator=g), q)
+    votes = torch.randint(1, 30, (batch, poses), generator=g)
+    votes[0, 3] = 0
+    q[-1, 5] = NAN
+    return q, t, votes
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cluster_matches_the_brute_force_reference(device):
+    q, t, votes = cluster_inputs()
+    thr = torch.tensor([0.1, 0.15])
+    for lengths, k, sup in ((None, 5, thr * 3), (torch.tensor([60, 41]), 8, thr), (None, 2, torch.full((2,), NAN))):
+        got = torch.ops.pointops.pose_cluster(q.to(device), t.to(device), votes.to(device),
+                                              None if lengths is None else lengths.to(device), thr.to(device),
+                                              math.radians(20.0), sup.to(device), k)
+        want = ref.pose_cluster(q, t, votes, lengths, thr, math.radians(20.0), sup, k)
+        assert_same(got, want)
+
+
+def test_cluster_finds_every_instance_and_averages_it():
+    q, t, votes = cluster_inputs(seed=1, batch=1, poses=300)
+    out = ppf.pose_cluster(q, t, votes, torch.tensor([0.1]), angle_threshold=math.radians(20.0),
+                           suppression_distance=torch.tensor([0.5]), k=5)
+    found = out.translations[0, :3]
+    centres = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.2]])
+    assert torch.cdist(found, centres).amin(0).max() < 0.02
+    assert (out.scores[0, :3] > out.scores[0, 3:].amax()).all() and (out.scores[0, :3] > 500).all()
+    assert (out.members[0, :3] > 40).all()
+    assert (out.quaternions[0, :, 0] >= 0).all()
+    # q and -q count as one rotation: flipping every quaternion changes nothing
+    flipped = ppf.pose_cluster(-q, t, votes, torch.tensor([0.1]), angle_threshold=math.radians(20.0),
+                               suppression_distance=torch.tensor([0.5]), k=5)
+    assert torch.equal(flipped.scores, out.scores) and torch.equal(flipped.centers, out.centers)
+
+
+def test_cluster_edge_cases_and_errors():
+    q, t, votes = cluster_inputs()
+    thr = torch.tensor([0.1, 0.1])
+    assert ppf.pose_cluster(q, t, votes, thr, k=0).scores.shape == (2, 0)
+    out = ppf.pose_cluster(q, t, torch.zeros_like(votes), thr, k=3)
+    assert (out.centers == -1).all() and torch.isnan(out.quaternions).all() and (out.scores == 0).all()
+    out = ppf.pose_cluster(q, t, votes, torch.tensor([-1.0, NAN]), k=3)
+    assert (out.centers == -1).all()
+    far = t.clone()
+    far[0, :] = 1e9  # more than 2^16 cells from the origin: left out
+    assert (ppf.pose_cluster(q, far, votes, thr, k=3).centers[0] == -1).all()
+    with pytest.raises(RuntimeError, match=r"angle_threshold must be in \(0, pi\] radians, got 4"):
+        torch.ops.pointops.pose_cluster(q, t, votes, None, thr, 4.0, thr, 3)
+    with pytest.raises(RuntimeError, match=r"votes must be Long, got Int"):
+        torch.ops.pointops.pose_cluster(q, t, votes.int(), None, thr, 0.5, thr, 3)
+    with pytest.raises(RuntimeError, match=r"translations must have shape \[2, 60, 3\]"):
+        torch.ops.pointops.pose_cluster(q, t[:, :5], votes, None, thr, 0.5, thr, 3)
+    with pytest.raises(RuntimeError, match=r"at most 4095 batch entries"):
+        z = torch.zeros(4096, 1, 4)
+        torch.ops.pointops.pose_cluster(z, z[..., :3], torch.zeros(4096, 1, dtype=torch.long), None,
+                                        torch.ones(4096), 0.5, torch.ones(4096), 1)
+
+
+# ---- CPU == CUDA ----------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("spread", [False, True])
+def test_vote_cuda_equals_cpu_with_model_slices(spread):
+    """A 1,500-point model needs several shared-memory slices on the GPU; every backend and
+    device must agree bit for bit."""
+    mp, mn = blob(1500, seed=11)
+    model = ppf.ppf_model(mp[None], mn[None], tau_d=0.05)
+    rot = random_rotation(5).float()
+    g = torch.Generator().manual_seed(2)
+    scene_p = torch.cat([mp[::2] @ rot.T + torch.tensor([0.2, 0.0, 1.0]), torch.randn(300, 3, generator=g)])[None]
+    scene_n = torch.cat([mn[::2] @ rot.T, torch.randn(300, 3, generator=g)])[None]
+    cpu = raw_vote(scene_p, scene_n, None, model, 7, 4, spread, "dense")
+    for backend, chunk in (("dense", 1 << 24), ("sort", 1 << 24), ("sort", 20000)):
+        assert_same(raw_vote(scene_p, scene_n, None, model, 7, 4, spread, backend, chunk, device="cuda"), cpu)
+    assert_same(raw_vote(scene_p, scene_n, None, model, 7, 4, spread, "sort"), cpu)
+
+
+@pytest.mark.cuda
+def test_model_cuda_equals_cpu_at_size():
+    mp, mn = blob(2000, seed=12)
+    points = torch.stack([mp, mp * 0.5])
+    normals = torch.stack([mn, mn])
+    lengths = torch.tensor([2000, 1700])
+    args = model_args(points, normals, lengths, tau_d=0.05)
+    cpu = torch.ops.pointops.ppf_model(*args)
+    cuda = torch.ops.pointops.ppf_model(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
+    assert_same(cuda, cpu)
+
+
+@pytest.mark.cuda
+def test_cluster_cuda_equals_cpu_at_size():
+    q, t, votes = cluster_inputs(seed=3, batch=4, poses=5000)
+    thr, sup = torch.tensor([0.05, 0.1, 0.2, 0.02]), torch.tensor([0.5, 0.3, 1.0, 0.0])
+    cpu = torch.ops.pointops.pose_cluster(q, t, votes, None, thr, math.radians(24.0), sup, 10)
+    cuda = torch.ops.pointops.pose_cluster(q.cuda(), t.cuda(), votes.cuda(), None, thr.cuda(), math.radians(24.0),
+                                           sup.cuda(), 10)
+    assert_same(cuda, cpu)
+
+
+# ---- presets and the matcher --------------------------------------------------------------------
+
+def test_presets_yaml_equals_the_python_table():
+    yaml = pytest.importorskip("yaml")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "ppf.yaml")
+    with open(path) as f:
+        assert yaml.safe_load(f) == ppf.PPF_PRESETS
+
+
+def test_matcher_config_errors():
+    from pointops.pipelines.ppf import PPFMatcher, resolve_ppf_config
+
+    assert resolve_ppf_config("default", stride=3)["stride"] == 3
+    with pytest.raises(ValueError, match="unknown PPF preset 'fast'"):
+        resolve_ppf_config("fast")
+    with pytest.raises(ValueError, match=r"unknown PPF options \['strides'\]"):
+        PPFMatcher(torch.rand(20, 3), torch.rand(20, 3), strides=2)
+
+
+def two_instance_scene():
+    """A scene of two rotated copies of a sampled blob mesh on a plane, seen from the origin,
+    with exact normals; the poses of the copies in model coordinates."""
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.blob_mesh(seed=1)
+    mp, mn = dp.sample_surface(mesh, 3000, seed=0)
+    poses = []
+    parts_p, parts_n = [], []
+    for k, shift in enumerate(([-0.8, 0.1, 3.0], [0.9, -0.2, 3.3])):
+        pose = torch.eye(4, dtype=torch.float64)
+        pose[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(10 + k))
+        pose[:3, 3] = torch.tensor(shift, dtype=torch.float64)
+        sp, sn = dp.sample_surface(mesh, 1500, seed=5 + k)
+        p, n = sp @ pose[:3, :3].T + pose[:3, 3], sn @ pose[:3, :3].T
+        seen = (n * p).sum(1) < 0  # the side facing the sensor
+        parts_p.append(p[seen])
+        parts_n.append(n[seen])
+        poses.append(pose.float())
+    g = torch.Generator().manual_seed(3)
+    plane = torch.rand(1500, 3, generator=g, dtype=torch.float64) * torch.tensor([4.0, 0.0, 3.0]) + torch.tensor([-2.0, 0.7, 2.0])
+    parts_p.append(plane)
+    parts_n.append(torch.tensor([[0.0, -1.0, 0.0]], dtype=torch.float64).expand(1500, 3))
+    return mp.float(), mn.float(), torch.cat(parts_p).float(), torch.cat(parts_n).float(), poses
+
+
+def rotation_error_deg(a, b):
+    cos = ((a[:3, :3] @ b[:3, :3].T).trace() - 1) / 2
+    return math.degrees(math.acos(float(cos.clamp(-1, 1))))
+
+
+def test_matcher_recovers_both_instances_of_a_model():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, truths = two_instance_scene()
+    matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=4, icp_iterations=5)
+    out = matcher.match(sp, sn, max_instances=2)
+    assert out.poses.shape == (1, 1, 2, 4, 4) and out.scores.shape == (1, 1, 2)
+    found = out.poses[0, 0]
+    for truth in truths:
+        gap = (found[:, :3, 3] - truth[:3, 3]).norm(dim=1)
+        best = int(gap.argmin())
+        assert float(gap[best]) < 0.05 and rotation_error_deg(found[best], truth) < 5.0
+    assert (out.scores[0, 0] > 0.2).all() and (out.votes[0, 0] > 0).all()
+
+
+def test_matcher_batches_scenes_and_models():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, truths = two_instance_scene()
+    other = mp * torch.tensor([1.0, 0.5, 2.0])  # a different model
+    matcher = PPFMatcher(torch.stack([mp, other]), torch.stack([mn, mn]), tau_d=0.07, hypotheses=3, icp_iterations=3)
+    scenes = torch.stack([sp, sp.flip(0)])
+    out = matcher.match(scenes, torch.stack([sn, sn.flip(0)]), max_instances=1, refine=False)
+    assert out.poses.shape == (2, 2, 1, 4, 4)
+    for s in range(2):
+        gap = (out.poses[s, 0, 0, :3, 3][None] - torch.stack([t[:3, 3] for t in truths])).norm(dim=1)
+        assert float(gap.min()) < 0.05
+    # the padded-batch result equals the per-scene one
+    alone = matcher.match(sp, sn, max_instances=1, refine=False)
+    torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
+
+
+# ---- scene generator ----------------------------------------------------------------------------
+
+def test_generated_scene_ground_truth_and_occlusion():
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.blob_mesh(seed=1, subdivisions=2)
+    others = [dp.blob_mesh(seed=2, subdivisions=2)]
+    clear = dp.make_ppf_scene(4, mesh, others, occlusion=0.0, noise=0.0, width=160, height=120)
+    hidden = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    again = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert torch.equal(hidden.points, again.points) and torch.equal(hidden.pose, again.pose)
+    assert torch.equal(clear.pose, hidden.pose)  # the occluder moves nothing else
+    assert clear.occlusion < 0.05 and abs(hidden.occlusion - 0.4) < 0.1
+    assert 0 < hidden.visible < clear.visible
+    # target points lie on the mesh under the true pose, and normals face the camera
+    target = clear.points[clear.labels == 0].double()
+    placed = mesh.transformed(clear.pose.double())
+    samples, _ = dp.sample_surface(placed, 8000, seed=0)
+    assert torch.cdist(target, samples).amin(1).max() < 0.04
+    assert ((clear.normals * clear.points).sum(1) < 0).all()
+    assert (clear.labels == -1).any()  # the table
+
+
+def test_off_parser_and_sampling():
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.parse_off("OFF\n# a square\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n", "square")
+    assert mesh.faces.tolist() == [[0, 1, 2], [0, 2, 3]]
+    points, normals = dp.sample_surface(mesh, 500, seed=1)
+    assert (points[:, 2] == 0).all() and (points >= 0).all() and (points <= 1).all()
+    assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
+    with pytest.raises(ValueError, match="not an OFF file"):
+        dp.parse_off("PLY\n", "bad")
+
+
+def test_refinement_and_rescoring_stand_ins():
+    """The plain-torch ICP and re-scoring of the pipeline (until the geometry ops replace them):
+    ICP pulls perturbed hypotheses back, re-scoring ranks the true pose above a shifted one."""
+    from pointops import datasets_ppf as dp
+    from pointops.pipelines.ppf import PPFMatcher, range_image, refine_icp
+
+    mesh = dp.blob_mesh(seed=1, subdivisions=2)
+    mp, mn = dp.sample_surface(mesh, 1500, seed=0)
+    truth = torch.eye(4)
+    truth[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(4)).float()
+    truth[:3, 3] = torch.tensor([0.1, -0.2, 3.0])
+    sp, sn = dp.sample_surface(mesh, 3000, seed=1)
+    sp, sn = (sp.float() @ truth[:3, :3].T + truth[:3, 3]), sn.float() @ truth[:3, :3].T
+    seen = (sn * sp).sum(1) < 0
+    sp, sn = sp[seen][None], sn[seen][None]
+    nudge = torch.eye(4)
+    nudge[:3, :3] = ppf.quaternion_to_matrix(torch.tensor([[1.0, 0.03, -0.02, 0.02]]) / 1.0009)[0]
+    nudge[:3, 3] = torch.tensor([0.02, -0.01, 0.015])
+    poses = torch.stack([truth @ nudge, truth, torch.full((4, 4), NAN)])[None]  # nudged about the model
+    mp, mn = mp.float()[None], mn.float()[None]
+    lengths, scene_lengths = torch.tensor([1500]), torch.tensor([sp.shape[1]])
+    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, torch.tensor([0.05]))
+    assert rotation_error_deg(poses[0, 0], truth) > 4.0
+    assert rotation_error_deg(refined[0, 0], truth) < 1.0 and (refined[0, 0, :3, 3] - truth[:3, 3]).norm() < 0.005
+    assert torch.isnan(refined[0, 2]).all()
+    shifted = truth.clone()
+    shifted[:3, 3] += torch.tensor([0.0, 0.0, -0.3])  # in front of the surface the sensor saw
+    image = range_image(sp[0], 0.03)
+    scores = PPFMatcher.verify(mp, mn, lengths, sp, sn, scene_lengths, torch.stack([truth, shifted])[None],
+                               torch.tensor([0.05]), [image])
+    assert float(scores[0, 0]) > 0.3 and float(scores[0, 1]) == 0.0
+
+
+@pytest.mark.slow
+def test_demo_match_returns_what_a_picture_draws():
+    from pointops.pipelines.ppf import demo_match
+
+    demo = demo_match(seed=1, occlusion=0.2)
+    assert demo.found_points.shape[0] == 1 and demo.found_points.shape[2] == 3
+    assert demo.scene_points.shape[0] == demo.scene_labels.shape[0]
+    assert (demo.found_points[0] - demo.true_points).norm(dim=1).mean() < 0.1

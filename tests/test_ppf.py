@@ -474,8 +474,9 @@ def test_matcher_config_errors():
     from pointops.pipelines.ppf import PPFMatcher, resolve_ppf_config
 
     assert resolve_ppf_config("default", stride=3)["stride"] == 3
-    with pytest.raises(ValueError, match="unknown PPF preset 'fast'"):
-        resolve_ppf_config("fast")
+    assert resolve_ppf_config("fast")["tau_d"] == 0.05
+    with pytest.raises(ValueError, match="unknown PPF preset 'slow'"):
+        resolve_ppf_config("slow")
     with pytest.raises(ValueError, match=r"unknown PPF options \['strides'\]"):
         PPFMatcher(torch.rand(20, 3), torch.rand(20, 3), strides=2)
 
@@ -578,9 +579,10 @@ def test_off_parser_and_sampling():
         dp.parse_off("PLY\n", "bad")
 
 
-def test_refinement_and_rescoring_stand_ins():
-    """The plain-torch ICP and re-scoring of the pipeline (until the geometry ops replace them):
-    ICP pulls perturbed hypotheses back, re-scoring ranks the true pose above a shifted one."""
+def test_refinement_and_rescoring():
+    """The pipeline's refinement (geometry icp on the sensor-facing model points) pulls a
+    perturbed hypothesis back; re-scoring ranks the true pose above one in front of the surface
+    the sensor saw."""
     from pointops import datasets_ppf as dp
     from pointops.pipelines.ppf import PPFMatcher, range_image, refine_icp
 
@@ -599,7 +601,7 @@ def test_refinement_and_rescoring_stand_ins():
     poses = torch.stack([truth @ nudge, truth, torch.full((4, 4), NAN)])[None]  # nudged about the model
     mp, mn = mp.float()[None], mn.float()[None]
     lengths, scene_lengths = torch.tensor([1500]), torch.tensor([sp.shape[1]])
-    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, torch.tensor([0.05]))
+    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, 0.05)
     assert rotation_error_deg(poses[0, 0], truth) > 4.0
     assert rotation_error_deg(refined[0, 0], truth) < 1.0 and (refined[0, 0, :3, 3] - truth[:3, 3]).norm() < 0.005
     assert torch.isnan(refined[0, 2]).all()

@@ -12,8 +12,8 @@ scene point a reference. Rows:
   pose_cluster     the lookup's candidate poses; baseline: the all-pairs cluster scores in plain
                    PyTorch (cdist of translations and quaternion dots);
   ppf_lookup       ppf_vote + pose_cluster (floor 10 ms), and the same for 16 models x 1 scene
-                   (floor 100 ms); ppf_match: + ICP + re-scoring (floor 25 ms; the refinement is
-                   the pipeline's plain-torch stand-in until the geometry family's icp is merged).
+                   (floor 100 ms); ppf_match: + ICP + re-scoring (floor 25 ms), and the whole
+                   match with the default preset (what tools/eval_ppf.py measures).
 
 The scene is taken as given (match(downsample=False)): 15,000 points thinned at random from the
 camera's returns, denser than a scene downsampled to the model's step, so each reference point has
@@ -119,9 +119,10 @@ def run(device, quick, ops, results):
              time_ms(build, device), "plain PyTorch features + torch.sort + unique_consecutive",
              time_ms(lambda: torch_model_description(mp, mn), device, min_reps=3), floor=2.0 if cuda else None)
 
-    # tau_d = 0.025 keeps the matcher's model near the 2,000 points (0.05 would thin it
-    # to about 450)
-    matcher = PPFMatcher(mp, mn, tau_d=0.025)
+    # the workload: the "fast" preset (Drost's stride 5, exact bins, 3 peaks) with
+    # tau_d = 0.025, which keeps the matcher's model near 2,000 points (0.05 would thin it to
+    # about 450)
+    matcher = PPFMatcher(mp, mn, preset="fast", tau_d=0.025)
     sizes["matcher_model_points"] = int(matcher.model.lengths[0])
     # the scene as given (15,000 points, thinned from the camera's returns, exact normals): denser
     # than a scene downsampled to the model's step, so each reference has more partners
@@ -162,7 +163,7 @@ def run(device, quick, ops, results):
              peak_mb=_peak_mb(device, lookup), note="ppf_vote + pose_cluster")
         models = 16 if cuda else 4
         scales = torch.linspace(0.8, 1.2, models, device=device)[:, None, None]
-        many = PPFMatcher(mp[None] * scales, mn[None].expand(models, -1, -1), tau_d=0.025)
+        many = PPFMatcher(mp[None] * scales, mn[None].expand(models, -1, -1), preset="fast", tau_d=0.025)
 
         def lookup_many():
             return many.hypotheses(points, normals, lengths, int(cfg["hypotheses"]))
@@ -173,7 +174,15 @@ def run(device, quick, ops, results):
         def match():
             return matcher.match(points, normals, lengths, max_instances=1, downsample=False)
         _row(results, "ppf_match", device, sizes, time_ms(match, device, min_reps=3), floor=25.0 if cuda else None,
-             note="lookup + ICP + re-score (plain-torch ICP and kNN stand-ins until the geometry ops are merged)")
+             note="lookup + ICP (2 x 10 steps, 10 hypotheses) + re-score")
+        # the eval's own setting: the default preset on the scene as the camera returned it
+        accurate = PPFMatcher(mp, mn)
+
+        def match_default():
+            return accurate.match(sp, sn, max_instances=1)
+        _row(results, "ppf_match", device, dict(sizes, preset="default", model_points=int(accurate.model.lengths[0])),
+             time_ms(match_default, device, min_reps=3),
+             note="default preset (tau_d 0.035, stride 2, spread, 6 peaks) with downsampling, on the thinned scene")
 
 
 if __name__ == "__main__":

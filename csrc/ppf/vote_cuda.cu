@@ -220,10 +220,14 @@ __global__ void __launch_bounds__(kDenseThreads)
   const int32_t i0 = static_cast<int32_t>(slice * slice_points);
   const int32_t i1 = static_cast<int32_t>(std::min<int64_t>(s.nm, int64_t{i0} + slice_points));
   const int64_t cells = int64_t{i1 - i0} * s.binning.angle_bins;
-  for (int64_t c = threadIdx.x; c < cells; c += blockDim.x) acc[c] = 0;
   const Reference r = load_task_reference(a, task);
+  if (!r.valid) {  // the whole block: a padded row or a point that takes no part has no peaks
+    for (int64_t q = threadIdx.x; q < s.k; q += blockDim.x) candidates[block * s.k + q] = 0;
+    return;
+  }
+  for (int64_t c = threadIdx.x; c < cells; c += blockDim.x) acc[c] = 0;
   __syncthreads();
-  if (r.valid) {
+  {
     const int32_t* pair_ref = a.pair_ref + r.model * s.pairs;
     const float* pair_alpha = a.pair_alpha + r.model * s.pairs;
     const int64_t base_cell = int64_t{i0} * s.binning.angle_bins;

@@ -18,10 +18,10 @@ max_instances=...)`` finds them in one or more scenes:
 Models are centred on their bounding box inside the matcher, and returned poses map the
 caller's model coordinates into the scene.
 
-Downsampling, normal estimation, nearest neighbours and ICP are the geometry family's ops; until
-those ops are in this branch, the functions marked INTEGRATION POINT below do the same in plain
-torch (slower; same results up to float rounding). Every step is batched over scenes and models
-and runs on the inputs' device.
+Downsampling, normal estimation, nearest neighbours and ICP are the geometry family's ops
+(``pointops.geometry``). Every step is batched over scenes and models and runs on the inputs'
+device; ``prepare_scene`` reads the downsampled clouds' sizes once (the voxel op keeps the input's
+capacity), the range image of the visibility test is built per scene.
 """
 import math
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
@@ -29,6 +29,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from ..geometry import estimate_normals, knn, voxel_downsample
 from ..ppf import (
     PPF_PRESETS,
     PPFModel,
@@ -52,8 +53,7 @@ def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[
     return config
 
 
-# ---- geometry helpers (INTEGRATION POINTS) -----------------------------------------------------------
-# Replace with pointops' geometry ops once merged: voxel_downsample, estimate_normals, knn, icp.
+# ---- geometry: the geometry family's ops, composed for PPF --------------------------------------
 
 def _as_batch(points: Tensor) -> Tensor:
     return points[None] if points.dim() == 2 else points
@@ -65,99 +65,30 @@ def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
     return lengths.clamp(0, points.shape[1])
 
 
-def voxel_downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: Tensor
-                     ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
-    """INTEGRATION POINT (geometry ``voxel_downsample``): the mean point (and the normalized sum of
-    normals) of each occupied voxel of size ``voxel[b]``, padded; cloud b keeps its voxels in order
-    of their smallest (z, y, x) cell."""
-    batch = points.shape[0]
-    outs_p, outs_n, counts = [], [], []
-    for b in range(batch):
-        p = points[b, : int(lengths[b])].float()
-        ok = torch.isfinite(p).all(1)
-        if normals is not None:
-            ok = ok & torch.isfinite(normals[b, : int(lengths[b])]).all(1)
-        p = p[ok]
-        cells = torch.floor(p / voxel[b]).long()
-        _, inverse = torch.unique(cells, dim=0, return_inverse=True)
-        v = int(inverse.max()) + 1 if inverse.numel() else 0
-        count = torch.zeros(v, device=p.device).index_add_(0, inverse, torch.ones_like(inverse, dtype=torch.float32))
-        outs_p.append(torch.zeros(v, 3, device=p.device).index_add_(0, inverse, p) / count[:, None])
-        if normals is not None:
-            n = normals[b, : int(lengths[b])].float()[ok]
-            s = torch.zeros(v, 3, device=p.device).index_add_(0, inverse, n)
-            outs_n.append(s / s.norm(dim=1, keepdim=True).clamp(min=1e-12))
-        counts.append(v)
-    size = max(counts) if counts else 0
-    out_p = points.new_zeros(batch, size, 3, dtype=torch.float32)
-    out_n = None if normals is None else points.new_zeros(batch, size, 3, dtype=torch.float32)
-    for b in range(batch):
-        out_p[b, : counts[b]] = outs_p[b]
-        if out_n is not None:
-            out_n[b, : counts[b]] = outs_n[b]
-    return out_p, out_n, torch.tensor(counts, dtype=torch.int64, device=points.device)
+def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float
+               ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+    """``geometry.voxel_downsample`` at one voxel size, normals averaged per voxel (then made unit;
+    zero where they cancel), trimmed to the largest cloud (one read of the lengths: the op keeps
+    the input's capacity)."""
+    out = voxel_downsample(points.float(), [voxel] * 3, lengths, normals.float() if normals is not None else None)
+    size = int(out.lengths.max()) if out.lengths.numel() else 0
+    pts = out.points[:, :size].contiguous()
+    nrm = None
+    if normals is not None:
+        nrm = out.features[:, :size]
+        nrm = nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    return pts, nrm, out.lengths
 
 
-def _chunked_knn(queries: Tensor, points: Tensor, k: int, chunk: int = 2048) -> Tuple[Tensor, Tensor]:
-    dists, idx = [], []
-    for q in queries.split(chunk):
-        d = torch.cdist(q, points)
-        kk = min(k, points.shape[0])
-        v, i = d.topk(kk, dim=1, largest=False)
-        dists.append(v)
-        idx.append(i)
-    return torch.cat(dists), torch.cat(idx)
-
-
-def estimate_normals(points: Tensor, lengths: Tensor, k: int, viewpoint: Optional[Tensor] = None,
-                     support: Optional[Tensor] = None, support_lengths: Optional[Tensor] = None) -> Tensor:
-    """INTEGRATION POINT (geometry ``estimate_normals``): PCA normals at ``points`` (B, N, 3) of
-    their k nearest neighbours among ``support`` (B, M, 3) (default: the points themselves),
-    turned towards ``viewpoint`` (3,) or, when None, away from each cloud's centroid. NaN rows
-    past lengths[b] or with fewer than 3 neighbours."""
-    if support is None:
-        support, support_lengths = points, lengths
-    out = torch.full(points.shape, float("nan"), dtype=torch.float32, device=points.device)
-    for b in range(points.shape[0]):
-        p = points[b, : int(lengths[b])].float()
-        q = support[b, : int(support_lengths[b])].float()
-        if p.shape[0] == 0 or q.shape[0] < 3:
-            continue
-        _, idx = _chunked_knn(p, q, k)
-        nb = q[idx]
-        centred = nb - nb.mean(1, keepdim=True)
-        cov = centred.transpose(1, 2) @ centred
-        _, vectors = torch.linalg.eigh(cov.double())
-        n = vectors[:, :, 0].float()
-        toward = (viewpoint.float() - p) if viewpoint is not None else (p - q.mean(0))
-        n = torch.where(((n * toward).sum(1) < 0)[:, None], -n, n)
-        out[b, : p.shape[0]] = n
-    return out
-
-
-def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, chunk: int = 1 << 24) -> Tuple[Tensor, Tensor]:
-    """INTEGRATION POINT (geometry ``knn`` with k = 1): distance (B, Q) from each query (B, Q, 3)
-    to the nearest of the first lengths[b] points of cloud b, and its index (B, Q); inf and -1
-    for an empty cloud. Brute force in chunks of about ``chunk`` distances, no host sync."""
-    batch, count = queries.shape[:2]
-    n = points.shape[1]
-    valid = torch.arange(n, device=points.device)[None, :] < lengths[:, None]
-    step = max(1, chunk // max(n * max(batch, 1), 1))
-    dists, index = [], []
-    for q in queries.split(step, dim=1):
-        d = torch.cdist(q.float(), points.float())
-        d = torch.where(valid[:, None, :], d, torch.full_like(d, float("inf")))
-        v, i = d.min(dim=2) if n else (torch.full(q.shape[:2], float("inf"), device=q.device),
-                                       torch.zeros(q.shape[:2], dtype=torch.int64, device=q.device))
-        dists.append(v)
-        index.append(torch.where(torch.isfinite(v), i, torch.full_like(i, -1)))
-    if not dists:
-        return queries.new_zeros(batch, 0), torch.zeros(batch, 0, dtype=torch.int64, device=queries.device)
-    return torch.cat(dists, 1), torch.cat(index, 1)
+def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
+    """Distance (B, Q) from each query (B, Q, 3) to the nearest of the first lengths[b] points of
+    cloud b and its index (B, Q) (``geometry.knn``, k = 1); inf and -1 for an empty cloud."""
+    found = knn(queries.float(), points.float(), 1, None, lengths)
+    return found.distances[..., 0].sqrt(), found.indices[..., 0]
 
 
 # ICP: a model point and its nearest scene point correspond when their normals are within 60
-# degrees: on a partial view, the model's far side would otherwise pull it onto the visible surface.
+# degrees.
 _NORMAL_AGREEMENT = 0.5
 
 
@@ -169,14 +100,17 @@ def _skew(v: Tensor) -> Tensor:
 
 def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-               max_distance: Tensor) -> Tensor:
-    """INTEGRATION POINT (geometry ``icp``, batched hypotheses): point-to-plane ICP of every
-    hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b at once; a model point
-    corresponds to its nearest scene point when they are within ``max_distance[b]`` and their
-    normals within 60 degrees. Each iteration solves the linearized (small-angle) problem about
-    the correspondences' centroid; a hypothesis with fewer than 6 correspondences, or whose step
-    would turn it by more than 0.5 rad or move it by more than 3 max_distance, stops. Plain torch,
-    no host sync; non-finite poses come back unchanged."""
+               max_distance: float) -> Tensor:
+    """Point-to-plane ICP of every hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b
+    at once. A model point takes part when it faces the sensor (at the origin) under the current
+    pose, and corresponds to its nearest scene point (``geometry.knn``) when they are within
+    ``max_distance`` and their normals within 60 degrees: on a partial view the model's far side,
+    and the occluders and support in front of or under it, would otherwise pull the model off.
+    (``geometry.icp`` has no such tests, which cost it most of the coarse hypotheses of occluded
+    targets in our trials, hence this loop over the same ops.) Each iteration solves the
+    linearized (small-angle) problem about the correspondences' centroid; a hypothesis with fewer
+    than 6 correspondences, or whose step would turn it by more than 0.5 rad or move it by more
+    than 3 max_distance, stops. No host sync; non-finite poses come back unchanged."""
     batch, hyps = poses.shape[:2]
     n = model_points.shape[1]
     finite = torch.isfinite(poses).flatten(2).all(2)
@@ -184,7 +118,7 @@ def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tenso
     pose = torch.where(finite[..., None, None], poses, eye)
     active = finite.clone()
     valid = (torch.arange(n, device=poses.device)[None, :] < model_lengths[:, None])[:, None, :]  # (B, 1, N)
-    limit = max_distance.float()[:, None, None]
+    limit = torch.full((batch, 1, 1), float(max_distance), device=poses.device)
     for _ in range(iterations):
         rot, shift = pose[..., :3, :3], pose[..., :3, 3]
         moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
@@ -193,7 +127,9 @@ def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tenso
         gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
         dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
         dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
+        facing = (moved * moved_n).sum(-1) < 0
         keep = (dist.reshape(batch, hyps, n) <= limit) & ((moved_n * dst_n).sum(-1) >= _NORMAL_AGREEMENT) & valid
+        keep = keep & facing
         w = keep.to(moved.dtype)
         count = w.sum(-1)  # (B, H)
         centre = (moved * w[..., None]).sum(2) / count.clamp(min=1)[..., None]
@@ -285,9 +221,9 @@ class PPFMatcher:
 
     Args:
         model_points: (N, 3) or (M, N, 3) floating model points (M models padded to N).
-        model_normals: the same shape, outward normals; None estimates them (PCA, turned away
-            from each model's centroid: fine for closed, roughly convex models; give real normals
-            where you have them).
+        model_normals: the same shape, outward normals; None estimates them (PCA of
+            ``normal_neighbors`` neighbours, turned away from the model's bounding-box centre:
+            fine for closed, roughly star-shaped models; give real normals where you have them).
         model_lengths: (M,) int64 points per model; None = all N.
         preset: a name in :data:`pointops.ppf.PPF_PRESETS` (configs/ppf.yaml).
         **config: explicit values of the preset's options, which override it.
@@ -300,7 +236,7 @@ class PPFMatcher:
         points = _as_batch(model_points).float()
         lengths = _lengths(points, model_lengths)
         if model_normals is None:
-            normals = estimate_normals(points, lengths, int(cfg["normal_neighbors"]))
+            normals = estimate_normals(points, int(cfg["normal_neighbors"]), lengths, orientation="outward").normals
         else:
             normals = _as_batch(model_normals).float()
         self.diameter = bounding_diameter(points, lengths)
@@ -310,8 +246,16 @@ class PPFMatcher:
         high = torch.where(valid[..., None], points, -big).amax(1)
         self.center = torch.where(valid.any(1)[:, None], (low + high) / 2, torch.zeros_like(low))  # (M, 3)
         centred = points - self.center[:, None, :]
-        step = self.diameter * float(cfg["tau_d"])
-        down, down_normals, down_lengths = voxel_downsample(centred, normals, lengths, step)
+        # each model at its own step (tau_d diameters), then padded into one batch
+        parts = [downsample(centred[b:b + 1], normals[b:b + 1], lengths[b:b + 1],
+                            float(self.diameter[b]) * float(cfg["tau_d"]))
+                 for b in range(points.shape[0])]
+        size = max([p[0].shape[1] for p in parts] + [0])
+        down = points.new_zeros(points.shape[0], size, 3)
+        down_normals = points.new_zeros(points.shape[0], size, 3)
+        for b, (p, n, _) in enumerate(parts):
+            down[b, : p.shape[1]], down_normals[b, : p.shape[1]] = p[0], n[0]
+        down_lengths = torch.cat([p[2] for p in parts]) if parts else lengths
         self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
                                          angle_bins=int(cfg["angle_bins"]), diameter=self.diameter)
 
@@ -330,15 +274,14 @@ class PPFMatcher:
         """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,)."""
         points = _as_batch(scene_points).float()
         lengths = _lengths(points, scene_lengths)
-        normals = None if scene_normals is None else _as_batch(scene_normals).float()
-        step = self.model.distance_step.min().expand(points.shape[0])
-        down, down_normals, down_lengths = voxel_downsample(points, normals, lengths, step)
-        if down_normals is None:
-            # PCA over the scene's own (denser) points near each voxel point: the noise of the
-            # returns averages out over more of them than the voxels hold
-            origin = torch.zeros(3, device=points.device)
-            down_normals = estimate_normals(down, down_lengths, int(self.config["normal_neighbors"]), origin,
-                                            points, lengths)
+        if scene_normals is None:
+            # PCA normals of the dense scene, turned towards the sensor, then averaged per voxel:
+            # the noise of the returns averages out over more points than a voxel's own
+            normals = estimate_normals(points, int(self.config["normal_neighbors"]), lengths,
+                                       orientation="viewpoint").normals
+        else:
+            normals = _as_batch(scene_normals).float()
+        down, down_normals, down_lengths = downsample(points, normals, lengths, float(self.model.distance_step.min()))
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int):
@@ -394,8 +337,10 @@ class PPFMatcher:
         sp, sn, sl = points[scene_idx], normals[scene_idx], lengths[scene_idx]
         inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
         if refine and int(cfg["icp_iterations"]) > 0:
-            poses = refine_icp(model_points, model_normals, model_lengths, sp, sn, sl, poses,
-                               int(cfg["icp_iterations"]), inlier)
+            # coarse to fine: a wide capture range first, then the inlier distance
+            for reach in (3.0, 1.0):
+                poses = refine_icp(model_points, model_normals, model_lengths, sp, sn, sl, poses,
+                                   int(cfg["icp_iterations"]), float(inlier.min()) * reach)
         images = None
         if bool(cfg["visibility"]):
             raw = _as_batch(scene_points).float()

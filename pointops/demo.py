@@ -268,11 +268,12 @@ def draw_bev(demo: Demo):
     channels = ["max_z", "density", "top_feature", "occupancy"]
     image = demo.timed("bev_rasterize", lambda: pointops.bev_rasterize(
         demo.above_ground, channels, None, point_range, cell, forward_up=True))[0]
-    max_z, density, top, occupancy = image
+    # The picture's arithmetic on the CPU: CUDA divides a tensor by a Python number as a product
+    # with its reciprocal, which can round a pixel differently from the CPU's division.
+    max_z, density, top, occupancy = image.cpu()
     empty = occupancy == 0
     # Intensities of Lambertian returns are mostly small: show them against their 99th percentile.
-    # (On the CPU: a quantile interpolates, and CUDA's may round differently.)
-    bright = max(float(top[~empty].cpu().quantile(0.99)), 1e-6) if bool((~empty).any()) else 1.0
+    bright = max(float(top[~empty].quantile(0.99)), 1e-6) if bool((~empty).any()) else 1.0
     composite = torch.stack([(max_z - low) / (high - low), density, top / bright], -1).clamp(0, 1)
     composite = composite * occupancy.unsqueeze(-1)
 
@@ -281,7 +282,7 @@ def draw_bev(demo: Demo):
     extent = image_extent(point_range)
     ax = axes[0, 0]
     top_view(ax, demo, "the three channels as one RGB image (Complex-YOLO's input)", dark=True)
-    ax.imshow(composite.cpu().numpy(), extent=extent, interpolation="nearest")
+    ax.imshow(composite.numpy(), extent=extent, interpolation="nearest")
     ax.legend(handles=[Patch(color="red", label=f"R: max_z, [{low:g}, {high:g}) m"),
                        Patch(color="lime", label="G: density"),
                        Patch(color="blue", label=f"B: top_feature, 0..{bright:.2f}"),

@@ -125,8 +125,13 @@ def hough_plane_peaks(acc: Tensor, k: int, radius: Optional[List[int]] = None, m
 
 
 def _rho_centres(rho_index: Tensor, rho_step: float, rho_max: float) -> Tensor:
-    step = 2.0 * rho_max / rho_bins(rho_step, rho_max)
-    return (rho_index.to(torch.float64) + 0.5) * step - rho_max
+    """Bin centres of rho indices (clamped to the n_rho bins), float64. A CPU-made table like the
+    normals: computed on a GPU, or fused by a compiler into one multiply-add, the centres would
+    round differently."""
+    n_rho = rho_bins(rho_step, rho_max)
+    table = _table_to((torch.arange(n_rho, dtype=torch.float64) + 0.5) * (2.0 * rho_max / n_rho) - rho_max,
+                      rho_index.device)
+    return table[rho_index.clamp(0, n_rho - 1)]
 
 
 def _normals(phi: Tensor, theta: Tensor) -> Tensor:

@@ -922,6 +922,10 @@ def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
         raw = f.read()
     expected_faces = _stl_expected_faces(path, raw) if ext == ".stl" else None
     obj_counts = _obj_lines(path, raw) if ext == ".obj" else None
+    if obj_counts is not None and obj_counts[0] == 0 and raw.strip():
+        # Before trimesh: on bytes that are not text it reaches for an optional decoder
+        # (charset_normalizer) and fails on its absence instead of on the file.
+        raise FileFormatError(path, "no vertex ('v') lines in a non-empty OBJ file")
     try:
         # Not force="mesh" at once: it turns a file of vertices only (trimesh's PointCloud) into
         # an empty mesh. Scenes (OBJ files with several objects) are loaded again as one mesh.
@@ -955,8 +959,6 @@ def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
                                     f"triangles, but trimesh read {len(vertices)} vertices and {len(faces)} triangles")
     if expected_faces is not None and len(faces) != expected_faces:
         raise FileFormatError(path, f"the STL file holds {expected_faces} triangles but {len(faces)} were read")
-    if len(vertices) == 0 and raw.strip() and ext == ".obj":
-        raise FileFormatError(path, "no vertex ('v') lines in a non-empty OBJ file")
     _check_faces(path, faces, len(vertices))
     return Mesh(torch.from_numpy(vertices.astype(np_dtype)), torch.from_numpy(np.ascontiguousarray(faces)))
 

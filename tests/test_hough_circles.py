@@ -19,13 +19,15 @@ INF = float("inf")
 
 # Every implementation the environment selects (csrc/hough/circles_map.h, detections.h) must give the
 # same bits: each test runs once per variant. The fused detections exist on CUDA only.
+# Defaults: bitmap circles and fused detections on CUDA, the point lists on the CPU.
 VARIANTS = {
     "default": {},
+    "points": {"POINTOPS_CIRCLES_VARIANT": "points"},
     "bitmap": {"POINTOPS_CIRCLES_VARIANT": "bitmap"},
     "bitmap_reuse": {"POINTOPS_CIRCLES_VARIANT": "bitmap_reuse"},
-    "fused": {"POINTOPS_DETECT_VARIANT": "fused"},
+    "generic": {"POINTOPS_CIRCLES_VARIANT": "points", "POINTOPS_DETECT_VARIANT": "generic"},
 }
-CUDA_ONLY = {"fused"}
+CUDA_ONLY = {"points", "generic"}
 VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
 
 

@@ -17,13 +17,14 @@ INF = float("inf")
 
 
 # Every implementation the environment selects (csrc/hough/lines_cuda.cu, detections.h) must give
-# the same bits: each test runs once per variant; both non-default ones exist on CUDA only.
+# the same bits: each test runs once per variant. The defaults (pipelined votes, fused detections)
+# and the alternatives exist on CUDA only; the CPU has one implementation.
 VARIANTS = {
     "default": {},
-    "fused": {"POINTOPS_DETECT_VARIANT": "fused"},
-    "pipelined": {"POINTOPS_LINES_VARIANT": "pipelined"},
+    "generic": {"POINTOPS_DETECT_VARIANT": "generic"},
+    "base": {"POINTOPS_LINES_VARIANT": "base"},
 }
-CUDA_ONLY = {"fused", "pipelined"}
+CUDA_ONLY = {"generic", "base"}
 VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
 
 

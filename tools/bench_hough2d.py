@@ -114,6 +114,8 @@ def _emit(row, results):
 VARIABLES = {"circles": "POINTOPS_CIRCLES_VARIANT", "detect": "POINTOPS_DETECT_VARIANT",
              "lines": "POINTOPS_LINES_VARIANT"}
 CHOICES = {"circles": ["points", "bitmap", "bitmap_reuse"], "detect": ["generic", "fused"], "lines": ["base", "pipelined"]}
+DEFAULTS = {"cuda": {"circles": "bitmap", "detect": "fused", "lines": "pipelined"},
+            "cpu": {"circles": "points", "detect": "generic", "lines": "base"}}
 OP_VARIABLES = {"hough_circles": ["circles"], "hough_circles_max": ["circles"], "detect_circles": ["circles", "detect"],
                 "hough_lines": ["lines"], "detect_lines": ["lines", "detect"]}
 
@@ -122,6 +124,8 @@ def variants(op, device):
     """[(tag, {variable: value})] for op: the default first; on the CPU the default only."""
     names = OP_VARIABLES[op]
     combos = [dict(zip(names, values)) for values in itertools.product(*(CHOICES[n] for n in names))]
+    default = {n: DEFAULTS["cuda" if device == "cuda" else "cpu"][n] for n in names}
+    combos = [default] + [c for c in combos if c != default]
     if device != "cuda":
         combos = combos[:1]
     return [(",".join(f"{n}={v}" for n, v in c.items()), {VARIABLES[n]: v for n, v in c.items()}) for c in combos]

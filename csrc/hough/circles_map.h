@@ -10,8 +10,8 @@
 //   scores (B, H, W) int32 (float32 if normalize), radius_index (B, H, W) int64.
 //
 // Two implementations with the same results, chosen with POINTOPS_CIRCLES_VARIANT:
-//   points (default)  edge_points, then the point-list kernels (circles.h), through the dispatcher;
-//   bitmap            the edge map packed into bits and every word of 32 centres counting its
+//   points (CPU default)  edge_points, then the point-list kernels (circles.h), through the dispatcher;
+//   bitmap (CUDA default)  the edge map packed into bits and every word of 32 centres counting its
 //                     ring's votes with bit-sliced adders (circle_bitmap.h); CUDA kernels in
 //                     circles_map_cuda.cu, and a CPU emulation of them (circles_map_cpu.cpp) that
 //                     runs the same arithmetic. Sizes the bitmap kernels do not cover (rings of
@@ -62,8 +62,10 @@ ChunkTable chunk_table(at::IntArrayRef radii, int64_t n_chunks, bool pinned);
 bool bitmap_rings_fit(at::IntArrayRef radii);
 inline int64_t min_chunks(int64_t n_radii) { return (n_radii + bitmap::kMaxChunkRadii - 1) / bitmap::kMaxChunkRadii; }
 
-inline std::string circles_variant() {
-  return variant("POINTOPS_CIRCLES_VARIANT", {"points", "bitmap", "bitmap_reuse"}, "points");
+// The default: the bitmap kernels on CUDA (2-4x faster than the point lists on the benchmark's
+// maps), the point lists on the CPU (where the bitmap path is an emulation, for the tests).
+inline std::string circles_variant(bool cuda) {
+  return variant("POINTOPS_CIRCLES_VARIANT", {"points", "bitmap", "bitmap_reuse"}, cuda ? "bitmap" : "points");
 }
 
 // The points path, on the edges' device (defined in circles_map_cpu.cpp).

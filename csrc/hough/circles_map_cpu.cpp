@@ -298,7 +298,7 @@ std::tuple<at::Tensor, at::Tensor> emulate_max_map(const at::Tensor& edges, at::
 
 at::Tensor hough_circles_map_cpu(const at::Tensor& edges, at::IntArrayRef radii) {
   hough2d::check_map_args(edges, radii, "hough_circles_map");
-  const std::string variant = hough2d::circles_variant();
+  const std::string variant = hough2d::circles_variant(/*cuda=*/false);
   if (variant != "points" && bitmap_usable(radii)) {
     return variant == "bitmap_reuse" ? emulate_map<true>(edges, radii) : emulate_map<false>(edges, radii);
   }
@@ -309,7 +309,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cpu(const at::Tensor& e
                                                              bool normalize) {
   hough2d::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  const std::string variant = hough2d::circles_variant();
+  const std::string variant = hough2d::circles_variant(/*cuda=*/false);
   if (variant != "points" && bitmap_usable(radii)) {
     return variant == "bitmap_reuse" ? emulate_max_map<true>(edges, radii, normalize)
                                      : emulate_max_map<false>(edges, radii, normalize);

@@ -1,9 +1,9 @@
 // Circle accumulators of edge maps on CUDA (rules in circles_map.h; the CPU twin and the bitmap
 // emulation are circles_map_cpu.cpp). POINTOPS_CIRCLES_VARIANT selects:
-//   points (default)  edge_points, then the point-list kernels (circles_cuda.cu): ~10 launches
+//   points            edge_points, then the point-list kernels (circles_cuda.cu): ~10 launches
 //                     (the compaction's fill, count, scan and write; the binning's zeroing, count,
 //                     scan, clear and fill; the votes), one shared-memory atomic per vote;
-//   bitmap            two launches: pack_bits (the map as bits, one ballot per 32 pixels) and a
+//   bitmap (default)  two launches: pack_bits (the map as bits, one ballot per 32 pixels) and a
 //                     vote kernel in which every lane owns a word of 32 centres and counts its
 //                     rings' votes with bit-sliced carry-save adders (circle_bitmap.h);
 //   bitmap_reuse      the same, the words of the rows +-r kept in registers along the walk.
@@ -395,7 +395,7 @@ at::Tensor device_chunks(at::IntArrayRef radii, BitmapLaunch& a, const at::Devic
 
 at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii) {
   hough2d::check_map_args(edges, radii, "hough_circles_map");
-  const std::string variant = hough2d::circles_variant();
+  const std::string variant = hough2d::circles_variant(/*cuda=*/true);
   if (variant == "points" || !bitmap_usable(radii)) {
     return hough2d::hough_circles_map_points(edges, radii);
   }
@@ -425,7 +425,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
                                                               bool normalize) {
   hough2d::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  const std::string variant = hough2d::circles_variant();
+  const std::string variant = hough2d::circles_variant(/*cuda=*/true);
   if (variant == "points" || !bitmap_usable(radii)) {
     return hough2d::hough_circles_max_map_points(edges, radii, normalize);
   }

@@ -33,8 +33,8 @@
 //   These are pointops.pipelines.hough2d's circle_peaks / line_peaks rules, bit for bit.
 //
 // Both backends share the generic implementation (hough_peaks and ATen ops, any device; defined
-// in detections_cpu.cpp). CUDA also has a fused one (detections_cuda.cu), chosen with
-// POINTOPS_DETECT_VARIANT=fused, with the same results.
+// in detections_cpu.cpp). CUDA runs a fused one (detections_cuda.cu) unless
+// POINTOPS_DETECT_VARIANT=generic, with the same results.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -84,7 +84,7 @@ inline std::string variant(const char* env, std::initializer_list<const char*> k
   return fallback;
 }
 
-inline std::string detect_variant() { return variant("POINTOPS_DETECT_VARIANT", {"generic", "fused"}, "generic"); }
+inline std::string detect_variant() { return variant("POINTOPS_DETECT_VARIANT", {"generic", "fused"}, "fused"); }
 
 }  // namespace hough2d
 }  // namespace pointops

@@ -1,8 +1,8 @@
 // Circle and line detections on CUDA (rules in detections.h). POINTOPS_DETECT_VARIANT selects:
-//   generic (default)  hough_peaks and ATen ops (detections_cpu.cpp): about 25 small launches
+//   generic            hough_peaks and ATen ops (detections_cpu.cpp): about 25 small launches
 //                      (candidate keys, a window pass per dim, the maxima, at::topk over every
 //                      bin, then the decoding), each a few microseconds from an idle GPU;
-//   fused              two or three launches in all:
+//   fused (default)    two or three launches in all:
 //     peak_tiles   a block per 32 x 32 tile of the map: the candidate keys of the tile and its halo
 //                  in shared memory (the hough_peaks key: vote bits << 32 | ~flat index, 0 for a
 //                  bin that cannot be a peak), the box maximum as a row pass and a column pass,

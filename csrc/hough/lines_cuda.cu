@@ -20,7 +20,7 @@
 //
 // Weighted votes: int64 fixed-point counters (edges.h), converted once at the end.
 //
-// POINTOPS_LINES_VARIANT=pipelined (default base): each thread issues the loads of 4 points before
+// POINTOPS_LINES_VARIANT=pipelined (the default; base: one load in flight): each thread issues the loads of 4 points before
 // their votes (the base loop is bound by one L2 read latency per point), and the points are cut
 // into chunks until there are two blocks per SM (global atomics of the nonzero bins into the zeroed
 // output, exact integers); the same counts.
@@ -238,7 +238,7 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
   a.offset = static_cast<int32_t>(offset);
   a.height = static_cast<int32_t>(height);
   a.width = static_cast<int32_t>(width);
-  const bool pipelined = hough2d::variant("POINTOPS_LINES_VARIANT", {"base", "pipelined"}, "base") == "pipelined";
+  const bool pipelined = hough2d::variant("POINTOPS_LINES_VARIANT", {"base", "pipelined"}, "pipelined") == "pipelined";
   if (weighted) {
     vote_lines<int64_t>(pts, a, batch, *prop, out, stream, pipelined);
     return hough2d::fixed_to_float(out);

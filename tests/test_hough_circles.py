@@ -9,6 +9,7 @@ import torch
 import pointops
 from pointops.pipelines.hough2d import circle_peaks, synthetic_edges
 from pointops.reference import hough2d as reference
+from tests.samples_hough2d import assert_equal, random_edges, select_variant
 
 skimage_transform = pytest.importorskip("skimage.transform")
 skimage_draw = pytest.importorskip("skimage.draw")
@@ -28,36 +29,15 @@ VARIANTS = {
     "generic": {"POINTOPS_CIRCLES_VARIANT": "points", "POINTOPS_DETECT_VARIANT": "generic"},
 }
 CUDA_ONLY = {"points", "generic"}
-VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
 
 
 @pytest.fixture(autouse=True, params=sorted(VARIANTS))
 def variant(request, monkeypatch):
-    name = request.param
-    if name in CUDA_ONLY:
-        on_cuda = request.node.get_closest_marker("cuda") is not None or (
-            "device" in request.fixturenames and request.getfixturevalue("device") == "cuda")
-        if not on_cuda:
-            pytest.skip("a CUDA-only variant: the CPU runs the default")
-    for variable in VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
-    for variable, value in VARIANTS[name].items():
-        monkeypatch.setenv(variable, value)
-    return name
-
-
-def random_edges(batch, height, width, density=0.1, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(batch, height, width, generator=g) < density
+    return select_variant(request, monkeypatch, VARIANTS, CUDA_ONLY)
 
 
 def skimage_circles(edges, radii, normalize=False):
     return np.stack([skimage_transform.hough_circle(e.numpy(), radii, normalize=normalize) for e in edges])
-
-
-def assert_equal(actual, expected):
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 # ---- edge compaction ----

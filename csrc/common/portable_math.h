@@ -106,6 +106,39 @@ POINTOPS_HOST_DEVICE inline double square_root(double a) {
 #endif
 }
 
+// The same single-rounding steps in float32.
+POINTOPS_HOST_DEVICE inline float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline float subtract(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline float divide(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+POINTOPS_HOST_DEVICE inline float square_root(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
 // Natural log of x >= 1 from IEEE +, -, *, / and explicit fma only, so the CPU and CUDA agree to
 // the bit (their libm logs may differ in the last place). x = m 2^e with m in [sqrt(1/2), sqrt(2)),
 // ln m = 2 atanh(s) with s = (m - 1) / (m + 1), |s| < 0.172: the odd series to s^23 leaves an

@@ -13,23 +13,6 @@
 
 namespace pointops {
 
-// a + b and a - b rounded on their own (float64 versions live in portable_math.h).
-POINTOPS_HOST_DEVICE inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float subtract(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
 // (dx*dx + dy*dy) + dz*dz of already rounded differences.
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline acc_t squared_norm3(acc_t dx, acc_t dy, acc_t dz) {

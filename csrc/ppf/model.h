@@ -87,8 +87,8 @@ struct BoundingBox {
   }
   POINTOPS_HOST_DEVICE float diagonal() const {
     if (!any) return 0.0f;
-    const Vec3 e = {fsub(hi[0], lo[0]), fsub(hi[1], lo[1]), fsub(hi[2], lo[2])};
-    return fsqrt(dot3(e, e));
+    const Vec3 e = {subtract(hi[0], lo[0]), subtract(hi[1], lo[1]), subtract(hi[2], lo[2])};
+    return square_root(dot3(e, e));
   }
 };
 

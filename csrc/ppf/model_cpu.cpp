@@ -98,7 +98,7 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
       for (int64_t i = 0; i < length; ++i) box.add(p + i * 3);
       diameter_ptr[b] = box.diagonal();
     }
-    step_ptr[b] = fmul(tau, diameter_ptr[b]);
+    step_ptr[b] = multiply(tau, diameter_ptr[b]);
     float* unit = unit_normals.data_ptr<float>() + b * n * 3;
     for (int64_t i = 0; i < n; ++i) {
       model_unit_normal(p, nrm.data_ptr<float>() + b * n * 3, i, length, unit + i * 3);

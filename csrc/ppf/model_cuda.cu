@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kBoxThreads)
   for (int t = 1; t < kBoxThreads; ++t) box.merge(boxes[t]);
   const float diameter = given != nullptr ? given[b] : box.diagonal();
   diameters[b] = diameter;
-  steps[b] = fmul(tau, diameter);
+  steps[b] = multiply(tau, diameter);
 }
 
 // Group-local model g = b - first; flat pair e = g * N^2 + i * N + j.

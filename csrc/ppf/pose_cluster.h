@@ -89,12 +89,12 @@ POINTOPS_HOST_DEVICE inline Pose load_pose(const float* q, const float* t, int64
     if (!finite(q[c])) return p;
   }
   const float norm =
-      fsqrt(fadd(fadd(fadd(fmul(q[0], q[0]), fmul(q[1], q[1])), fmul(q[2], q[2])), fmul(q[3], q[3])));
+      square_root(add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])), multiply(q[3], q[3])));
   if (!(norm > 0.0f) || !finite(norm)) return p;
-  for (int c = 0; c < 4; ++c) p.q[c] = fdiv(q[c], norm);
+  for (int c = 0; c < 4; ++c) p.q[c] = divide(q[c], norm);
   const float xyz[3] = {p.t.x, p.t.y, p.t.z};
   for (int c = 0; c < 3; ++c) {
-    const float f = floor_value(fdiv(xyz[c], cell_size));
+    const float f = floor_value(divide(xyz[c], cell_size));
     if (!(f >= static_cast<float>(-kCellOffset) && f < static_cast<float>(kCellOffset))) return p;
     p.cell[c] = static_cast<int64_t>(f);
   }
@@ -108,7 +108,7 @@ POINTOPS_HOST_DEVICE inline int64_t cell_key(int64_t b, int64_t x, int64_t y, in
 }
 
 POINTOPS_HOST_DEVICE inline float quaternion_dot(const float* a, const float* b) {
-  return fadd(fadd(fadd(fmul(a[0], b[0]), fmul(a[1], b[1])), fmul(a[2], b[2])), fmul(a[3], b[3]));
+  return add(add(add(multiply(a[0], b[0]), multiply(a[1], b[1])), multiply(a[2], b[2])), multiply(a[3], b[3]));
 }
 
 // Whether pose j belongs to the cluster centred on pose i (both valid, j in a neighbouring cell).

@@ -121,7 +121,7 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
       const int64_t b = e / poses;
       const Pose centre = load(b, e - b * poses);
       if (!centre.valid) continue;
-      const float max_square = fmul(thr_ptr[b], thr_ptr[b]);
+      const float max_square = multiply(thr_ptr[b], thr_ptr[b]);
       int64_t score = 0;
       for_each_member(centre, b, max_square, args.cos_half, table,
                       [&](int64_t j) { return load(b, j); },
@@ -136,8 +136,8 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
     std::vector<uint8_t> removed(static_cast<size_t>(poses));
     for (int64_t b = first; b < last; ++b) {
       std::fill(removed.begin(), removed.end(), 0);
-      const float max_square = fmul(thr_ptr[b], thr_ptr[b]);
-      const float suppress_square = fmul(sup_ptr[b], sup_ptr[b]);
+      const float max_square = multiply(thr_ptr[b], thr_ptr[b]);
+      const float suppress_square = multiply(sup_ptr[b], sup_ptr[b]);
       for (int64_t round = 0; round < k; ++round) {
         int64_t best = -1;
         for (int64_t i = 0; i < poses; ++i) {

@@ -83,7 +83,7 @@ __global__ void scores_kernel(PoseArgs a, DeviceTable table, int64_t* __restrict
   const Pose centre = a.load(b, e - b * a.poses);
   int64_t score = 0;
   if (centre.valid) {
-    const float max_square = fmul(a.thresholds[b], a.thresholds[b]);
+    const float max_square = multiply(a.thresholds[b], a.thresholds[b]);
     for_each_member(centre, b, max_square, a.cos_half, table,
                     [&](int64_t j) { return a.load(b, j); },
                     [&](int64_t, const Pose& p) { score += p.votes; });
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int64_t b = blockIdx.x;
   const int64_t* score = scores + b * a.poses;
   uint8_t* gone = removed + b * a.poses;
-  const float suppress_square = fmul(a.suppress[b], a.suppress[b]);
+  const float suppress_square = multiply(a.suppress[b], a.suppress[b]);
   for (int64_t round = 0; round < a.k; ++round) {
     uint64_t top = 0;
     for (int64_t i = threadIdx.x; i < a.poses; i += blockDim.x) {
@@ -162,7 +162,7 @@ __global__ void average_kernel(PoseArgs a, DeviceTable table, const int64_t* __r
   const int64_t best = centers[row];
   if (best < 0) return;
   const Pose centre = a.load(b, best);
-  const float max_square = fmul(a.thresholds[b], a.thresholds[b]);
+  const float max_square = multiply(a.thresholds[b], a.thresholds[b]);
   ClusterSum sum;
   sum.reset();
   for_each_member(centre, b, max_square, a.cos_half, table,

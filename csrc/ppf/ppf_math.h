@@ -42,41 +42,7 @@ namespace ppf {
 // Most alpha bins a kernel accepts: the bin-centre table travels by value in kernel arguments.
 constexpr int kMaxAngleBins = 360;
 
-// ---- single-rounding float32 steps (see portable_math.h: nvcc fuses a * b + c otherwise) ----
-
-POINTOPS_HOST_DEVICE inline float fmul(float a, float b) { return multiply(a, b); }
-
-POINTOPS_HOST_DEVICE inline float fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-POINTOPS_HOST_DEVICE inline float fsqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+// Products, sums, quotients and square roots: portable_math.h's single-rounding steps.
 
 POINTOPS_HOST_DEVICE inline float quiet_nan() {
 #if defined(__CUDA_ARCH__)
@@ -87,24 +53,24 @@ POINTOPS_HOST_DEVICE inline float quiet_nan() {
 }
 
 // True for finite values (NaN and +-Inf give NaN when subtracted from themselves).
-POINTOPS_HOST_DEVICE inline bool finite(float v) { return fsub(v, v) == 0.0f; }
+POINTOPS_HOST_DEVICE inline bool finite(float v) { return subtract(v, v) == 0.0f; }
 
 struct Vec3 {
   float x, y, z;
 };
 
 POINTOPS_HOST_DEVICE inline Vec3 sub3(const Vec3& a, const Vec3& b) {
-  return {fsub(a.x, b.x), fsub(a.y, b.y), fsub(a.z, b.z)};
+  return {subtract(a.x, b.x), subtract(a.y, b.y), subtract(a.z, b.z)};
 }
 
 // (a.x b.x + a.y b.y) + a.z b.z, each product and sum rounded: the order squared distances use.
 POINTOPS_HOST_DEVICE inline float dot3(const Vec3& a, const Vec3& b) {
-  return fadd(fadd(fmul(a.x, b.x), fmul(a.y, b.y)), fmul(a.z, b.z));
+  return add(add(multiply(a.x, b.x), multiply(a.y, b.y)), multiply(a.z, b.z));
 }
 
 POINTOPS_HOST_DEVICE inline Vec3 cross3(const Vec3& a, const Vec3& b) {
-  return {fsub(fmul(a.y, b.z), fmul(a.z, b.y)), fsub(fmul(a.z, b.x), fmul(a.x, b.z)),
-          fsub(fmul(a.x, b.y), fmul(a.y, b.x))};
+  return {subtract(multiply(a.y, b.z), multiply(a.z, b.y)), subtract(multiply(a.z, b.x), multiply(a.x, b.z)),
+          subtract(multiply(a.x, b.y), multiply(a.y, b.x))};
 }
 
 POINTOPS_HOST_DEVICE inline bool finite3(const Vec3& a) {
@@ -144,13 +110,13 @@ POINTOPS_HOST_DEVICE inline float ppf_atan2(float y, float x) {
   const float big = ay > ax ? ay : ax;
   const float small = ay > ax ? ax : ay;
   if (big == 0.0f) return 0.0f;
-  const float t = fdiv(small, big);
-  const float s = fmul(t, t);
+  const float t = divide(small, big);
+  const float s = multiply(t, t);
   float p = atan_coefficient(kAtanDegree);
-  for (int k = kAtanDegree - 1; k >= 0; --k) p = fadd(fmul(p, s), atan_coefficient(k));
-  float r = fmul(t, p);
-  if (ay > ax) r = fsub(kHalfPi, r);
-  if (x < 0.0f) r = fsub(kPi, r);
+  for (int k = kAtanDegree - 1; k >= 0; --k) p = add(multiply(p, s), atan_coefficient(k));
+  float r = multiply(t, p);
+  if (ay > ax) r = subtract(kHalfPi, r);
+  if (x < 0.0f) r = subtract(kPi, r);
   if (y < 0.0f) r = -r;
   return r;
 }
@@ -158,7 +124,7 @@ POINTOPS_HOST_DEVICE inline float ppf_atan2(float y, float x) {
 // The angle between a and b in [0, pi] (neither needs unit length; 0 when one is zero).
 POINTOPS_HOST_DEVICE inline float angle_between(const Vec3& a, const Vec3& b) {
   const Vec3 c = cross3(a, b);
-  return ppf_atan2(fsqrt(dot3(c, c)), dot3(a, b));
+  return ppf_atan2(square_root(dot3(c, c)), dot3(a, b));
 }
 
 // ---- oriented points and frames ------------------------------------------------------------------
@@ -166,9 +132,9 @@ POINTOPS_HOST_DEVICE inline float angle_between(const Vec3& a, const Vec3& b) {
 // n / |n|; false when n has a non-finite entry or zero length.
 POINTOPS_HOST_DEVICE inline bool unit_normal(const Vec3& n, Vec3* out) {
   if (!finite3(n)) return false;
-  const float length = fsqrt(dot3(n, n));
+  const float length = square_root(dot3(n, n));
   if (!(length > 0.0f) || !finite(length)) return false;
-  *out = {fdiv(n.x, length), fdiv(n.y, length), fdiv(n.z, length)};
+  *out = {divide(n.x, length), divide(n.y, length), divide(n.z, length)};
   return true;
 }
 
@@ -189,10 +155,10 @@ POINTOPS_HOST_DEVICE inline bool load_oriented(const float* points, const float*
 // the same frame from the same normal. The frame depends on n only, which is all voting needs.
 POINTOPS_HOST_DEVICE inline void build_basis(const Vec3& n, Vec3* b1, Vec3* b2) {
   const float sign = n.z >= 0.0f ? 1.0f : -1.0f;
-  const float a = fdiv(-1.0f, fadd(sign, n.z));
-  const float b = fmul(fmul(n.x, n.y), a);
-  *b1 = {fadd(1.0f, fmul(fmul(fmul(sign, n.x), n.x), a)), fmul(sign, b), fmul(-sign, n.x)};
-  *b2 = {b, fadd(sign, fmul(fmul(n.y, n.y), a)), -n.y};
+  const float a = divide(-1.0f, add(sign, n.z));
+  const float b = multiply(multiply(n.x, n.y), a);
+  *b1 = {add(1.0f, multiply(multiply(multiply(sign, n.x), n.x), a)), multiply(sign, b), multiply(-sign, n.x)};
+  *b2 = {b, add(sign, multiply(multiply(n.y, n.y), a)), -n.y};
 }
 
 // A reference point: position, unit normal and the basis completing its frame.
@@ -237,7 +203,7 @@ struct PairFeature {
 POINTOPS_HOST_DEVICE inline PairFeature pair_feature(const Frame& f1, const Vec3& n2,
                                                      const Vec3& d) {
   PairFeature out;
-  out.distance = fsqrt(dot3(d, d));
+  out.distance = square_root(dot3(d, d));
   out.a1 = angle_between(f1.n, d);
   out.a2 = angle_between(n2, d);
   out.a3 = angle_between(f1.n, n2);
@@ -255,7 +221,7 @@ struct DimBins {
 // last bin (the angles, where pi itself lands there); otherwise such values have bin = -1.
 POINTOPS_HOST_DEVICE inline DimBins dim_bins(float value, float step, int32_t bins,
                                             bool clamp_top) {
-  const float scaled = fdiv(value, step);
+  const float scaled = divide(value, step);
   const float lower = floor_value(scaled);
   DimBins out;
   if (!(lower < static_cast<float>(bins))) {
@@ -265,8 +231,8 @@ POINTOPS_HOST_DEVICE inline DimBins dim_bins(float value, float step, int32_t bi
     out.bin = static_cast<int32_t>(lower);
   }
   // scaled - floor(scaled) is exact (Sterbenz), so the side is decided the same everywhere.
-  const float fraction = fsub(scaled, lower);
-  const float side = fraction < 0.5f ? fsub(lower, 1.0f) : fadd(lower, 1.0f);
+  const float fraction = subtract(scaled, lower);
+  const float side = fraction < 0.5f ? subtract(lower, 1.0f) : add(lower, 1.0f);
   out.neighbour = (side >= 0.0f && side < static_cast<float>(bins) &&
                    static_cast<int32_t>(side) != out.bin)
                       ? static_cast<int32_t>(side)
@@ -321,9 +287,9 @@ POINTOPS_HOST_DEVICE inline int64_t spread_key(const FeatureBins& f, int mask,
 // floored (a product rather than a quotient: this runs once per vote).
 POINTOPS_HOST_DEVICE inline int32_t alpha_bin(float alpha_scene, float alpha_model,
                                               float alpha_scale, int32_t angle_bins) {
-  float alpha = fsub(alpha_scene, alpha_model);
-  if (alpha < 0.0f) alpha = fadd(alpha, kTwoPi);
-  int32_t bin = static_cast<int32_t>(floor_value(fmul(alpha, alpha_scale)));
+  float alpha = subtract(alpha_scene, alpha_model);
+  if (alpha < 0.0f) alpha = add(alpha, kTwoPi);
+  int32_t bin = static_cast<int32_t>(floor_value(multiply(alpha, alpha_scale)));
   if (bin >= angle_bins) bin -= angle_bins;  // alpha rounded up to 2 pi: the same as 0
   return bin;
 }
@@ -343,12 +309,12 @@ POINTOPS_HOST_DEVICE inline void vote_pose(const Frame& scene, const Frame& mode
                                            float sin_a, float* quaternion, float* translation) {
   // Rows of Rx(alpha) R_m: n_m, c b1_m - s b2_m, s b1_m + c b2_m.
   const Vec3 row0 = model.n;
-  const Vec3 row1 = {fsub(fmul(cos_a, model.b1.x), fmul(sin_a, model.b2.x)),
-                     fsub(fmul(cos_a, model.b1.y), fmul(sin_a, model.b2.y)),
-                     fsub(fmul(cos_a, model.b1.z), fmul(sin_a, model.b2.z))};
-  const Vec3 row2 = {fadd(fmul(sin_a, model.b1.x), fmul(cos_a, model.b2.x)),
-                     fadd(fmul(sin_a, model.b1.y), fmul(cos_a, model.b2.y)),
-                     fadd(fmul(sin_a, model.b1.z), fmul(cos_a, model.b2.z))};
+  const Vec3 row1 = {subtract(multiply(cos_a, model.b1.x), multiply(sin_a, model.b2.x)),
+                     subtract(multiply(cos_a, model.b1.y), multiply(sin_a, model.b2.y)),
+                     subtract(multiply(cos_a, model.b1.z), multiply(sin_a, model.b2.z))};
+  const Vec3 row2 = {add(multiply(sin_a, model.b1.x), multiply(cos_a, model.b2.x)),
+                     add(multiply(sin_a, model.b1.y), multiply(cos_a, model.b2.y)),
+                     add(multiply(sin_a, model.b1.z), multiply(cos_a, model.b2.z))};
   const float sn[3] = {scene.n.x, scene.n.y, scene.n.z};
   const float s1[3] = {scene.b1.x, scene.b1.y, scene.b1.z};
   const float s2[3] = {scene.b2.x, scene.b2.y, scene.b2.z};
@@ -358,50 +324,50 @@ POINTOPS_HOST_DEVICE inline void vote_pose(const Frame& scene, const Frame& mode
   float r[3][3];
   for (int a = 0; a < 3; ++a) {
     for (int c = 0; c < 3; ++c) {
-      r[a][c] = fadd(fadd(fmul(sn[a], r0[c]), fmul(s1[a], r1[c])), fmul(s2[a], r2[c]));
+      r[a][c] = add(add(multiply(sn[a], r0[c]), multiply(s1[a], r1[c])), multiply(s2[a], r2[c]));
     }
   }
   const float m[3] = {model.p.x, model.p.y, model.p.z};
   const float s[3] = {scene.p.x, scene.p.y, scene.p.z};
   for (int a = 0; a < 3; ++a) {
-    translation[a] = fsub(s[a], fadd(fadd(fmul(r[a][0], m[0]), fmul(r[a][1], m[1])),
-                                     fmul(r[a][2], m[2])));
+    translation[a] = subtract(s[a], add(add(multiply(r[a][0], m[0]), multiply(r[a][1], m[1])),
+                                     multiply(r[a][2], m[2])));
   }
   // Rotation matrix -> quaternion (Shepperd): divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2.
   float w, x, y, z;
-  const float trace = fadd(fadd(r[0][0], r[1][1]), r[2][2]);
+  const float trace = add(add(r[0][0], r[1][1]), r[2][2]);
   if (trace > 0.0f) {
-    const float q = fmul(fsqrt(fadd(trace, 1.0f)), 2.0f);
-    w = fmul(0.25f, q);
-    x = fdiv(fsub(r[2][1], r[1][2]), q);
-    y = fdiv(fsub(r[0][2], r[2][0]), q);
-    z = fdiv(fsub(r[1][0], r[0][1]), q);
+    const float q = multiply(square_root(add(trace, 1.0f)), 2.0f);
+    w = multiply(0.25f, q);
+    x = divide(subtract(r[2][1], r[1][2]), q);
+    y = divide(subtract(r[0][2], r[2][0]), q);
+    z = divide(subtract(r[1][0], r[0][1]), q);
   } else if (r[0][0] > r[1][1] && r[0][0] > r[2][2]) {
-    const float q = fmul(fsqrt(fsub(fsub(fadd(1.0f, r[0][0]), r[1][1]), r[2][2])), 2.0f);
-    w = fdiv(fsub(r[2][1], r[1][2]), q);
-    x = fmul(0.25f, q);
-    y = fdiv(fadd(r[0][1], r[1][0]), q);
-    z = fdiv(fadd(r[0][2], r[2][0]), q);
+    const float q = multiply(square_root(subtract(subtract(add(1.0f, r[0][0]), r[1][1]), r[2][2])), 2.0f);
+    w = divide(subtract(r[2][1], r[1][2]), q);
+    x = multiply(0.25f, q);
+    y = divide(add(r[0][1], r[1][0]), q);
+    z = divide(add(r[0][2], r[2][0]), q);
   } else if (r[1][1] > r[2][2]) {
-    const float q = fmul(fsqrt(fsub(fsub(fadd(1.0f, r[1][1]), r[0][0]), r[2][2])), 2.0f);
-    w = fdiv(fsub(r[0][2], r[2][0]), q);
-    x = fdiv(fadd(r[0][1], r[1][0]), q);
-    y = fmul(0.25f, q);
-    z = fdiv(fadd(r[1][2], r[2][1]), q);
+    const float q = multiply(square_root(subtract(subtract(add(1.0f, r[1][1]), r[0][0]), r[2][2])), 2.0f);
+    w = divide(subtract(r[0][2], r[2][0]), q);
+    x = divide(add(r[0][1], r[1][0]), q);
+    y = multiply(0.25f, q);
+    z = divide(add(r[1][2], r[2][1]), q);
   } else {
-    const float q = fmul(fsqrt(fsub(fsub(fadd(1.0f, r[2][2]), r[0][0]), r[1][1])), 2.0f);
-    w = fdiv(fsub(r[1][0], r[0][1]), q);
-    x = fdiv(fadd(r[0][2], r[2][0]), q);
-    y = fdiv(fadd(r[1][2], r[2][1]), q);
-    z = fmul(0.25f, q);
+    const float q = multiply(square_root(subtract(subtract(add(1.0f, r[2][2]), r[0][0]), r[1][1])), 2.0f);
+    w = divide(subtract(r[1][0], r[0][1]), q);
+    x = divide(add(r[0][2], r[2][0]), q);
+    y = divide(add(r[1][2], r[2][1]), q);
+    z = multiply(0.25f, q);
   }
-  const float norm = fsqrt(fadd(fadd(fadd(fmul(w, w), fmul(x, x)), fmul(y, y)), fmul(z, z)));
+  const float norm = square_root(add(add(add(multiply(w, w), multiply(x, x)), multiply(y, y)), multiply(z, z)));
   const float sign = w < 0.0f ? -1.0f : 1.0f;
-  const float scale = fdiv(sign, norm);
-  quaternion[0] = fmul(w, scale);
-  quaternion[1] = fmul(x, scale);
-  quaternion[2] = fmul(y, scale);
-  quaternion[3] = fmul(z, scale);
+  const float scale = divide(sign, norm);
+  quaternion[0] = multiply(w, scale);
+  quaternion[1] = multiply(x, scale);
+  quaternion[2] = multiply(y, scale);
+  quaternion[3] = multiply(z, scale);
 }
 
 }  // namespace ppf

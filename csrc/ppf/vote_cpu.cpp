@@ -176,7 +176,7 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
       const bool usable = binning.distance_step > 0.0f && finite(binning.distance_step) &&
                           finite(diam) && s.pairs > 0;
       if (usable && load_reference(points, normals, length, ref, &f)) {
-        const float max_square = fmul(diam, diam);
+        const float max_square = multiply(diam, diam);
         const int64_t* off = offsets.data_ptr<int64_t>() + m * (s.keys + 1);
         const int32_t* pr = refs.data_ptr<int32_t>() + m * s.pairs;
         const float* pa = alphas.data_ptr<float>() + m * s.pairs;

@@ -91,7 +91,7 @@ __device__ Reference load_task_reference(const VoteArgs& a, int64_t task) {
   r.binning = s.binning;
   r.binning.distance_step = a.steps[r.model];
   const float diam = a.diameters[r.model];
-  r.max_square = fmul(diam, diam);
+  r.max_square = multiply(diam, diam);
   r.frame = Frame{};
   const bool usable = r.binning.distance_step > 0.0f && finite(r.binning.distance_step) &&
                       finite(diam) && s.pairs > 0;

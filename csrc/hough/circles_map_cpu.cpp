@@ -53,9 +53,11 @@ struct ChunkCache {
   std::map<std::pair<std::vector<int64_t>, int64_t>, ChunkTable> plain, pinned;
 };
 
+// Never destroyed, like circles_cpu.cpp's table cache: its pinned tables belong to CUDA's host
+// allocator, which may already be torn down when static destructors run at exit.
 ChunkCache& chunk_cache() {
-  static ChunkCache cache;
-  return cache;
+  static ChunkCache* cache = new ChunkCache;
+  return *cache;
 }
 
 ChunkTable build_chunks(at::IntArrayRef radii, int64_t n_chunks) {

@@ -51,10 +51,12 @@ constexpr int64_t kMaxFusedWanted = 1024;    // peaks per image the fused path r
 // ---- tables on the device ----
 
 // Small per-call tables (radii, angles), cached page-locked on the host and copied stream-ordered.
+// The cache is never destroyed: freeing its pinned tensors from a static destructor at exit, after
+// CUDA's host allocator is gone, aborts the process ("invalid resource handle").
 template <typename T>
 at::Tensor device_table(const std::vector<T>& values, at::ScalarType dtype, const at::Device& device) {
   static std::mutex mutex;
-  static std::map<std::vector<T>, at::Tensor> cache;
+  static auto& cache = *new std::map<std::vector<T>, at::Tensor>;
   at::Tensor host;
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -129,9 +129,27 @@ def _rho_centres(rho_index: Tensor, rho_step: float, rho_max: float) -> Tensor:
     normals: computed on a GPU, or fused by a compiler into one multiply-add, the centres would
     round differently."""
     n_rho = rho_bins(rho_step, rho_max)
-    table = _table_to((torch.arange(n_rho, dtype=torch.float64) + 0.5) * (2.0 * rho_max / n_rho) - rho_max,
-                      rho_index.device)
+    table = _table_to(_rho_table(n_rho, rho_max), rho_index.device)
     return table[rho_index.clamp(0, n_rho - 1)]
+
+
+# The tables below are computed eagerly on the CPU even inside torch.compile (assumed constant:
+# the compiler takes the result, not the arithmetic). Traced, inductor may move the computation
+# onto the GPU or fuse it, and a centre or a normal then differs from eager mode in the last bit.
+@torch._dynamo.assume_constant_result
+def _rho_table(n_rho: int, rho_max: float) -> Tensor:
+    return (torch.arange(n_rho, dtype=torch.float64) + 0.5) * (2.0 * rho_max / n_rho) - rho_max
+
+
+@torch._dynamo.assume_constant_result
+def _grid_normal_table(n_phi: int, n_theta: int) -> Tensor:
+    return plane_grid_normals(n_phi, n_theta).reshape(-1, 3)
+
+
+@torch._dynamo.assume_constant_result
+def _ball_normal_table(n_phi: int, n_theta: int) -> Tensor:
+    phi, theta = ball_cells(n_phi, n_theta)
+    return _normals(phi, theta)
 
 
 def _normals(phi: Tensor, theta: Tensor) -> Tensor:
@@ -159,7 +177,7 @@ def peaks_to_planes(
     """Bin centres of grid peaks: indices (..., 3) as (phi, theta, rho) bins -> (unit normals
     (..., 3), offsets (...)) float64, the plane n . p = offset; padding (-1) rows give NaN.
     The normals come from one table computed on the CPU, so every device returns the same bits."""
-    table = _table_to(plane_grid_normals(n_phi, n_theta).reshape(-1, 3), indices.device)
+    table = _table_to(_grid_normal_table(n_phi, n_theta), indices.device)
     missing = indices[..., 0] < 0
     cell = (indices[..., 0] * n_theta + indices[..., 1]).clamp(min=0)
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan), table[cell])
@@ -172,8 +190,7 @@ def ball_peaks_to_planes(
     indices: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float
 ) -> Tuple[Tensor, Tensor]:
     """As :func:`peaks_to_planes` for ball peaks: indices (..., 2) as (cell, rho) bins."""
-    phi_table, theta_table = ball_cells(n_phi, n_theta)
-    table = _table_to(_normals(phi_table, theta_table), indices.device)
+    table = _table_to(_ball_normal_table(n_phi, n_theta), indices.device)
     missing = indices[..., 0] < 0
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan),
                           table[indices[..., 0].clamp(min=0)])

@@ -9,7 +9,7 @@ import torch
 import pointops
 from pointops.pipelines.hough2d import circle_peaks, synthetic_edges
 from pointops.reference import hough2d as reference
-from tests.samples_hough2d import assert_equal, random_edges, select_variant
+from tests.hough2d_helpers import assert_equal, random_edges, select_variant
 
 skimage_transform = pytest.importorskip("skimage.transform")
 skimage_draw = pytest.importorskip("skimage.draw")

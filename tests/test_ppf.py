@@ -436,7 +436,8 @@ def test_vote_cuda_equals_cpu_with_model_slices(spread):
     cpu = raw_vote(scene_p, scene_n, None, model, 7, 4, spread, "dense")
     for backend, chunk in (("dense", 1 << 24), ("sort", 1 << 24), ("sort", 20000)):
         assert_same(raw_vote(scene_p, scene_n, None, model, 7, 4, spread, backend, chunk, device="cuda"), cpu)
-    assert_same(raw_vote(scene_p, scene_n, None, model, 7, 4, spread, "sort"), cpu)
+    if not spread:  # the CPU sort of the spread votes takes over a minute; smaller tests cover it
+        assert_same(raw_vote(scene_p, scene_n, None, model, 7, 4, spread, "sort"), cpu)
 
 
 @pytest.mark.cuda

@@ -28,6 +28,8 @@ def _knn_samples(device: str) -> List[tuple]:
         (queries.half(), query_lengths, points.half(), None, 4),
         (big_queries, None, big_points, torch.tensor([400, 150], device=device), 16),
         (queries, None, points, None, 0),
+        (queries, query_lengths, points, lengths, 5, 0.3),
+        (big_queries, None, big_points, None, 16, 0.1),
     ]
 
 

@@ -195,6 +195,25 @@ def test_knn_cell_size_does_not_change_results(device, monkeypatch):
     assert_same(results[0], results[2])
 
 
+@pytest.mark.parametrize("k", [1, 4, 40])
+def test_knn_max_distance_matches_reference(device, strategy, k):
+    points = torch.cat([lidar_like(900, seed=5)[None] / 10, rand(1, 900, 3, seed=6) * 4])
+    points[1, ::50] = float("nan")
+    queries = torch.cat([points[:, ::3] + 0.02, rand(2, 200, 3, seed=7) * 30 - 15], 1)  # near and far
+    lengths = torch.tensor([900, 700])
+    for dtype in (torch.float32, torch.float64):
+        q, p = queries.to(dtype), points.to(dtype)
+        for radius in (0.0, 0.05, 0.3, 1e30):
+            expected = ref.knn(q, p, k, None, lengths, radius)
+            assert_same(pointops.knn(q.to(device), p.to(device), k, None, lengths.to(device), radius), expected)
+    # every point within the radius is kept as without it, nothing beyond it
+    full = pointops.knn(queries, points, k, None, lengths)
+    near = pointops.knn(queries, points, k, None, lengths, 0.3)
+    inside = full.distances <= torch.tensor(0.09, dtype=torch.float64).float()
+    assert torch.equal(near.indices[inside], full.indices[inside]) and (near.indices[~inside] == -1).all()
+    assert torch.isinf(near.distances[~inside]).all()
+
+
 def test_knn_errors():
     q, p = torch.rand(2, 5, 3), torch.rand(2, 7, 3)
     with pytest.raises(RuntimeError, match=r"points must have shape \(B, N, 3\)"):
@@ -209,6 +228,9 @@ def test_knn_errors():
         pointops.knn(q, p.int(), 3)
     with pytest.raises(RuntimeError, match="k must be >= 0, got -1"):
         pointops.knn(q, p, -1)
+    for bad in (-0.5, float("nan")):
+        with pytest.raises(RuntimeError, match=r"max_distance must be >= 0 \(or None\), got"):
+            pointops.knn(q, p, 3, max_distance=bad)
     with pytest.raises(RuntimeError, match="lengths must be Long, got Int"):
         pointops.knn(q, p, 3, lengths=torch.tensor([1, 2], dtype=torch.int32))
     with pytest.raises(RuntimeError, match=r"query_lengths must have shape \[2\], got \[3\]"):
@@ -235,6 +257,8 @@ def test_knn_cpu_equals_cuda(strategy, k):
         q, p = queries.to(dtype), points.to(dtype)
         assert_same(pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda()),
                     pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000])))
+        assert_same(pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda(), max_distance=0.02),
+                    pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000]), max_distance=0.02))
 
 
 @pytest.mark.cuda

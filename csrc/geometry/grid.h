@@ -354,11 +354,13 @@ struct FixedKnnList {
   acc_t dist[K];
   int32_t index[K];
 
-  POINTOPS_HOST_DEVICE void init(int64_t k) {
+  // `limit`: the largest squared distance kept (+inf: any); empty slots start at (limit,
+  // INT32_MAX), so the bound prunes the search from the start.
+  POINTOPS_HOST_DEVICE void init(int64_t k, acc_t limit = std::numeric_limits<acc_t>::infinity()) {
 POINTOPS_UNROLL
     for (int j = 0; j < K; ++j) {
       const bool pad = j < K - k;
-      dist[j] = pad ? -std::numeric_limits<acc_t>::infinity() : std::numeric_limits<acc_t>::infinity();
+      dist[j] = pad ? -std::numeric_limits<acc_t>::infinity() : limit;
       index[j] = pad ? -1 : std::numeric_limits<int32_t>::max();
     }
   }
@@ -389,7 +391,8 @@ POINTOPS_UNROLL
     return i == std::numeric_limits<int32_t>::max() ? -1 : i;
   }
   POINTOPS_HOST_DEVICE acc_t result_distance(int64_t k, int64_t j) const {
-    return dist[K - k + j];
+    return index[K - k + j] == std::numeric_limits<int32_t>::max() ? std::numeric_limits<acc_t>::infinity()
+                                                                   : dist[K - k + j];
   }
 };
 
@@ -400,9 +403,9 @@ struct SpanKnnList {
   int64_t* index;
   int64_t k;
 
-  POINTOPS_HOST_DEVICE void init(int64_t) {
+  POINTOPS_HOST_DEVICE void init(int64_t, acc_t limit = std::numeric_limits<acc_t>::infinity()) {
     for (int64_t j = 0; j < k; ++j) {
-      dist[j] = std::numeric_limits<acc_t>::infinity();
+      dist[j] = limit;
       index[j] = std::numeric_limits<int64_t>::max();
     }
   }
@@ -422,7 +425,9 @@ struct SpanKnnList {
   POINTOPS_HOST_DEVICE int64_t result_index(int64_t, int64_t j) const {
     return index[j] == std::numeric_limits<int64_t>::max() ? -1 : index[j];
   }
-  POINTOPS_HOST_DEVICE acc_t result_distance(int64_t, int64_t j) const { return dist[j]; }
+  POINTOPS_HOST_DEVICE acc_t result_distance(int64_t, int64_t j) const {
+    return index[j] == std::numeric_limits<int64_t>::max() ? std::numeric_limits<acc_t>::infinity() : dist[j];
+  }
 };
 
 // The k smallest indices, ascending, in K >= k fixed slots: slots before K - k hold -1, empty

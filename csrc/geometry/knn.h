@@ -1,10 +1,13 @@
 // k nearest neighbours: the contract shared by the CPU and CUDA kernels.
 //
-// knn(queries, query_lengths?, points, lengths?, k) -> (indices, distances)
+// knn(queries, query_lengths?, points, lengths?, k, max_distance?) -> (indices, distances)
 //   queries        (B, M, 3) float32/float64/float16/bfloat16; cloud b's queries are rows
 //                  [0, query_lengths[b]) (None: all M; values clamped to [0, M]).
 //   points         (B, N, 3), the same dtype and device; cloud b is rows [0, lengths[b]).
 //   k              neighbours per query, >= 0.
+//   max_distance   None, or >= 0: only points whose squared distance is <= max_distance^2
+//                  (rounded once to the distance dtype) are neighbours; the search stops at that
+//                  radius, so queries far from every point cost little.
 //   indices        (B, M, k) int64: rows of points[b], nearest first.
 //   distances      (B, M, k) squared distances, float64 for float64 inputs, float32 otherwise.
 // knn_packed(queries, query_offsets, points, offsets, k) -> (indices, distances)
@@ -31,6 +34,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -39,7 +43,8 @@ namespace pointops {
 std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
                                            const std::optional<at::Tensor>& query_lengths,
                                            const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths, int64_t k);
+                                           const std::optional<at::Tensor>& lengths, int64_t k,
+                                           std::optional<double> max_distance);
 std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
                                                   const at::Tensor& query_offsets,
                                                   const at::Tensor& points,
@@ -64,6 +69,16 @@ at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows);
 
 inline at::ScalarType distance_dtype(const at::Tensor& points) {
   return points.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// The largest squared distance a neighbour may have: max_distance^2 in float64, rounded once to
+// acc_t; +inf without max_distance. Checks max_distance >= 0 (NaN fails).
+template <typename acc_t>
+acc_t squared_limit(const std::optional<double>& max_distance) {
+  if (!max_distance.has_value()) return std::numeric_limits<acc_t>::infinity();
+  const double r = *max_distance;
+  TORCH_CHECK(r >= 0.0, "max_distance must be >= 0 (or None), got ", r);
+  return static_cast<acc_t>(r * r);
 }
 
 }  // namespace neighbors

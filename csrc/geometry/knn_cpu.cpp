@@ -146,6 +146,7 @@ struct KnnProblem {
   int64_t k;
   int64_t* out_index;
   acc_t* out_distance;
+  acc_t limit;  // squared_limit(max_distance)
 };
 
 // K > 0: the fixed list of K slots; K == 0: the list kept in the output row.
@@ -165,7 +166,7 @@ void knn_search_cpu(const KnnProblem<acc_t>& pb, Strategy strategy,
       int64_t* out_index = pb.out_index + row * pb.k;
       acc_t* out_distance = pb.out_distance + row * pb.k;
       auto search = [&](auto& list) {
-        list.init(pb.k);
+        list.init(pb.k, pb.limit);
         if (strategy == Strategy::kBrute) {
           neighbors::knn_brute(row_points.data() + pb.point_rows.begin(b), pb.point_rows.length(b),
                                q[0], q[1], q[2], list);
@@ -232,9 +233,11 @@ std::tuple<at::Tensor, at::Tensor> empty_knn_outputs(at::IntArrayRef rows, int64
 std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
                                            const std::optional<at::Tensor>& query_lengths,
                                            const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths, int64_t k) {
+                                           const std::optional<at::Tensor>& lengths, int64_t k,
+                                           std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
   check_nonnegative(k, "k");
+  neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   auto outputs = empty_knn_outputs({queries.size(0), queries.size(1)}, k, points);
   const at::Tensor q = neighbors::compute_coords(queries);
   const at::Tensor p = neighbors::compute_coords(points);
@@ -252,7 +255,8 @@ std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
         batch * points.size(1),
         k,
         std::get<0>(outputs).data_ptr<int64_t>(),
-        std::get<1>(outputs).data_ptr<scalar_t>()};
+        std::get<1>(outputs).data_ptr<scalar_t>(),
+        neighbors::squared_limit<scalar_t>(max_distance)};
     knn_cpu_impl(pb);
   });
   return outputs;
@@ -280,7 +284,8 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
                                   points.size(0),
                                   k,
                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>()};
+                                  std::get<1>(outputs).data_ptr<scalar_t>(),
+                                  std::numeric_limits<scalar_t>::infinity()};
     knn_cpu_impl(pb);
   });
   return outputs;

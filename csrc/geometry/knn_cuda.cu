@@ -45,6 +45,7 @@ struct KnnProblem {
   int64_t k;
   int64_t* out_index;
   acc_t* out_distance;
+  acc_t limit;  // squared_limit(max_distance)
 };
 
 // Search state shared by the strategies: the grid (grid) or row-ordered points (brute).
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kSearchThreads)
     return;
   }
   auto search = [&](auto& list) {
-    list.init(pb.k);
+    list.init(pb.k, pb.limit);
     if constexpr (kGrid) {
       neighbors::knn_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, list);
     } else {
@@ -154,9 +155,11 @@ std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k,
 std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
                                             const std::optional<at::Tensor>& query_lengths,
                                             const at::Tensor& points,
-                                            const std::optional<at::Tensor>& lengths, int64_t k) {
+                                            const std::optional<at::Tensor>& lengths, int64_t k,
+                                            std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
   check_nonnegative(k, "k");
+  neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0), queries.size(1)}, k, points);
@@ -172,7 +175,8 @@ std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
                                   CloudRows{plen.data, batch, points.size(1), false},
                                   k,
                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>()};
+                                  std::get<1>(outputs).data_ptr<scalar_t>(),
+                                  neighbors::squared_limit<scalar_t>(max_distance)};
     knn_cuda_impl(pb, q, p, batch * points.size(1));
   });
   return outputs;
@@ -199,7 +203,8 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cuda(const at::Tensor& queries,
                                   CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
                                   k,
                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>()};
+                                  std::get<1>(outputs).data_ptr<scalar_t>(),
+                                  std::numeric_limits<scalar_t>::infinity()};
     knn_cuda_impl(pb, q, p, points.size(0));
   });
   return outputs;

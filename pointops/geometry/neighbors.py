@@ -31,6 +31,7 @@ def knn(
     k: int,
     query_lengths: Optional[Tensor] = None,
     lengths: Optional[Tensor] = None,
+    max_distance: Optional[float] = None,
 ) -> KNN:
     """The k nearest points of every query, exact.
 
@@ -40,12 +41,15 @@ def knn(
         k: neighbours per query (k > N pads with -1 / +inf).
         query_lengths: (B,) int64, the queries of cloud b are rows [0, query_lengths[b]); None = all M.
         lengths: (B,) int64, the points of cloud b are rows [0, lengths[b]); None = all N.
+        max_distance: None, or >= 0: only points within it count (squared distance <=
+            max_distance^2 rounded to the distance dtype); the search stops there, so queries
+            far from every point (ICP's outliers) cost little. Fewer pad with -1 / +inf.
 
     Returns:
         :class:`KNN` of (B, M, k) int64 indices into ``points[b]`` and squared distances (float64 for
         float64 inputs, float32 otherwise), ascending, ties to the lowest index.
     """
-    indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k)
+    indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
 
 
@@ -222,9 +226,11 @@ def _check_pair(queries: Tensor, points: Tensor, dims: int) -> None:
 
 
 @torch.library.register_fake("pointops::knn")
-def _knn_fake(queries, query_lengths, points, lengths, k):
+def _knn_fake(queries, query_lengths, points, lengths, k, max_distance=None):
     _check_pair(queries, points, 3)
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    torch._check(max_distance is None or max_distance >= 0,
+                 lambda: f"max_distance must be >= 0 (or None), got {max_distance}")
     shape = (queries.shape[0], queries.shape[1], k)
     return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
 

@@ -41,14 +41,19 @@ def knn(
     k: int,
     query_lengths: Optional[Tensor] = None,
     lengths: Optional[Tensor] = None,
+    max_distance: Optional[float] = None,
 ) -> Tuple[Tensor, Tensor]:
     """(indices (B, M, k) int64, distances (B, M, k)): a stable sort of every query's distances,
-    absent points sorted last as NaN, then cut or padded to k with -1 / +inf."""
+    absent points (and, with max_distance, those beyond it) sorted last as NaN, then cut or
+    padded to k with -1 / +inf."""
     b, m, _ = queries.shape
     n = points.shape[1]
     d = squared_distances(queries, points)
     valid_p = _valid_rows(points, lengths)
     d = torch.where(valid_p[:, None, :], d, torch.full_like(d, float("nan")))
+    if max_distance is not None:
+        limit = torch.tensor(float(max_distance) * float(max_distance), dtype=torch.float64).to(d.dtype)
+        d = torch.where(d <= limit, d, torch.full_like(d, float("nan")))
     values, order = torch.sort(d, dim=2, stable=True)  # NaN sorts after +inf
     values, order = values[..., :k], order[..., :k]
     if n < k:

@@ -43,8 +43,8 @@ TORCH_LIBRARY(pointops, m) {
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
   m.set_python_module("pointops.geometry.neighbors");
-  // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64? -> indices (B,M,k) int64, sq. distances (B,M,k)
-  m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k) -> (Tensor indices, Tensor distances)");
+  // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64?, max_distance >= 0? -> indices (B,M,k) int64, sq. distances (B,M,k)
+  m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k, float? max_distance=None) -> (Tensor indices, Tensor distances)");
   // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
   m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
   // as knn, radius >= 0 -> indices (B,M,k) int64: first k hits by index (d2 < radius^2), padded with the first hit or -1; counts (B,M) int64
@@ -101,7 +101,7 @@ TORCH_LIBRARY(pointops, m) {
   m.def("ppf_vote(Tensor scene_points, Tensor scene_normals, Tensor? scene_lengths, Tensor model_points, Tensor model_normals, Tensor key_offsets, Tensor pair_ref, Tensor pair_alpha, Tensor distance_step, Tensor diameter, int angle_bins, int distance_bins, int stride, int k, bool spread=False, str backend=\"dense\", int chunk_votes=16777216) -> (Tensor votes, Tensor model_index, Tensor alpha_bin, Tensor quaternions, Tensor translations)");
   // quaternions (B,M,4), translations (B,M,3) float, votes (B,M) int64, lengths (B,) int64?, distance_threshold,
   //   suppression_distance (B,) float -> cluster quaternions (B,k,4), translations (B,k,3) float32, scores, members, centers (B,k) int64
-  m.def("pose_cluster(Tensor quaternions, Tensor translations, Tensor votes, Tensor? lengths, Tensor distance_threshold, float angle_threshold, Tensor suppression_distance, int k) -> (Tensor cluster_quaternions, Tensor cluster_translations, Tensor scores, Tensor members, Tensor centers)");
+  m.def("pose_cluster(Tensor quaternions, Tensor translations, Tensor votes, Tensor? lengths, Tensor distance_threshold, float angle_threshold, Tensor suppression_distance, int k, float suppression_angle=3.141592653589793) -> (Tensor cluster_quaternions, Tensor cluster_translations, Tensor scores, Tensor members, Tensor centers)");
 }
 
 // Ops whose outputs have no gradient (indices, counts, accumulators, fitted planes): at the

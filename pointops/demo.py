@@ -1,5 +1,6 @@
 """pointops demo: one generated LiDAR scan, sampled, rasterized, voxelized and searched for planes,
-drawn as pictures with titles, axes in metres and legends.
+drawn as pictures with titles, axes in metres and legends; and a depth camera's view of objects on a
+table, found by point pair features (the ``ppf`` picture).
 
     python -m pointops.demo [--out DIR] [--device cpu|cuda] [--seed 3] [--beams 32] [--azimuth 1024]
                             [--only fps height ...]
@@ -53,6 +54,8 @@ class Settings:
     cell: float = 0.2  # BEV cell, metres
     pillar: float = 0.5  # pillar size for the voxel picture, metres
     voxel: float = 0.25  # 3D voxel size for the voxel picture, metres
+    ppf_occlusion: float = 0.3  # share of the PPF picture's target hidden by a box
+    ppf_samples: int = 8000  # surface samples of each PPF model (downsampled to the preset's step)
 
 
 # ---- the shared scan -------------------------------------------------------------------------------
@@ -503,6 +506,64 @@ def draw_hough(demo: Demo):
                     fontsize=10)
     return fig, (f"Hough accumulator {tuple(acc.shape)}: every orientation at its best rho, and the theta-rho "
                  f"slice through phi = 90 degrees, with the peaks and the detected planes")
+
+
+@picture("ppf")
+def draw_ppf(demo: Demo):
+    """Not the LiDAR scan: a depth camera's view of CGAL meshes (procedural blobs without Debian's
+    libcgal-demo) on a table, with one PPFMatcher looking for all of them at once."""
+    from matplotlib.lines import Line2D
+    from pointops.pipelines.ppf import demo_match
+
+    s = demo.settings
+    found = demo.timed("PPFMatcher.match", lambda: demo_match(seed=s.seed, occlusion=s.ppf_occlusion,
+                                                              model_samples=s.ppf_samples, device=demo.device,
+                                                              scene_options=dict(camera_distance=(4.2, 4.6), width=480,
+                                                                                 height=360),
+                                                              preset="fast"))
+
+    def image(points: Tensor) -> np.ndarray:  # the camera's image plane: x right, y down
+        p = points.double().numpy()
+        return np.stack([p[:, 0] / p[:, 2], -p[:, 1] / p[:, 2]], 1)
+
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"]
+    fig = figure(16, 7.5)
+    left, right = fig.subplots(1, 2)
+    scene_uv = image(found.scene_points)
+    labels = found.scene_labels.numpy()
+    m = len(found.names)
+    grey = np.where(labels < 0, 0.85, np.where(labels < m, 0.45, 0.68))  # table, models, boxes
+    scene_colour = np.repeat(grey[:, None], 3, 1)
+    for ax in (left, right):
+        ax.scatter(scene_uv[:, 0], scene_uv[:, 1], s=1.5, c=scene_colour, linewidths=0)
+        ax.set_aspect("equal")
+        ax.set_xlabel("x / z (camera image plane)")
+        ax.set_ylabel("-y / z")
+    left.set_title(f"the depth camera's {found.scene_points.shape[0]:,} points; the models (dark) stand on a "
+                   f"table (light)\nwith boxes (grey), the target ({found.names[0]}) {100 * found.occlusion:.0f} % occluded")
+    handles = []
+    summary = []
+    for i, name in enumerate(found.names):
+        if not bool(torch.isfinite(found.poses[i]).all()):
+            handles.append(Line2D([], [], linestyle="none", marker="o", color=colours[i % 5], label=f"{name}: none"))
+            summary.append(f"{name} none")
+            continue
+        uv = image(found.found_points[i])
+        right.scatter(uv[:, 0], uv[:, 1], s=2, color=colours[i % 5], linewidths=0, alpha=0.8)
+        label = f"{name}: score {float(found.scores[i]):.2f}"
+        if i == 0:
+            error = float((found.found_points[0] - found.true_points).norm(dim=1).mean())
+            label += f", {error:.3f} diameters from the true pose"
+        handles.append(Line2D([], [], linestyle="none", marker="o", color=colours[i % 5], label=label))
+        summary.append(f"{name} {float(found.scores[i]):.2f}")
+    truth_uv = image(found.true_points)
+    right.scatter(truth_uv[::4, 0], truth_uv[::4, 1], s=6, facecolors="none", edgecolors="black", linewidths=0.4)
+    handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="black",
+                          label=f"{found.names[0]} at its true pose"))
+    right.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.9,
+                 title="best pose of each model (inlier score after ICP)", title_fontsize=8)
+    right.set_title(f"PPFMatcher (preset fast) over {m} models at once: each drawn at its best pose")
+    return fig, f"PPF matching of {m} models in a depth image: " + ", ".join(summary)
 
 
 # ---- command line ----------------------------------------------------------------------------------

@@ -32,7 +32,9 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 #   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
 #   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
 #   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
-#   suppression: two instances' translations are at least this many diameters apart.
+#   suppression, suppression_angle_deg: a hypothesis removes the candidates within this many
+#   diameters and this rotation of it (180: any rotation), so two instances' translations are
+#   at least that far apart, and a turned pose at a hypothesis' place gets its own.
 #   hypotheses: clusters refined by ICP and re-scored per (scene, model).
 #   icp_iterations: ICP steps at 3 x inlier_distance, then as many at inlier_distance;
 #   inlier_distance (in distance steps), inlier_normal_deg: an inlier of re-scoring lies within
@@ -43,14 +45,16 @@ PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins
     "default": {
         "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 6, "spread": True, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5, "hypotheses": 10,
+        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "suppression_angle_deg": 48.0, "hypotheses": 10,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
     },
     # Drost's parameters (tau_d 0.05, every 5th point, exact bins): about a tenth of the votes
     "fast": {
         "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5, "hypotheses": 10,
+        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "suppression_angle_deg": 48.0, "hypotheses": 10,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
     },
@@ -323,10 +327,12 @@ def ppf_vote(
 
 @torch.library.register_fake("pointops::pose_cluster")
 def _pose_cluster_fake(quaternions, translations, votes, lengths, distance_threshold, angle_threshold,
-                       suppression_distance, k):
+                       suppression_distance, k, suppression_angle=math.pi):
     torch._check(quaternions.dim() == 3 and quaternions.shape[2] == 4,
                  lambda: f"quaternions must have shape (B, M, 4), got {tuple(quaternions.shape)}")
     torch._check(0 < angle_threshold <= math.pi, lambda: f"angle_threshold must be in (0, pi] radians, got {angle_threshold}")
+    torch._check(0 < suppression_angle <= math.pi,
+                 lambda: f"suppression_angle must be in (0, pi] radians, got {suppression_angle}")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = quaternions.shape[0]
     return (quaternions.new_empty((batch, k, 4), dtype=torch.float32),
@@ -354,6 +360,7 @@ def pose_cluster(
     angle_threshold: float = math.radians(24.0),
     suppression_distance: Optional[Tensor] = None,
     k: int = 1,
+    suppression_angle: float = math.pi,
 ) -> PoseClusters:
     """Clusters candidate poses by spatial hashing of their translations.
 
@@ -361,8 +368,8 @@ def pose_cluster(
     own whose translation lies within ``distance_threshold`` and whose rotation lies within
     ``angle_threshold`` (|q_i . q_j| >= cos(angle / 2): q and -q are one rotation); its score is
     the sum of their votes. The best cluster (ties to the lowest pose index) is kept, every pose
-    within ``suppression_distance`` of its centre leaves, and so on k times, so several
-    instances of one model come out. Each kept cluster is the vote-weighted average of its
+    within ``suppression_distance`` of its centre (and within ``suppression_angle`` of its
+    rotation) leaves, and so on k times, so several instances of one model come out. Each kept cluster is the vote-weighted average of its
     members (float64 sums in a fixed order).
 
     Args:
@@ -375,6 +382,10 @@ def pose_cluster(
         suppression_distance: (B,) floating; None = distance_threshold (only the cluster's own
             neighbourhood leaves).
         k: clusters per entry.
+        suppression_angle: in (0, pi] radians; pi (the default) removes the poses near the
+            centre whatever their rotation. Smaller keeps a differently turned pose at the same
+            place for a later round: where a wrong rotation won an instance's votes, the right
+            one can still become a hypothesis.
 
     Returns:
         :class:`PoseClusters`; identical on CPU and CUDA, bit for bit.
@@ -382,7 +393,8 @@ def pose_cluster(
     if suppression_distance is None:
         suppression_distance = distance_threshold
     return PoseClusters(*torch.ops.pointops.pose_cluster(
-        quaternions, translations, votes, lengths, distance_threshold, angle_threshold, suppression_distance, k))
+        quaternions, translations, votes, lengths, distance_threshold, angle_threshold, suppression_distance, k,
+        suppression_angle))
 
 
 def quaternion_to_matrix(quaternions: Tensor) -> Tensor:

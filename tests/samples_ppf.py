@@ -105,6 +105,7 @@ def _cluster_samples(device: str) -> List[tuple]:
     lengths = torch.tensor([40, 25], device=device)
     return [
         (q, t, votes, lengths, thr, math.radians(30.0), thr * 0.5, 4),
+        (q, t, votes, lengths, thr, math.radians(30.0), thr * 4, 6, math.radians(50.0)),
         (q.double(), t.double(), votes, None, thr.double(), math.pi, thr * 0.1, 10),
         (q[:, :0], t[:, :0], votes[:, :0], None, thr, 0.5, thr, 0),
     ]

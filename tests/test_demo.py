@@ -27,7 +27,7 @@ def pixels(path):
 def test_demo_writes_every_picture(tmp_path, capsys):
     paths = demo.run(str(tmp_path), "cpu", FAST, dpi=60)
     assert [p.split("/")[-1] for p in paths] == [name + ".png" for name in demo.PICTURES]
-    assert {"fps", "height", "bev", "planes", "voxels", "hough"} <= set(demo.PICTURES)
+    assert {"fps", "height", "bev", "planes", "voxels", "hough", "ppf"} <= set(demo.PICTURES)
     out = capsys.readouterr().out
     for path in paths:
         assert f"wrote {path}: " in out
@@ -58,7 +58,10 @@ def test_command_line_and_registry(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.cuda
 def test_cuda_draws_the_same_pictures(tmp_path):
-    cpu = demo.run(str(tmp_path / "cpu"), "cpu", FAST, dpi=60)
-    cuda = demo.run(str(tmp_path / "cuda"), "cuda", FAST, dpi=60)
+    # Not the PPF picture: its ICP refinement solves with torch.linalg and matmuls, which sum in a
+    # device-dependent order (tests/test_ppf.py compares its poses across devices instead).
+    only = [name for name in demo.PICTURES if name != "ppf"]
+    cpu = demo.run(str(tmp_path / "cpu"), "cpu", FAST, only=only, dpi=60)
+    cuda = demo.run(str(tmp_path / "cuda"), "cuda", FAST, only=only, dpi=60)
     for a, b in zip(cpu, cuda):
         assert (pixels(a) == pixels(b)).all(), f"{b} differs from the CPU's picture"

@@ -373,12 +373,30 @@ def cluster_inputs(seed=0, batch=2, poses=60):
 def test_cluster_matches_the_brute_force_reference(device):
     q, t, votes = cluster_inputs()
     thr = torch.tensor([0.1, 0.15])
-    for lengths, k, sup in ((None, 5, thr * 3), (torch.tensor([60, 41]), 8, thr), (None, 2, torch.full((2,), NAN))):
+    for lengths, k, sup, turn in ((None, 5, thr * 3, math.pi), (torch.tensor([60, 41]), 8, thr, math.pi),
+                                  (None, 2, torch.full((2,), NAN), math.pi), (None, 12, thr * 20, math.radians(40.0)),
+                                  (torch.tensor([60, 41]), 9, thr * 3, 0.01)):
         got = torch.ops.pointops.pose_cluster(q.to(device), t.to(device), votes.to(device),
                                               None if lengths is None else lengths.to(device), thr.to(device),
-                                              math.radians(20.0), sup.to(device), k)
-        want = ref.pose_cluster(q, t, votes, lengths, thr, math.radians(20.0), sup, k)
+                                              math.radians(20.0), sup.to(device), k, turn)
+        want = ref.pose_cluster(q, t, votes, lengths, thr, math.radians(20.0), sup, k, turn)
         assert_same(got, want)
+
+
+def test_cluster_suppression_keeps_a_turned_pose_at_the_same_place():
+    """Two rotations at one place: suppression by distance alone returns one cluster there; with
+    an angle below the turn between them, the second becomes the next cluster."""
+    turned = torch.tensor([math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)])  # 90 degrees about z
+    q = torch.stack([torch.tensor([1.0, 0.0, 0.0, 0.0])] * 6 + [turned] * 4)[None]
+    t = torch.zeros(1, 10, 3)
+    t[0, :, 0] = torch.linspace(0, 0.01, 10)
+    votes = torch.ones(1, 10, dtype=torch.long)
+    thr = torch.tensor([0.05])
+    alone = ppf.pose_cluster(q, t, votes, thr, suppression_distance=thr * 10, k=3)
+    assert alone.centers[0].tolist() == [0, -1, -1] and alone.scores[0, 0] == 6
+    both = ppf.pose_cluster(q, t, votes, thr, suppression_distance=thr * 10, k=3, suppression_angle=math.radians(45))
+    assert both.centers[0].tolist() == [0, 6, -1] and both.scores[0].tolist() == [6, 4, 0]
+    torch.testing.assert_close(both.quaternions[0, 1], turned)
 
 
 def test_cluster_finds_every_instance_and_averages_it():
@@ -412,6 +430,8 @@ def test_cluster_edge_cases_and_errors():
         torch.ops.pointops.pose_cluster(q, t, votes, None, thr, 4.0, thr, 3)
     with pytest.raises(RuntimeError, match=r"votes must be Long, got Int"):
         torch.ops.pointops.pose_cluster(q, t, votes.int(), None, thr, 0.5, thr, 3)
+    with pytest.raises(RuntimeError, match=r"suppression_angle must be in \(0, pi\] radians, got 0"):
+        torch.ops.pointops.pose_cluster(q, t, votes, None, thr, 0.5, thr, 3, 0.0)
     with pytest.raises(RuntimeError, match=r"translations must have shape \[2, 60, 3\]"):
         torch.ops.pointops.pose_cluster(q, t[:, :5], votes, None, thr, 0.5, thr, 3)
     with pytest.raises(RuntimeError, match=r"at most 4095 batch entries"):
@@ -614,11 +634,14 @@ def test_refinement_and_rescoring():
     assert float(scores[0, 0]) > 0.3 and float(scores[0, 1]) == 0.0
 
 
-@pytest.mark.slow
 def test_demo_match_returns_what_a_picture_draws():
     from pointops.pipelines.ppf import demo_match
 
-    demo = demo_match(seed=1, occlusion=0.2)
-    assert demo.found_points.shape[0] == 1 and demo.found_points.shape[2] == 3
+    demo = demo_match(seed=1, occlusion=0.2, distractors=2, model_samples=8000, preset="fast")
+    assert len(demo.names) == 3 and demo.found_points.shape[0] == 3 and demo.found_points.shape[2] == 3
+    assert demo.poses.shape == (3, 4, 4) and demo.scores.shape == (3,)
     assert demo.scene_points.shape[0] == demo.scene_labels.shape[0]
     assert (demo.found_points[0] - demo.true_points).norm(dim=1).mean() < 0.1
+    if torch.cuda.is_available():  # the same matches on the GPU, up to the refinement's rounding
+        cuda = demo_match(seed=1, occlusion=0.2, distractors=2, model_samples=8000, preset="fast", device="cuda")
+        torch.testing.assert_close(cuda.poses, demo.poses, atol=1e-3, rtol=0)

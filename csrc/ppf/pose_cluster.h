@@ -1,7 +1,8 @@
 // Pose clustering by spatial hashing: the contract shared by the CPU and CUDA kernels.
 //
 // pose_cluster(quaternions, translations, votes, lengths?, distance_threshold, angle_threshold,
-//              suppression_distance, k) -> (quaternions, translations, scores, members, centers)
+//              suppression_distance, k, suppression_angle) -> (quaternions, translations, scores,
+//              members, centers)
 //   quaternions  (B, M, 4) floating (w, x, y, z), normalized here; translations (B, M, 3)
 //                floating; votes (B, M) int64: M candidate poses per batch entry (computed in
 //                float32). A pose takes part when it lies in [0, lengths[b]), has votes > 0, a
@@ -15,14 +16,18 @@
 //                |q_i . q_j| >= cos(angle_threshold / 2), so q and -q are the same rotation.
 //   suppression_distance (B,) floating: a chosen cluster removes every pose whose translation
 //                lies within this distance of its centre's (several instances of one model come
-//                out when they are farther apart than this).
+//                out when they are farther apart than this) ...
 //   k            clusters returned per batch entry.
+//   suppression_angle ... and whose rotation lies within this angle of the centre's, in (0, pi]
+//                radians (|q_i . q_c| >= cos(suppression_angle / 2)); pi (the default) removes
+//                every rotation. A smaller angle keeps a differently turned pose at the same
+//                place for a later round, where a wrong rotation won the votes of an instance.
 // Clusters (the spatial hash clustering of Avrutin's GPU PPF registration): pose i's cell is
 // floor(t_i / distance_threshold) per axis; its cluster is the poses j of the 27 cells around it
 // with |t_i - t_j|^2 <= distance_threshold^2 (squared distances (dx dx + dy dy) + dz dz, float32)
 // and the rotation test; its score is the sum of their votes (exact, int64). Selection: the
 // best-scored remaining pose (ties to the lowest index) becomes a centre, then it and every pose
-// within suppression_distance of it leave; k times, or until no pose remains. Each chosen
+// within suppression_distance (and suppression_angle) of it leave; k times, or until no pose remains. Each chosen
 // cluster is averaged over its members, weighted by votes, in a fixed order (cells by dx, dy, dz
 // from -1 to 1, then by pose index) in float64: the translation is the weighted mean, the
 // quaternion the normalized weighted sum of the members' quaternions each turned into the
@@ -56,12 +61,14 @@ constexpr int64_t kMaxClusterBatch = 4095;
 struct ClusterArgs {
   int64_t batch, poses, k;
   float cos_half;  // float32(cos(angle_threshold / 2)), from double on the host
+  float cos_suppress;  // float32(cos(suppression_angle / 2)); -1 for pi (every rotation)
 };
 
 ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations,
                                const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
                                const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k);
+                               const at::Tensor& suppression_distance, int64_t k,
+                               double suppression_angle);
 
 ClusterResult empty_cluster_outputs(const at::Tensor& quaternions, const ClusterArgs& args);
 
@@ -149,6 +156,15 @@ POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, 
       }
     }
   }
+}
+
+// Whether the chosen centre removes pose i (loaded; `valid` or not) in the selection rounds.
+POINTOPS_HOST_DEVICE inline bool is_suppressed(const Pose& centre, const Pose& i, float suppress_square,
+                                               float cos_suppress) {
+  const Vec3 d = sub3(i.t, centre.t);
+  if (!(dot3(d, d) <= suppress_square)) return false;
+  const float c = quaternion_dot(centre.q, i.q);
+  return (c < 0.0f ? -c : c) >= cos_suppress;
 }
 
 // The vote-weighted average of a cluster, accumulated in float64 in visiting order.

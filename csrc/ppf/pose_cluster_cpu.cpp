@@ -22,7 +22,8 @@ namespace ppf {
 ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations,
                                const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
                                const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k) {
+                               const at::Tensor& suppression_distance, int64_t k,
+                               double suppression_angle) {
   check_dim(quaternions, "quaternions", 3, "(B, M, 4)");
   check_floating(quaternions, "quaternions");
   TORCH_CHECK(quaternions.size(2) == 4, "quaternions must have shape (B, M, 4), got shape ",
@@ -41,11 +42,15 @@ ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& 
                      "quaternions");
   TORCH_CHECK(angle_threshold > 0.0 && angle_threshold <= M_PI,
               "angle_threshold must be in (0, pi] radians, got ", angle_threshold);
+  TORCH_CHECK(suppression_angle > 0.0 && suppression_angle <= M_PI,
+              "suppression_angle must be in (0, pi] radians, got ", suppression_angle);
   TORCH_CHECK(k >= 0, "k must be >= 0, got ", k);
   TORCH_CHECK(batch <= kMaxClusterBatch, "pose_cluster takes at most ", kMaxClusterBatch,
               " batch entries (cell keys pack the entry in 12 bits), got ", batch);
   check_fits_int32(batch * poses, "B * M (poses in the batch)");
-  return {batch, poses, k, static_cast<float>(std::cos(angle_threshold / 2.0))};
+  const float cos_suppress =
+      suppression_angle >= M_PI ? -1.0f : static_cast<float>(std::cos(suppression_angle / 2.0));
+  return {batch, poses, k, static_cast<float>(std::cos(angle_threshold / 2.0)), cos_suppress};
 }
 
 ClusterResult empty_cluster_outputs(const at::Tensor& quaternions, const ClusterArgs& args) {
@@ -75,10 +80,11 @@ struct CpuTable {
 ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& translations,
                                const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
                                const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k) {
+                               const at::Tensor& suppression_distance, int64_t k,
+                               double suppression_angle) {
   const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths,
                                               distance_threshold, angle_threshold,
-                                              suppression_distance, k);
+                                              suppression_distance, k, suppression_angle);
   ClusterResult out = empty_cluster_outputs(quaternions, args);
   const int64_t batch = args.batch;
   const int64_t poses = args.poses;
@@ -148,9 +154,9 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
         if (best < 0) break;
         const Pose centre = load(b, best);
         for (int64_t i = 0; i < poses; ++i) {
-          const int64_t e = b * poses + i;
-          const Vec3 d = sub3({t_ptr[e * 3], t_ptr[e * 3 + 1], t_ptr[e * 3 + 2]}, centre.t);
-          if (i == best || dot3(d, d) <= suppress_square) removed[i] = 1;
+          if (i == best || is_suppressed(centre, load(b, i), suppress_square, args.cos_suppress)) {
+            removed[i] = 1;
+          }
         }
         ClusterSum sum;
         sum.reset();

@@ -8,7 +8,7 @@
 //      search of each cell key in the sorted unique keys) and sums its members' votes (int64,
 //      exact);
 //   4. selection: a block per batch entry runs the k rounds (block-wide maximum of
-//      (score, ~index), then a pass that removes the poses within the suppression distance);
+//      (score, ~index), then a pass that removes the poses within the suppression distance and angle);
 //   5. the averages: a thread per chosen cluster walks its members in the fixed order of
 //      for_each_member and sums in float64, as the CPU does.
 // What bounds it: step 3, whose cost is the sum over poses of the poses in their 27 cells (with
@@ -49,7 +49,7 @@ struct PoseArgs {
   const float* thresholds;
   const float* suppress;
   int64_t batch, poses, k;
-  float cos_half;
+  float cos_half, cos_suppress;
 
   __device__ Pose load(int64_t b, int64_t i) const {
     const int64_t e = b * poses + i;
@@ -141,13 +141,10 @@ __global__ void __launch_bounds__(kSelectThreads)
     lowest = block_max(lowest, slots);
     const int64_t best = static_cast<int64_t>(~lowest);
     if (threadIdx.x == 0) centers[b * a.k + round] = best;
-    const int64_t e = b * a.poses + best;
-    const Vec3 centre = {a.t[e * 3], a.t[e * 3 + 1], a.t[e * 3 + 2]};
+    const Pose centre = a.load(b, best);
     __syncthreads();
     for (int64_t i = threadIdx.x; i < a.poses; i += blockDim.x) {
-      const int64_t f = b * a.poses + i;
-      const Vec3 d = sub3({a.t[f * 3], a.t[f * 3 + 1], a.t[f * 3 + 2]}, centre);
-      if (i == best || dot3(d, d) <= suppress_square) gone[i] = 1;
+      if (i == best || is_suppressed(centre, a.load(b, i), suppress_square, a.cos_suppress)) gone[i] = 1;
     }
     __syncthreads();
   }
@@ -176,10 +173,11 @@ __global__ void average_kernel(PoseArgs a, DeviceTable table, const int64_t* __r
 ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor& translations,
                                 const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
                                 const at::Tensor& distance_threshold, double angle_threshold,
-                                const at::Tensor& suppression_distance, int64_t k) {
+                                const at::Tensor& suppression_distance, int64_t k,
+                                double suppression_angle) {
   const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths,
                                               distance_threshold, angle_threshold,
-                                              suppression_distance, k);
+                                              suppression_distance, k, suppression_angle);
   check_device_type(quaternions, "quaternions", at::kCUDA);
   const c10::cuda::CUDAGuard guard(quaternions.device());
   ClusterResult out = empty_cluster_outputs(quaternions, args);
@@ -196,7 +194,8 @@ ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor&
                    v.data_ptr<int64_t>(),        lengths_c.data,
                    thresholds.data_ptr<float>(), suppress.data_ptr<float>(),
                    args.batch,                   args.poses,
-                   k,                            args.cos_half};
+                   k,                            args.cos_half,
+                   args.cos_suppress};
   const auto options = q.options();
 
   const int64_t key_bound = args.batch << (3 * kCellBits);

@@ -9,8 +9,8 @@ max_instances=...)`` finds them in one or more scenes:
 2. ``ppf_vote``: every ``stride``-th scene point votes against every model (Drost's voting, pairs
    restricted to the model diameter), keeping ``peaks`` candidate poses per reference point;
 3. ``pose_cluster``: the candidate poses of each (scene, model) are clustered by spatial hashing;
-   the ``hypotheses`` best clusters (distinct instances: at least ``suppression`` diameters apart)
-   are kept;
+   the ``hypotheses`` best clusters are kept (distinct instances: at least ``suppression``
+   diameters apart, or turned by more than ``suppression_angle_deg``);
 4. each hypothesis is refined by ICP and re-scored by its inlier fraction: the share of model
    points that land within ``inlier_distance`` distance steps of a scene point;
 5. the ``max_instances`` best-scored hypotheses per (scene, model) are returned.
@@ -80,10 +80,13 @@ def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel
     return pts, nrm, out.lengths
 
 
-def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor]:
+def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None
+                      ) -> Tuple[Tensor, Tensor]:
     """Distance (B, Q) from each query (B, Q, 3) to the nearest of the first lengths[b] points of
-    cloud b and its index (B, Q) (``geometry.knn``, k = 1); inf and -1 for an empty cloud."""
-    found = knn(queries.float(), points.float(), 1, None, lengths)
+    cloud b and its index (B, Q) (``geometry.knn``, k = 1); inf and -1 for an empty cloud or none
+    within ``max_distance`` (the search stops there: a wrong pose's points in free space would
+    otherwise search far)."""
+    found = knn(queries.float(), points.float(), 1, None, lengths, max_distance)
     return found.distances[..., 0].sqrt(), found.indices[..., 0]
 
 
@@ -123,7 +126,8 @@ def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tenso
         rot, shift = pose[..., :3, :3], pose[..., :3, 3]
         moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
         moved_n = model_normals[:, None] @ rot.transpose(-1, -2)
-        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
+                                        float(max_distance))
         gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
         dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
         dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
@@ -138,7 +142,9 @@ def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tenso
         a = a.double() * w[..., None].double()
         ata = a.transpose(-1, -2) @ a + 1e-9 * torch.eye(6, device=a.device, dtype=a.dtype)
         atb = (a * rhs[..., None].double()).sum(2)
-        x = torch.linalg.solve(ata, atb).to(pose.dtype)  # (B, H, 6)
+        # solve_ex: no host sync to check for singular systems (the diagonal term keeps them
+        # regular; a non-finite step fails the tests below)
+        x = torch.linalg.solve_ex(ata, atb, check_errors=False)[0].to(pose.dtype)  # (B, H, 6)
         w_rot, t = x[..., :3], x[..., 3:]
         angle = w_rot.norm(dim=-1)
         go = active & (count >= 6) & (angle <= 0.5) & (t.norm(dim=-1) <= 3 * limit[..., 0])
@@ -297,7 +303,8 @@ class PPFMatcher:
         threshold = (self.model.distance_step * float(cfg["cluster_distance"])).repeat(scenes)
         suppression = (self.model.diameter * float(cfg["suppression"])).repeat(scenes)
         return pose_cluster(q, t, v, threshold, angle_threshold=math.radians(float(cfg["cluster_angle_deg"])),
-                            suppression_distance=suppression, k=k)
+                            suppression_distance=suppression, k=k,
+                            suppression_angle=math.radians(float(cfg["suppression_angle_deg"])))
 
     def match(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
               scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True,
@@ -349,7 +356,7 @@ class PPFMatcher:
             per_scene = [range_image(raw[k, : int(raw_lengths[k])], cell) for k in range(scenes)]
             images = [per_scene[int(k)] for k in scene_idx]
         scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
-                             float(cfg["inlier_normal_deg"]))
+                             float(cfg["inlier_normal_deg"]), float(inlier.max()))
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
@@ -368,12 +375,14 @@ class PPFMatcher:
     @staticmethod
     def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
-               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0) -> Tensor:
+               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0,
+               search_radius: Optional[float] = None) -> Tensor:
         """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
         clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
         is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
         violation (with ``images``, one range image per b) a model point facing the sensor where
-        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses."""
+        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses.
+        ``search_radius`` (>= every threshold, or None) bounds the nearest-neighbour search."""
         batch, hyps = poses.shape[:2]
         n = model_points.shape[1]
         finite = torch.isfinite(poses).flatten(2).all(2)
@@ -381,7 +390,8 @@ class PPFMatcher:
         rot = safe[..., :3, :3].transpose(-1, -2)
         moved = model_points[:, None] @ rot + safe[..., None, :3, 3]  # (B, H, N, 3)
         moved_n = model_normals[:, None] @ rot
-        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths)
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
+                                        search_radius)
         nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
         agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
         valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
@@ -395,37 +405,46 @@ class PPFMatcher:
 
 
 class PPFDemo(NamedTuple):
-    """What a picture of a PPF match draws (camera frame, model diameter 1)."""
+    """What a picture of a PPF match draws: M models looked for in one generated scene (camera
+    frame, model diameter 1). Model 0 is the target, whose true pose the scene knows; the others
+    stand around it as distractors."""
 
     scene_points: Tensor  # (N, 3) float32 the depth camera's points
     scene_labels: Tensor  # (N,) int64 0 target, 1.. distractors, boxes and occluder, -1 table
-    found_points: Tensor  # (K, Nm, 3) float32 model points placed by each found pose (NaN rows: none)
-    true_points: Tensor  # (Nm, 3) float32 model points placed by the true pose
-    poses: Tensor  # (K, 4, 4) float32 found poses, best first
-    scores: Tensor  # (K,) float32 their re-scores
-    true_pose: Tensor  # (4, 4) float32
-    occlusion: float
+    names: List[str]  # (M,) the models
+    found_points: Tensor  # (M, Nm, 3) float32 model points placed by each model's best pose (NaN: not found)
+    true_points: Tensor  # (Nm, 3) float32 the target's points placed by its true pose
+    poses: Tensor  # (M, 4, 4) float32 each model's best pose (NaN: none)
+    scores: Tensor  # (M,) float32 their re-scores
+    true_pose: Tensor  # (4, 4) float32 the target's
+    occlusion: float  # share of the target hidden
 
 
-def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, max_instances: int = 1,
-               **config) -> PPFDemo:
-    """Runs a PPFMatcher on a generated scene (pointops.datasets_ppf: the CGAL mesh when Debian's
-    libcgal-demo is installed, else a procedural blob, among two distractors) and returns what a
-    picture would draw: the scene, the model placed by the found and by the true poses."""
+def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, distractors: int = 2,
+               model_samples: int = 20000, device: Union[str, torch.device] = "cpu",
+               scene_options: Optional[Dict[str, object]] = None, **config) -> PPFDemo:
+    """Looks for a target and its distractors (pointops.datasets_ppf: CGAL meshes when Debian's
+    libcgal-demo is installed, else procedural blobs) in a generated scene with one PPFMatcher
+    over all of them, on ``device``, and returns what a picture draws. ``scene_options`` go to
+    ``datasets_ppf.make_ppf_scene`` (the camera's distance, the image size, ...); ``config`` to
+    the matcher."""
     from .. import datasets_ppf as dp
 
     if dp.cgal_available():
-        target = dp.load_mesh(mesh)
-        others = [dp.load_mesh(name) for name in dp.EVAL_MESHES if name != mesh][:2]
+        names = [mesh] + [name for name in dp.EVAL_MESHES if name != mesh][:distractors]
+        meshes = [dp.load_mesh(name) for name in names]
     else:
-        target = dp.blob_mesh(seed=1)
-        others = [dp.blob_mesh(seed=2), dp.blob_mesh(seed=3)]
-    model_points, model_normals = dp.sample_surface(target, 20000, seed=seed)
-    matcher = PPFMatcher(model_points.float(), model_normals.float(), **config)
-    scene = dp.make_ppf_scene(seed, target, others, occlusion=occlusion)
-    found = matcher.match(scene.points, scene.normals, max_instances=max_instances)
-    sample = model_points[:: max(1, model_points.shape[0] // 2000)].float()
-    poses = found.poses[0, 0]
-    placed = sample[None] @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
-    truth = sample @ scene.pose[:3, :3].T + scene.pose[:3, 3]
-    return PPFDemo(scene.points, scene.labels, placed, truth, poses, found.scores[0, 0], scene.pose, scene.occlusion)
+        names = ["blob 1"] + [f"blob {s}" for s in range(2, 2 + distractors)]
+        meshes = [dp.blob_mesh(seed=s) for s in range(1, 2 + distractors)]
+    samples = [dp.sample_surface(m, model_samples, seed=seed + i) for i, m in enumerate(meshes)]
+    model_points = torch.stack([p for p, _ in samples]).float().to(device)
+    model_normals = torch.stack([n for _, n in samples]).float().to(device)
+    matcher = PPFMatcher(model_points, model_normals, **config)
+    scene = dp.make_ppf_scene(seed, meshes[0], meshes[1:], occlusion=occlusion, **(scene_options or {}))
+    found = matcher.match(scene.points.to(device), scene.normals.to(device), max_instances=1)
+    poses = found.poses[0, :, 0].cpu()  # (M, 4, 4)
+    sample = model_points[:, :: max(1, model_samples // 2000)].cpu()
+    placed = sample @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
+    truth = sample[0] @ scene.pose[:3, :3].T + scene.pose[:3, 3]
+    return PPFDemo(scene.points, scene.labels, names, placed, truth, poses, found.scores[0, :, 0].cpu(), scene.pose,
+                   scene.occlusion)

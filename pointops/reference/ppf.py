@@ -427,7 +427,7 @@ def ppf_vote(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optiona
 
 def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengths: Optional[Tensor],
                  distance_threshold: Tensor, angle_threshold: float, suppression_distance: Tensor,
-                 k: int) -> Tuple[Tensor, ...]:
+                 k: int, suppression_angle: float = math.pi) -> Tuple[Tensor, ...]:
     """The op pose_cluster (csrc/ppf/pose_cluster.h): every pair of poses compared (O(M^2))."""
     batch, poses = quaternions.shape[:2]
     out_q = torch.full((batch, k, 4), float("nan"))
@@ -436,6 +436,8 @@ def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengt
     members_out = torch.zeros(batch, k, dtype=torch.int64)
     centers = torch.full((batch, k), -1, dtype=torch.int64)
     cos_half = float(torch.tensor(math.cos(angle_threshold / 2.0), dtype=torch.float64).to(F32))
+    cos_suppress = -1.0 if suppression_angle >= math.pi else float(
+        torch.tensor(math.cos(suppression_angle / 2.0), dtype=torch.float64).to(F32))
     for b in range(batch):
         length = poses if lengths is None else int(lengths[b].clamp(0, poses))
         q, t, v = quaternions[b].to(F32), translations[b].to(F32), votes[b]
@@ -462,7 +464,7 @@ def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengt
             best_score = int(scores[open_].max())
             best = int(torch.nonzero(open_ & (scores == best_score))[0, 0])
             gap = t - t[best]
-            removed = removed | (dot(gap, gap) <= sup * sup)
+            removed = removed | ((dot(gap, gap) <= sup * sup) & (c[best].abs() >= cos_suppress))
             removed[best] = True
             js = torch.nonzero(member[best])[:, 0].tolist()
             js.sort(key=lambda j: (tuple((cell[j] - cell[best]).tolist()), j))

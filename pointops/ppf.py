@@ -32,10 +32,11 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 #   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
 #   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
 #   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
-#   suppression, suppression_angle_deg: a hypothesis removes the candidates within this many
-#   diameters and this rotation of it (180: any rotation), so two instances' translations are
-#   at least that far apart, and a turned pose at a hypothesis' place gets its own.
-#   hypotheses: clusters refined by ICP and re-scored per (scene, model).
+#   suppression: two instances' translations are at least this many diameters apart.
+#   hypotheses: clusters refined by ICP and re-scored per (scene, model), at distinct places;
+#   turned_hypotheses, suppression_angle_deg: as many more from a selection that removes only
+#   the candidates within suppression diameters and this rotation of a chosen one (a turned
+#   pose at a hypothesis' place, where a wrong rotation won the instance's votes).
 #   icp_iterations: ICP steps at 3 x inlier_distance, then as many at inlier_distance;
 #   inlier_distance (in distance steps), inlier_normal_deg: an inlier of re-scoring lies within
 #   inlier_distance of a scene point whose normal is within inlier_normal_deg of its own.
@@ -46,7 +47,7 @@ PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     "default": {
         "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 6, "spread": True, "backend": "dense",
         "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10,
+        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
     },
@@ -54,7 +55,7 @@ PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     "fast": {
         "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
         "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10,
+        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
     },

@@ -565,6 +565,25 @@ def test_matcher_batches_scenes_and_models():
     torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
 
 
+def test_matcher_turned_hypotheses_add_only_new_clusters():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, truths = two_instance_scene()
+    matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=3, turned_hypotheses=4)
+    lengths = torch.tensor([sp.shape[0]])
+    places = matcher.hypotheses(sp[None], sn[None], lengths, 3)
+    both = matcher.hypotheses(sp[None], sn[None], lengths, 3, 4)
+    assert both.centers.shape == (1, 7)
+    for a, b in zip(places, both):  # the first selection is unchanged
+        torch.testing.assert_close(b[:, :3], a, rtol=0, atol=0, equal_nan=True)
+    extra = both.centers[0, 3:]
+    kept = extra[extra >= 0]
+    assert kept.numel() > 0 and not bool(torch.isin(kept, places.centers[0]).any())
+    assert len(set(kept.tolist())) == kept.numel()
+    gone = extra < 0
+    assert torch.isnan(both.quaternions[0, 3:][gone]).all() and (both.scores[0, 3:][gone] == 0).all()
+
+
 # ---- scene generator ----------------------------------------------------------------------------
 
 def test_generated_scene_ground_truth_and_occlusion():

@@ -158,7 +158,7 @@ def run(device, quick, ops, results):
 
     if "ppf_lookup" in ops:
         def lookup():
-            return matcher.hypotheses(points, normals, lengths, int(cfg["hypotheses"]))
+            return matcher.hypotheses(points, normals, lengths, int(cfg["hypotheses"]), int(cfg["turned_hypotheses"]))
         _row(results, "ppf_lookup", device, sizes, time_ms(lookup, device, min_reps=3), floor=10.0 if cuda else None,
              peak_mb=_peak_mb(device, lookup), note="ppf_vote + pose_cluster")
         models = 16 if cuda else 4
@@ -166,7 +166,7 @@ def run(device, quick, ops, results):
         many = PPFMatcher(mp[None] * scales, mn[None].expand(models, -1, -1), preset="fast", tau_d=0.025)
 
         def lookup_many():
-            return many.hypotheses(points, normals, lengths, int(cfg["hypotheses"]))
+            return many.hypotheses(points, normals, lengths, int(cfg["hypotheses"]), int(cfg["turned_hypotheses"]))
         _row(results, "ppf_lookup", device, dict(sizes, models=models), time_ms(lookup_many, device, min_reps=3),
              floor=100.0 if cuda else None, peak_mb=_peak_mb(device, lookup_many), note="ppf_vote + pose_cluster")
 

@@ -9,8 +9,9 @@ max_instances=...)`` finds them in one or more scenes:
 2. ``ppf_vote``: every ``stride``-th scene point votes against every model (Drost's voting, pairs
    restricted to the model diameter), keeping ``peaks`` candidate poses per reference point;
 3. ``pose_cluster``: the candidate poses of each (scene, model) are clustered by spatial hashing;
-   the ``hypotheses`` best clusters are kept (distinct instances: at least ``suppression``
-   diameters apart, or turned by more than ``suppression_angle_deg``);
+   the ``hypotheses`` best clusters at distinct places (at least ``suppression`` diameters
+   apart) are kept, and ``turned_hypotheses`` more that may share a place with them but are
+   turned by more than ``suppression_angle_deg``;
 4. each hypothesis is refined by ICP and re-scored by its inlier fraction: the share of model
    points that land within ``inlier_distance`` distance steps of a scene point;
 5. the ``max_instances`` best-scored hypotheses per (scene, model) are returned.
@@ -32,6 +33,7 @@ from torch import Tensor
 from ..geometry import estimate_normals, knn, voxel_downsample
 from ..ppf import (
     PPF_PRESETS,
+    PoseClusters,
     PPFModel,
     bounding_diameter,
     pose_cluster,
@@ -290,9 +292,12 @@ class PPFMatcher:
         down, down_normals, down_lengths = downsample(points, normals, lengths, float(self.model.distance_step.min()))
         return down, down_normals, down_lengths
 
-    def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int):
+    def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
         """Voting and clustering on a prepared scene: the k best pose clusters of each (scene,
-        model), as ``pointops.ppf.PoseClusters`` with batch S * M (scene-major)."""
+        model) at distinct places (``suppression`` diameters apart), then the ``turned`` best of
+        a second selection that removes only candidates within ``suppression_angle_deg`` of a
+        chosen rotation, leaving out clusters the first already holds (-1 centres there). As
+        ``pointops.ppf.PoseClusters`` with batch S * M (scene-major) and k + turned clusters."""
         cfg = self.config
         votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
                          spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
@@ -302,9 +307,23 @@ class PPFMatcher:
         v = votes.votes.reshape(scenes * models, -1)
         threshold = (self.model.distance_step * float(cfg["cluster_distance"])).repeat(scenes)
         suppression = (self.model.diameter * float(cfg["suppression"])).repeat(scenes)
-        return pose_cluster(q, t, v, threshold, angle_threshold=math.radians(float(cfg["cluster_angle_deg"])),
-                            suppression_distance=suppression, k=k,
-                            suppression_angle=math.radians(float(cfg["suppression_angle_deg"])))
+        angle = math.radians(float(cfg["cluster_angle_deg"]))
+        places = pose_cluster(q, t, v, threshold, angle_threshold=angle, suppression_distance=suppression, k=k)
+        if turned <= 0:
+            return places
+        # Where a wrong rotation won an instance's votes, the right one is a weaker cluster at the
+        # same place, which the first selection removed.
+        extra = pose_cluster(q, t, v, threshold, angle_threshold=angle, suppression_distance=suppression,
+                             k=turned, suppression_angle=math.radians(float(cfg["suppression_angle_deg"])))
+        repeated = (extra.centers[:, :, None] == places.centers[:, None, :]).any(2)
+        gone = repeated | (extra.centers < 0)
+        extra = PoseClusters(torch.where(gone[..., None], torch.full_like(extra.quaternions, math.nan), extra.quaternions),
+                             torch.where(gone[..., None], torch.full_like(extra.translations, math.nan),
+                                         extra.translations),
+                             torch.where(gone, torch.zeros_like(extra.scores), extra.scores),
+                             torch.where(gone, torch.zeros_like(extra.members), extra.members),
+                             torch.where(gone, torch.full_like(extra.centers, -1), extra.centers))
+        return PoseClusters(*(torch.cat([a, b], 1) for a, b in zip(places, extra)))
 
     def match(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
               scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True,
@@ -334,7 +353,7 @@ class PPFMatcher:
             lengths = _lengths(points, scene_lengths)
         scenes, models = points.shape[0], self.num_models
         hyps = max(int(cfg["hypotheses"]), max_instances)
-        clusters = self.hypotheses(points, normals, lengths, hyps)
+        clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
         # every (scene, model) pair: the model's points and the scene's points
         model_points = self.model.points.repeat(scenes, 1, 1)

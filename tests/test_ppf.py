@@ -565,6 +565,28 @@ def test_matcher_batches_scenes_and_models():
     torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
 
 
+@pytest.mark.cuda
+def test_matcher_graph_replay_equals_the_eager_refinement():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, sn, _ = two_instance_scene()
+    matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
+    matcher.cuda_graphs = False
+    eager = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)
+    matcher.cuda_graphs = True
+    captured = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)  # warm-up, capture, replay
+    replayed = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)
+    assert len(matcher._graphed.graphs) == 1 and not matcher._graphed.failed
+    for out in (captured, replayed):
+        for a, b in zip(out, eager):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    # another scene of the same size replays the same graph on its own inputs
+    other = matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)
+    matcher.cuda_graphs = False
+    for a, b in zip(other, matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
 def test_matcher_turned_hypotheses_add_only_new_clusters():
     from pointops.pipelines.ppf import PPFMatcher
 

@@ -162,6 +162,58 @@ def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tenso
     return torch.where(finite[..., None, None], pose, poses)
 
 
+def refine_coarse_to_fine(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
+                          scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
+                          max_distance: float) -> Tensor:
+    """:func:`refine_icp` at 3 x ``max_distance`` (a wide capture range), then at ``max_distance``."""
+    for reach in (3.0, 1.0):
+        poses = refine_icp(model_points, model_normals, model_lengths, scene_points, scene_normals, scene_lengths,
+                           poses, iterations, max_distance * reach)
+    return poses
+
+
+class GraphedRefinement:
+    """:func:`refine_coarse_to_fine` on CUDA replayed from a CUDA graph, one per input shape.
+
+    The refinement is a few hundred small launches (about 40 ops an ICP step) and no host sync,
+    so its cost on a GPU is the host's launching, not the GPU's work. The first call of a shape
+    runs it once on a side stream (warm-up), captures it into a graph over static copies of the
+    inputs and replays; later calls copy the inputs in and replay, returning the same bits as the
+    eager loop (the same kernels run). A shape whose capture fails runs eagerly from then on."""
+
+    def __init__(self):
+        self.graphs: Dict[tuple, Tuple[object, List[Tensor], Tensor]] = {}
+        self.failed: set = set()
+
+    def __call__(self, *inputs: Tensor, iterations: int, max_distance: float) -> Tensor:
+        def run(*tensors: Tensor) -> Tensor:
+            return refine_coarse_to_fine(*tensors, iterations, max_distance)
+
+        key = tuple((t.shape, t.dtype, t.device) for t in inputs) + (iterations, max_distance)
+        if key in self.failed:
+            return run(*inputs)
+        if key not in self.graphs:
+            static = [t.clone() for t in inputs]
+            side = torch.cuda.Stream(inputs[0].device)
+            side.wait_stream(torch.cuda.current_stream(inputs[0].device))
+            with torch.cuda.stream(side):
+                run(*static)  # warm-up: library handles and workspaces are made outside the capture
+            torch.cuda.current_stream(inputs[0].device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    output = run(*static)
+            except RuntimeError:
+                self.failed.add(key)
+                return run(*inputs)
+            self.graphs[key] = (graph, static, output)
+        graph, static, output = self.graphs[key]
+        for target, source in zip(static, inputs):
+            target.copy_(source)
+        graph.replay()
+        return output.clone()
+
+
 class RangeImage(NamedTuple):
     """Nearest range seen per direction from a sensor at the origin: cell (row, col) of an
     (azimuth, elevation) grid of ``cell`` radians starting at ``start``; inf where nothing was
@@ -266,6 +318,12 @@ class PPFMatcher:
         down_lengths = torch.cat([p[2] for p in parts]) if parts else lengths
         self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
                                          angle_bins=int(cfg["angle_bins"]), diameter=self.diameter)
+        # the smallest and largest distance step, read once here so that match() needs no host
+        # sync between voting and re-scoring (its GPU work then overlaps the launches)
+        steps = self.model.distance_step.cpu()
+        self.step_range = (float(steps.min()), float(steps.max())) if steps.numel() else (0.0, 0.0)
+        self.cuda_graphs = True  # replay the ICP refinement from CUDA graphs on CUDA (GraphedRefinement)
+        self._graphed = GraphedRefinement()
 
     @property
     def num_models(self) -> int:
@@ -289,7 +347,7 @@ class PPFMatcher:
                                        orientation="viewpoint").normals
         else:
             normals = _as_batch(scene_normals).float()
-        down, down_normals, down_lengths = downsample(points, normals, lengths, float(self.model.distance_step.min()))
+        down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0])
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
@@ -352,6 +410,13 @@ class PPFMatcher:
             points, normals = _as_batch(scene_points).float(), _as_batch(scene_normals).float()
             lengths = _lengths(points, scene_lengths)
         scenes, models = points.shape[0], self.num_models
+        images = None
+        if bool(cfg["visibility"]):  # before voting: building the range images reads sizes back
+            raw = _as_batch(scene_points).float()
+            raw_lengths = _lengths(raw, scene_lengths).tolist()
+            cell = self.step_range[0] * 0.7
+            per_scene = [range_image(raw[k, : raw_lengths[k]], cell) for k in range(scenes)]
+            images = [per_scene[k] for k in range(scenes) for _ in range(models)]  # scene-major, as scene_idx
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
@@ -362,20 +427,15 @@ class PPFMatcher:
         scene_idx = torch.arange(scenes, device=points.device).repeat_interleave(models)
         sp, sn, sl = points[scene_idx], normals[scene_idx], lengths[scene_idx]
         inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
+        inlier_range = (self.step_range[0] * float(cfg["inlier_distance"]), self.step_range[1] * float(cfg["inlier_distance"]))
         if refine and int(cfg["icp_iterations"]) > 0:
-            # coarse to fine: a wide capture range first, then the inlier distance
-            for reach in (3.0, 1.0):
-                poses = refine_icp(model_points, model_normals, model_lengths, sp, sn, sl, poses,
-                                   int(cfg["icp_iterations"]), float(inlier.min()) * reach)
-        images = None
-        if bool(cfg["visibility"]):
-            raw = _as_batch(scene_points).float()
-            raw_lengths = _lengths(raw, scene_lengths)
-            cell = float(self.model.distance_step.min()) * 0.7
-            per_scene = [range_image(raw[k, : int(raw_lengths[k])], cell) for k in range(scenes)]
-            images = [per_scene[int(k)] for k in scene_idx]
+            inputs = (model_points, model_normals, model_lengths, sp, sn, sl, poses.contiguous())
+            if poses.is_cuda and self.cuda_graphs:
+                poses = self._graphed(*inputs, iterations=int(cfg["icp_iterations"]), max_distance=inlier_range[0])
+            else:
+                poses = refine_coarse_to_fine(*inputs, int(cfg["icp_iterations"]), inlier_range[0])
         scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
-                             float(cfg["inlier_normal_deg"]), float(inlier.max()))
+                             float(cfg["inlier_normal_deg"]), inlier_range[1])
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))

@@ -100,7 +100,7 @@ TORCH_LIBRARY(pointops, m) {
   //   -> votes, model_index, alpha_bin (S,M,R,k) int64, quaternions (S,M,R,k,4), translations (S,M,R,k,3) float32  (R = ceil(N/stride))
   m.def("ppf_vote(Tensor scene_points, Tensor scene_normals, Tensor? scene_lengths, Tensor model_points, Tensor model_normals, Tensor key_offsets, Tensor pair_ref, Tensor pair_alpha, Tensor distance_step, Tensor diameter, int angle_bins, int distance_bins, int stride, int k, bool spread=False, str backend=\"dense\", int chunk_votes=16777216) -> (Tensor votes, Tensor model_index, Tensor alpha_bin, Tensor quaternions, Tensor translations)");
   // quaternions (B,M,4), translations (B,M,3) float, votes (B,M) int64, lengths (B,) int64?, distance_threshold,
-  //   suppression_distance (B,) float -> cluster quaternions (B,k,4), translations (B,k,3) float32, scores, members, centers (B,k) int64
+  //   suppression_distance (B,) float, suppression_angle in (0, pi] -> cluster quaternions (B,k,4), translations (B,k,3) float32, scores, members, centers (B,k) int64
   m.def("pose_cluster(Tensor quaternions, Tensor translations, Tensor votes, Tensor? lengths, Tensor distance_threshold, float angle_threshold, Tensor suppression_distance, int k, float suppression_angle=3.141592653589793) -> (Tensor cluster_quaternions, Tensor cluster_translations, Tensor scores, Tensor members, Tensor centers)");
 }
 

@@ -27,11 +27,11 @@
 // with |t_i - t_j|^2 <= distance_threshold^2 (squared distances (dx dx + dy dy) + dz dz, float32)
 // and the rotation test; its score is the sum of their votes (exact, int64). Selection: the
 // best-scored remaining pose (ties to the lowest index) becomes a centre, then it and every pose
-// within suppression_distance (and suppression_angle) of it leave; k times, or until no pose remains. Each chosen
-// cluster is averaged over its members, weighted by votes, in a fixed order (cells by dx, dy, dz
-// from -1 to 1, then by pose index) in float64: the translation is the weighted mean, the
-// quaternion the normalized weighted sum of the members' quaternions each turned into the
-// centre's hemisphere (w >= 0 on output).
+// within suppression_distance (and suppression_angle) of it leave; k times, or until no pose
+// remains. Each chosen cluster is averaged over its members, weighted by votes, in a fixed order
+// (cells by dx, dy, dz from -1 to 1, then by pose index) in float64: the translation is the
+// weighted mean, the quaternion the normalized weighted sum of the members' quaternions each
+// turned into the centre's hemisphere (w >= 0 on output).
 // Outputs (B, k): quaternions (.., 4) and translations (.., 3) float32 (NaN where there is no
 // cluster), scores int64 (0), members int64 (0), centers int64 (the centre pose's index, -1).
 // Identical on CPU and CUDA, bit for bit.

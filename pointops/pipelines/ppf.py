@@ -176,13 +176,17 @@ class GraphedRefinement:
     """:func:`refine_coarse_to_fine` on CUDA replayed from a CUDA graph, one per input shape.
 
     The refinement is a few hundred small launches (about 40 ops an ICP step) and no host sync,
-    so its cost on a GPU is the host's launching, not the GPU's work. The first call of a shape
-    runs it once on a side stream (warm-up), captures it into a graph over static copies of the
-    inputs and replays; later calls copy the inputs in and replay, returning the same bits as the
-    eager loop (the same kernels run). A shape whose capture fails runs eagerly from then on."""
+    so its cost on a GPU is the host's launching, not the GPU's work. A shape's first call runs
+    eagerly; its second runs it once on a side stream (warm-up), captures it into a graph over
+    static copies of the inputs and replays; later calls copy the inputs in and replay, returning
+    the same bits as the eager loop (the same kernels run). So scenes of ever-changing sizes cost
+    no captures, and at most ``capacity`` graphs (with their memory) are kept, the oldest dropped
+    first. A shape whose capture fails runs eagerly from then on."""
 
-    def __init__(self):
+    def __init__(self, capacity: int = 8):
+        self.capacity = capacity
         self.graphs: Dict[tuple, Tuple[object, List[Tensor], Tensor]] = {}
+        self.seen: Dict[tuple, int] = {}
         self.failed: set = set()
 
     def __call__(self, *inputs: Tensor, iterations: int, max_distance: float) -> Tensor:
@@ -193,6 +197,13 @@ class GraphedRefinement:
         if key in self.failed:
             return run(*inputs)
         if key not in self.graphs:
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] < 2 or self.capacity <= 0:
+                if len(self.seen) > 64 * max(self.capacity, 1):
+                    self.seen.clear()
+                return run(*inputs)
+            if len(self.graphs) >= self.capacity:
+                del self.graphs[next(iter(self.graphs))]
             static = [t.clone() for t in inputs]
             side = torch.cuda.Stream(inputs[0].device)
             side.wait_stream(torch.cuda.current_stream(inputs[0].device))

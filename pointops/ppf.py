@@ -45,7 +45,7 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins
     "default": {
-        "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 6, "spread": True, "backend": "dense",
+        "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "backend": "dense",
         "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
         "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,

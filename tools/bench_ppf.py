@@ -188,7 +188,7 @@ def run(device, quick, ops, results):
             return accurate.match(sp, sn, max_instances=1)
         _row(results, "ppf_match", device, dict(sizes, preset="default", model_points=int(accurate.model.lengths[0])),
              time_ms(match_default, device, min_reps=3),
-             note="default preset (tau_d 0.035, stride 2, spread, 6 peaks) with downsampling, on the thinned scene")
+             note="default preset (tau_d 0.035, stride 2, spread, 10 peaks) with downsampling, on the thinned scene")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ table, found by point pair features (the ``ppf`` picture).
     python -m pointops.demo [--out DIR] [--device cpu|cuda] [--seed 3] [--beams 32] [--azimuth 1024]
                             [--only fps height ...]
 
-Every picture shows the same scan: a spinning LiDAR (``pointops.datasets.lidar_scan``) in a generated
+Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.datasets.lidar_scan``) in a generated
 street scene with ground-truth planes and labels. Top views have x forward pointing up and y left
 pointing left, as seen from above, with the sensor at (0, 0). The ops run on ``--device`` (CUDA when
 available, else the CPU); CPU and CUDA results are bit-identical, so the pictures are the same on
@@ -553,7 +553,7 @@ def draw_ppf(demo: Demo):
         label = f"{name}: score {float(found.scores[i]):.2f}"
         if i == 0:
             error = float((found.found_points[0] - found.true_points).norm(dim=1).mean())
-            label += f", {error:.3f} diameters from the true pose"
+            label += f", points {error:.3f} diameters (mean) from the true pose"
         handles.append(Line2D([], [], linestyle="none", marker="o", color=colours[i % 5], label=label))
         summary.append(f"{name} {float(found.scores[i]):.2f}")
     truth_uv = image(found.true_points)

@@ -5,11 +5,12 @@ table, found by point pair features (the ``ppf`` picture).
     python -m pointops.demo [--out DIR] [--device cpu|cuda] [--seed 3] [--beams 32] [--azimuth 1024]
                             [--only fps height ...]
 
-Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.datasets.lidar_scan``) in a generated
-street scene with ground-truth planes and labels. Top views have x forward pointing up and y left
-pointing left, as seen from above, with the sensor at (0, 0). The ops run on ``--device`` (CUDA when
-available, else the CPU); CPU and CUDA results are bit-identical, so the pictures are the same on
-both. The pictures are drawn with matplotlib: ``pip install '.[demo]'``.
+Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.datasets.lidar_scan``)
+in a generated street scene with ground-truth planes and labels. Top views have x forward pointing
+up and y left pointing left, as seen from above, with the sensor at (0, 0). The ops run on
+``--device`` (CUDA when available, else the CPU); CPU and CUDA results are bit-identical, so those
+pictures are the same on both (the ``ppf`` picture's ICP refinement is plain torch algebra, which
+may round differently). The pictures are drawn with matplotlib: ``pip install '.[demo]'``.
 
 Each picture is a function registered with :func:`picture`; a new family adds its own with::
 

@@ -370,8 +370,8 @@ def pose_cluster(
     ``angle_threshold`` (|q_i . q_j| >= cos(angle / 2): q and -q are one rotation); its score is
     the sum of their votes. The best cluster (ties to the lowest pose index) is kept, every pose
     within ``suppression_distance`` of its centre (and within ``suppression_angle`` of its
-    rotation) leaves, and so on k times, so several instances of one model come out. Each kept cluster is the vote-weighted average of its
-    members (float64 sums in a fixed order).
+    rotation) leaves, and so on k times, so several instances of one model come out. Each kept
+    cluster is the vote-weighted average of its members (float64 sums in a fixed order).
 
     Args:
         quaternions: (B, M, 4) floating (w, x, y, z); translations (B, M, 3) floating; votes

@@ -16,7 +16,7 @@
 //     batch size with .item() and loops over clouds in Python).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 

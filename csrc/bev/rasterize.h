@@ -53,7 +53,7 @@
 // output channels, the same code on both backends.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

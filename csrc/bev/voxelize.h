@@ -34,7 +34,7 @@
 //     only.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

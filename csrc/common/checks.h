@@ -2,7 +2,7 @@
 // expected and what was observed, so a user error never reads like an internal assert.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <limits>

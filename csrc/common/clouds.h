@@ -1,7 +1,7 @@
 // Batch bookkeeping shared by the CPU and CUDA kernels: which rows belong to which cloud.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

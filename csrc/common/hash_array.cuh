@@ -10,7 +10,7 @@
 // cub_call helpers below are the building blocks, for callers that need one more scan.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

@@ -21,7 +21,7 @@
 // uniform grid with cells of at least the radius; identical results either way.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

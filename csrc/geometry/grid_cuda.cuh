@@ -13,7 +13,7 @@
 // search neighbouring cells.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 

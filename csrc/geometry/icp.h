@@ -54,7 +54,7 @@
 // kernel replays it, so both produce the same bits, call after call.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

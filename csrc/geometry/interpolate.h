@@ -15,7 +15,7 @@
 // The gradient (registered in pointops/geometry/neighbors.py) reaches features and weights.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 namespace pointops {
 

@@ -31,7 +31,7 @@
 // exact stopping rule. pick_strategy chooses from the sizes alone.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <limits>

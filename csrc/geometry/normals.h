@@ -33,7 +33,7 @@
 //     curvature 0. A flat neighbourhood is well determined (lambda_0 = 0, curvature 0).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

@@ -42,7 +42,7 @@
 // +large) gives Open3D's cells; the centroids then agree up to the order of the float64 sums.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <limits>

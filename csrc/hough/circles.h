@@ -37,7 +37,7 @@
 // Results are identical on CPU and CUDA, bit for bit: counts and fixed-point sums are integers.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

@@ -26,7 +26,7 @@
 // meets the other lists' through the 64-bit key (ordered score << 32 | ~index).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <string>

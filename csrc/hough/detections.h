@@ -37,7 +37,7 @@
 // POINTOPS_DETECT_VARIANT=generic, with the same results.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -16,7 +16,7 @@
 // [0, n_rho). Results are identical on CPU and CUDA, bit for bit.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

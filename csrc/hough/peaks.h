@@ -32,7 +32,7 @@
 // (rho first, then phi, whose pole crossing mirrors rho, then theta, whose seam mirrors both).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 #include <ATen/core/List.h>
 
 #include <cstdint>

@@ -64,7 +64,7 @@ std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, cons
   if (kept < k) top = at::constant_pad_nd(top, {0, k - kept}, 0);
   at::Tensor vote_bits = at::bitwise_right_shift(top, 32).to(at::kInt);
   at::Tensor votes = vote_dtype == at::kFloat ? vote_bits.view(at::kFloat) : vote_bits;
-  const at::Tensor flat = int64_t{0xffffffff} - at::bitwise_and(top, int64_t{0xffffffff});
+  const at::Tensor flat = at::rsub(at::bitwise_and(top, int64_t{0xffffffff}), int64_t{0xffffffff});
   std::vector<at::Tensor> coords;
   for (int d = 0; d < grid.ndim; ++d) {
     coords.push_back(at::remainder(at::div(flat, grid.stride[d], "floor"),

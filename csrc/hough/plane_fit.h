@@ -31,7 +31,7 @@
 // both backends; so CPU and CUDA agree bit for bit.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

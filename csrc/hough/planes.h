@@ -40,7 +40,7 @@
 // is the float32 sum of its weights in point order on both backends.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

@@ -20,7 +20,7 @@
 // is not finite, a normal is zero, or the two points coincide (i == j included).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

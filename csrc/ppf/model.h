@@ -36,7 +36,7 @@
 // and whose distance bin is < distance_bins. Identical on CPU and CUDA, bit for bit.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

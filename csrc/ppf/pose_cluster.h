@@ -37,7 +37,7 @@
 // Identical on CPU and CUDA, bit for bit.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

@@ -3,7 +3,7 @@
 // so a CUDA call never syncs), and names the argument, the expectation and the observed value.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

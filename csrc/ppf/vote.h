@@ -35,7 +35,7 @@
 // Both backends, on CPU and CUDA, return identical outputs, bit for bit.
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <optional>

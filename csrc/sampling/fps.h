@@ -29,7 +29,7 @@
 //     float64 for float64 points; float16/bfloat16 are widened to float32 first).
 #pragma once
 
-#include <ATen/ATen.h>
+#include "common/aten.h"
 
 #include <cmath>
 #include <cstdint>

@@ -55,6 +55,10 @@ def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[
     return config
 
 
+# torch.profiler scopes of the matcher's stages (tools/profile_ppf_frame.py reads them)
+_stage = torch.profiler.record_function
+
+
 # ---- geometry: the geometry family's ops, composed for PPF --------------------------------------
 
 def _as_batch(points: Tensor) -> Tensor:
@@ -354,11 +358,13 @@ class PPFMatcher:
         if scene_normals is None:
             # PCA normals of the dense scene, turned towards the sensor, then averaged per voxel:
             # the noise of the returns averages out over more points than a voxel's own
-            normals = estimate_normals(points, int(self.config["normal_neighbors"]), lengths,
-                                       orientation="viewpoint").normals
+            with _stage("ppf.normals"):
+                normals = estimate_normals(points, int(self.config["normal_neighbors"]), lengths,
+                                           orientation="viewpoint").normals
         else:
             normals = _as_batch(scene_normals).float()
-        down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0])
+        with _stage("ppf.downsample"):
+            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0])
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
@@ -368,8 +374,14 @@ class PPFMatcher:
         chosen rotation, leaving out clusters the first already holds (-1 centres there). As
         ``pointops.ppf.PoseClusters`` with batch S * M (scene-major) and k + turned clusters."""
         cfg = self.config
-        votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                         spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+        with _stage("ppf.vote"):
+            votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
+                             spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+        with _stage("ppf.cluster"):
+            return self._clusters(votes, k, turned)
+
+    def _clusters(self, votes, k: int, turned: int) -> PoseClusters:
+        cfg = self.config
         scenes, models = votes.votes.shape[:2]
         q = votes.quaternions.reshape(scenes * models, -1, 4)
         t = votes.translations.reshape(scenes * models, -1, 3)
@@ -412,6 +424,11 @@ class PPFMatcher:
         Returns:
             :class:`PPFMatches` with K = max_instances.
         """
+        with _stage("ppf.match"):
+            return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)
+
+    def _match(self, scene_points: Tensor, scene_normals: Optional[Tensor], scene_lengths: Optional[Tensor],
+               max_instances: int, refine: bool, downsample: bool) -> PPFMatches:
         cfg = self.config
         if downsample:
             points, normals, lengths = self.prepare_scene(scene_points, scene_normals, scene_lengths)
@@ -423,11 +440,12 @@ class PPFMatcher:
         scenes, models = points.shape[0], self.num_models
         images = None
         if bool(cfg["visibility"]):  # before voting: building the range images reads sizes back
-            raw = _as_batch(scene_points).float()
-            raw_lengths = _lengths(raw, scene_lengths).tolist()
-            cell = self.step_range[0] * 0.7
-            per_scene = [range_image(raw[k, : raw_lengths[k]], cell) for k in range(scenes)]
-            images = [per_scene[k] for k in range(scenes) for _ in range(models)]  # scene-major, as scene_idx
+            with _stage("ppf.range_image"):
+                raw = _as_batch(scene_points).float()
+                raw_lengths = _lengths(raw, scene_lengths).tolist()
+                cell = self.step_range[0] * 0.7
+                per_scene = [range_image(raw[k, : raw_lengths[k]], cell) for k in range(scenes)]
+                images = [per_scene[k] for k in range(scenes) for _ in range(models)]  # scene-major, as scene_idx
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
@@ -441,12 +459,15 @@ class PPFMatcher:
         inlier_range = (self.step_range[0] * float(cfg["inlier_distance"]), self.step_range[1] * float(cfg["inlier_distance"]))
         if refine and int(cfg["icp_iterations"]) > 0:
             inputs = (model_points, model_normals, model_lengths, sp, sn, sl, poses.contiguous())
-            if poses.is_cuda and self.cuda_graphs:
-                poses = self._graphed(*inputs, iterations=int(cfg["icp_iterations"]), max_distance=inlier_range[0])
-            else:
-                poses = refine_coarse_to_fine(*inputs, int(cfg["icp_iterations"]), inlier_range[0])
-        scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
-                             float(cfg["inlier_normal_deg"]), inlier_range[1])
+            with _stage("ppf.refine"):
+                if poses.is_cuda and self.cuda_graphs:
+                    poses = self._graphed(*inputs, iterations=int(cfg["icp_iterations"]),
+                                          max_distance=inlier_range[0])
+                else:
+                    poses = refine_coarse_to_fine(*inputs, int(cfg["icp_iterations"]), inlier_range[0])
+        with _stage("ppf.verify"):
+            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
+                                 float(cfg["inlier_normal_deg"]), inlier_range[1])
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))

@@ -1,6 +1,6 @@
 // The one operator library of pointops: every schema, one line each, with its shapes.
 // Kernels register per backend at the end of their own files (TORCH_LIBRARY_IMPL); fake kernels
-// and gradients are registered in Python, by each family's module (pointops/<family>.py).
+// and gradients are registered in Python, by each family's package (pointops/<family>/).
 #include <Python.h>
 #include <torch/library.h>
 
@@ -16,12 +16,12 @@ PyObject* PyInit__C(void) {
 TORCH_LIBRARY(pointops, m) {
   // Each family's fake kernels and gradients are registered by its Python module; torch imports
   // the module named before a schema when it needs the op's fake kernel.
-  m.set_python_module("pointops.sampling");
+  m.set_python_module("pointops.sampling.ops");
   // points (B,N,D) float, lengths (B,) int64?, start (B,) int64? -> indices (B,k) int64, sq. distances (B,k)
   m.def("fps(Tensor points, Tensor? lengths, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
   // points (P,D) float, offsets (B+1,) int64, start (B,) int64? -> indices into P (B,k) int64, sq. distances (B,k)
   m.def("fps_packed(Tensor points, Tensor offsets, Tensor? start, int k) -> (Tensor indices, Tensor distances)");
-  m.set_python_module("pointops.bev");
+  m.set_python_module("pointops.bev.ops");
   // points (B,N,C) float (x, y, z, features), lengths (B,) int64? -> image (B,n_out,H,W) float32, (B,n_out,W,H) with forward_up (x forward pointing up)
   m.def("bev_rasterize(Tensor points, Tensor? lengths, float[] point_range, float[] cell_size, str[] channels, int feature_column=3, float density_base=64.0, int height_slices=0, bool forward_up=False) -> Tensor");
   // features (B,P,F) float, coords (B,P,3) int32 (z,y,x), num_voxels (B,) int64 -> canvas (B,F,height,width) of features' dtype
@@ -29,7 +29,7 @@ TORCH_LIBRARY(pointops, m) {
   // points (B,N,C) float, lengths (B,) int64?, voxel_size [3], point_range [6] -> voxels (B,V,K,C), coords (B,V,3) int32 zyx,
   //   num_points (B,V) int32, num_voxels (B,) int64, point_voxel (B,N) int64  (K = max_points_per_voxel, V = max_voxels)
   m.def("voxelize(Tensor points, Tensor? lengths, float[] voxel_size, float[] point_range, int max_points_per_voxel, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor num_voxels, Tensor point_voxel)");
-  m.set_python_module("pointops.hough");
+  m.set_python_module("pointops.hough.planes");
   // points (B,N,3) float, lengths (B,) int64?, weights (B,N) float? -> (B,n_phi,n_theta,n_rho) int32 (float32 if weighted)
   m.def("hough_planes(Tensor points, Tensor? lengths, Tensor? weights, int n_phi, int n_theta, float rho_step, float rho_max) -> Tensor");
   // as hough_planes, equal-area ball orientations -> (B,n_cells,n_rho) int32 (float32 if weighted)
@@ -69,7 +69,7 @@ TORCH_LIBRARY(pointops, m) {
   m.def("icp_step(Tensor sources, Tensor? query_lengths, Tensor targets, Tensor? target_normals, Tensor poses, Tensor indices, Tensor converged, float max_correspondence_distance, float tolerance=0.0, bool point_to_plane=False, bool update=True) -> (Tensor poses, Tensor rmse, Tensor inlier_fraction, Tensor converged)");
 
   // ---- hough: 2D circles and lines ----
-  m.set_python_module("pointops.hough2d");
+  m.set_python_module("pointops.hough.images");
   // edges (B,H,W) any dtype (nonzero = edge) -> points (B,C,2) int32 (x, y) row-major, -1 padded; lengths (B,) int64  (C = capacity, H*W if -1)
   m.def("edge_points(Tensor edges, int capacity=-1) -> (Tensor points, Tensor lengths)");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float?, gradients (B,P,2) float? -> (B,R,height,width) int32 (float32 if weighted)
@@ -88,7 +88,7 @@ TORCH_LIBRARY(pointops, m) {
   m.def("line_detections(Tensor acc, float[] theta, int k, int min_distance, int min_angle, float? threshold, bool glue) -> (Tensor lines, Tensor votes)");
 
   // ---- ppf: point pair features ----
-  m.set_python_module("pointops.ppf");
+  m.set_python_module("pointops.ppf.ops");
   // points, normals (B,N,3) float, pairs (B,P,2) int64, lengths (B,) int64?, distance_step (B,) float
   //   -> features (B,P,4) float32 (|d|, three angles), keys (B,P) int64 (-1: none), alpha (B,P) float32
   m.def("ppf_features(Tensor points, Tensor normals, Tensor pairs, Tensor? lengths, Tensor distance_step, int angle_bins, int distance_bins) -> (Tensor features, Tensor keys, Tensor alpha)");

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 import pointops
-from pointops import datasets
+from pointops.scenes import lidar
 
 PILLAR_RANGE = [0.0, -32.0, -3.0, 64.0, 32.0, 1.0]
 PILLAR_SIZE = [0.5, 0.5, 4.0]
@@ -31,7 +31,7 @@ MAX_POINTS = 16
 
 def frame_cloud(frame: int, n_beams: int, n_azimuth: int) -> torch.Tensor:
     """(N, 4) x, y, z, intensity of generated frame `frame` (seeded by its number)."""
-    scan = datasets.lidar_scan(datasets.make_scene(frame), n_beams=n_beams, n_azimuth=n_azimuth,
+    scan = lidar.lidar_scan(lidar.make_scene(frame), n_beams=n_beams, n_azimuth=n_azimuth,
                                range_noise=0.02, clutter=0.05, seed=frame)
     return torch.cat([scan.points, scan.intensity.unsqueeze(1)], 1)
 

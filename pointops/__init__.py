@@ -9,10 +9,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from ._version import __version__  # noqa: F401
 from ._extension import _C  # noqa: F401,E402  (registers the operators; a clear ImportError when not built)
 
-from . import datasets  # noqa: F401,E402  (synthetic scenes with ground truth; torch only, cheap to import)
-from . import io  # noqa: F401,E402  (file readers / writers; their format libraries load on first use)
-from . import nn  # noqa: F401,E402  (OpenPCDet-style PointNet++ functions and modules)
-from . import pipelines  # noqa: F401,E402
+from . import bev, geometry, hough, io, nn, ppf, sampling, scenes  # noqa: F401,E402  (the families; io loads its format libraries on first use)
 from .bev import (  # noqa: E402
     DynamicVoxels,
     Voxels,
@@ -42,54 +39,68 @@ from .geometry import (  # noqa: E402
     three_nn,
 )
 from .hough import (  # noqa: E402
+    CircleDetections,
+    LineDetections,
     Peaks,
+    PlaneDetections,
     PlaneFit,
     ball_cells,
     ball_peaks_to_planes,
-    hough_peaks,
-    hough_plane_peaks,
-    hough_planes,
-    hough_planes_ball,
-    peaks_to_planes,
-    plane_grid_normals,
-    plane_labels,
-    plane_refit,
-    rho_bins,
-)
-from .hough2d import (  # noqa: E402
     circle_perimeter_size,
+    detect_circles,
+    detect_lines,
+    detect_planes,
     edge_points,
     hough_circles,
     hough_circles_max,
     hough_circles_points,
     hough_lines,
     hough_lines_points,
+    hough_peaks,
+    hough_plane_peaks,
+    hough_planes,
+    hough_planes_ball,
     line_angles,
     line_distances,
+    peaks_to_planes,
+    plane_grid_normals,
+    plane_labels,
+    plane_refit,
+    rho_bins,
     rho_offset,
 )
-from .pipelines.hough2d import CircleDetections, LineDetections, detect_circles, detect_lines, synthetic_edges  # noqa: E402
-from .pipelines.planes import PlaneDetections, detect_planes  # noqa: E402
-from .ppf import PPF_PRESETS, PoseClusters, PPFModel, PPFVotes, decode_keys, pose_cluster, ppf_features, ppf_model, ppf_vote  # noqa: E402
-from .presets import PlanePreset, bev_preset, list_presets, load_config, plane_preset  # noqa: E402
+from .ppf import (  # noqa: E402
+    PoseClusters,
+    PPFMatcher,
+    PPFMatches,
+    PPFModel,
+    PPFVotes,
+    decode_keys,
+    pose_cluster,
+    ppf_features,
+    ppf_model,
+    ppf_vote,
+)
+from .presets import PPF_PRESETS, PlanePreset, bev_preset, list_presets, load_config, plane_preset, ppf_preset  # noqa: E402
 from .sampling import (  # noqa: E402
     SampledIndices,
     farthest_point_sampling,
     farthest_point_sampling_packed,
     sample_farthest_points,
 )
+from .scenes import synthetic_edges  # noqa: E402
 
 __all__ = [
     "ball_cells",
     "ball_peaks_to_planes",
     "ball_query",
     "BallQuery",
+    "bev",
     "bev_grid_size",
     "bev_preset",
     "bev_rasterize",
     "circle_perimeter_size",
     "CircleDetections",
-    "datasets",
     "decode_keys",
     "detect_circles",
     "detect_lines",
@@ -99,8 +110,10 @@ __all__ = [
     "estimate_normals",
     "farthest_point_sampling",
     "farthest_point_sampling_packed",
+    "geometry",
     "group_points",
     "height_image",
+    "hough",
     "hough_circles",
     "hough_circles_max",
     "hough_circles_points",
@@ -115,8 +128,8 @@ __all__ = [
     "interpolate",
     "inverse_distance_weights",
     "io",
-    "KNN",
     "knn",
+    "KNN",
     "knn_packed",
     "line_angles",
     "line_distances",
@@ -132,21 +145,27 @@ __all__ = [
     "plane_labels",
     "plane_preset",
     "plane_refit",
+    "ppf_preset",
     "PlaneDetections",
     "PlaneFit",
     "PlanePreset",
     "pose_cluster",
     "PoseClusters",
+    "ppf",
     "ppf_features",
     "ppf_model",
     "PPF_PRESETS",
     "ppf_vote",
+    "PPFMatcher",
+    "PPFMatches",
     "PPFModel",
     "PPFVotes",
     "rho_bins",
     "rho_offset",
     "sample_farthest_points",
     "SampledIndices",
+    "sampling",
+    "scenes",
     "synthetic_edges",
     "three_nn",
     "transform_points",

@@ -5,7 +5,7 @@ table, found by point pair features (the ``ppf`` picture).
     python -m pointops.demo [--out DIR] [--device cpu|cuda] [--seed 3] [--beams 32] [--azimuth 1024]
                             [--only fps height ...]
 
-Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.datasets.lidar_scan``)
+Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.scenes.lidar.lidar_scan``)
 in a generated street scene with ground-truth planes and labels. Top views have x forward pointing
 up and y left pointing left, as seen from above, with the sensor at (0, 0). The ops run on
 ``--device`` (CUDA when available, else the CPU); CPU and CUDA results are bit-identical, so those
@@ -27,14 +27,14 @@ import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
 import pointops
-from pointops import datasets
+from pointops.scenes import lidar, tabletop
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ class Demo:
     def __init__(self, settings: Settings, device: str):
         self.settings = settings
         self.device = torch.device(device)
-        self.scene = datasets.make_scene(settings.seed)
-        scan = datasets.lidar_scan(self.scene, n_beams=settings.beams, n_azimuth=settings.azimuth,
+        self.scene = lidar.make_scene(settings.seed)
+        scan = lidar.lidar_scan(self.scene, n_beams=settings.beams, n_azimuth=settings.azimuth,
                                    range_noise=0.02, clutter=0.05, seed=settings.seed)
         # The pictures show the square around the sensor (as a detector's point_range would): the
         # far ground out to the LiDAR's 100 m would take a third of the FPS samples out of sight.
@@ -107,8 +107,8 @@ class Demo:
             iterations=2))
 
     @cached_property
-    def score(self) -> datasets.PlaneScore:
-        return datasets.evaluate_planes(self.planes, self.scan.planes, self.scan.labels)
+    def score(self) -> lidar.PlaneScore:
+        return lidar.evaluate_planes(self.planes, self.scan.planes, self.scan.labels)
 
     @cached_property
     def ground(self) -> Tensor:
@@ -514,7 +514,6 @@ def draw_ppf(demo: Demo):
     """Not the LiDAR scan: a depth camera's view of CGAL meshes (procedural blobs without Debian's
     libcgal-demo) on a table, with one PPFMatcher looking for all of them at once."""
     from matplotlib.lines import Line2D
-    from pointops.pipelines.ppf import demo_match
 
     s = demo.settings
     found = demo.timed("PPFMatcher.match", lambda: demo_match(seed=s.seed, occlusion=s.ppf_occlusion,
@@ -565,6 +564,52 @@ def draw_ppf(demo: Demo):
                  title="best pose of each model (inlier score after ICP)", title_fontsize=8)
     right.set_title(f"PPFMatcher (preset fast) over {m} models at once: each drawn at its best pose")
     return fig, f"PPF matching of {m} models in a depth image: " + ", ".join(summary)
+
+
+# ---- the PPF scene ----
+
+class PPFDemo(NamedTuple):
+    """What a picture of a PPF match draws: M models looked for in one generated scene (camera
+    frame, model diameter 1). Model 0 is the target, whose true pose the scene knows; the others
+    stand around it as distractors."""
+
+    scene_points: Tensor  # (N, 3) float32 the depth camera's points
+    scene_labels: Tensor  # (N,) int64 0 target, 1.. distractors, boxes and occluder, -1 table
+    names: List[str]  # (M,) the models
+    found_points: Tensor  # (M, Nm, 3) float32 model points placed by each model's best pose (NaN: not found)
+    true_points: Tensor  # (Nm, 3) float32 the target's points placed by its true pose
+    poses: Tensor  # (M, 4, 4) float32 each model's best pose (NaN: none)
+    scores: Tensor  # (M,) float32 their re-scores
+    true_pose: Tensor  # (4, 4) float32 the target's
+    occlusion: float  # share of the target hidden
+
+
+def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, distractors: int = 2,
+               model_samples: int = 20000, device: Union[str, torch.device] = "cpu",
+               scene_options: Optional[Dict[str, object]] = None, **config) -> PPFDemo:
+    """Looks for a target and its distractors (pointops.scenes.tabletop: CGAL meshes when Debian's
+    libcgal-demo is installed, else procedural blobs) in a generated scene with one PPFMatcher
+    over all of them, on ``device``, and returns what a picture draws. ``scene_options`` go to
+    ``scenes.tabletop.make_ppf_scene`` (the camera's distance, the image size, ...); ``config`` to
+    the matcher."""
+    if tabletop.cgal_available():
+        names = [mesh] + [name for name in tabletop.EVAL_MESHES if name != mesh][:distractors]
+        meshes = [tabletop.load_mesh(name) for name in names]
+    else:
+        names = ["blob 1"] + [f"blob {s}" for s in range(2, 2 + distractors)]
+        meshes = [tabletop.blob_mesh(seed=s) for s in range(1, 2 + distractors)]
+    samples = [tabletop.sample_surface(m, model_samples, seed=seed + i) for i, m in enumerate(meshes)]
+    model_points = torch.stack([p for p, _ in samples]).float().to(device)
+    model_normals = torch.stack([n for _, n in samples]).float().to(device)
+    matcher = pointops.PPFMatcher(model_points, model_normals, **config)
+    scene = tabletop.make_ppf_scene(seed, meshes[0], meshes[1:], occlusion=occlusion, **(scene_options or {}))
+    found = matcher.match(scene.points.to(device), scene.normals.to(device), max_instances=1)
+    poses = found.poses[0, :, 0].cpu()  # (M, 4, 4)
+    sample = model_points[:, :: max(1, model_samples // 2000)].cpu()
+    placed = sample @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
+    truth = sample[0] @ scene.pose[:3, :3].T + scene.pose[:3, 3]
+    return PPFDemo(scene.points, scene.labels, names, placed, truth, poses, found.scores[0, :, 0].cpu(), scene.pose,
+                   scene.occlusion)
 
 
 # ---- command line ----------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ files and no global dicts). ``tests/test_presets.py`` fails when the two differ.
     pointops.load_config("bev")          # the YAML as a dict (needs PyYAML)
     pointops.bev_preset("kitti")         # ([x_min, y_min, z_min, x_max, y_max, z_max], [dx, dy])
     pointops.plane_preset("outdoor")     # PlanePreset(n_phi=90, ...)
+    pointops.ppf_preset("fast")          # {"tau_d": 0.05, ...}: PPFMatcher's options
 """
 import os
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple, Union
 
 BEV_PRESETS = ("kitti", "kitti_bev", "nuscenes", "waymo", "long_range_1024")
 PLANE_PRESETS = ("indoor", "outdoor", "outdoor_fast")
@@ -54,6 +55,52 @@ def plane_preset(name: str) -> PlanePreset:
     raise ValueError("unknown plane preset '" + name + "'; expected one of indoor, outdoor, outdoor_fast")
 
 
+# Named parameter sets of ppf_model / ppf_vote / pose_cluster / PPFMatcher; configs/ppf.yaml holds
+# the same table (tests/test_presets.py keeps the two equal). Explicit arguments override a preset.
+#   tau_d: distance step / model diameter (Drost: 0.05); the scene is downsampled to this step.
+#   angle_bins: alpha bins over 2 pi (30: 12 degree steps; feature angles get 15 bins over pi).
+#   stride: every stride-th scene point is a reference point.
+#   peaks: (model point, alpha) peaks kept per reference point.
+#   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
+#   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
+#   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
+#   suppression: two instances' translations are at least this many diameters apart.
+#   hypotheses: clusters refined by ICP and re-scored per (scene, model), at distinct places;
+#   turned_hypotheses, suppression_angle_deg: as many more from a selection that removes only
+#   the candidates within suppression diameters and this rotation of a chosen one (a turned
+#   pose at a hypothesis' place, where a wrong rotation won the instance's votes).
+#   icp_iterations: ICP steps at 3 x inlier_distance, then as many at inlier_distance;
+#   inlier_distance (in distance steps), inlier_normal_deg: an inlier of re-scoring lies within
+#   inlier_distance of a scene point whose normal is within inlier_normal_deg of its own.
+#   visibility: re-scoring also subtracts model points the sensor (at the scene's origin) saw through.
+#   normal_neighbors: k of the kNN normal estimate when normals are not given.
+PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
+    # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins
+    "default": {
+        "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "backend": "dense",
+        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
+        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
+        "normal_neighbors": 30,
+    },
+    # Drost's parameters (tau_d 0.05, every 5th point, exact bins): about a tenth of the votes
+    "fast": {
+        "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
+        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
+        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
+        "normal_neighbors": 30,
+    },
+}
+
+
+def ppf_preset(name: str) -> Dict[str, Union[int, float, bool, str]]:
+    """A copy of the named options of :class:`pointops.PPFMatcher` (configs/ppf.yaml says what each is)."""
+    if name not in PPF_PRESETS:
+        raise ValueError(f"unknown PPF preset '{name}'; expected one of {', '.join(sorted(PPF_PRESETS))}")
+    return dict(PPF_PRESETS[name])
+
+
 def config_dir() -> str:
     """The folder holding the YAML presets: ``pointops/configs`` in an installed package, else the
     repository's top-level ``configs/`` (a source checkout or an editable install)."""
@@ -80,4 +127,4 @@ def load_config(family: str) -> Dict[str, Dict]:
 
 def list_presets() -> Dict[str, List[str]]:
     """Every preset name, by family: {"bev": [...], "planes": [...], ...}."""
-    return {"bev": list(BEV_PRESETS), "planes": list(PLANE_PRESETS)}
+    return {"bev": list(BEV_PRESETS), "planes": list(PLANE_PRESETS), "ppf": list(PPF_PRESETS)}

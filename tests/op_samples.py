@@ -1,7 +1,7 @@
 """Sample inputs for every registered pointops operator and every public wrapper.
 
 Each family keeps its entries in tests/samples_<family>.py (dicts OP_SAMPLES and WRAPPER_CASES of
-the same form as below); they are merged here. test_registration.py runs them all through opcheck,
+the same form as below); they are merged here. test_operators.py runs them all through opcheck,
 compile, script, export and the stream/device tests, and fails if an operator has no samples.
 """
 import glob

@@ -4,7 +4,7 @@ from typing import Callable, Dict, List
 import torch
 
 import pointops
-from pointops.pipelines.hough2d import circle_peaks, line_peaks
+from pointops.hough.detect_images import circle_peaks, line_peaks
 from tests.op_samples import WrapperCase
 
 

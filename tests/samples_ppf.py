@@ -10,7 +10,7 @@ from typing import List
 
 import torch
 
-from pointops import ppf
+from pointops.ppf import ops as ppf
 from tests.op_samples import WrapperCase
 
 

@@ -409,7 +409,7 @@ SUBSETS = [["max_z", "top_feature", "density"], ["occupancy", "min_z", "max_feat
 @pytest.mark.parametrize("channels", [ALL, ["mean_z", "min_z", "mean_feature", "count"], *SUBSETS])
 @pytest.mark.parametrize("cell_size", [[0.1, 0.1], [0.13, 0.17]])
 def test_cuda_equals_cpu(dtype, forward_up, channels, cell_size):
-    from pointops.datasets import sampled_street
+    from pointops.scenes.lidar import sampled_street
 
     clouds = torch.stack([sampled_street(60_000, seed=s) for s in range(3)])
     intensity = (clouds.norm(dim=-1, keepdim=True) / 40).clamp(max=1)

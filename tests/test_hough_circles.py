@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import pointops
-from pointops.pipelines.hough2d import circle_peaks, synthetic_edges
+from pointops.hough.detect_images import circle_peaks
+from pointops.scenes import synthetic_edges
 from pointops.reference import hough2d as reference
 from tests.hough2d_helpers import assert_equal, random_edges, select_variant
 
@@ -408,7 +409,7 @@ def test_detect_circles_with_noise_and_broken_arcs(device):
 def test_detect_circles_overlapping(device):
     edges = torch.zeros(1, 70, 70, dtype=torch.bool)
     truth = torch.tensor([[30.0, 34.0, 18.0], [42.0, 36.0, 15.0]])  # overlapping discs, centres 12 apart
-    from pointops.pipelines.hough2d import _draw_circle
+    from pointops.scenes.edges import _draw_circle
     for x, y, r in truth.long().tolist():
         _draw_circle(edges[0], x, y, r, 1.0, 0.0)
     det = pointops.detect_circles(edges.to(device), list(range(10, 22)), k=2, min_distance=4)
@@ -417,7 +418,7 @@ def test_detect_circles_overlapping(device):
 
 def test_detect_circles_crossing_the_border(device):
     edges = torch.zeros(1, 50, 60, dtype=torch.bool)
-    from pointops.pipelines.hough2d import _draw_circle
+    from pointops.scenes.edges import _draw_circle
     _draw_circle(edges[0], 3, 25, 12, 1.0, 0.0)  # the left part is cut off by the border
     det = pointops.detect_circles(edges.to(device), list(range(8, 16)), k=1)
     assert det.circles[0, 0].cpu().tolist() == [3.0, 25.0, 12.0]
@@ -436,7 +437,7 @@ def test_detect_circles_agrees_with_skimage_peaks(device):
 
 def test_detect_circles_padding_and_empty(device):
     edges = torch.zeros(2, 30, 30, dtype=torch.bool)
-    from pointops.pipelines.hough2d import _draw_circle
+    from pointops.scenes.edges import _draw_circle
     _draw_circle(edges[0], 15, 15, 8, 1.0, 0.0)
     det = pointops.detect_circles(edges.to(device), [6, 8, 10], k=4, min_distance=3)
     circles, votes = det.circles.cpu(), det.votes.cpu()

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import pointops
-from pointops.pipelines.hough2d import line_peaks, synthetic_edges
+from pointops.hough.detect_images import line_peaks
+from pointops.scenes import synthetic_edges
 from pointops.reference import hough2d as reference
 from tests.hough2d_helpers import assert_equal, random_edges, select_variant
 

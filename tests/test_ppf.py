@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import pointops
-from pointops import ppf
+from pointops.ppf import ops as ppf
 from pointops.reference import ppf as ref
 from tests.conftest import DEVICES
 
@@ -484,15 +484,8 @@ def test_cluster_cuda_equals_cpu_at_size():
 
 # ---- presets and the matcher --------------------------------------------------------------------
 
-def test_presets_yaml_equals_the_python_table():
-    yaml = pytest.importorskip("yaml")
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "ppf.yaml")
-    with open(path) as f:
-        assert yaml.safe_load(f) == ppf.PPF_PRESETS
-
-
 def test_matcher_config_errors():
-    from pointops.pipelines.ppf import PPFMatcher, resolve_ppf_config
+    from pointops.ppf.matcher import PPFMatcher, resolve_ppf_config
 
     assert resolve_ppf_config("default", stride=3)["stride"] == 3
     assert resolve_ppf_config("fast")["tau_d"] == 0.05
@@ -505,17 +498,17 @@ def test_matcher_config_errors():
 def two_instance_scene():
     """A scene of two rotated copies of a sampled blob mesh on a plane, seen from the origin,
     with exact normals; the poses of the copies in model coordinates."""
-    from pointops import datasets_ppf as dp
+    from pointops.scenes import tabletop
 
-    mesh = dp.blob_mesh(seed=1)
-    mp, mn = dp.sample_surface(mesh, 3000, seed=0)
+    mesh = tabletop.blob_mesh(seed=1)
+    mp, mn = tabletop.sample_surface(mesh, 3000, seed=0)
     poses = []
     parts_p, parts_n = [], []
     for k, shift in enumerate(([-0.8, 0.1, 3.0], [0.9, -0.2, 3.3])):
         pose = torch.eye(4, dtype=torch.float64)
-        pose[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(10 + k))
+        pose[:3, :3] = tabletop.random_rotation(torch.Generator().manual_seed(10 + k))
         pose[:3, 3] = torch.tensor(shift, dtype=torch.float64)
-        sp, sn = dp.sample_surface(mesh, 1500, seed=5 + k)
+        sp, sn = tabletop.sample_surface(mesh, 1500, seed=5 + k)
         p, n = sp @ pose[:3, :3].T + pose[:3, 3], sn @ pose[:3, :3].T
         seen = (n * p).sum(1) < 0  # the side facing the sensor
         parts_p.append(p[seen])
@@ -534,7 +527,7 @@ def rotation_error_deg(a, b):
 
 
 def test_matcher_recovers_both_instances_of_a_model():
-    from pointops.pipelines.ppf import PPFMatcher
+    from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, truths = two_instance_scene()
     matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=4, icp_iterations=5)
@@ -549,7 +542,7 @@ def test_matcher_recovers_both_instances_of_a_model():
 
 
 def test_matcher_batches_scenes_and_models():
-    from pointops.pipelines.ppf import PPFMatcher
+    from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, truths = two_instance_scene()
     other = mp * torch.tensor([1.0, 0.5, 2.0])  # a different model
@@ -567,7 +560,7 @@ def test_matcher_batches_scenes_and_models():
 
 @pytest.mark.cuda
 def test_matcher_graph_replay_equals_the_eager_refinement():
-    from pointops.pipelines.ppf import PPFMatcher
+    from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, _ = two_instance_scene()
     matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
@@ -589,7 +582,7 @@ def test_matcher_graph_replay_equals_the_eager_refinement():
 
 
 def test_matcher_turned_hypotheses_add_only_new_clusters():
-    from pointops.pipelines.ppf import PPFMatcher
+    from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, truths = two_instance_scene()
     matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=3, turned_hypotheses=4)
@@ -610,13 +603,13 @@ def test_matcher_turned_hypotheses_add_only_new_clusters():
 # ---- scene generator ----------------------------------------------------------------------------
 
 def test_generated_scene_ground_truth_and_occlusion():
-    from pointops import datasets_ppf as dp
+    from pointops.scenes import tabletop
 
-    mesh = dp.blob_mesh(seed=1, subdivisions=2)
-    others = [dp.blob_mesh(seed=2, subdivisions=2)]
-    clear = dp.make_ppf_scene(4, mesh, others, occlusion=0.0, noise=0.0, width=160, height=120)
-    hidden = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
-    again = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    mesh = tabletop.blob_mesh(seed=1, subdivisions=2)
+    others = [tabletop.blob_mesh(seed=2, subdivisions=2)]
+    clear = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.0, noise=0.0, width=160, height=120)
+    hidden = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    again = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
     assert torch.equal(hidden.points, again.points) and torch.equal(hidden.pose, again.pose)
     assert torch.equal(clear.pose, hidden.pose)  # the occluder moves nothing else
     assert clear.occlusion < 0.05 and abs(hidden.occlusion - 0.4) < 0.1
@@ -624,37 +617,37 @@ def test_generated_scene_ground_truth_and_occlusion():
     # target points lie on the mesh under the true pose, and normals face the camera
     target = clear.points[clear.labels == 0].double()
     placed = mesh.transformed(clear.pose.double())
-    samples, _ = dp.sample_surface(placed, 8000, seed=0)
+    samples, _ = tabletop.sample_surface(placed, 8000, seed=0)
     assert torch.cdist(target, samples).amin(1).max() < 0.04
     assert ((clear.normals * clear.points).sum(1) < 0).all()
     assert (clear.labels == -1).any()  # the table
 
 
 def test_off_parser_and_sampling():
-    from pointops import datasets_ppf as dp
+    from pointops.scenes import tabletop
 
-    mesh = dp.parse_off("OFF\n# a square\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n", "square")
+    mesh = tabletop.parse_off("OFF\n# a square\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n", "square")
     assert mesh.faces.tolist() == [[0, 1, 2], [0, 2, 3]]
-    points, normals = dp.sample_surface(mesh, 500, seed=1)
+    points, normals = tabletop.sample_surface(mesh, 500, seed=1)
     assert (points[:, 2] == 0).all() and (points >= 0).all() and (points <= 1).all()
     assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
     with pytest.raises(ValueError, match="not an OFF file"):
-        dp.parse_off("PLY\n", "bad")
+        tabletop.parse_off("PLY\n", "bad")
 
 
 def test_refinement_and_rescoring():
     """The pipeline's refinement (geometry icp on the sensor-facing model points) pulls a
     perturbed hypothesis back; re-scoring ranks the true pose above one in front of the surface
     the sensor saw."""
-    from pointops import datasets_ppf as dp
-    from pointops.pipelines.ppf import PPFMatcher, range_image, refine_icp
+    from pointops.scenes import tabletop
+    from pointops.ppf.matcher import PPFMatcher, range_image, refine_icp
 
-    mesh = dp.blob_mesh(seed=1, subdivisions=2)
-    mp, mn = dp.sample_surface(mesh, 1500, seed=0)
+    mesh = tabletop.blob_mesh(seed=1, subdivisions=2)
+    mp, mn = tabletop.sample_surface(mesh, 1500, seed=0)
     truth = torch.eye(4)
-    truth[:3, :3] = dp.random_rotation(torch.Generator().manual_seed(4)).float()
+    truth[:3, :3] = tabletop.random_rotation(torch.Generator().manual_seed(4)).float()
     truth[:3, 3] = torch.tensor([0.1, -0.2, 3.0])
-    sp, sn = dp.sample_surface(mesh, 3000, seed=1)
+    sp, sn = tabletop.sample_surface(mesh, 3000, seed=1)
     sp, sn = (sp.float() @ truth[:3, :3].T + truth[:3, 3]), sn.float() @ truth[:3, :3].T
     seen = (sn * sp).sum(1) < 0
     sp, sn = sp[seen][None], sn[seen][None]
@@ -677,7 +670,7 @@ def test_refinement_and_rescoring():
 
 
 def test_demo_match_returns_what_a_picture_draws():
-    from pointops.pipelines.ppf import demo_match
+    from pointops.demo import demo_match
 
     demo = demo_match(seed=1, occlusion=0.2, distractors=2, model_samples=8000, preset="fast")
     assert len(demo.names) == 3 and demo.found_points.shape[0] == 3 and demo.found_points.shape[2] == 3

@@ -1,5 +1,7 @@
 """Presets: the YAML files in configs/ and the Python table TorchScript resolves hold the same
 values; names are listed; explicit values override a preset's."""
+import os
+
 import pytest
 import torch
 
@@ -25,8 +27,16 @@ def test_plane_yaml_equals_the_code():
         assert pointops.plane_preset(name)._asdict() == entry, name
 
 
+def test_ppf_yaml_equals_the_code():
+    config = pointops.load_config("ppf")
+    assert sorted(config) == sorted(presets.PPF_PRESETS)
+    for name, entry in config.items():
+        assert pointops.ppf_preset(name) == entry, name
+
+
 def test_every_yaml_family_is_listed():
     listed = pointops.list_presets()
+    assert sorted(listed) == sorted(f[:-5] for f in os.listdir(presets.config_dir()) if f.endswith(".yaml"))
     for family, names in listed.items():
         assert sorted(pointops.load_config(family)) == sorted(names)
 
@@ -36,6 +46,8 @@ def test_unknown_names_raise():
         pointops.bev_preset("kiti")
     with pytest.raises(ValueError, match="unknown plane preset"):
         pointops.plane_preset("underwater")
+    with pytest.raises(ValueError, match="unknown PPF preset 'slow'"):
+        pointops.ppf_preset("slow")
     with pytest.raises(ValueError, match="no preset family 'nope'"):
         pointops.load_config("nope")
 

@@ -37,7 +37,7 @@ from pointops.reference.bev import (  # noqa: E402
 from pointops.reference.hough import (  # noqa: E402
     hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
 from pointops.reference.sampling import fps_torch_loop  # noqa: E402
-from pointops.datasets import sampled_street  # noqa: E402
+from pointops.scenes.lidar import sampled_street  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -374,14 +374,14 @@ PLANE_FIT_CASES_CPU = [(1, 20_000, 8)]
 
 
 def bench_plane_fit(device, quick, results):
-    from pointops import datasets
+    from pointops.scenes import lidar
 
     cases = PLANE_FIT_CASES if device == "cuda" else PLANE_FIT_CASES_CPU
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     for b, n, k in cases[:1] if quick else cases:
         clouds = []
         for seed in range(b):
-            scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
             clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
         points = torch.stack(clouds).to(device)
         found = pointops.detect_planes(points, 8).planes
@@ -402,14 +402,14 @@ def bench_detect_planes(device, quick, results):
     """detect_planes end to end (one round) on generated LiDAR scans (tiled to N points per cloud),
     against issue 4's floors (no in-repo baseline: the plain PyTorch vote alone does not fit in
     memory at the outdoor preset's 1,000 rho bins for 1M points)."""
-    from pointops import datasets
+    from pointops.scenes import lidar
 
     cases = DETECT_CASES if device == "cuda" else DETECT_CASES_CPU
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     for b, n, k, floor, options in cases[:1] if quick else cases:
         clouds = []
         for seed in range(b):
-            scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
             clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
         points = torch.stack(clouds).to(device)
         config = options.get("preset", "outdoor") if "n_phi" not in options else "x".join(

@@ -21,7 +21,7 @@ import torch
 from bench import time_ms
 
 import pointops
-from pointops import datasets
+from pointops.scenes import lidar as lidar_scenes
 from pointops.reference.neighbors import knn_cdist_topk
 
 OPS = ["knn", "ball_query", "three_nn"]
@@ -48,7 +48,7 @@ def uniform(b, n, device, seed):
 def lidar(b, device, beams=64):
     """Spinning-LiDAR scans of generated street scenes (dense near the sensor, sparse far away),
     padded to the longest with lengths."""
-    scans = [datasets.lidar_scan(datasets.make_scene(seed), n_beams=beams, seed=seed).points for seed in range(b)]
+    scans = [lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed), n_beams=beams, seed=seed).points for seed in range(b)]
     n = max(len(s) for s in scans)
     points = torch.zeros(b, n, 3)
     for i, s in enumerate(scans):
@@ -141,7 +141,7 @@ def bench_knn_cpu(quick, results):
         if case == "uniform":
             points, queries = uniform(b, n, "cpu", 0), uniform(b, m, "cpu", 1)
         else:
-            scan = datasets.lidar_scan(datasets.make_scene(0), n_beams=64, seed=0).points
+            scan = lidar_scenes.lidar_scan(lidar_scenes.make_scene(0), n_beams=64, seed=0).points
             points = queries = scan[None].contiguous()
             m = n = scan.shape[0]
         row = {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": "cpu",

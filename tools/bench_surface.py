@@ -6,7 +6,7 @@ time Open3D's version (``voxel_down_sample``, ``estimate_normals`` with ``KDTree
 floors are in ``floor_ms`` (GPU) and ``floor`` = "at least as fast as Open3D" (CPU).
 
 Workloads: uniform clouds in a 10 m cube (the issue's voxel_downsample row), and LiDAR-like scans
-of ``pointops.datasets`` (64 x 2048 rays of a street scene, ~120k returns; the ICP source is a
+of ``pointops.scenes.lidar`` (64 x 2048 rays of a street scene, ~120k returns; the ICP source is a
 second scan of the same scene with other noise, moved by a known pose).
 
     python tools/bench.py --ops voxel_downsample estimate_normals icp [--quick] [--device cpu]
@@ -49,9 +49,9 @@ def _emit(row, results):
 
 
 def _scan(seed, scene=0, n_beams=64):
-    from pointops import datasets
+    from pointops.scenes import lidar
 
-    return datasets.lidar_scan(datasets.make_scene(scene), n_beams=n_beams, range_noise=0.02, seed=seed).points
+    return lidar.lidar_scan(lidar.make_scene(scene), n_beams=n_beams, range_noise=0.02, seed=seed).points
 
 
 def lidar_batch(batch, device, n_beams=64):

@@ -3,10 +3,10 @@
     python tools/eval_planes.py [--scenes 50] [--layouts grid ball] [--device cuda] [--json f]
                                 [--preset outdoor] [--iterations 1] [--n-phi P --n-theta T --rho-step S]
 
-Each scene: pointops.datasets.make_scene(seed) scanned by a 64-beam x 2048-step LiDAR with 0.02 m
+Each scene: pointops.scenes.lidar.make_scene(seed) scanned by a 64-beam x 2048-step LiDAR with 0.02 m
 range noise and 10 % clutter; detect_planes(k=8, iterations=1, preset="outdoor", or the given
 preset, rounds and accumulator); scored with
-datasets.evaluate_planes (a ground-truth plane holding >= 5 % of the points is found when a
+lidar.evaluate_planes (a ground-truth plane holding >= 5 % of the points is found when a
 detection's normal is within 2 degrees and its offset within 0.05 m). Recall and precision are
 pooled over all scenes (found / required, correct / detections).
 """
@@ -20,14 +20,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: E402
-from pointops import datasets  # noqa: E402
+from pointops.scenes import lidar  # noqa: E402
 
 
 def evaluate(layout, scenes, device, k=8, **options):
     found = required = correct = detections = 0
     seconds = 0.0
     for seed in range(scenes):
-        scan = datasets.lidar_scan(datasets.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed)
+        scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed)
         points = scan.points[None].to(device)
         if device == "cuda":
             torch.cuda.synchronize()
@@ -38,7 +38,7 @@ def evaluate(layout, scenes, device, k=8, **options):
         seconds += time.perf_counter() - t0
         planes = det.planes[0].cpu()
         planes = planes[~torch.isnan(planes[:, 3])]
-        score = datasets.evaluate_planes(planes, scan.planes, scan.labels)
+        score = lidar.evaluate_planes(planes, scan.planes, scan.labels)
         required += int(score.required.sum())
         found += int((score.found & score.required).sum())
         detections += len(planes)

@@ -1,6 +1,6 @@
 """Recall of PPFMatcher, and of OpenCV's PPF3DDetector on the same scenes, by occlusion.
 
-Scenes come from pointops.datasets_ppf: a CGAL mesh (diameter 1) at a random rotation on a table
+Scenes come from pointops.scenes.tabletop: a CGAL mesh (diameter 1) at a random rotation on a table
 among other meshes and boxes, an occluding box slid in front of it until a requested share of it is
 hidden (cycling 0, 10, ..., 70 %), a depth camera's returns with noise along the rays. Each method
 gets the model as a dense surface sample with exact normals, and the scene as the matcher
@@ -29,8 +29,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from pointops import datasets_ppf as dp  # noqa: E402
-from pointops.pipelines.ppf import PPFMatcher  # noqa: E402
+from pointops.scenes import tabletop  # noqa: E402
+from pointops.ppf.matcher import PPFMatcher  # noqa: E402
 
 BUCKETS = [(0.0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 1.01)]
 
@@ -95,19 +95,19 @@ def main():
     parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
     parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
     args = parser.parse_args()
-    if not dp.cgal_available():
-        sys.exit(f"{dp.CGAL_DATA} is missing: install Debian's libcgal-demo")
+    if not tabletop.cgal_available():
+        sys.exit(f"{tabletop.CGAL_DATA} is missing: install Debian's libcgal-demo")
 
     config = json.loads(args.config)
     cache = {}
     if args.scene_cache and os.path.isfile(args.scene_cache):
         cache = torch.load(args.scene_cache, weights_only=False)
-    meshes = {name: dp.load_mesh(name) for name in args.models}
-    others = [dp.load_mesh(name) for name in dp.EVAL_MESHES if name not in args.models][:3]
+    meshes = {name: tabletop.load_mesh(name) for name in args.models}
+    others = [tabletop.load_mesh(name) for name in tabletop.EVAL_MESHES if name not in args.models][:3]
     rows = []
     for mi, name in enumerate(args.models):
         mesh = meshes[name]
-        model_p, model_n = dp.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
+        model_p, model_n = tabletop.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
         model_p, model_n = model_p.float(), model_n.float()
         t0 = time.perf_counter()
         matcher = PPFMatcher(model_p.to(args.device), model_n.to(args.device), preset=args.preset, **config)
@@ -120,7 +120,7 @@ def main():
             requested = (s % 8) * 0.1
             key = (name, seed, requested, args.noise)
             if key not in cache:
-                cache[key] = dp.make_ppf_scene(seed, mesh, distractors, occlusion=requested, noise=args.noise)
+                cache[key] = tabletop.make_ppf_scene(seed, mesh, distractors, occlusion=requested, noise=args.noise)
             scene = cache[key]
             # normals: the meshes' exact ones, or estimated by the matcher on its downsampled scene
             # (PCA of 10 neighbours, turned towards the camera); OpenCV gets that same downsampled,

@@ -11,7 +11,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: E402
 from tools.bench import DETECT_CASES  # noqa: E402
-from pointops import datasets  # noqa: E402
+from pointops.scenes import lidar  # noqa: E402
 
 
 def main():
@@ -19,7 +19,7 @@ def main():
     parser.add_argument("--rows", type=int, default=15)
     args = parser.parse_args()
     for b, n, k, _, options in DETECT_CASES:
-        scans = [datasets.lidar_scan(datasets.make_scene(s), range_noise=0.02, clutter=0.1, seed=s).points for s in range(b)]
+        scans = [lidar.lidar_scan(lidar.make_scene(s), range_noise=0.02, clutter=0.1, seed=s).points for s in range(b)]
         points = torch.stack([s.repeat((n + len(s) - 1) // len(s), 1)[:n] for s in scans]).cuda()
         run = lambda: pointops.detect_planes(points, k, **options)  # noqa: E731
         for _ in range(3):

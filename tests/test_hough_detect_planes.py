@@ -5,13 +5,13 @@ import pytest
 import torch
 
 import pointops
-from pointops import datasets
+from pointops.scenes import lidar
 
 SMALL = dict(n_phi=45, n_theta=45, rho_step=0.2, rho_max=50.0)  # coarse grid: fast on a CPU
 
 
 def small_scan(seed, **options):
-    return datasets.lidar_scan(datasets.make_scene(seed), n_beams=24, n_azimuth=512, range_noise=0.02,
+    return lidar.lidar_scan(lidar.make_scene(seed), n_beams=24, n_azimuth=512, range_noise=0.02,
                                clutter=0.1, seed=seed, **options)
 
 
@@ -21,7 +21,7 @@ def test_finds_the_ground_and_large_walls(device):
     assert det.planes.shape == (1, 6, 4) and det.votes.shape == (1, 6) and det.labels.shape == (1, len(scan.points))
     planes = det.planes[0].cpu()
     found = planes[~torch.isnan(planes[:, 3])]
-    score = datasets.evaluate_planes(found, scan.planes, scan.labels)
+    score = lidar.evaluate_planes(found, scan.planes, scan.labels)
     assert score.recall == 1.0 and score.precision >= 0.75
     # the ground's points get the ground's detection
     ground = (scan.labels == 0)
@@ -42,7 +42,7 @@ def test_batch_with_lengths_and_padding(device):
     for row, scan in ((0, a), (1, b)):
         planes = det.planes[row].cpu()
         found = planes[~torch.isnan(planes[:, 3])]
-        assert datasets.evaluate_planes(found, scan.planes, scan.labels).recall == 1.0
+        assert lidar.evaluate_planes(found, scan.planes, scan.labels).recall == 1.0
     # a single cloud gives the same planes as its row in the batch
     single = pointops.detect_planes(a.points[None].to(device), 4, **SMALL)
     torch.testing.assert_close(single.planes[0], det.planes[0], equal_nan=True)
@@ -77,7 +77,7 @@ def test_ball_layout_finds_the_ground(device):
     det = pointops.detect_planes(scan.points[None].to(device), 4, layout="ball", **SMALL)
     found = det.planes[0].cpu()
     found = found[~torch.isnan(found[:, 3])]
-    assert datasets.evaluate_planes(found, scan.planes, scan.labels).found[0]  # plane 0 is the ground
+    assert lidar.evaluate_planes(found, scan.planes, scan.labels).found[0]  # plane 0 is the ground
 
 
 def test_bad_arguments():
@@ -95,7 +95,7 @@ def test_cuda_detection_repeats_and_equals_the_cpu_on_lidar_scans():
     """detect_planes on CUDA: two identical calls give identical planes, votes and labels, and the
     same bits as the CPU (the peaks' planes come from one CPU-made normal table; refits and labels
     are exact ops)."""
-    batch = datasets.batch_scenes(range(3), n_beams=32, n_azimuth=1024, range_noise=0.02, clutter=0.1)
+    batch = lidar.batch_scenes(range(3), n_beams=32, n_azimuth=1024, range_noise=0.02, clutter=0.1)
     cpu = pointops.detect_planes(batch.points, 6, batch.lengths, preset="outdoor", iterations=2)
     first = pointops.detect_planes(batch.points.cuda(), 6, batch.lengths.cuda(), preset="outdoor", iterations=2)
     second = pointops.detect_planes(batch.points.cuda(), 6, batch.lengths.cuda(), preset="outdoor", iterations=2)
@@ -107,7 +107,7 @@ def test_cuda_detection_repeats_and_equals_the_cpu_on_lidar_scans():
 @pytest.mark.cuda
 @pytest.mark.slow
 def test_cuda_detection_repeats_on_a_million_points():
-    scan = datasets.lidar_scan(datasets.make_scene(0), range_noise=0.02, clutter=0.1, seed=0).points
+    scan = lidar.lidar_scan(lidar.make_scene(0), range_noise=0.02, clutter=0.1, seed=0).points
     points = scan.repeat((1_000_000 + len(scan) - 1) // len(scan), 1)[:1_000_000].unsqueeze(0).cuda()
     first = pointops.detect_planes(points, 16)
     for _ in range(3):

@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._checks import check_floating, check_same_device
+from .._checks import check_floating, check_same_device
 
 
 def rho_bins(rho_step: float, rho_max: float) -> int:

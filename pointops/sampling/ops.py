@@ -10,7 +10,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._checks import check_floating, check_same_device, distance_dtype
+from .._checks import check_floating, check_same_device, distance_dtype
 
 
 class SampledIndices(NamedTuple):

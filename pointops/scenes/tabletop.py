@@ -26,7 +26,7 @@ import math
 import os
 import tarfile
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple, Sequence, Tuple
 
 import torch
 from torch import Tensor

@@ -31,8 +31,8 @@ import torch
 from torch import Tensor
 
 from ..geometry import estimate_normals, knn, voxel_downsample
-from ..ppf import (
-    PPF_PRESETS,
+from ..presets import ppf_preset
+from .ops import (
     PoseClusters,
     PPFModel,
     bounding_diameter,
@@ -44,10 +44,8 @@ from ..ppf import (
 
 
 def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[int, float, bool, str]]:
-    """A preset of :data:`pointops.ppf.PPF_PRESETS` with explicit values on top."""
-    if preset not in PPF_PRESETS:
-        raise ValueError(f"unknown PPF preset '{preset}', expected one of {sorted(PPF_PRESETS)}")
-    config = dict(PPF_PRESETS[preset])
+    """A preset (:func:`pointops.ppf_preset`, configs/ppf.yaml) with explicit values on top."""
+    config = ppf_preset(preset)
     unknown = set(overrides) - set(config)
     if unknown:
         raise ValueError(f"unknown PPF options {sorted(unknown)}, expected some of {sorted(config)}")
@@ -300,7 +298,7 @@ class PPFMatcher:
             ``normal_neighbors`` neighbours, turned away from the model's bounding-box centre:
             fine for closed, roughly star-shaped models; give real normals where you have them).
         model_lengths: (M,) int64 points per model; None = all N.
-        preset: a name in :data:`pointops.ppf.PPF_PRESETS` (configs/ppf.yaml).
+        preset: a name of :func:`pointops.ppf_preset` (configs/ppf.yaml).
         **config: explicit values of the preset's options, which override it.
     """
 
@@ -513,49 +511,3 @@ class PPFMatcher:
                 hits[b] -= (through & valid[b]).sum(1).float()
         score = (hits / model_lengths.clamp(min=1)[:, None].float()).clamp(min=0)
         return torch.where(finite, score, torch.zeros_like(score))
-
-
-class PPFDemo(NamedTuple):
-    """What a picture of a PPF match draws: M models looked for in one generated scene (camera
-    frame, model diameter 1). Model 0 is the target, whose true pose the scene knows; the others
-    stand around it as distractors."""
-
-    scene_points: Tensor  # (N, 3) float32 the depth camera's points
-    scene_labels: Tensor  # (N,) int64 0 target, 1.. distractors, boxes and occluder, -1 table
-    names: List[str]  # (M,) the models
-    found_points: Tensor  # (M, Nm, 3) float32 model points placed by each model's best pose (NaN: not found)
-    true_points: Tensor  # (Nm, 3) float32 the target's points placed by its true pose
-    poses: Tensor  # (M, 4, 4) float32 each model's best pose (NaN: none)
-    scores: Tensor  # (M,) float32 their re-scores
-    true_pose: Tensor  # (4, 4) float32 the target's
-    occlusion: float  # share of the target hidden
-
-
-def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, distractors: int = 2,
-               model_samples: int = 20000, device: Union[str, torch.device] = "cpu",
-               scene_options: Optional[Dict[str, object]] = None, **config) -> PPFDemo:
-    """Looks for a target and its distractors (pointops.datasets_ppf: CGAL meshes when Debian's
-    libcgal-demo is installed, else procedural blobs) in a generated scene with one PPFMatcher
-    over all of them, on ``device``, and returns what a picture draws. ``scene_options`` go to
-    ``datasets_ppf.make_ppf_scene`` (the camera's distance, the image size, ...); ``config`` to
-    the matcher."""
-    from .. import datasets_ppf as dp
-
-    if dp.cgal_available():
-        names = [mesh] + [name for name in dp.EVAL_MESHES if name != mesh][:distractors]
-        meshes = [dp.load_mesh(name) for name in names]
-    else:
-        names = ["blob 1"] + [f"blob {s}" for s in range(2, 2 + distractors)]
-        meshes = [dp.blob_mesh(seed=s) for s in range(1, 2 + distractors)]
-    samples = [dp.sample_surface(m, model_samples, seed=seed + i) for i, m in enumerate(meshes)]
-    model_points = torch.stack([p for p, _ in samples]).float().to(device)
-    model_normals = torch.stack([n for _, n in samples]).float().to(device)
-    matcher = PPFMatcher(model_points, model_normals, **config)
-    scene = dp.make_ppf_scene(seed, meshes[0], meshes[1:], occlusion=occlusion, **(scene_options or {}))
-    found = matcher.match(scene.points.to(device), scene.normals.to(device), max_instances=1)
-    poses = found.poses[0, :, 0].cpu()  # (M, 4, 4)
-    sample = model_points[:, :: max(1, model_samples // 2000)].cpu()
-    placed = sample @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
-    truth = sample[0] @ scene.pose[:3, :3].T + scene.pose[:3, 3]
-    return PPFDemo(scene.points, scene.labels, names, placed, truth, poses, found.scores[0, :, 0].cpu(), scene.pose,
-                   scene.occlusion)

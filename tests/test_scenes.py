@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import pointops
-from pointops import datasets
+from pointops.scenes import lidar
 
 SMALL = dict(n_beams=16, n_azimuth=512)
 
@@ -24,19 +24,19 @@ def to_world(scan):
 
 
 def test_same_seed_same_scan_and_other_seeds_differ():
-    a = datasets.lidar_scan(datasets.make_scene(5), clutter=0.1, dropout=0.1, seed=5, **SMALL)
-    b = datasets.lidar_scan(datasets.make_scene(5), clutter=0.1, dropout=0.1, seed=5, **SMALL)
+    a = lidar.lidar_scan(lidar.make_scene(5), clutter=0.1, dropout=0.1, seed=5, **SMALL)
+    b = lidar.lidar_scan(lidar.make_scene(5), clutter=0.1, dropout=0.1, seed=5, **SMALL)
     for x, y in zip(a, b):
         assert torch.equal(x, y)
-    other_scene = datasets.make_scene(6)
-    assert not torch.equal(other_scene.planes, datasets.make_scene(5).planes)
-    other_noise = datasets.lidar_scan(datasets.make_scene(5), clutter=0.1, dropout=0.1, seed=6, **SMALL)
+    other_scene = lidar.make_scene(6)
+    assert not torch.equal(other_scene.planes, lidar.make_scene(5).planes)
+    other_noise = lidar.lidar_scan(lidar.make_scene(5), clutter=0.1, dropout=0.1, seed=6, **SMALL)
     assert not torch.equal(a.points, other_noise.points)
     assert torch.equal(a.planes, other_noise.planes)
 
 
 def test_scene_layout():
-    scene = datasets.make_scene(0, n_walls=2, n_boxes=3, n_poles=4)
+    scene = lidar.make_scene(0, n_walls=2, n_boxes=3, n_poles=4)
     assert scene.planes.shape == (1 + 2 + 5 * 3, 4) and scene.pole_radius.shape == (4,)
     assert scene.object_kind == ("ground",) + ("wall",) * 2 + ("box",) * 3 + ("pole",) * 4
     assert torch.allclose(scene.planes[:, :3].norm(dim=1), torch.ones(18, dtype=torch.float64))
@@ -47,7 +47,7 @@ def test_scene_layout():
 
 @pytest.mark.parametrize("noise", [0.0, 0.02])
 def test_labelled_points_lie_on_their_planes(noise):
-    scan = datasets.lidar_scan(datasets.make_scene(1), range_noise=noise, seed=1, **SMALL)
+    scan = lidar.lidar_scan(lidar.make_scene(1), range_noise=noise, seed=1, **SMALL)
     residual = plane_residuals(scan)
     assert residual.numel() > 1000
     if noise == 0:
@@ -58,8 +58,8 @@ def test_labelled_points_lie_on_their_planes(noise):
 
 
 def test_planes_are_in_hessian_form_in_the_sensor_frame():
-    scene = datasets.make_scene(2)
-    scan = datasets.lidar_scan(scene, sensor_height=1.8, range_noise=0.0, **SMALL)
+    scene = lidar.make_scene(2)
+    scan = lidar.lidar_scan(scene, sensor_height=1.8, range_noise=0.0, **SMALL)
     n, d = scan.planes[:, :3], scan.planes[:, 3]
     assert torch.allclose(n.norm(dim=1), torch.ones(len(n)))
     assert (d >= 0).all()
@@ -70,8 +70,8 @@ def test_planes_are_in_hessian_form_in_the_sensor_frame():
 
 
 def test_points_lie_inside_their_patches_and_on_their_poles():
-    scene = datasets.make_scene(3)
-    scan = datasets.lidar_scan(scene, range_noise=0.0, n_beams=32, n_azimuth=1024)
+    scene = lidar.make_scene(3)
+    scan = lidar.lidar_scan(scene, range_noise=0.0, n_beams=32, n_azimuth=1024)
     world = to_world(scan)
     on = scan.labels > 0  # the ground is unbounded
     rel = world[on] - scene.plane_center[scan.labels[on]]
@@ -93,7 +93,7 @@ def test_points_lie_inside_their_patches_and_on_their_poles():
 
 
 def test_ground_holds_a_large_share_and_ranges_respect_max_range():
-    scan = datasets.lidar_scan(datasets.make_scene(4), max_range=60.0, clutter=0.1, **SMALL)
+    scan = lidar.lidar_scan(lidar.make_scene(4), max_range=60.0, clutter=0.1, **SMALL)
     assert (scan.labels == 0).float().mean() > 0.4
     assert scan.points.norm(dim=1).max() <= 60.0
     assert ((scan.intensity >= 0) & (scan.intensity <= 1)).all()
@@ -102,7 +102,7 @@ def test_ground_holds_a_large_share_and_ranges_respect_max_range():
 
 
 def test_returns_come_in_ray_order_with_their_beam_elevation():
-    scan = datasets.lidar_scan(datasets.make_scene(4), range_noise=0.0, n_beams=8, n_azimuth=64, vertical_fov=(-20, 0))
+    scan = lidar.lidar_scan(lidar.make_scene(4), range_noise=0.0, n_beams=8, n_azimuth=64, vertical_fov=(-20, 0))
     assert (scan.ray[1:] > scan.ray[:-1]).all()
     beam, step = scan.ray // 64, scan.ray % 64
     p = scan.points.double()
@@ -113,18 +113,18 @@ def test_returns_come_in_ray_order_with_their_beam_elevation():
 
 
 def test_dropout_removes_that_fraction():
-    scene = datasets.make_scene(7)
-    full = datasets.lidar_scan(scene, seed=3, **SMALL)
-    dropped = datasets.lidar_scan(scene, seed=3, dropout=0.3, **SMALL)
+    scene = lidar.make_scene(7)
+    full = lidar.lidar_scan(scene, seed=3, **SMALL)
+    dropped = lidar.lidar_scan(scene, seed=3, dropout=0.3, **SMALL)
     assert abs(dropped.points.shape[0] / full.points.shape[0] - 0.7) < 0.03
     assert set(dropped.ray.tolist()) <= set(full.ray.tolist())
-    assert datasets.lidar_scan(scene, dropout=1.0, **SMALL).points.shape[0] == 0
+    assert lidar.lidar_scan(scene, dropout=1.0, **SMALL).points.shape[0] == 0
 
 
 def test_clutter_is_that_fraction_and_off_the_planes():
-    scene = datasets.make_scene(8)
-    clean = datasets.lidar_scan(scene, seed=4, range_noise=0.02, **SMALL)
-    noisy = datasets.lidar_scan(scene, seed=4, range_noise=0.02, clutter=0.1, **SMALL)
+    scene = lidar.make_scene(8)
+    clean = lidar.lidar_scan(scene, seed=4, range_noise=0.02, **SMALL)
+    noisy = lidar.lidar_scan(scene, seed=4, range_noise=0.02, clutter=0.1, **SMALL)
     n = clean.points.shape[0]
     assert noisy.points.shape[0] == n + round(0.1 * n)
     assert torch.equal(noisy.points[:n], clean.points)
@@ -142,10 +142,10 @@ def test_clutter_is_that_fraction_and_off_the_planes():
 
 
 def test_depth_camera_looks_along_z_and_sees_a_box():
-    scene = datasets.make_scene(3)
+    scene = lidar.make_scene(3)
     box = scene.plane_center[scene.plane_object == scene.object_kind.index("box")].mean(0)
     yaw = math.degrees(math.atan2(box[1], box[0]))
-    scan = datasets.depth_camera_scan(scene, width=80, height=60, yaw=yaw, pitch=-5, max_range=40.0, range_noise=0.0)
+    scan = lidar.depth_camera_scan(scene, width=80, height=60, yaw=yaw, pitch=-5, max_range=40.0, range_noise=0.0)
     assert scan.points.shape[0] > 0.5 * 80 * 60
     assert (scan.points[:, 2] > 0).all()
     assert scan.ray.unique().numel() == scan.ray.numel() and scan.ray.max() < 80 * 60
@@ -168,11 +168,11 @@ def test_depth_camera_looks_along_z_and_sees_a_box():
 
 def test_batch_pads_like_pointops():
     seeds = [0, 1, 2]
-    batch = datasets.batch_scenes(seeds, clutter=0.05, **SMALL)
+    batch = lidar.batch_scenes(seeds, clutter=0.05, **SMALL)
     assert batch.points.shape[0] == 3 and batch.lengths.dtype == torch.int64
     assert batch.points.shape[1] == int(batch.lengths.max())
     for b, seed in enumerate(seeds):
-        scan = datasets.lidar_scan(datasets.make_scene(seed), clutter=0.05, seed=seed, **SMALL)
+        scan = lidar.lidar_scan(lidar.make_scene(seed), clutter=0.05, seed=seed, **SMALL)
         n = scan.points.shape[0]
         assert batch.lengths[b] == n
         assert torch.equal(batch.points[b, :n], scan.points) and (batch.points[b, n:] == 0).all()
@@ -180,19 +180,19 @@ def test_batch_pads_like_pointops():
         assert torch.equal(batch.instance[b, :n], scan.instance) and (batch.instance[b, n:] == -1).all()
         assert torch.equal(batch.intensity[b, :n], scan.intensity)
         assert torch.equal(batch.planes[b], scan.planes)
-    camera = datasets.batch_scenes([4], sensor="depth_camera", scene_options=dict(n_poles=0), width=16, height=12)
+    camera = lidar.batch_scenes([4], sensor="depth_camera", scene_options=dict(n_poles=0), width=16, height=12)
     assert camera.points.shape == (1, int(camera.lengths[0]), 3) and camera.scenes[0].pole_radius.numel() == 0
     with pytest.raises(ValueError, match="sensor must be"):
-        datasets.batch_scenes([0], sensor="radar")
+        lidar.batch_scenes([0], sensor="radar")
 
 
 def test_empty_scene_and_bad_arguments():
-    scene = datasets.make_scene(0, n_walls=0, n_boxes=0, n_poles=0)
-    scan = datasets.lidar_scan(scene, n_beams=4, n_azimuth=32, clutter=0.2)
+    scene = lidar.make_scene(0, n_walls=0, n_boxes=0, n_poles=0)
+    scan = lidar.lidar_scan(scene, n_beams=4, n_azimuth=32, clutter=0.2)
     assert scan.planes.shape == (1, 4) and set(scan.labels.tolist()) == {-1, 0}
     for bad in (dict(dropout=1.5), dict(range_noise=-1.0), dict(max_range=0.0), dict(clutter=-0.1)):
         with pytest.raises(ValueError, match="need max_range > 0"):
-            datasets.lidar_scan(scene, n_beams=2, n_azimuth=4, **bad)
+            lidar.lidar_scan(scene, n_beams=2, n_azimuth=4, **bad)
 
 
 def rotate(plane, degrees):
@@ -207,8 +207,8 @@ def rotate(plane, degrees):
 
 
 def test_evaluate_planes_applies_angle_offset_and_share():
-    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
-    score = datasets.evaluate_planes(scan.planes, scan.planes, scan.labels)
+    scan = lidar.lidar_scan(lidar.make_scene(0), **SMALL)
+    score = lidar.evaluate_planes(scan.planes, scan.planes, scan.labels)
     assert score.recall == 1.0 and score.precision == 1.0
     assert score.required[0] and score.required.sum() < len(scan.planes)
     assert torch.equal(score.matched, torch.arange(len(scan.planes)))
@@ -218,60 +218,60 @@ def test_evaluate_planes_applies_angle_offset_and_share():
     near = torch.cat([rotate(ground, 1.5)[:3], ground[3:] + 0.04])
     flipped = -scan.planes[required[1:]]  # the same planes, other sign
     detected = torch.cat([near[None], flipped, torch.tensor([[0.0, 0.0, 1.0, 50.0]])])
-    score = datasets.evaluate_planes(detected, scan.planes, scan.labels)
+    score = lidar.evaluate_planes(detected, scan.planes, scan.labels)
     assert score.recall == 1.0
     assert score.precision == pytest.approx((len(detected) - 1) / len(detected))
     assert score.matched[0] == 0 and score.matched[-1] == -1
 
     for miss in (rotate(ground, 2.5), torch.cat([ground[:3], ground[3:] + 0.06])):
-        score = datasets.evaluate_planes(torch.cat([miss[None], flipped]), scan.planes, scan.labels)
+        score = lidar.evaluate_planes(torch.cat([miss[None], flipped]), scan.planes, scan.labels)
         assert not score.found[0] and score.recall == pytest.approx(1 - 1 / len(required))
-    score = datasets.evaluate_planes(torch.zeros(0, 4), scan.planes, scan.labels)
+    score = lidar.evaluate_planes(torch.zeros(0, 4), scan.planes, scan.labels)
     assert score.recall == 0.0 and score.precision == 1.0 and score.matched.shape == (0,)
 
 
 def test_evaluate_planes_takes_the_detector_output_as_it_comes():
-    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
-    required = datasets.evaluate_planes(scan.planes, scan.planes, scan.labels).required
+    scan = lidar.lidar_scan(lidar.make_scene(0), **SMALL)
+    required = lidar.evaluate_planes(scan.planes, scan.planes, scan.labels).required
     perfect = scan.planes[required]
     nan = torch.full((3, 4), float("nan"))
     padded = torch.cat([perfect[:1], nan[:1], perfect[1:], nan[1:]])  # padding between and after
-    score = datasets.evaluate_planes(padded, scan.planes, scan.labels)
+    score = lidar.evaluate_planes(padded, scan.planes, scan.labels)
     assert score.recall == 1.0 and score.precision == 1.0  # not len(perfect) / len(padded)
     assert score.matched.shape == (len(padded),)
     assert (score.matched[torch.isnan(padded[:, 0])] == -1).all()
     assert torch.equal(score.matched[~torch.isnan(padded[:, 0])], torch.nonzero(required)[:, 0])
     # an Inf row is padding too, and a wrong plane still costs precision
     wrong = torch.tensor([[0.0, 0.0, 1.0, 50.0], [float("inf"), 0.0, 0.0, 1.0]])
-    score = datasets.evaluate_planes(torch.cat([padded, wrong]), scan.planes, scan.labels)
+    score = lidar.evaluate_planes(torch.cat([padded, wrong]), scan.planes, scan.labels)
     assert score.precision == pytest.approx(len(perfect) / (len(perfect) + 1))
     # (1, M, 4) and a PlaneDetections-like tuple with a .planes field give the same score
-    batched = datasets.evaluate_planes(padded[None], scan.planes, scan.labels)
+    batched = lidar.evaluate_planes(padded[None], scan.planes, scan.labels)
     detections = pointops.PlaneDetections(padded[None], torch.zeros(1, len(padded)), scan.labels[None])
-    as_detections = datasets.evaluate_planes(detections, scan.planes, scan.labels)
+    as_detections = lidar.evaluate_planes(detections, scan.planes, scan.labels)
     for other in (batched, as_detections):
         assert other.recall == 1.0 and other.precision == 1.0 and torch.equal(other.matched, score.matched[:-2])
     # only padding: no detection, precision 1, recall 0
-    score = datasets.evaluate_planes(nan, scan.planes, scan.labels)
+    score = lidar.evaluate_planes(nan, scan.planes, scan.labels)
     assert score.precision == 1.0 and score.recall == 0.0 and (score.matched == -1).all()
 
 
 def test_evaluate_planes_refuses_batches_and_bad_shapes():
-    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
+    scan = lidar.lidar_scan(lidar.make_scene(0), **SMALL)
     with pytest.raises(ValueError, match=r"scores one cloud, got detections of 2 clouds.*det.planes\[b\]"):
-        datasets.evaluate_planes(torch.zeros(2, 3, 4), scan.planes, scan.labels)
+        lidar.evaluate_planes(torch.zeros(2, 3, 4), scan.planes, scan.labels)
     with pytest.raises(ValueError, match=r"\(M, 4\).*got \(5, 3\)"):
-        datasets.evaluate_planes(torch.zeros(5, 3), scan.planes, scan.labels)
+        lidar.evaluate_planes(torch.zeros(5, 3), scan.planes, scan.labels)
     with pytest.raises(TypeError, match="PlaneDetections, got list"):
-        datasets.evaluate_planes([[0.0, 0.0, 1.0, 1.0]], scan.planes, scan.labels)
+        lidar.evaluate_planes([[0.0, 0.0, 1.0, 1.0]], scan.planes, scan.labels)
 
 
 def test_evaluate_planes_on_detect_planes_output(device):
-    scan = datasets.lidar_scan(datasets.make_scene(0), **SMALL)
+    scan = lidar.lidar_scan(lidar.make_scene(0), **SMALL)
     det = pointops.detect_planes(scan.points[None].to(device), 8, n_phi=45, n_theta=45, rho_step=0.2)
     assert torch.isnan(det.planes[0, :, 3]).any()  # fewer than 8 planes: the case the padding rule is for
-    as_is = datasets.evaluate_planes(det, scan.planes, scan.labels)
+    as_is = lidar.evaluate_planes(det, scan.planes, scan.labels)
     real = det.planes[0].cpu()
-    stripped = datasets.evaluate_planes(real[~torch.isnan(real[:, 3])], scan.planes, scan.labels)
+    stripped = lidar.evaluate_planes(real[~torch.isnan(real[:, 3])], scan.planes, scan.labels)
     assert (as_is.recall, as_is.precision) == (stripped.recall, stripped.precision)
     assert as_is.precision == 1.0 and as_is.recall == 1.0

@@ -24,8 +24,8 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._checks import check_floating, check_same_device
-from .presets import bev_preset
+from .._checks import check_floating, check_same_device
+from ..presets import bev_preset
 
 CHANNELS = (
     "max_z",

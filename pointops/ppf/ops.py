@@ -9,58 +9,19 @@ default), it becomes an integer key: ``((d_bin * F + a1) * F + a2) * F + a3`` wi
 key. The model description (:func:`ppf_model`) is the parallel hash array of every ordered pair
 of model points by key; :func:`ppf_vote` looks scene pairs up in it and votes for (model point,
 rotation about the normal) per scene reference point; :func:`pose_cluster` groups the resulting
-poses. ``pointops.pipelines.ppf.PPFMatcher`` chains them with downsampling, normals and ICP.
+poses. ``pointops.PPFMatcher`` (:mod:`pointops.ppf.matcher`) chains them with downsampling, normals and ICP.
 
 Every float step that decides a key, a vote or a pose rounds alone and uses no library
 transcendental (csrc/ppf/ppf_math.h), so CPU and CUDA agree bit for bit and
 ``pointops.reference.ppf`` reproduces them in plain torch.
 """
 import math
-from typing import Dict, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-
-# Named parameter sets of ppf_model / ppf_vote / pose_cluster / PPFMatcher; configs/ppf.yaml holds
-# the same table (tests/test_ppf.py keeps the two equal). Explicit arguments override a preset.
-#   tau_d: distance step / model diameter (Drost: 0.05); the scene is downsampled to this step.
-#   angle_bins: alpha bins over 2 pi (30: 12 degree steps; feature angles get 15 bins over pi).
-#   stride: every stride-th scene point is a reference point.
-#   peaks: (model point, alpha) peaks kept per reference point.
-#   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
-#   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
-#   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
-#   suppression: two instances' translations are at least this many diameters apart.
-#   hypotheses: clusters refined by ICP and re-scored per (scene, model), at distinct places;
-#   turned_hypotheses, suppression_angle_deg: as many more from a selection that removes only
-#   the candidates within suppression diameters and this rotation of a chosen one (a turned
-#   pose at a hypothesis' place, where a wrong rotation won the instance's votes).
-#   icp_iterations: ICP steps at 3 x inlier_distance, then as many at inlier_distance;
-#   inlier_distance (in distance steps), inlier_normal_deg: an inlier of re-scoring lies within
-#   inlier_distance of a scene point whose normal is within inlier_normal_deg of its own.
-#   visibility: re-scoring also subtracts model points the sensor (at the scene's origin) saw through.
-#   normal_neighbors: k of the kNN normal estimate when normals are not given.
-PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
-    # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins
-    "default": {
-        "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
-        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
-        "normal_neighbors": 30,
-    },
-    # Drost's parameters (tau_d 0.05, every 5th point, exact bins): about a tenth of the votes
-    "fast": {
-        "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
-        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
-        "normal_neighbors": 30,
-    },
-}
-
 
 # ---- fake kernels -------------------------------------------------------------------------------
 

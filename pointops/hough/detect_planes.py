@@ -1,15 +1,15 @@
 """Multi-plane detection on the Hough ops: votes, peaks, labels, least-squares refit.
 
-``detect_planes`` is a batched pure-torch pipeline over ``pointops.hough``. It runs on the points'
+``detect_planes`` is a batched pure-torch pipeline over the plane ops (:mod:`pointops.hough.planes`). It runs on the points'
 device and never syncs with the host: every size comes from the arguments.
 """
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from ..hough import (ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball,
+from .planes import (ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball,
                      peaks_to_planes, plane_labels)
 from ..presets import plane_preset
 

@@ -1,0 +1,7 @@
+"""Sampling family (csrc/sampling): farthest point sampling of padded and packed clouds."""
+from .ops import (  # noqa: F401
+    SampledIndices,
+    farthest_point_sampling,
+    farthest_point_sampling_packed,
+    sample_farthest_points,
+)

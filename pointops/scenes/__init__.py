@@ -1,0 +1,6 @@
+"""Generated data with ground truth, for tests, benchmarks, demos and evaluations (pure torch, CPU,
+seeded): :mod:`.lidar` (a street scene seen by a spinning LiDAR or a depth camera, with its planes,
+and the plane detector's scorer), :mod:`.tabletop` (meshes on a table seen by a depth camera, for
+PPF matching), :mod:`.edges` (edge images with known circles and lines)."""
+from . import edges, lidar, tabletop  # noqa: F401
+from .edges import EdgeScene, synthetic_edges  # noqa: F401

@@ -333,3 +333,16 @@ def test_cuda_peaks_equal_cpu_on_a_real_accumulator():
     for a, e in zip(pointops.hough_peaks(weighted.cuda(), [1, 0, 3], k=20, periodic=[False, True, False]),
                     pointops.hough_peaks(weighted, [1, 0, 3], k=20, periodic=[False, True, False])):
         torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
+
+
+def test_plane_tables_are_marked_as_torch_marks_a_constant_result():
+    from pointops.hough import planes
+
+    def marked():
+        return 0
+
+    torch.compiler.assume_constant_result(marked)
+    expected = {k: v for k, v in vars(marked).items()}
+    assert expected, "torch.compiler.assume_constant_result no longer marks the function it is given"
+    for table in (planes._rho_table, planes._grid_normal_table, planes._ball_normal_table):
+        assert {k: vars(table)[k] for k in expected if k in vars(table)} == expected, table.__name__

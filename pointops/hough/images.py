@@ -14,6 +14,8 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._tables import host_table
+
 
 # ---- fake kernels (output shapes from the arguments only) ----
 
@@ -180,12 +182,6 @@ def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
                              + ", got " + str(gradients.shape))
         grads = _gather_pixels(gradients, points)
     return points, lengths, weights, grads
-
-
-def host_table(values: Tensor, device: torch.device) -> Tensor:
-    """A small CPU table on `device` without waiting for the GPU: a non-blocking copy of pageable
-    memory is staged by the driver before it returns (a blocking .to() syncs the stream)."""
-    return values.to(device, non_blocking=True)
 
 
 def _normalized(acc: Tensor, radii: List[int]) -> Tensor:

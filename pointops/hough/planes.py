@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_floating, check_same_device
+from .._tables import host_table
 
 
 def rho_bins(rho_step: float, rho_max: float) -> int:
@@ -129,24 +130,32 @@ def _rho_centres(rho_index: Tensor, rho_step: float, rho_max: float) -> Tensor:
     normals: computed on a GPU, or fused by a compiler into one multiply-add, the centres would
     round differently."""
     n_rho = rho_bins(rho_step, rho_max)
-    table = _table_to(_rho_table(n_rho, rho_max), rho_index.device)
+    table = host_table(_rho_table(n_rho, rho_max), rho_index.device)
     return table[rho_index.clamp(0, n_rho - 1)]
+
+
+def _constant_result(fn):
+    """``torch.compiler.assume_constant_result(fn)`` without importing the compiler when pointops
+    is imported (that import alone costs seconds): it sets the one attribute Dynamo reads, as
+    torch's decorator does (tests/test_hough_planes.py holds the two equal)."""
+    fn._dynamo_marked_constant = True
+    return fn
 
 
 # The tables below are computed eagerly on the CPU even inside torch.compile (assumed constant:
 # the compiler takes the result, not the arithmetic). Traced, inductor may move the computation
 # onto the GPU or fuse it, and a centre or a normal then differs from eager mode in the last bit.
-@torch._dynamo.assume_constant_result
+@_constant_result
 def _rho_table(n_rho: int, rho_max: float) -> Tensor:
     return (torch.arange(n_rho, dtype=torch.float64) + 0.5) * (2.0 * rho_max / n_rho) - rho_max
 
 
-@torch._dynamo.assume_constant_result
+@_constant_result
 def _grid_normal_table(n_phi: int, n_theta: int) -> Tensor:
     return plane_grid_normals(n_phi, n_theta).reshape(-1, 3)
 
 
-@torch._dynamo.assume_constant_result
+@_constant_result
 def _ball_normal_table(n_phi: int, n_theta: int) -> Tensor:
     phi, theta = ball_cells(n_phi, n_theta)
     return _normals(phi, theta)
@@ -163,21 +172,13 @@ def plane_grid_normals(n_phi: int, n_theta: int) -> Tensor:
     return _normals(phi.unsqueeze(1).expand(n_phi, n_theta), theta.unsqueeze(0).expand(n_phi, n_theta))
 
 
-def _table_to(table: Tensor, device: torch.device) -> Tensor:
-    """A small table made on the CPU, on `device` without a host sync in eager mode (a copy from
-    pageable memory would wait for the stream)."""
-    if device.type == "cuda" and not torch.compiler.is_compiling():
-        return table.pin_memory().to(device, non_blocking=True)
-    return table.to(device)  # when compiling, the table is a constant of the graph
-
-
 def peaks_to_planes(
     indices: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float
 ) -> Tuple[Tensor, Tensor]:
     """Bin centres of grid peaks: indices (..., 3) as (phi, theta, rho) bins -> (unit normals
     (..., 3), offsets (...)) float64, the plane n . p = offset; padding (-1) rows give NaN.
     The normals come from one table computed on the CPU, so every device returns the same bits."""
-    table = _table_to(_grid_normal_table(n_phi, n_theta), indices.device)
+    table = host_table(_grid_normal_table(n_phi, n_theta), indices.device)
     missing = indices[..., 0] < 0
     cell = (indices[..., 0] * n_theta + indices[..., 1]).clamp(min=0)
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan), table[cell])
@@ -190,7 +191,7 @@ def ball_peaks_to_planes(
     indices: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float
 ) -> Tuple[Tensor, Tensor]:
     """As :func:`peaks_to_planes` for ball peaks: indices (..., 2) as (cell, rho) bins."""
-    table = _table_to(_ball_normal_table(n_phi, n_theta), indices.device)
+    table = host_table(_ball_normal_table(n_phi, n_theta), indices.device)
     missing = indices[..., 0] < 0
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan),
                           table[indices[..., 0].clamp(min=0)])

@@ -81,6 +81,7 @@ from .ppf import (  # noqa: E402
     ppf_model,
     ppf_vote,
 )
+from .clouds import pad_clouds  # noqa: E402
 from .presets import PPF_PRESETS, PlanePreset, bev_preset, list_presets, load_config, plane_preset, ppf_preset  # noqa: E402
 from .sampling import (  # noqa: E402
     SampledIndices,
@@ -146,6 +147,7 @@ __all__ = [
     "plane_preset",
     "plane_refit",
     "ppf_preset",
+    "pad_clouds",
     "PlaneDetections",
     "PlaneFit",
     "PlanePreset",

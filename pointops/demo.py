@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 import pointops
+from pointops import scenes
 from pointops.scenes import lidar, tabletop
 
 
@@ -592,15 +593,15 @@ def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, dis
     over all of them, on ``device``, and returns what a picture draws. ``scene_options`` go to
     ``scenes.tabletop.make_ppf_scene`` (the camera's distance, the image size, ...); ``config`` to
     the matcher."""
-    if tabletop.cgal_available():
-        names = [mesh] + [name for name in tabletop.EVAL_MESHES if name != mesh][:distractors]
-        meshes = [tabletop.load_mesh(name) for name in names]
+    if scenes.mesh.cgal_available():
+        names = [mesh] + [name for name in scenes.mesh.EVAL_MESHES if name != mesh][:distractors]
+        meshes = [scenes.load_mesh(name) for name in names]
     else:
         names = ["blob 1"] + [f"blob {s}" for s in range(2, 2 + distractors)]
-        meshes = [tabletop.blob_mesh(seed=s) for s in range(1, 2 + distractors)]
-    samples = [tabletop.sample_surface(m, model_samples, seed=seed + i) for i, m in enumerate(meshes)]
-    model_points = torch.stack([p for p, _ in samples]).float().to(device)
-    model_normals = torch.stack([n for _, n in samples]).float().to(device)
+        meshes = [scenes.blob_mesh(seed=s) for s in range(1, 2 + distractors)]
+    samples = [scenes.sample_surface(m, model_samples, seed=seed + i) for i, m in enumerate(meshes)]
+    model_points = torch.stack([s.points for s in samples]).float().to(device)
+    model_normals = torch.stack([s.normals for s in samples]).float().to(device)
     matcher = pointops.PPFMatcher(model_points, model_normals, **config)
     scene = tabletop.make_ppf_scene(seed, meshes[0], meshes[1:], occlusion=occlusion, **(scene_options or {}))
     found = matcher.match(scene.points.to(device), scene.normals.to(device), max_instances=1)

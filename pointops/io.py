@@ -43,8 +43,6 @@ __all__ = [
     "FileFormatError",
     "Mesh",
     "PointCloud",
-    "SurfaceSamples",
-    "pad_clouds",
     "read",
     "read_kitti_bin",
     "read_las",
@@ -52,7 +50,6 @@ __all__ = [
     "read_pcd",
     "read_ply",
     "read_xyz",
-    "sample_surface",
     "write_kitti_bin",
     "write_pcd",
     "write_ply",
@@ -94,13 +91,24 @@ class Mesh(NamedTuple):
     vertices: Tensor  # (V, 3) float32 (float64 on request)
     faces: Tensor  # (F, 3) int64
 
+    @property
+    def diameter(self) -> float:
+        """The bounding box's diagonal."""
+        return float((self.vertices.amax(0) - self.vertices.amin(0)).norm())
 
-class SurfaceSamples(NamedTuple):
-    """Points drawn on a mesh's surface by :func:`sample_surface`."""
+    def face_normals(self) -> Tensor:
+        """(F, 3) unit normals by the right-hand rule of each face's vertex order."""
+        v = self.vertices[self.faces]
+        n = torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
+        return n / n.norm(dim=1, keepdim=True).clamp(min=1e-300)
 
-    points: Tensor  # (n, 3), dtype of the mesh's vertices
-    normals: Tensor  # (n, 3) unit normal of the face each point lies on (right-hand rule)
-    face_index: Tensor  # (n,) int64 the face each point lies on
+    def face_areas(self) -> Tensor:
+        v = self.vertices[self.faces]
+        return torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]).norm(dim=1) / 2
+
+    def transformed(self, pose: Tensor) -> "Mesh":
+        """The mesh moved by a (4, 4) rigid transform."""
+        return Mesh(self.vertices @ pose[:3, :3].T + pose[:3, 3], self.faces)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1094,92 +1102,3 @@ def read(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
         mesh = read_mesh(path, dtype=dtype)
         return PointCloud(mesh.vertices, None, None, None, mesh.faces, {})
     return reader(path, dtype=dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# surface sampling and batching
-
-
-def sample_surface(
-    mesh: Union[Mesh, PointCloud], n: int, seed: int = 0, generator: Optional[torch.Generator] = None
-) -> SurfaceSamples:
-    """``n`` points drawn uniformly over a triangle mesh's surface (area-weighted), reproducibly.
-
-    Each sample picks a face with probability proportional to its area, then a uniform point in
-    it by barycentric coordinates ``(1 - sqrt(u), sqrt(u) (1 - v), sqrt(u) v)`` of two uniform
-    numbers. All randomness comes from ``generator``, or a CPU ``torch.Generator`` seeded with
-    ``seed``; the arithmetic is float64, so a seed gives the same points on every machine.
-    Degenerate (zero-area) faces are never picked. ``mesh`` is a :class:`Mesh` or a
-    :class:`PointCloud` with faces (as ``read`` returns for mesh files).
-
-    Returns SurfaceSamples(points (n, 3) in the vertices' dtype, normals (n, 3) unit face normals
-    by the right-hand rule of the face's vertex order, face_index (n,) int64).
-    """
-    if isinstance(mesh, PointCloud):
-        if mesh.faces is None:
-            raise ValueError("sample_surface: the PointCloud has no faces")
-        mesh = Mesh(mesh.points, mesh.faces)
-    vertices, faces = mesh.vertices, mesh.faces
-    if vertices.dim() != 2 or vertices.shape[1] != 3 or not vertices.is_floating_point():
-        raise ValueError(f"sample_surface: vertices must be a floating (V, 3) tensor, got {tuple(vertices.shape)} "
-                         f"{vertices.dtype}")
-    if faces.dim() != 2 or faces.shape[1] != 3 or faces.is_floating_point():
-        raise ValueError(
-            f"sample_surface: faces must be an integer (F, 3) tensor, got {tuple(faces.shape)} {faces.dtype}")
-    if n < 0:
-        raise ValueError(f"sample_surface: n must be >= 0, got {n}")
-    faces = faces.long().cpu()
-    if faces.numel() and (int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]):
-        raise ValueError(f"sample_surface: faces must index vertices in [0, {vertices.shape[0]}), got values in "
-                         f"[{int(faces.min())}, {int(faces.max())}]")
-    v = vertices.detach().cpu().double()
-    a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
-    cross = torch.linalg.cross(b - a, c - a)
-    area = cross.norm(dim=1) * 0.5
-    out_dtype = vertices.dtype
-    if n == 0:
-        empty = torch.zeros(0, 3, dtype=out_dtype, device=vertices.device)
-        return SurfaceSamples(empty, empty.clone(), torch.zeros(0, dtype=torch.int64, device=vertices.device))
-    if not bool(torch.isfinite(area).all()):
-        raise ValueError("sample_surface: the mesh has non-finite vertex coordinates on its faces")
-    total = float(area.sum()) if area.numel() else 0.0
-    if not total > 0.0:
-        raise ValueError(
-            f"sample_surface: the mesh has no surface to sample ({faces.shape[0]} faces, total area {total})")
-    if generator is None:
-        generator = torch.Generator().manual_seed(seed)
-    # Inverse-CDF face choice: searchsorted(right=True) skips zero-area faces, whose cumulative
-    # area equals their predecessor's; u * total can round up to total, hence the clamp to the
-    # last face with area.
-    cdf = torch.cumsum(area, 0)
-    u = torch.rand(n, dtype=torch.float64, generator=generator) * cdf[-1]
-    last = int(torch.nonzero(area > 0)[-1])
-    face = torch.searchsorted(cdf, u, right=True).clamp_(max=last)
-    r = torch.rand(n, 2, dtype=torch.float64, generator=generator)
-    s = r[:, 0].sqrt()
-    w0, w1, w2 = 1.0 - s, s * (1.0 - r[:, 1]), s * r[:, 1]
-    points = w0[:, None] * a[face] + w1[:, None] * b[face] + w2[:, None] * c[face]
-    normals = cross[face] / (2.0 * area[face])[:, None]
-    device = vertices.device
-    return SurfaceSamples(points.to(device, out_dtype), normals.to(device, out_dtype), face.to(device))
-
-
-def pad_clouds(clouds: Sequence[Union[Tensor, PointCloud]]) -> Tuple[Tensor, Tensor]:
-    """Pad clouds of different sizes into the ``(B, N_max, D)`` + ``lengths (B,) int64`` layout.
-
-    ``clouds`` are (N_b, D) tensors (or PointClouds, whose points are taken) of one dtype, D and
-    device; rows past ``lengths[b]`` are zero. No clouds give a (0, 0, 3) float32 tensor.
-    """
-    tensors = [c.points if isinstance(c, PointCloud) else c for c in clouds]
-    if not tensors:
-        return torch.zeros(0, 0, 3), torch.zeros(0, dtype=torch.int64)
-    first = tensors[0]
-    for i, t in enumerate(tensors):
-        if t.dim() != 2 or t.shape[1] != first.shape[1] or t.dtype != first.dtype or t.device != first.device:
-            raise ValueError(f"pad_clouds: every cloud must be (N, {first.shape[1]}) {first.dtype} on {first.device} "
-                             f"like cloud 0, cloud {i} is {tuple(t.shape)} {t.dtype} on {t.device}")
-    lengths = torch.tensor([t.shape[0] for t in tensors], dtype=torch.int64)
-    out = first.new_zeros(len(tensors), int(lengths.max()), first.shape[1])
-    for i, t in enumerate(tensors):
-        out[i, : t.shape[0]] = t
-    return out, lengths

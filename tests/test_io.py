@@ -1,7 +1,6 @@
 """pointops.io: round trips (bit for bit), files written by the format libraries themselves, real
 files from CGAL's example data (Debian's libcgal-demo), the error for every kind of broken file,
 and area-weighted surface sampling. Files are made in tmp_path; the whole module runs in seconds."""
-import math
 import os
 import subprocess
 import sys
@@ -12,7 +11,8 @@ import pytest
 import torch
 
 from pointops import io as pio
-from pointops.io import FileFormatError, Mesh, PointCloud
+from pointops import scenes
+from pointops.io import FileFormatError, PointCloud
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CGAL_DOC = "/usr/share/doc/libcgal-dev"
@@ -716,73 +716,6 @@ def test_kitti_bin_round_trip_and_errors(tmp_path):
 # surface sampling and padding
 
 
-def test_sample_surface_is_area_weighted():
-    # Two triangles in the z = 0 plane with areas 1 and 3.
-    vertices = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0],
-                             [5.0, 0.0, 0.0], [8.0, 0.0, 0.0], [5.0, 2.0, 0.0]])
-    mesh = Mesh(vertices, torch.tensor([[0, 1, 2], [3, 4, 5]]))
-    n = 20000
-    got = pio.sample_surface(mesh, n, seed=11)
-    on_first = int((got.face_index == 0).sum())
-    # Binomial(n, 1/4): five standard deviations, so a correct sampler fails with p < 1e-6.
-    sd = math.sqrt(n * 0.25 * 0.75)
-    assert abs(on_first - n / 4) < 5 * sd, on_first
-    assert got.points.dtype == torch.float32 and got.normals.dtype == torch.float32
-    assert torch.equal(got.normals, torch.tensor([0.0, 0.0, 1.0]).expand(n, 3))
-    # Inside their own triangle: barycentric coordinates all >= 0 (up to float32 rounding).
-    a, b, c = (vertices[mesh.faces[got.face_index, i]].double() for i in range(3))
-    p = got.points.double()
-    v0, v1, v2 = b - a, c - a, p - a
-    d00, d01, d11 = (v0 * v0).sum(1), (v0 * v1).sum(1), (v1 * v1).sum(1)
-    d20, d21 = (v2 * v0).sum(1), (v2 * v1).sum(1)
-    den = d00 * d11 - d01 * d01
-    beta, gamma = (d11 * d20 - d01 * d21) / den, (d00 * d21 - d01 * d20) / den
-    assert (beta >= -1e-6).all() and (gamma >= -1e-6).all() and (beta + gamma <= 1 + 1e-6).all()
-    # Uniform within a triangle: the mean barycentric coordinates are 1/3 each (sd 1/sqrt(18 n)).
-    first = got.face_index == 0
-    tol = 5 / math.sqrt(18 * int(first.sum()))
-    assert abs(float(beta[first].mean()) - 1 / 3) < tol and abs(float(gamma[first].mean()) - 1 / 3) < tol
-
-
-def test_sample_surface_is_reproducible_and_skips_degenerate_faces():
-    vertices, faces = _tetra()
-    vertices = torch.cat([vertices, torch.tensor([[5.0, 5.0, 5.0]])])
-    faces = torch.cat([torch.tensor([[4, 4, 4], [0, 1, 4]]), faces, torch.tensor([[1, 1, 2]])])
-    faces[1] = torch.tensor([0, 1, 0])  # a degenerate face between two good ones
-    mesh = Mesh(vertices.double(), faces)
-    a = pio.sample_surface(mesh, 500, seed=3)
-    b = pio.sample_surface(mesh, 500, seed=3)
-    c = pio.sample_surface(mesh, 500, generator=torch.Generator().manual_seed(3))
-    for x, y, z in zip(a, b, c):
-        assert torch.equal(x, y) and torch.equal(x, z)
-    assert not torch.equal(a.points, pio.sample_surface(mesh, 500, seed=4).points)
-    assert a.points.dtype == torch.float64
-    assert set(a.face_index.tolist()) == {2, 3, 4, 5}  # never faces 0, 1, 6 (zero area)
-    assert torch.allclose(a.normals.norm(dim=1), torch.ones(500, dtype=torch.float64))
-    # outward normal of face [1, 2, 3] of the tetrahedron
-    assert torch.allclose(a.normals[a.face_index == 5][0], torch.full((3,), 3 ** -0.5, dtype=torch.float64))
-    empty = pio.sample_surface(mesh, 0)
-    assert empty.points.shape == (0, 3) and empty.face_index.shape == (0,)
-    with pytest.raises(ValueError, match="no surface"):
-        pio.sample_surface(Mesh(vertices, torch.tensor([[0, 1, 0]])), 10)
-    with pytest.raises(ValueError, match="faces"):
-        pio.sample_surface(Mesh(vertices, torch.tensor([[0, 1, 9]])), 10)
-    with pytest.raises(ValueError, match="no faces"):
-        pio.sample_surface(PointCloud(vertices), 10)
-
-
-def test_pad_clouds():
-    clouds = [torch.randn(5, 3), torch.randn(0, 3), PointCloud(torch.randn(2, 3))]
-    points, lengths = pio.pad_clouds(clouds)
-    assert points.shape == (3, 5, 3) and lengths.tolist() == [5, 0, 2]
-    assert torch.equal(points[0], clouds[0]) and torch.equal(points[2, :2], clouds[2].points)
-    assert (points[1] == 0).all() and (points[2, 2:] == 0).all()
-    points, lengths = pio.pad_clouds([])
-    assert points.shape == (0, 0, 3) and lengths.shape == (0,)
-    with pytest.raises(ValueError, match="cloud 1"):
-        pio.pad_clouds([torch.randn(2, 3), torch.randn(2, 3, dtype=torch.float64)])
-
-
 # ---------------------------------------------------------------------------------------------
 # real files: CGAL's example data (Debian package libcgal-demo)
 
@@ -822,7 +755,7 @@ def test_cgal_bunny(cgal):
     assert mesh.faces.shape[0] == 2 * mesh.vertices.shape[0] - 4
     low, high = mesh.vertices.min(0).values, mesh.vertices.max(0).values
     assert (low > -1).all() and (high < 1).all() and ((high - low) > 0.5).all()
-    samples = pio.sample_surface(mesh, 2000, seed=0)
+    samples = scenes.sample_surface(mesh, 2000, seed=0)
     assert ((samples.points >= low - 1e-6) & (samples.points <= high + 1e-6)).all()
 
 

@@ -498,17 +498,18 @@ def test_matcher_config_errors():
 def two_instance_scene():
     """A scene of two rotated copies of a sampled blob mesh on a plane, seen from the origin,
     with exact normals; the poses of the copies in model coordinates."""
+    from pointops import scenes
     from pointops.scenes import tabletop
 
-    mesh = tabletop.blob_mesh(seed=1)
-    mp, mn = tabletop.sample_surface(mesh, 3000, seed=0)
+    mesh = scenes.blob_mesh(seed=1)
+    mp, mn, _ = scenes.sample_surface(mesh, 3000, seed=0)
     poses = []
     parts_p, parts_n = [], []
     for k, shift in enumerate(([-0.8, 0.1, 3.0], [0.9, -0.2, 3.3])):
         pose = torch.eye(4, dtype=torch.float64)
         pose[:3, :3] = tabletop.random_rotation(torch.Generator().manual_seed(10 + k))
         pose[:3, 3] = torch.tensor(shift, dtype=torch.float64)
-        sp, sn = tabletop.sample_surface(mesh, 1500, seed=5 + k)
+        sp, sn, _ = scenes.sample_surface(mesh, 1500, seed=5 + k)
         p, n = sp @ pose[:3, :3].T + pose[:3, 3], sn @ pose[:3, :3].T
         seen = (n * p).sum(1) < 0  # the side facing the sensor
         parts_p.append(p[seen])
@@ -603,10 +604,11 @@ def test_matcher_turned_hypotheses_add_only_new_clusters():
 # ---- scene generator ----------------------------------------------------------------------------
 
 def test_generated_scene_ground_truth_and_occlusion():
+    from pointops import scenes
     from pointops.scenes import tabletop
 
-    mesh = tabletop.blob_mesh(seed=1, subdivisions=2)
-    others = [tabletop.blob_mesh(seed=2, subdivisions=2)]
+    mesh = scenes.blob_mesh(seed=1, subdivisions=2)
+    others = [scenes.blob_mesh(seed=2, subdivisions=2)]
     clear = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.0, noise=0.0, width=160, height=120)
     hidden = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
     again = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
@@ -617,37 +619,37 @@ def test_generated_scene_ground_truth_and_occlusion():
     # target points lie on the mesh under the true pose, and normals face the camera
     target = clear.points[clear.labels == 0].double()
     placed = mesh.transformed(clear.pose.double())
-    samples, _ = tabletop.sample_surface(placed, 8000, seed=0)
+    samples, _, _ = scenes.sample_surface(placed, 8000, seed=0)
     assert torch.cdist(target, samples).amin(1).max() < 0.04
     assert ((clear.normals * clear.points).sum(1) < 0).all()
     assert (clear.labels == -1).any()  # the table
 
 
-def test_off_parser_and_sampling():
-    from pointops.scenes import tabletop
+def test_sampling_a_square():
+    from pointops import scenes
+    from pointops.io import Mesh
 
-    mesh = tabletop.parse_off("OFF\n# a square\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n", "square")
-    assert mesh.faces.tolist() == [[0, 1, 2], [0, 2, 3]]
-    points, normals = tabletop.sample_surface(mesh, 500, seed=1)
+    square = Mesh(torch.tensor([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=torch.float64),
+                  torch.tensor([[0, 1, 2], [0, 2, 3]]))
+    points, normals, _ = scenes.sample_surface(square, 500, seed=1)
     assert (points[:, 2] == 0).all() and (points >= 0).all() and (points <= 1).all()
     assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
-    with pytest.raises(ValueError, match="not an OFF file"):
-        tabletop.parse_off("PLY\n", "bad")
 
 
 def test_refinement_and_rescoring():
     """The pipeline's refinement (geometry icp on the sensor-facing model points) pulls a
     perturbed hypothesis back; re-scoring ranks the true pose above one in front of the surface
     the sensor saw."""
+    from pointops import scenes
     from pointops.scenes import tabletop
     from pointops.ppf.matcher import PPFMatcher, range_image, refine_icp
 
-    mesh = tabletop.blob_mesh(seed=1, subdivisions=2)
-    mp, mn = tabletop.sample_surface(mesh, 1500, seed=0)
+    mesh = scenes.blob_mesh(seed=1, subdivisions=2)
+    mp, mn, _ = scenes.sample_surface(mesh, 1500, seed=0)
     truth = torch.eye(4)
     truth[:3, :3] = tabletop.random_rotation(torch.Generator().manual_seed(4)).float()
     truth[:3, 3] = torch.tensor([0.1, -0.2, 3.0])
-    sp, sn = tabletop.sample_surface(mesh, 3000, seed=1)
+    sp, sn, _ = scenes.sample_surface(mesh, 3000, seed=1)
     sp, sn = (sp.float() @ truth[:3, :3].T + truth[:3, 3]), sn.float() @ truth[:3, :3].T
     seen = (sn * sp).sum(1) < 0
     sp, sn = sp[seen][None], sn[seen][None]

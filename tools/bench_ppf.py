@@ -1,6 +1,6 @@
 """PPF benchmark rows (discovered by tools/bench.py; run alone: python tools/bench_ppf.py [--quick]).
 
-The issue's sizes: a model of about 2,000 points (tau_d = 0.025 in the matcher rows) (a lumpy procedural mesh, scenes.tabletop.blob_mesh,
+The issue's sizes: a model of about 2,000 points (tau_d = 0.025 in the matcher rows) (a lumpy procedural mesh, scenes.blob_mesh,
 sampled uniformly with exact normals), a depth-camera scene of 15,000 points (the model among
 distractors on a table, scenes.tabletop.make_ppf_scene, randomly thinned to 15,000), every 5th
 scene point a reference. Rows:
@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import time_ms  # noqa: E402
 
+from pointops import scenes  # noqa: E402
 from pointops.scenes import tabletop  # noqa: E402
 from pointops.ppf import ops as ppf  # noqa: E402
 from pointops.ppf.matcher import PPFMatcher  # noqa: E402
@@ -45,9 +46,9 @@ OPS = ["ppf_model", "ppf_vote", "pose_cluster", "ppf_lookup", "ppf_match"]
 def _inputs(device, quick):
     cuda = device == "cuda"
     n_model, n_scene = (2000, 15000) if cuda else (500, 4000)
-    mesh = tabletop.blob_mesh(seed=1)
-    mp, mn = tabletop.sample_surface(mesh, n_model, seed=0)
-    distractors = [tabletop.blob_mesh(seed=s) for s in (2, 3)]
+    mesh = scenes.blob_mesh(seed=1)
+    mp, mn, _ = scenes.sample_surface(mesh, n_model, seed=0)
+    distractors = [scenes.blob_mesh(seed=s) for s in (2, 3)]
     scene = tabletop.make_ppf_scene(5, mesh, distractors, occlusion=0.3, width=480 if cuda else 320,
                               height=360 if cuda else 240)
     g = torch.Generator().manual_seed(0)

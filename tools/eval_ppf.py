@@ -29,6 +29,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pointops import scenes  # noqa: E402
 from pointops.scenes import tabletop  # noqa: E402
 from pointops.ppf.matcher import PPFMatcher  # noqa: E402
 
@@ -95,19 +96,19 @@ def main():
     parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
     parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
     args = parser.parse_args()
-    if not tabletop.cgal_available():
-        sys.exit(f"{tabletop.CGAL_DATA} is missing: install Debian's libcgal-demo")
+    if not scenes.mesh.cgal_available():
+        sys.exit(f"{scenes.mesh.CGAL_DATA} is missing: install Debian's libcgal-demo")
 
     config = json.loads(args.config)
     cache = {}
     if args.scene_cache and os.path.isfile(args.scene_cache):
         cache = torch.load(args.scene_cache, weights_only=False)
-    meshes = {name: tabletop.load_mesh(name) for name in args.models}
-    others = [tabletop.load_mesh(name) for name in tabletop.EVAL_MESHES if name not in args.models][:3]
+    meshes = {name: scenes.load_mesh(name) for name in args.models}
+    others = [scenes.load_mesh(name) for name in scenes.mesh.EVAL_MESHES if name not in args.models][:3]
     rows = []
     for mi, name in enumerate(args.models):
         mesh = meshes[name]
-        model_p, model_n = tabletop.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
+        model_p, model_n, _ = scenes.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
         model_p, model_n = model_p.float(), model_n.float()
         t0 = time.perf_counter()
         matcher = PPFMatcher(model_p.to(args.device), model_n.to(args.device), preset=args.preset, **config)

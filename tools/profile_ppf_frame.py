@@ -39,24 +39,25 @@ def main():
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from pointops import scenes
     from pointops.scenes import tabletop
     from pointops.ppf.matcher import PPFMatcher
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device == "cuda"
-    mesh = tabletop.blob_mesh(seed=1) if args.mesh == "blob" else tabletop.load_mesh(args.mesh)
+    mesh = scenes.blob_mesh(seed=1) if args.mesh == "blob" else scenes.load_mesh(args.mesh)
     t0 = time.perf_counter()
-    scene = tabletop.make_ppf_scene(3, mesh, [tabletop.blob_mesh(seed=s) for s in (2, 3)], occlusion=0.3,
+    scene = tabletop.make_ppf_scene(3, mesh, [scenes.blob_mesh(seed=s) for s in (2, 3)], occlusion=0.3,
                               width=args.width, height=args.height)
     print(f"frame: {scene.points.shape[0]} points ({args.width} x {args.height}), made in "
           f"{time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name() if cuda else 'cpu'}", flush=True)
     points = scene.points.to(device)
 
     def models(count):
-        meshes = [mesh] + [tabletop.blob_mesh(seed=10 + s) for s in range(count - 1)]
-        samples = [tabletop.sample_surface(m, args.model_points, seed=i) for i, m in enumerate(meshes)]
-        return (torch.stack([p for p, _ in samples]).float().to(device),
-                torch.stack([n for _, n in samples]).float().to(device))
+        meshes = [mesh] + [scenes.blob_mesh(seed=10 + s) for s in range(count - 1)]
+        samples = [scenes.sample_surface(m, args.model_points, seed=i) for i, m in enumerate(meshes)]
+        return (torch.stack([s.points for s in samples]).float().to(device),
+                torch.stack([s.normals for s in samples]).float().to(device))
 
     workloads = {"one": (1, "default"), "fast": (1, "fast"), "sixteen": (16, "default")}
     for name in args.workloads:

@@ -11,147 +11,25 @@ Gaussian noise along their rays. Normals are the exact face normals of the surfa
 towards the camera). Randomness comes only from ``torch.Generator`` objects seeded by the caller,
 so a seed gives the same scene on every run; pure torch, float64, CPU.
 
-Ground truth: ``pose`` (4, 4) maps model coordinates (the target mesh as :func:`load_mesh` returns
+Ground truth: ``pose`` (4, 4) maps model coordinates (the target mesh as ``load_mesh`` returns
 it: centred on its bounding box, scaled to the requested diameter) into the camera frame (x right,
 y down, z forward: OpenCV), the frame the points are in. ``occlusion`` is the share of the target's
 pixels that the rest of the scene hides: 1 - (target pixels in the scene) / (target pixels when the
 target is rendered alone from the same camera), so 0 means only self-occlusion.
 
-Meshes come from CGAL's example data (Debian's ``libcgal-demo`` ships them as
-``/usr/share/doc/libcgal-dev/data.tar.gz``; :func:`load_mesh` reads the tarball directly) or from
-:func:`blob_mesh`, a procedural mesh with no symmetry for tests that must not depend on the package.
+Meshes (:mod:`pointops.scenes.mesh`) are CGAL's example meshes (``load_mesh``) or procedural
+ones (``blob_mesh``, ``box_mesh``).
 """
-import io
 import math
-import os
-import tarfile
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
+from .mesh import Mesh, box_mesh
+
 _F64 = torch.float64
-CGAL_DATA = "/usr/share/doc/libcgal-dev/data.tar.gz"
-# Meshes of CGAL's data/meshes used by tools/eval_ppf.py: animals and figures, none symmetric.
-EVAL_MESHES = ("bunny00", "elephant", "camel", "cow", "dino", "homer", "lion", "bull")
-
-
-@dataclass(frozen=True)
-class Mesh:
-    """A triangle mesh: vertices (V, 3) float64, faces (F, 3) int64 (counter-clockwise seen from
-    outside where the source is consistent; :func:`render_depth` does not rely on it)."""
-
-    name: str
-    vertices: Tensor
-    faces: Tensor
-
-    @property
-    def diameter(self) -> float:
-        """Bounding-box diagonal."""
-        return float((self.vertices.amax(0) - self.vertices.amin(0)).norm())
-
-    def face_normals(self) -> Tensor:
-        v = self.vertices[self.faces]
-        n = torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0])
-        return n / n.norm(dim=1, keepdim=True).clamp(min=1e-300)
-
-    def face_areas(self) -> Tensor:
-        v = self.vertices[self.faces]
-        return torch.linalg.cross(v[:, 1] - v[:, 0], v[:, 2] - v[:, 0]).norm(dim=1) / 2
-
-    def transformed(self, pose: Tensor) -> "Mesh":
-        return Mesh(self.name, self.vertices @ pose[:3, :3].T + pose[:3, 3], self.faces)
-
-
-def parse_off(text: str, name: str = "mesh") -> Mesh:
-    """Reads an OFF / COFF file (vertex colours ignored; polygons fanned into triangles)."""
-    tokens = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            tokens.append(line.split())
-    header = tokens[0]
-    if not header[0].endswith("OFF"):
-        raise ValueError(f"{name}: not an OFF file (header {header[0]!r})")
-    rest = tokens[1:] if len(header) == 1 else [header[1:]] + tokens[1:]
-    n_vertices, n_faces = int(rest[0][0]), int(rest[0][1])
-    vertices = torch.tensor([[float(x) for x in row[:3]] for row in rest[1:1 + n_vertices]], dtype=_F64)
-    faces = []
-    for row in rest[1 + n_vertices:1 + n_vertices + n_faces]:
-        k = int(row[0])
-        ids = [int(x) for x in row[1:1 + k]]
-        faces.extend([ids[0], ids[i], ids[i + 1]] for i in range(1, k - 1))
-    return Mesh(name, vertices, torch.tensor(faces, dtype=torch.int64).reshape(-1, 3))
-
-
-def cgal_available(path: str = CGAL_DATA) -> bool:
-    return os.path.isfile(path)
-
-
-def normalized(mesh: Mesh, diameter: float = 1.0) -> Mesh:
-    """The mesh centred on its bounding box and scaled to the given bounding-box diagonal."""
-    lo, hi = mesh.vertices.amin(0), mesh.vertices.amax(0)
-    scale = diameter / float((hi - lo).norm())
-    return Mesh(mesh.name, (mesh.vertices - (lo + hi) / 2) * scale, mesh.faces)
-
-
-def load_mesh(name: str, diameter: float = 1.0, path: str = CGAL_DATA) -> Mesh:
-    """CGAL example mesh ``data/meshes/<name>.off`` from the libcgal-demo tarball, normalized."""
-    if not cgal_available(path):
-        raise FileNotFoundError(f"{path} not found: install Debian's libcgal-demo for the CGAL example meshes")
-    with tarfile.open(path) as tar:
-        member = tar.extractfile(f"data/meshes/{name}.off")
-        if member is None:
-            raise FileNotFoundError(f"data/meshes/{name}.off is not in {path}")
-        text = io.TextIOWrapper(member, encoding="latin-1").read()
-    return normalized(parse_off(text, name), diameter)
-
-
-def blob_mesh(diameter: float = 1.0, subdivisions: int = 3, seed: int = 0) -> Mesh:
-    """A lumpy closed mesh with no symmetry: an icosphere whose radius varies with a few seeded
-    harmonics, normalized to the diameter."""
-    t = (1 + math.sqrt(5)) / 2
-    v = torch.tensor([[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t],
-                      [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1]], dtype=_F64)
-    f = torch.tensor([[0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2],
-                      [10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5],
-                      [2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1]])
-    for _ in range(subdivisions):
-        edges = torch.cat([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]).sort(1).values
-        unique, inverse = torch.unique(edges, dim=0, return_inverse=True)
-        mids = len(v) + inverse.reshape(3, -1).T
-        v = torch.cat([v, (v[unique[:, 0]] + v[unique[:, 1]]) / 2])
-        a, b, c = f.unbind(1)
-        ab, bc, ca = mids.unbind(1)
-        f = torch.cat([torch.stack(x, 1) for x in ((a, ab, ca), (b, bc, ab), (c, ca, bc), (ab, bc, ca))])
-    u = v / v.norm(dim=1, keepdim=True)
-    g = torch.Generator().manual_seed(seed)
-    w = torch.randn(6, 3, generator=g, dtype=_F64)
-    phase = torch.rand(6, generator=g, dtype=_F64) * 2 * math.pi
-    radius = 1 + 0.12 * torch.sin(3 * (u @ w.T) + phase).sum(1) / 2
-    stretch = torch.tensor([1.4, 1.0, 0.7], dtype=_F64)
-    return normalized(Mesh("blob", u * radius[:, None] * stretch, f), diameter)
-
-
-def box_mesh(size: Sequence[float], name: str = "box") -> Mesh:
-    """An axis-aligned box centred on the origin."""
-    hx, hy, hz = (s / 2 for s in size)
-    v = torch.tensor([[x, y, z] for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)], dtype=_F64)
-    f = torch.tensor([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],
-                      [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
-    return Mesh(name, v, f)
-
-
-def sample_surface(mesh: Mesh, n: int, seed: int = 0) -> Tuple[Tensor, Tensor]:
-    """n points (n, 3) float64 drawn uniformly over the surface (faces by area, then uniform
-    barycentric coordinates) with their exact face normals (n, 3)."""
-    g = torch.Generator().manual_seed(seed)
-    face = torch.multinomial(mesh.face_areas(), n, replacement=True, generator=g)
-    r1, r2 = torch.rand(n, generator=g, dtype=_F64).sqrt(), torch.rand(n, generator=g, dtype=_F64)
-    v = mesh.vertices[mesh.faces[face]]
-    points = (1 - r1)[:, None] * v[:, 0] + (r1 * (1 - r2))[:, None] * v[:, 1] + (r1 * r2)[:, None] * v[:, 2]
-    return points, mesh.face_normals()[face]
 
 
 def random_rotation(g: torch.Generator) -> Tensor:
@@ -371,7 +249,7 @@ def make_ppf_scene(
         yaw = uniform(0, math.pi)
         rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64)
         pose = _resting_pose(box_mesh(size), rot, (radius * math.cos(angle), radius * math.sin(angle)))
-        placed.append(box_mesh(size, f"box{k}").transformed(pose))
+        placed.append(box_mesh(size).transformed(pose))
     azimuth = uniform(0, 2 * math.pi)
     camera = look_at(centre, uniform(*camera_distance), azimuth, math.radians(uniform(*elevation_deg)), width, height,
                      fov_deg)
@@ -401,7 +279,7 @@ def make_ppf_scene(
             return _resting_pose(box_mesh(size), rot, (float(xy[0]), float(xy[1])))
 
         def occluder(shift: float) -> Mesh:
-            return box_mesh(size, "occluder").transformed(occluder_pose(shift))
+            return box_mesh(size).transformed(occluder_pose(shift))
 
         target_rays = camera.rays()[target_pixels]
         half = torch.tensor(size, dtype=_F64) / 2

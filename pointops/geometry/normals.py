@@ -12,6 +12,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from ..clouds import bounding_box
+
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -23,18 +25,9 @@ class Normals(NamedTuple):
 
 
 def _bounding_box_centres(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
-    """(B, 3) float64 centre of each cloud's bounding box over its finite points (0 when none).
-
-    min and max are exact, so the centre is the same on every device."""
-    pts = points.double()
-    valid = torch.isfinite(pts).all(-1)
-    if lengths is not None:
-        valid = valid & (torch.arange(points.shape[1], device=points.device) < lengths.unsqueeze(1))
-    inf = torch.tensor(float("inf"), dtype=torch.float64, device=points.device)
-    low = torch.where(valid.unsqueeze(-1), pts, inf).amin(1) if points.shape[1] > 0 else pts.new_zeros([pts.shape[0], 3])
-    high = torch.where(valid.unsqueeze(-1), pts, -inf).amax(1) if points.shape[1] > 0 else pts.new_zeros([pts.shape[0], 3])
-    centre = (low + high) * 0.5
-    return torch.where(torch.isfinite(centre), centre, torch.zeros_like(centre))
+    """(B, 3) float64 centre of each cloud's bounding box over its finite points (0 when none)."""
+    box = bounding_box(points, lengths)
+    return (box.low.double() + box.high.double()) * 0.5
 
 
 def estimate_normals(

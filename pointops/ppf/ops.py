@@ -21,6 +21,8 @@ from typing import NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
+from ..clouds import bounding_box
+
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 # ---- fake kernels -------------------------------------------------------------------------------
@@ -156,15 +158,8 @@ def bounding_diameter(points: Tensor, lengths: Optional[Tensor] = None) -> Tenso
     an empty cloud), the diameter :func:`ppf_model` uses by default. It bounds every pair distance,
     so the distance bins of a model cover all its pairs. Plain torch: equal to ppf_model's own
     (float32, sqrt((ex ex + ey ey) + ez ez)) up to the rounding of torch's sqrt."""
-    batch, n = points.shape[:2]
-    p = points.to(torch.float32)
-    valid = torch.isfinite(p).all(-1)
-    if lengths is not None:
-        valid = valid & (torch.arange(n, device=p.device)[None, :] < lengths[:, None])
-    big = torch.tensor(float("inf"), device=p.device)
-    low = torch.where(valid[..., None], p, big).amin(1) if n else p.new_zeros(batch, 3)
-    high = torch.where(valid[..., None], p, -big).amax(1) if n else p.new_zeros(batch, 3)
-    e = torch.where(valid.any(1)[:, None], high - low, torch.zeros_like(low))
+    box = bounding_box(points.to(torch.float32), lengths)
+    e = box.high - box.low
     return torch.sqrt((e[:, 0] * e[:, 0] + e[:, 1] * e[:, 1]) + e[:, 2] * e[:, 2])
 
 

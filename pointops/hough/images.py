@@ -14,20 +14,33 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
+                       check_same_device, check_shape)
 
-# ---- fake kernels (output shapes from the arguments only) ----
+# ---- fake kernels (output shapes from the arguments only; the checks of csrc/hough/*_cpu.cpp) ----
 
 _INDEX = (torch.int32, torch.int64)
 
 
-def _check_point_lists(points: Tensor, weights: Optional[Tensor], height: int, width: int) -> None:
-    torch._check(points.dim() == 3 and points.shape[2] == 2,
-                 lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
+def _check_point_lists(points: Tensor, lengths: Optional[Tensor], weights: Optional[Tensor], height: int,
+                       width: int) -> None:
+    check_dim(points, "points", 3, "(B, P, 2)")
+    torch._check(points.shape[2] == 2, lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
     torch._check(points.dtype in _INDEX, lambda: f"points must be int32 or int64 pixel coordinates, got {points.dtype}")
+    check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
+    if weights is not None:
+        check_floating(weights, "weights")
+        check_shape(weights, "weights", (points.shape[0], points.shape[1]))
+        check_same_device(weights, "weights", points)
     torch._check(0 <= height <= 32767 and 0 <= width <= 32767,
                  lambda: f"height and width must be in [0, 32767], got {height} and {width}")
-    if weights is not None:
-        torch._check(weights.dtype.is_floating_point, lambda: f"weights must be floating, got {weights.dtype}")
+
+
+def _check_gradients(gradients: Optional[Tensor], points: Tensor) -> None:
+    if gradients is not None:
+        check_floating(gradients, "gradients")
+        check_shape(gradients, "gradients", (points.shape[0], points.shape[1], 2))
+        check_same_device(gradients, "gradients", points)
 
 
 @torch.library.register_fake("pointops::edge_points")
@@ -41,7 +54,8 @@ def _edge_points_fake(edges, capacity=-1):
 
 @torch.library.register_fake("pointops::hough_circles")
 def _hough_circles_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
+    _check_gradients(gradients, points)
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
     dtype = torch.int32 if weights is None else torch.float32
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
@@ -49,7 +63,8 @@ def _hough_circles_fake(points, lengths, weights, gradients, height, width, radi
 
 @torch.library.register_fake("pointops::hough_circles_max")
 def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
+    _check_gradients(gradients, points)
     torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max")
     dtype = torch.int32 if weights is None and not normalize else torch.float32
     shape = (points.shape[0], height, width)
@@ -75,6 +90,9 @@ def _hough_circles_max_map_fake(edges, radii, normalize=False):
 @torch.library.register_fake("pointops::circle_detections")
 def _circle_detections_fake(scores, radius_index, radii, k, min_distance, threshold):
     torch._check(scores.dim() == 3, lambda: f"scores must have shape (B, H, W), got {tuple(scores.shape)}")
+    check_dtype(radius_index, "radius_index", torch.int64)
+    check_shape(radius_index, "radius_index", scores.shape)
+    check_same_device(radius_index, "radius_index", scores, "scores")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = scores.shape[0]
     return (scores.new_empty((batch, k, 3), dtype=torch.float32), scores.new_empty((batch, k), dtype=torch.float32))
@@ -96,7 +114,7 @@ def rho_offset(height: int, width: int) -> int:
 
 @torch.library.register_fake("pointops::hough_lines")
 def _hough_lines_fake(points, lengths, weights, height, width, theta):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
     dtype = torch.int32 if weights is None else torch.float32
     return points.new_empty((points.shape[0], 2 * rho_offset(height, width) + 1, len(theta)), dtype=dtype)
 

@@ -152,8 +152,19 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
 
 def group_points(features: Tensor, indices: Tensor) -> Tensor:
     """Gather per-point features by neighbour index: ``features`` (B, N, C) and ``indices``
-    (B, *S) int64 give (B, *S, C); an index outside [0, N) (-1 padding) gives a row of zeros.
-    Plain torch (a gather), so gradients reach ``features``."""
+    (B, *S) int64 (the same B: a batch dimension is required) give (B, *S, C); an index outside
+    [0, N) (-1 padding) gives a row of zeros. Plain torch (a gather), so gradients reach
+    ``features``."""
+    if features.dim() != 3:
+        raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))
+    if indices.dim() < 2 or indices.shape[0] != features.shape[0]:
+        raise ValueError("indices must have shape (B, *S) with the batch size B = " + str(features.shape[0])
+                         + " of features, got " + str(list(indices.shape)))
+    if indices.dtype != torch.int64 and indices.dtype != torch.int32:
+        raise ValueError("indices must be int64 or int32, got " + str(indices.dtype))
+    if indices.device != features.device:
+        raise ValueError("indices must be on the device of features (" + str(features.device) + "), got "
+                         + str(indices.device))
     batch, n, channels = features.shape
     flat = indices.reshape(batch, -1)
     valid = (flat >= 0) & (flat < n)

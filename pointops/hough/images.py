@@ -48,6 +48,7 @@ def _edge_points_fake(edges, capacity=-1):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(capacity >= -1, lambda: f"capacity must be >= 0, or -1 for H * W, got {capacity}")
     cap = edges.shape[1] * edges.shape[2] if capacity < 0 else capacity
+    check_output_fits(edges.device, f"capacity = {capacity}", (edges.shape[0], cap, 2), 4)
     return (edges.new_empty((edges.shape[0], cap, 2), dtype=torch.int32),
             edges.new_empty((edges.shape[0],), dtype=torch.int64))
 
@@ -57,6 +58,8 @@ def _hough_circles_fake(points, lengths, weights, gradients, height, width, radi
     _check_point_lists(points, lengths, weights, height, width)
     _check_gradients(gradients, points)
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    check_output_fits(points.device, f"{len(radii)} radii of a {height} x {width} image",
+                      (points.shape[0], len(radii), height, width), 4 if weights is None else 8)
     dtype = torch.int32 if weights is None else torch.float32
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
 
@@ -75,6 +78,7 @@ def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, 
 def _hough_circles_map_fake(edges, radii):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    check_output_fits(edges.device, f"{len(radii)} radii", (edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), 4)
     return edges.new_empty((edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), dtype=torch.int32)
 
 
@@ -116,14 +120,20 @@ def rho_offset(height: int, width: int) -> int:
 def _hough_lines_fake(points, lengths, weights, height, width, theta):
     _check_point_lists(points, lengths, weights, height, width)
     dtype = torch.int32 if weights is None else torch.float32
-    return points.new_empty((points.shape[0], 2 * rho_offset(height, width) + 1, len(theta)), dtype=dtype)
+    torch._check(len(theta) <= 1 << 20, lambda: f"theta must have at most 2^20 angles, got {len(theta)}")
+    shape = (points.shape[0], 2 * rho_offset(height, width) + 1, len(theta))
+    check_output_fits(points.device, f"{len(theta)} angles (theta) of a {height} x {width} image", shape, 4)
+    return points.new_empty(shape, dtype=dtype)
 
 
 # ---- tables ----
 
 def line_angles(n_theta: int = 180) -> List[float]:
     """n_theta angles over [-pi/2, pi/2), bit for bit numpy.linspace(-pi/2, pi/2, n_theta,
-    endpoint=False): scikit-image's default theta (180 angles, 1 degree apart)."""
+    endpoint=False): scikit-image's default theta (180 angles, 1 degree apart). n_theta is an
+    int in [1, 2^20], the angles hough_lines takes."""
+    if n_theta < 1 or n_theta > 1048576:
+        raise ValueError("n_theta must be an int in [1, 2^20], got " + str(n_theta))
     step = math.pi / n_theta
     return [j * step + (-math.pi / 2) for j in range(n_theta)]
 
@@ -137,7 +147,10 @@ def line_distances(height: int, width: int) -> Tensor:
 
 def circle_perimeter_size(radius: int) -> int:
     """Offsets of the rasterized circle of that radius, repeats included: len(
-    skimage.draw.circle_perimeter(0, 0, radius)[0]), the count ``normalize`` divides by."""
+    skimage.draw.circle_perimeter(0, 0, radius)[0]), the count ``normalize`` divides by. radius is
+    an int in [0, 32767], the radii the accumulators take."""
+    if radius < 0 or radius > 32767:
+        raise ValueError("radius must be an int in [0, 32767], got " + str(radius))
     c = 0
     r = radius
     d = 3 - 2 * radius

@@ -102,3 +102,25 @@ def test_outputs_that_cannot_fit_name_the_argument():
     with FakeTensorMode():
         fq = torch.rand(2, 25, 3)
         _too_big(lambda: torch.ops.pointops.knn(fq, None, fq, None, 10 ** 12, None), "k = 1000000000000")
+
+
+def test_bev_signed_zero_z_ties_to_the_lowest_index():
+    """-0.0 and +0.0 are one z: top_feature takes the lower index, max_z / min_z read +0.0."""
+    first_plus = torch.tensor([[[0.5, 0.5, 0.0, 7.0], [0.5, 0.5, -0.0, 9.0]]])
+    first_minus = torch.tensor([[[0.5, 0.5, -0.0, 9.0], [0.5, 0.5, 0.0, 7.0]]])
+    for points, top in ((first_plus, 7.0), (first_minus, 9.0)):
+        for dtype in (torch.float32, torch.float64, torch.float16):
+            image = pointops.bev_rasterize(points.to(dtype), ["top_feature", "max_z", "min_z"],
+                                           point_range=[0, 0, -1, 1, 1, 1], cell_size=[1.0, 1.0])[0, :, 0, 0]
+            assert image[0] == top
+            assert torch.signbit(image[1:]).logical_not().all()
+
+
+def test_voxel_downsample_beyond_its_span_raises_on_the_cpu():
+    points = torch.rand(1, 100, 3)
+    with pytest.raises(RuntimeError, match=r"cloud 0 spans \d+ cells of voxel_size\[0\] = 1e-09 along x"):
+        pointops.voxel_downsample(points, [1e-9] * 3)
+    with pytest.raises(RuntimeError, match="cloud 1 spans"):
+        pointops.voxel_downsample(torch.stack([points[0] * 1e-6, points[0]]), [1e-9] * 3)
+    out = pointops.voxel_downsample(points, [1e-9] * 3, point_range=[0, 0, 0, 1e-3, 1e-3, 1e-3])
+    assert int(out.lengths[0]) == int(((points[0] < 1e-3).all(-1)).sum())

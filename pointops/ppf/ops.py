@@ -76,6 +76,9 @@ def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, dista
     torch._check(points.shape[1] <= 46340,
                  lambda: f"ppf_model: a model may have at most 46340 points (its ordered pairs index int32), got N = "
                          f"{points.shape[1]}")
+    if isinstance(points.shape[1], int):
+        check_output_fits(points.device, f"N = {points.shape[1]} model points (N (N - 1) pairs)",
+                          (points.shape[0], points.shape[1] * max(points.shape[1] - 1, 0)), 12)
     if diameter is not None:
         _check_cloud_values(diameter, "diameter", points.shape[0], points)
     torch._check(0.0 < tau_d <= 1.0, lambda: f"tau_d must be in (0, 1], got {tau_d}")
@@ -273,6 +276,7 @@ def _ppf_vote_fake(scene_points, scene_normals, scene_lengths, model_points, mod
     scenes, n = scene_points.shape[:2]
     refs = (n + stride - 1) // stride
     shape = (scenes, model_points.shape[0], refs, k)
+    check_output_fits(scene_points.device, f"k = {k} peaks of every {stride}-th scene point (stride)", shape, 3 * 8 + 7 * 4)
     return (scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape, dtype=torch.int64),
             scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape + (4,), dtype=torch.float32),
             scene_points.new_empty(shape + (3,), dtype=torch.float32))
@@ -356,7 +360,7 @@ def _pose_cluster_fake(quaternions, translations, votes, lengths, distance_thres
     torch._check(0 < suppression_angle <= math.pi,
                  lambda: f"suppression_angle must be in (0, pi] radians, got {suppression_angle}")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
-    batch = quaternions.shape[0]
+    check_output_fits(quaternions.device, f"k = {k}", (batch, k), 7 * 4 + 3 * 8)
     return (quaternions.new_empty((batch, k, 4), dtype=torch.float32),
             quaternions.new_empty((batch, k, 3), dtype=torch.float32),
             quaternions.new_empty((batch, k), dtype=torch.int64), quaternions.new_empty((batch, k), dtype=torch.int64),

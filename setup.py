@@ -146,7 +146,7 @@ class build_ext(BuildExtension.with_options(use_ninja=True)):  # noqa: N801 (set
 EXTRAS = {
     "io": ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"],
     "demo": ["matplotlib==3.11.2"],
-    "test": ["pytest", "pyyaml==6.0.3", "scikit-image==0.26.0", "scipy==1.17.1"],
+    "test": ["pytest", "hypothesis==6.155.2", "pyyaml==6.0.3", "scikit-image==0.26.0", "scipy==1.17.1"],
 }
 EXTRAS["all"] = sorted({package for packages in EXTRAS.values() for package in packages})
 

@@ -1,6 +1,11 @@
 """Checks the fake (meta) kernels share: the few a fake needs to compute its output shapes and to
-refuse what the real kernels refuse (csrc/common/checks.h holds the real kernels' checks)."""
-from typing import Optional
+refuse what the real kernels refuse (csrc/common/checks.h holds the real kernels' checks, with the
+same names and messages). A fake that skips a device check lets a mixed call through to whichever
+kernel dispatch picks (a meta tensor among CPU ones runs the fake on CPU tensors and returns
+uninitialised memory), so every tensor argument goes through one of these."""
+import math
+import os
+from typing import Optional, Sequence
 
 import torch
 
@@ -16,7 +21,82 @@ def check_floating(t: torch.Tensor, name: str) -> None:
     torch._check(t.dtype in FLOATS, lambda: f"{name} must be float32, float64, float16 or bfloat16, got {t.dtype}")
 
 
+def check_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+    torch._check(t.dtype == dtype, lambda: f"{name} must be {dtype}, got {t.dtype}")
+
+
+def check_dim(t: torch.Tensor, name: str, dim: int, layout: str) -> None:
+    torch._check(t.dim() == dim, lambda: f"{name} must have shape {layout} ({dim} dimensions), got shape {tuple(t.shape)}")
+
+
+def check_shape(t: torch.Tensor, name: str, expected: Sequence[int]) -> None:
+    torch._check(tuple(t.shape) == tuple(expected), lambda: f"{name} must have shape {tuple(expected)}, got {tuple(t.shape)}")
+
+
 def check_same_device(t: Optional[torch.Tensor], name: str, ref: torch.Tensor, ref_name: str = "points") -> None:
     if t is not None:
         torch._check(t.device == ref.device,
                      lambda: f"{name} must be on the same device as {ref_name} ({ref.device}), got {t.device}")
+
+
+def check_optional_batch_vector(t: Optional[torch.Tensor], name: str, batch: int, ref: torch.Tensor,
+                                ref_name: str = "points") -> None:
+    """An optional per-cloud int64 vector such as lengths or start: shape (B,), on ref's device."""
+    if t is None:
+        return
+    check_same_device(t, name, ref, ref_name)
+    check_dtype(t, name, torch.int64)
+    check_shape(t, name, (batch,))
+
+
+def check_padded_clouds(points: torch.Tensor, lengths: Optional[torch.Tensor], layout: str, min_columns: int,
+                        max_columns: Optional[int] = None, name: str = "points", lengths_name: str = "lengths") -> None:
+    """Padded clouds: points (B, N, C) floating with min_columns <= C <= max_columns, lengths (B,)
+    int64 on the points' device or None."""
+    check_dim(points, name, 3, layout)
+    check_floating(points, name)
+    torch._check(points.shape[2] >= min_columns and (max_columns is None or points.shape[2] <= max_columns),
+                 lambda: f"{name} must have shape {layout}, got shape {tuple(points.shape)}")
+    check_optional_batch_vector(lengths, lengths_name, points.shape[0], points, name)
+
+
+_MEMORY = {}
+
+
+def memory_bytes(device: torch.device) -> Optional[int]:
+    """The memory an output on ``device`` can come from: the host's physical memory for the CPU, the
+    GPU's total memory for CUDA; None (no bound) for meta and other devices. The C++ twin is
+    pointops::memory_bytes in csrc/common/checks.h."""
+    key = str(device)
+    if key not in _MEMORY:
+        value: Optional[int] = None
+        if device.type == "cpu":
+            try:
+                value = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            except (ValueError, OSError, AttributeError):
+                value = None
+        elif device.type == "cuda" and torch.cuda.is_available():
+            value = torch.cuda.get_device_properties(device.index if device.index is not None else
+                                                     torch.cuda.current_device()).total_memory
+        _MEMORY[key] = value
+    return _MEMORY[key]
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2.0 ** 30:.3g} GiB"
+
+
+def check_output_fits(device: torch.device, what: str, shape: Sequence[int], element_size: int) -> None:
+    """Refuses an output whose size, implied by the argument ``what`` names (e.g. "k = 10^12"),
+    exceeds the device's memory: the caller reads which argument is too large, and what it
+    implies, instead of the allocator's byte count. Skipped for symbolic sizes."""
+    if not all(isinstance(s, int) for s in shape):
+        return
+    numel = math.prod(shape)
+    cap = memory_bytes(device)
+    if cap is None:
+        return
+    size = numel * element_size
+    if size > cap:
+        raise RuntimeError(f"{what} implies an output of shape {list(shape)} ({numel} elements, {_gib(size)}), "
+                           f"more than the {device.type} memory ({_gib(cap)})")

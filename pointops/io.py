@@ -269,6 +269,51 @@ _PLY_INTENSITY = ("intensity", "scalar_intensity")
 _PLY_FACE_LISTS = ("vertex_indices", "vertex_index")
 
 
+# A PLY header is a few dozen short lines; one that runs past this without end_header is not a PLY
+# header (plyfile would parse a 200 MB header line for minutes).
+_PLY_MAX_HEADER_BYTES = 1 << 20
+_PLY_SIZES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
+              "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def _ply_check_header(path: str, stream) -> None:
+    """Refuses, before plyfile reads anything, a header longer than _PLY_MAX_HEADER_BYTES and
+    element counts whose rows cannot fit in the bytes after the header (a binary row takes at
+    least its scalar properties' sizes plus each list's count, an ascii row at least two bytes a
+    property)."""
+    head = stream.read(_PLY_MAX_HEADER_BYTES + 1)
+    stream.seek(0)
+    end = _ply_header_end(head)
+    if end < 0:
+        if len(head) > _PLY_MAX_HEADER_BYTES:
+            raise FileFormatError(path, f"the PLY header has no end_header line within its first "
+                                        f"{_PLY_MAX_HEADER_BYTES} bytes (header size limit)")
+        return  # plyfile names what is missing
+    lines = head[:end].decode("ascii", errors="replace").splitlines()
+    ascii_format = any(line.split()[:2] == ["format", "ascii"] for line in lines)
+    elements = []  # [name, count, least bytes per row]
+    for line in lines:
+        words = line.split()
+        if len(words) >= 3 and words[0] == "element":
+            try:
+                elements.append([words[1], int(words[2]), 0])
+            except ValueError:
+                return  # plyfile names the bad count
+        elif len(words) >= 3 and words[0] == "property" and elements:
+            if ascii_format:
+                elements[-1][2] += 2
+            elif words[1] == "list":
+                elements[-1][2] += _PLY_SIZES.get(words[2], 1)
+            else:
+                elements[-1][2] += _PLY_SIZES.get(words[1], 1)
+    have = os.path.getsize(path) - end
+    need = sum(count * max(least, 1) for _, count, least in elements if count > 0)
+    if need > have + 1:
+        listed = ", ".join(f"element {name} {count}" for name, count, _ in elements)
+        raise FileFormatError(path, f"the PLY header declares {listed}: at least {need} bytes of data, but the file "
+                                    f"holds {have} bytes after its header")
+
+
 def _ply_header_end(raw: bytes) -> int:
     at = raw.find(b"end_header")
     if at < 0:
@@ -302,6 +347,7 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     plyfile = _library("plyfile", "read_ply")
     raw = None
     with open(path, "rb") as stream:
+        _ply_check_header(path, stream)
         head = stream.read(4096)
         stream.seek(0)
         if b"format ascii" in head.split(b"end_header", 1)[0]:
@@ -461,14 +507,20 @@ _PCD_REQUIRED = ("FIELDS", "SIZE", "TYPE", "COUNT", "WIDTH", "POINTS", "DATA")
 _PCD_TYPES = {("F", 4): "f4", ("F", 8): "f8", ("U", 1): "u1", ("U", 2): "u2", ("U", 4): "u4", ("U", 8): "u8",
               ("I", 1): "i1", ("I", 2): "i2", ("I", 4): "i4", ("I", 8): "i8"}
 _PCD_NORMALS = ("normal_x", "normal_y", "normal_z")
+# The header's keyword lines (comment lines do not count) and its bytes: a PCD header is about a
+# dozen short lines, a longer one is not a PCD header (and is never read whole).
 _PCD_MAX_HEADER_LINES = 64
+_PCD_MAX_HEADER_BYTES = 1 << 20
 
 
 def _pcd_header(path: str, stream) -> Tuple[List[str], Dict[str, List[str]], int]:
     """The header lines up to DATA, their values by keyword, and the offset where the data starts."""
     lines, values = [], {}
-    for _ in range(_PCD_MAX_HEADER_LINES):
-        raw = stream.readline()
+    while len(lines) < _PCD_MAX_HEADER_LINES:
+        if stream.tell() >= _PCD_MAX_HEADER_BYTES:
+            raise FileFormatError(path, f"the PCD header has no DATA line within its first {_PCD_MAX_HEADER_BYTES} "
+                                        f"bytes (header size limit)")
+        raw = stream.readline(_PCD_MAX_HEADER_BYTES - stream.tell() + 1)
         if not raw:
             break
         try:
@@ -483,6 +535,9 @@ def _pcd_header(path: str, stream) -> Tuple[List[str], Dict[str, List[str]], int
         if key.upper() == "DATA":
             return lines, values, stream.tell()
     missing = [k for k in _PCD_REQUIRED if k not in values]
+    if len(lines) >= _PCD_MAX_HEADER_LINES:
+        raise FileFormatError(path, f"PCD header has no DATA line within its first {_PCD_MAX_HEADER_LINES} keyword "
+                                    f"lines (comment lines do not count; missing {', '.join(missing)})")
     raise FileFormatError(path, f"PCD header has no DATA line (missing header field(s) {', '.join(missing)})")
 
 
@@ -521,6 +576,31 @@ def _pcd_layout(path: str, values: Dict[str, List[str]]) -> Tuple[List[str], Lis
     if len(set(fields) - {"_"}) != len([f for f in fields if f != "_"]):
         raise FileFormatError(path, f"PCD FIELDS names a field twice: {fields}")
     return fields, counts, types, points, data
+
+
+# LZF's longest back-reference copies 264 bytes for 3 bytes of input: no block unpacks to more
+# than 88 times its size (plus a few literal bytes).
+_LZF_MAX_RATIO = 89
+
+
+def _pcd_check_size(path: str, fields, counts, points: int, record: int, data: str, have: int) -> None:
+    """Refuses, before any data is read or a table is laid out, COUNT and POINTS that the bytes
+    after the header cannot hold: an ascii value takes at least a byte (more with its separator),
+    a binary record its declared size, a binary_compressed block at most 89 times its bytes."""
+    values = sum(counts)
+    described = f"COUNT {' '.join(str(c) for c in counts)} (FIELDS {' '.join(fields)}) and POINTS {points}"
+    if data == "ascii":
+        need = values * points
+        what = f"at least {need} bytes of ascii values ({values} values a point)"
+    elif data == "binary":
+        need = record * points
+        what = f"{need} bytes of {record}-byte records"
+    else:
+        need = -(-record * points // _LZF_MAX_RATIO)
+        what = f"{record * points} bytes of {record}-byte records, at least {need} compressed"
+    if need > have:
+        raise FileFormatError(path, f"PCD header's {described} make {what}, but the file holds {have} bytes after "
+                                    f"its header")
 
 
 def _pcd_ascii_columns(path: str, stream, fields, counts, types, points) -> List[np.ndarray]:
@@ -587,6 +667,7 @@ def read_pcd(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
         _, values, start = _pcd_header(path, stream)
         fields, counts, types, points, data = _pcd_layout(path, values)
         record = sum(np.dtype(t).itemsize * c for t, c in zip(types, counts))
+        _pcd_check_size(path, fields, counts, points, record, data, size - start)
         if data == "ascii":
             columns = _pcd_ascii_columns(path, stream, fields, counts, types, points)
         else:
@@ -742,6 +823,25 @@ def write_pcd(path: PathLike, cloud: Union[PointCloud, Tensor], encoding: str = 
 _LAS_SLACK_BITS = 4
 
 
+def _las_check_size(laspy, path: str) -> None:
+    """Refuses an uncompressed LAS file whose header declares more point records than the file
+    holds, before laspy allocates them (a bare MemoryError otherwise)."""
+    try:
+        with laspy.open(path) as reader:
+            header = reader.header
+    except Exception:  # the read below names what is wrong with a malformed header
+        return
+    if path.lower().endswith(".laz") or getattr(header, "are_points_compressed", False):
+        return
+    record = header.point_format.size
+    have = os.path.getsize(path) - header.offset_to_point_data
+    if header.point_count * record > have:
+        raise FileFormatError(path, f"the LAS header declares {header.point_count} points (point count field: "
+                                    f"{header.point_count * record} bytes of {record}-byte records) but the file holds "
+                                    f"{max(have, 0) // record} records ({have} bytes) after offset_to_point_data "
+                                    f"{header.offset_to_point_data}")
+
+
 def read_las(
     path: PathLike,
     dtype: torch.dtype = torch.float32,
@@ -767,6 +867,7 @@ def read_las(
     path = _existing_file(path)
     np_dtype = _float_dtype(dtype)
     laspy = _library("laspy", "read_las")
+    _las_check_size(laspy, path)
     try:
         las = laspy.read(path)
     except laspy.errors.LaspyException as e:
@@ -881,6 +982,10 @@ def _obj_lines(path: str, raw: bytes) -> Tuple[int, int]:
         elif tokens[0] == b"f":
             if len(tokens) < 4:
                 raise FileFormatError(path, f"line {number}: a face with {len(tokens) - 1} corners")
+            for corner in tokens[1:]:
+                if corner.split(b"/", 1)[0] in (b"0", b"-0", b"+0"):
+                    raise FileFormatError(path, f"line {number}: face vertex index 0 ('{corner.decode(errors='replace')}'); "
+                                                f"OBJ indices start at 1 (negative ones count from the end)")
             triangles += len(tokens) - 3
     return vertices, triangles
 
@@ -976,6 +1081,34 @@ def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
 # library reads them with the checks above.
 
 _XYZ_DEFAULT_COLUMNS = {3: "x y z", 4: "x y z intensity", 6: "x y z nx ny nz"}
+# A point's line holds a few numbers; a longer line is refused before numpy tokenizes it (a 200 MB
+# line of numbers took 4.8 GB).
+_XYZ_MAX_LINE_BYTES = 1 << 16
+
+
+def _longest_line(path: str) -> Tuple[int, int]:
+    """(length in bytes, 1-based number) of the file's longest line, read in 1 MiB chunks."""
+    longest, number, line_start, lines_before, offset = 0, 1, 0, 0, 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + offset
+            starts = np.concatenate([[line_start], ends[:-1] + 1]) if len(ends) else np.array([line_start])
+            if len(ends):
+                lengths = ends - starts
+                k = int(lengths.argmax())
+                if lengths[k] > longest:
+                    longest, number = int(lengths[k]), lines_before + k + 1
+                lines_before += len(ends)
+                line_start = int(ends[-1]) + 1
+            offset += len(chunk)
+            if offset - line_start > longest:  # the open line so far
+                longest, number = offset - line_start, lines_before + 1
+            if longest > _XYZ_MAX_LINE_BYTES:
+                break
+    return longest, number
 _PTS_DEFAULT_COLUMNS = {3: "x y z", 4: "x y z intensity", 6: "x y z r g b", 7: "x y z intensity r g b"}
 
 
@@ -985,7 +1118,8 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
     ``columns`` names the columns; without it the count decides: ``.xyz`` / ``.pwn``: 3 ``x y z``,
     4 ``x y z intensity``, 6 ``x y z nx ny nz``; ``.pts``: 3, 4, 6 ``x y z r g b`` and 7 ``x y z
     intensity r g b``. Names ``x y z`` are the points, ``nx ny nz`` the normals, ``r g b`` 0-255
-    colours, ``intensity`` the intensity, ``_`` a column to skip; any other name becomes a field.
+    colours (a value outside [0, 255], NaN included, is refused), ``intensity`` the intensity,
+    ``_`` a column to skip; any other name becomes a field. Lines are at most 64 KiB.
     Lines starting with ``#`` are comments. A ``.pts`` file may start with a line holding only the
     point count, which must then match the rows.
 
@@ -995,6 +1129,10 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
     path = _existing_file(path)
     np_dtype = _float_dtype(dtype)
     ext = os.path.splitext(path)[1].lower()
+    longest, number = _longest_line(path)
+    if longest > _XYZ_MAX_LINE_BYTES:
+        raise FileFormatError(path, f"line {number} is longer than {_XYZ_MAX_LINE_BYTES} bytes (line size limit); a "
+                                    f"text cloud holds one point, a few numbers, a line")
     declared = None
     skip = 0
     with open(path, "rb") as f:
@@ -1036,7 +1174,14 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
         normals = _stack_columns([col.pop(c) for c in ("nx", "ny", "nz")], np_dtype)
     colors = None
     if all(c in col for c in "rgb"):
-        colors = torch.from_numpy(np.stack([col.pop(c) for c in "rgb"], 1).astype(np.float32) / np.float32(255.0))
+        rgb = np.stack([col.pop(c) for c in "rgb"], 1)
+        bad = ~((rgb >= 0) & (rgb <= 255))
+        if bad.any():
+            row, channel = (int(v) for v in np.argwhere(bad)[0])
+            raise FileFormatError(path, f"colour column '{'rgb'[channel]}' holds {rgb[row, channel]:g} in data row "
+                                        f"{row + 1}; r g b are 0-255 values ({int(bad.any(1).sum())} rows out of "
+                                        f"range)")
+        colors = torch.from_numpy(rgb.astype(np.float32) / np.float32(255.0))
     intensity = torch.from_numpy(col.pop("intensity").astype(np_dtype)) if "intensity" in col else None
     fields = {name: torch.from_numpy(values.astype(np_dtype)) for name, values in col.items()}
     return PointCloud(points, normals, colors, intensity, None, fields)

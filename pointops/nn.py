@@ -26,6 +26,7 @@ formulas. What differs, on purpose:
   registered formula, so ``torch.autograd.gradcheck`` applies;
 * ``PointnetSAModuleMSG`` does not add 3 to the caller's ``mlps`` lists in place (it copies them).
 """
+import math
 from typing import List, Optional, Tuple
 
 import torch
@@ -56,6 +57,8 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     """(B, N, 3) -> (B, npoint) int32 indices of farthest point sampling from point 0 (pointops'
     ``fps`` op). Past a cloud's last finite point the row repeats its picks in order; a cloud with
     no finite point gives zeros."""
+    if npoint < 0:
+        raise ValueError("npoint must be >= 0, got " + str(npoint))
     indices, _ = torch.ops.pointops.fps(xyz, None, None, npoint)
     count = (indices >= 0).sum(dim=1, keepdim=True).clamp(min=1)
     slot = torch.arange(npoint, device=indices.device).unsqueeze(0) % count
@@ -101,6 +104,10 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     """(B, npoint, nsample) int32: for each centre of ``new_xyz`` (B, npoint, 3), the first
     ``nsample`` points of ``xyz`` (B, N, 3) in index order with squared distance < radius^2, the
     row padded with its first hit; a centre with no hit gets zeros (OpenPCDet's semantics)."""
+    if nsample < 0:
+        raise ValueError("nsample must be >= 0, got " + str(nsample))
+    if not (math.isfinite(radius) and radius >= 0):
+        raise ValueError("radius must be finite and >= 0, got " + str(radius))
     indices, _ = _ball_query(new_xyz, xyz, radius, nsample, pad="first")
     return indices.clamp(min=0).int()
 

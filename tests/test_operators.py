@@ -1,5 +1,7 @@
 """Every pointops operator and wrapper through opcheck, torch.compile, TorchScript, export,
 side streams and a second GPU. Families join by adding samples to tests/op_samples.py."""
+import re
+
 import pytest
 import torch
 
@@ -153,3 +155,31 @@ def test_mixed_devices_raise_clear_errors(op_name):
             mixed[other] = args[other]
             with pytest.raises(RuntimeError, match="device"):
                 op(*mixed)
+
+
+OTHER_DEVICES = ["meta"] + (["cuda:1"] if torch.cuda.device_count() >= 2 else [])
+
+
+@pytest.mark.parametrize("other", OTHER_DEVICES)
+@pytest.mark.parametrize("op_name", sorted(OP_SAMPLES))
+def test_tensor_on_another_device_is_named(op_name, other):
+    """Each tensor argument in turn on another device than the rest (meta among CPU tensors, or
+    cuda:1 among cuda:0 ones): an error that names that argument and a device, never an output
+    (a meta tensor among CPU ones dispatches to the fake kernel, which would otherwise return
+    uninitialised CPU memory)."""
+    op = getattr(torch.ops.pointops, op_name).default
+    names = [a.name for a in op._schema.arguments]
+    home = "cuda:0" if other.startswith("cuda") else "cpu"
+    for args in OP_SAMPLES[op_name](home):
+        tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        if len(tensors) < 2:
+            continue
+        for i in tensors:
+            moved = list(args)
+            moved[i] = args[i].detach().to(other)
+            name = names[i]
+            with pytest.raises(RuntimeError) as error:
+                op(*moved)
+            message = str(error.value)
+            assert re.search(rf"\b{name}\b", message) and "device" in message, (
+                f"{op_name}: {name} on {other}: the error does not name it: {message[:300]}")

@@ -26,7 +26,8 @@
 //     floor((x - x_min) / dx) with an IEEE division on both backends.
 //   * Empty cells hold 0 in every channel.
 //   * max_z / min_z are exact (z rounded to float32). top_feature is the feature of the highest
-//     point, ties (equal float32 z) to the lowest point index. max_feature is exact.
+//     point, ties (equal float32 z, -0.0 == +0.0) to the lowest point index; a zero z reads back
+//     as +0.0 in max_z / min_z. max_feature is exact.
 //   * count is the number of points (as float32); occupancy is 1 where count > 0; density is
 //     min(1, ln(count + 1) / ln(density_base)) (Complex-YOLO uses base 64), evaluated with
 //     portable_log (common/portable_math.h) so both backends round alike.
@@ -170,6 +171,11 @@ POINTOPS_HOST_DEVICE inline int64_t point_cell(const Raster<acc_t>& r, acc_t x, 
   return r.forward_up ? (r.nx - 1 - ix) * r.ny + (r.ny - 1 - iy) : iy * r.nx + ix;
 }
 
+// The ordered key of a point's z (rounded to float32) in max_z, min_z and top_feature: -0.0 and
+// +0.0 are one value there (ordered_bits alone ranks -0.0 below +0.0, so a point at -0.0 would
+// lose a tie it should win by its lower index), and both read back as +0.0.
+POINTOPS_HOST_DEVICE inline uint32_t z_key(float z) { return ordered_bits(z == 0.f ? 0.f : z); }
+
 // The per-cell accumulators are updated through Ops: plain operations on the CPU, where one
 // thread owns a cloud, and integer atomics on CUDA. add64 returns the previous value.
 template <typename Ops, typename acc_t>
@@ -179,9 +185,9 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
   const acc_t feature = sanitize_feature(raw_feature);
   const float zf = static_cast<float>(z);
   if (layout.top >= 0) {
-    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), argmax_key(ordered_bits(zf), index));
+    Ops::max64(reinterpret_cast<uint64_t*>(record + layout.top), argmax_key(z_key(zf), index));
   }
-  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~ordered_bits(zf));
+  if (layout.min_z >= 0) Ops::max32(record + layout.min_z, ~z_key(zf));
   if (layout.sum_z >= 0) {
     // z >= lo[2] and z_offset == lo[2], so the difference is >= 0; < 2^32 steps per point keeps
     // the sum of up to 2^31 points below 2^64.

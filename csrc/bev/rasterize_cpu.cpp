@@ -121,6 +121,10 @@ RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::T
   args.feature_column = wants_feature ? feature_column : 0;
   args.density_base = density_base;
   args.forward_up = forward_up;
+  check_output_fits(points.device(),
+                    "point_range and cell_size (" + std::to_string(args.ny) + " x " + std::to_string(args.nx) +
+                        " cells) with " + std::to_string(args.out_channels) + " channels",
+                    {points.size(0), args.out_channels, args.ny, args.nx}, 4);
   return args;
 }
 
@@ -163,7 +167,7 @@ void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, u
                                            static_cast<uint32_t>(i));
     if (top_slot >= 0) {
       // The point holds the top key iff the record's key is its own (keys carry the index).
-      const uint64_t key = argmax_key(ordered_bits(static_cast<float>(static_cast<acc_t>(p[2]))),
+      const uint64_t key = argmax_key(bev_detail::z_key(static_cast<float>(static_cast<acc_t>(p[2]))),
                                       static_cast<uint32_t>(i));
       if (*reinterpret_cast<const uint64_t*>(record + r.record.top) == key) {
         const acc_t top = static_cast<acc_t>(p[r.feature_column]);

@@ -62,6 +62,10 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
   TORCH_CHECK(args.dims[2] <= kMaxKey / plane && points.size(0) <= kMaxKey / (plane * args.dims[2]),
               "voxelize: batch * grid cells must fit int64, got ", points.size(0), " * ",
               args.dims[0], " * ", args.dims[1], " * ", args.dims[2]);
+  check_output_fits(points.device(),
+                    "max_voxels = " + std::to_string(max_voxels) + " and max_points_per_voxel = " +
+                        std::to_string(max_points_per_voxel),
+                    {points.size(0), max_voxels, max_points_per_voxel, points.size(2)}, points.element_size());
   return args;
 }
 

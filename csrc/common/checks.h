@@ -4,9 +4,16 @@
 
 #include "common/aten.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
+#include <string>
 
 namespace pointops {
 
@@ -47,6 +54,58 @@ inline void check_nonnegative(int64_t value, const char* name) {
 inline void check_fits_int32(int64_t value, const char* name) {
   TORCH_CHECK(value <= std::numeric_limits<int32_t>::max(), name, " must be at most ",
               std::numeric_limits<int32_t>::max(), ", got ", value);
+}
+
+// The memory an output on `device` can come from: the host's physical memory for the CPU, the
+// GPU's total memory for CUDA (asked once per device, from the caching allocator, which the CUDA
+// build registers; no stream is synchronized); 0 = unknown, no bound. Python's twin:
+// pointops._checks.memory_bytes.
+inline uint64_t memory_bytes(const at::Device& device) {
+  if (device.is_cpu()) {
+    static const uint64_t host = [] {
+      const long pages = sysconf(_SC_PHYS_PAGES);
+      const long page = sysconf(_SC_PAGE_SIZE);
+      return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{0};
+    }();
+    return host;
+  }
+  if (device.is_cuda()) {
+    static std::array<std::atomic<uint64_t>, 64> totals{};
+    const int index = device.has_index() ? device.index() : 0;
+    if (index < 0 || index >= static_cast<int>(totals.size())) return 0;
+    uint64_t total = totals[index].load();
+    if (total == 0) {
+      try {
+        c10::DeviceAllocator* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+        total = static_cast<uint64_t>(allocator->getMemoryInfo(static_cast<c10::DeviceIndex>(index)).second);
+      } catch (const c10::Error&) {
+        total = 0;  // an allocator that cannot tell: no bound
+      }
+      totals[index].store(total);
+    }
+    return total;
+  }
+  return 0;
+}
+
+// Refuses an output whose size, implied by the argument that `what` names ("k = 1000000"), is
+// more than its device's memory: the caller then reads which argument is too large and what it
+// implies, not the allocator's byte count. The shape's product is taken in double, so sizes past
+// 2^63 elements are refused too.
+inline void check_output_fits(const at::Device& device, const std::string& what, std::initializer_list<int64_t> shape,
+                              int64_t element_size) {
+  const uint64_t cap = memory_bytes(device);
+  if (cap == 0) return;
+  double elements = 1.0;
+  for (int64_t s : shape) elements *= static_cast<double>(s);
+  const double bytes = elements * static_cast<double>(element_size);
+  if (bytes <= static_cast<double>(cap)) return;
+  std::string dims = "[";
+  for (int64_t s : shape) dims += (dims.size() > 1 ? ", " : "") + std::to_string(s);
+  dims += "]";
+  TORCH_CHECK(false, what, " implies an output of shape ", dims, " (", elements, " elements, ",
+              bytes / 1073741824.0, " GiB), more than the ", device.type() == at::kCUDA ? "cuda" : "cpu",
+              " memory (", static_cast<double>(cap) / 1073741824.0, " GiB)");
 }
 
 // An optional per-cloud int64 vector such as lengths or start: shape (B,), on ref's device.

@@ -24,6 +24,7 @@ void check_ball_query_args(const at::Tensor& queries,
   check_padded_pair("ball_query", queries, query_lengths, points, lengths);
   TORCH_CHECK(std::isfinite(radius) && radius >= 0, "radius must be finite and >= 0, got ", radius);
   check_nonnegative(k, "k");
+  check_output_fits(points.device(), "k = " + std::to_string(k), {queries.size(0), queries.size(1), k}, 8);
 }
 
 }  // namespace neighbors

@@ -41,6 +41,11 @@ StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at
               " (as sources), got shape ", targets.sizes());
   check_same_device(targets, "targets", sources, "sources");
   at::Tensor normals;
+  // Given normals are on the sources' device even when unused: a tensor elsewhere is a caller's
+  // mistake, and the fake kernel refuses it the same way.
+  if (target_normals.has_value()) {
+    check_same_device(*target_normals, "target_normals", sources, "sources");
+  }
   if (point_to_plane) {
     TORCH_CHECK(target_normals.has_value(), "target_normals are required for point-to-plane ICP");
     check_dtype(*target_normals, "target_normals (the dtype of targets)", targets.scalar_type());

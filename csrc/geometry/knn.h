@@ -57,6 +57,9 @@ namespace neighbors {
 void check_padded_pair(const char* op, const at::Tensor& queries,
                        const std::optional<at::Tensor>& query_lengths, const at::Tensor& points,
                        const std::optional<at::Tensor>& lengths);
+// k >= 0 and its (rows, k) outputs (int64 indices, distances of `points`' dtype) fit the device.
+void check_neighbour_k(const at::Tensor& points, int64_t rows, int64_t k);
+
 void check_packed_pair(const char* op, const at::Tensor& queries, const at::Tensor& query_offsets,
                        const at::Tensor& points, const at::Tensor& offsets);
 

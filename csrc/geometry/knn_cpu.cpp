@@ -57,6 +57,12 @@ void check_padded_pair(const char* op, const at::Tensor& queries,
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
 }
 
+void check_neighbour_k(const at::Tensor& points, int64_t rows, int64_t k) {
+  check_nonnegative(k, "k");
+  const int64_t distance_size = points.scalar_type() == at::kDouble ? 8 : 4;
+  check_output_fits(points.device(), "k = " + std::to_string(k), {rows, k}, 8 + distance_size);
+}
+
 void check_packed_pair(const char* op, const at::Tensor& queries, const at::Tensor& query_offsets,
                        const at::Tensor& points, const at::Tensor& offsets) {
   check_coords(queries, "queries", 2, "(Mq, 3)");
@@ -236,7 +242,7 @@ std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
                                            const std::optional<at::Tensor>& lengths, int64_t k,
                                            std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
-  check_nonnegative(k, "k");
+  neighbors::check_neighbour_k(points, queries.size(0) * queries.size(1), k);
   neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   auto outputs = empty_knn_outputs({queries.size(0), queries.size(1)}, k, points);
   const at::Tensor q = neighbors::compute_coords(queries);
@@ -267,7 +273,7 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
                                                   const at::Tensor& points,
                                                   const at::Tensor& offsets, int64_t k) {
   neighbors::check_packed_pair("knn_packed", queries, query_offsets, points, offsets);
-  check_nonnegative(k, "k");
+  neighbors::check_neighbour_k(points, queries.size(0), k);
   auto outputs = empty_knn_outputs({queries.size(0)}, k, points);
   const at::Tensor q = neighbors::compute_coords(queries);
   const at::Tensor p = neighbors::compute_coords(points);

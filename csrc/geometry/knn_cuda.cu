@@ -158,7 +158,7 @@ std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
                                             const std::optional<at::Tensor>& lengths, int64_t k,
                                             std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
-  check_nonnegative(k, "k");
+  neighbors::check_neighbour_k(points, queries.size(0) * queries.size(1), k);
   neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
@@ -187,7 +187,7 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cuda(const at::Tensor& queries,
                                                    const at::Tensor& points,
                                                    const at::Tensor& offsets, int64_t k) {
   neighbors::check_packed_pair("knn_packed", queries, query_offsets, points, offsets);
-  check_nonnegative(k, "k");
+  neighbors::check_neighbour_k(points, queries.size(0), k);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0)}, k, points);

@@ -26,9 +26,11 @@
 //     point_range): one subtraction, one IEEE division and a floor in the compute type, with
 //     x_min and dx rounded to it first. A cell must lie in [-2^62, 2^62) to count.
 //   * Span: cells are numbered from the cloud's lowest occupied cell along each axis, and a cloud
-//     spans at most 2^21 = 2,097,152 cells per axis (21 bits each of a 63-bit key). Points whose
-//     cell lies further from the cloud's lowest cell along some axis do not count. (At 1 cm
-//     voxels that is 20 km; only a voxel size far below the cloud's resolution reaches it.)
+//     spans at most 2^21 = 2,097,152 cells per axis (21 bits each of a 63-bit key). (At 1 cm
+//     voxels that is 20 km; only a voxel size far below the cloud's resolution reaches it.) A
+//     cloud whose counted points span more raises an error on the CPU, naming the cloud, the axis
+//     and the span; on CUDA, which cannot see it without a host sync, the points beyond the span
+//     do not count (point_voxel -1; pass a point_range to bound the span by the arguments).
 //   * Order: voxels of a cloud are listed by their (z, y, x) cell, lexicographically: the same
 //     order whatever the points' order, the batch, or the device.
 //   * Means: a voxel's points are summed in increasing point index, in float64, one rounded add

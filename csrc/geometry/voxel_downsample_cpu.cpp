@@ -102,8 +102,8 @@ constexpr int64_t kVoxelsPerTask = 4096;
 // (at::parallel_for nests inline); the radix sort is serial. Every pass writes disjoint rows, so
 // the split changes no value.
 template <typename scalar_t, typename feature_t, typename acc_t>
-void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t n, int64_t f,
-                          const DownsampleGrid<acc_t>& grid, scalar_t* centroids,
+void downsample_one_cloud(int64_t cloud_index, const scalar_t* cloud, const feature_t* feats, int64_t n,
+                          int64_t f, const DownsampleGrid<acc_t>& grid, scalar_t* centroids,
                           feature_t* mean_features, int64_t* new_length, int64_t* point_voxel) {
   std::vector<int64_t> cells(static_cast<size_t>(3 * n));
   std::vector<char> counted(static_cast<size_t>(n));
@@ -116,9 +116,24 @@ void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t
   });
   int64_t low[3] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
                     std::numeric_limits<int64_t>::max()};
+  int64_t high[3] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min(),
+                     std::numeric_limits<int64_t>::min()};
   for (int64_t i = 0; i < n; ++i) {
     if (!counted[i]) continue;
-    for (int d = 0; d < 3; ++d) low[d] = std::min(low[d], cells[3 * i + d]);
+    for (int d = 0; d < 3; ++d) {
+      low[d] = std::min(low[d], cells[3 * i + d]);
+      high[d] = std::max(high[d], cells[3 * i + d]);
+    }
+  }
+  // A point beyond the key's span would not count; the CPU sees the cells, so it says so rather
+  // than return a cloud without those points (CUDA, which would need a host sync to know, drops
+  // them: voxel_downsample.h).
+  constexpr const char* kAxis[3] = {"x", "y", "z"};
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK(high[d] < low[d] || high[d] - low[d] < kAxisSpan, "voxel_downsample: cloud ", cloud_index,
+                " spans ", high[d] - low[d] + 1, " cells of voxel_size[", d, "] = ", static_cast<double>(grid.size[d]),
+                " along ", kAxis[d], " from its lowest occupied cell, more than the 2^21 = ", kAxisSpan,
+                " a cloud may span; use a larger voxel_size or a point_range that leaves the far points out");
   }
   std::vector<int64_t> keys(static_cast<size_t>(n));
   at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
@@ -167,7 +182,7 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
   int64_t* point_voxel = std::get<3>(outputs).data_ptr<int64_t>();
   auto one = [&](int64_t b) {
     downsample_one_cloud<scalar_t, feature_t, acc_t>(
-        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
+        b, pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
         grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b,
         point_voxel + b * n);
   };

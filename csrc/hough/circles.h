@@ -43,8 +43,10 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "common/checks.h"
 #include "common/portable_math.h"
 #include "hough/edges.h"
 
@@ -156,6 +158,14 @@ at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float);
 
 // Checks shared by both backends; returns float32(tan(max_angle)) (0 without gradients).
 // Defined in circles_cpu.cpp.
+// The (B, R, H, W) accumulator of hough_circles fits the device (int64 while weighted votes add up).
+inline void check_circles_output(const at::Tensor& points, at::IntArrayRef radii, int64_t height, int64_t width,
+                                 bool weighted) {
+  check_output_fits(points.device(), std::to_string(radii.size()) + " radii of a " + std::to_string(height) + " x " +
+                        std::to_string(width) + " image",
+                    {points.size(0), static_cast<int64_t>(radii.size()), height, width}, weighted ? 8 : 4);
+}
+
 float check_circles_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& weights,
                          const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,

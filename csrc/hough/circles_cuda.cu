@@ -531,6 +531,7 @@ at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::
                               int64_t width, at::IntArrayRef radii, double max_angle) {
   const float tan_angle = hough2d::check_circles_args(points, lengths, weights, gradients, height,
                                                       width, radii, max_angle);
+  hough2d::check_circles_output(points, radii, height, width, weights.has_value());
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());

@@ -33,7 +33,10 @@ void check_map_args(const at::Tensor& edges, at::IntArrayRef radii, const char* 
   }
   TORCH_CHECK(offsets <= kMaxCircleOffsets, "radii: the circles of all radii must have at most ",
               kMaxCircleOffsets, " offsets in all, got radii ", radii);
-  (void)op;
+  if (std::string(op) == "hough_circles_map") {
+    check_output_fits(edges.device(), std::to_string(radii.size()) + " radii", {edges.size(0),
+                      static_cast<int64_t>(radii.size()), edges.size(1), edges.size(2)}, 4);
+  }
 }
 
 bool bitmap_rings_fit(at::IntArrayRef radii) {

@@ -37,7 +37,9 @@ int64_t edge_capacity(const at::Tensor& edges, int64_t capacity) {
   TORCH_CHECK(edges.size(1) * edges.size(2) <= std::numeric_limits<int32_t>::max(),
               "edges must have at most 2^31 - 1 pixels per image, got shape ", edges.sizes());
   TORCH_CHECK(capacity >= -1, "capacity must be >= 0, or -1 for H * W, got ", capacity);
-  return capacity < 0 ? edges.size(1) * edges.size(2) : capacity;
+  const int64_t slots = capacity < 0 ? edges.size(1) * edges.size(2) : capacity;
+  check_output_fits(edges.device(), "capacity = " + std::to_string(capacity), {edges.size(0), slots, 2}, 4);
+  return slots;
 }
 
 }  // namespace hough2d

@@ -22,7 +22,11 @@ int64_t check_lines_args(const at::Tensor& points, const std::optional<at::Tenso
   }
   TORCH_CHECK(static_cast<int64_t>(theta.size()) <= (int64_t{1} << 20),
               "theta must have at most 2^20 angles, got ", theta.size());
-  return line_offset(height, width);
+  const int64_t offset = line_offset(height, width);
+  check_output_fits(points.device(), std::to_string(theta.size()) + " angles (theta) of a " + std::to_string(height) +
+                        " x " + std::to_string(width) + " image",
+                    {points.size(0), 2 * offset + 1, static_cast<int64_t>(theta.size())}, 4);
+  return offset;
 }
 
 at::Tensor line_trig(at::ArrayRef<double> theta) {

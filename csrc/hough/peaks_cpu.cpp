@@ -29,6 +29,7 @@ PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
               "), got ", periodic.size(), " entries");
   TORCH_CHECK(!std::isnan(min_votes), "min_votes must not be NaN");
   check_nonnegative(k, "k");
+  check_output_fits(acc.device(), "k = " + std::to_string(k), {acc.size(0), k, ndim + 1}, 8);
   PeakGrid g{};
   g.ndim = static_cast<int>(ndim);
   g.plane_seam = plane_seam;

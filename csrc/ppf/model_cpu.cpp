@@ -25,6 +25,9 @@ Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
   TORCH_CHECK(points.size(1) <= 46340,
               "ppf_model: a model may have at most 46340 points (its ordered pairs index int32), "
               "got N = ", points.size(1));
+  // pair_ref, pair_partner and pair_alpha: 12 bytes for each ordered pair
+  check_output_fits(points.device(), "N = " + std::to_string(points.size(1)) + " model points (N (N - 1) pairs)",
+                    {points.size(0), points.size(1) * std::max<int64_t>(points.size(1) - 1, 0)}, 12);
   if (diameter.has_value()) {
     check_cloud_values(*diameter, "diameter", points.size(0), points, "points");
   }

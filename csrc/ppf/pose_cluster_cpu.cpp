@@ -45,6 +45,7 @@ ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& 
   TORCH_CHECK(suppression_angle > 0.0 && suppression_angle <= M_PI,
               "suppression_angle must be in (0, pi] radians, got ", suppression_angle);
   TORCH_CHECK(k >= 0, "k must be >= 0, got ", k);
+  check_output_fits(quaternions.device(), "k = " + std::to_string(k), {batch, k}, 7 * 4 + 3 * 8);
   TORCH_CHECK(batch <= kMaxClusterBatch, "pose_cluster takes at most ", kMaxClusterBatch,
               " batch entries (cell keys pack the entry in 12 bits), got ", batch);
   check_fits_int32(batch * poses, "B * M (poses in the batch)");

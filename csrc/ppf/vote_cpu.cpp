@@ -81,6 +81,10 @@ VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scen
   shape.cells = nm * angle_bins;
   shape.spread = spread;
   shape.binning = binning;
+  // per peak: votes, model_index, alpha_bin (int64), a quaternion and a translation (float32)
+  check_output_fits(scene_points.device(), "k = " + std::to_string(k) + " peaks of every " + std::to_string(stride) +
+                        "-th scene point (stride)",
+                    {shape.scenes, models, shape.refs, k}, 3 * 8 + 7 * 4);
   return shape;
 }
 

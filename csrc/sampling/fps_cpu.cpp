@@ -22,6 +22,7 @@ void check_fps_args(const at::Tensor& points, const std::optional<at::Tensor>& l
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
   check_optional_batch_vector(start, "start", points.size(0), points, "points");
   check_nonnegative(k, "k");
+  check_output_fits(points.device(), "k = " + std::to_string(k), {points.size(0), k}, 16);
 }
 
 void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
@@ -38,6 +39,7 @@ void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
   check_same_device(offsets, "offsets", points, "points");
   check_optional_batch_vector(start, "start", offsets.size(0) - 1, points, "points");
   check_nonnegative(k, "k");
+  check_output_fits(points.device(), "k = " + std::to_string(k), {offsets.size(0) - 1, k}, 16);
 }
 
 }  // namespace fps_detail

@@ -24,7 +24,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_same_device
+from .._checks import check_floating, check_output_fits, check_same_device
 from ..presets import bev_preset
 
 CHANNELS = (
@@ -89,7 +89,7 @@ def bev_rasterize(
             ``max_z``, ``min_z``, ``mean_z`` (z of the points in the cell), ``count``,
             ``density`` (Complex-YOLO: min(1, ln(count + 1) / ln(density_base))), ``occupancy``
             (1 where a point is), ``max_feature``, ``mean_feature``, ``top_feature`` (the feature of
-            the highest point, ties to the lowest point index), ``height_slices`` (PIXOR: occupancy
+            the highest point, ties (equal z, -0.0 == +0.0) to the lowest point index), ``height_slices`` (PIXOR: occupancy
             of each of ``height_slices`` equal slices of [z_min, z_max), lowest first; it expands to
             that many channels).
         lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
@@ -105,6 +105,9 @@ def bev_rasterize(
         (B, n_channels, H, W) float32 (or (B, n_channels, W, H) with ``forward_up``). Empty cells
         hold 0 in every channel. Points outside the range or with NaN/Inf x, y, z are ignored.
     """
+    if isinstance(channels, str):  # a str is a list of its letters to the op: name the mistake instead
+        raise ValueError("channels must be a list of channel names, e.g. ['" + channels + "'], got the str '"
+                         + channels + "'")
     point_range, cell_size = _resolve_grid(preset, point_range, cell_size)
     return torch.ops.pointops.bev_rasterize(
         points, lengths, point_range, cell_size, channels, feature_column, density_base, height_slices, forward_up
@@ -270,6 +273,8 @@ def _bev_rasterize_fake(points, lengths, point_range, cell_size, channels, featu
         out_channels += height_slices if name == "height_slices" else 1
     nx = _cells_along(point_range[0], point_range[3], cell_size[0], "x (W)")
     ny = _cells_along(point_range[1], point_range[4], cell_size[1], "y (H)")
+    check_output_fits(points.device, f"point_range and cell_size ({ny} x {nx} cells) with {out_channels} channels",
+                      (points.shape[0], out_channels, ny, nx), 4)
     shape = (points.shape[0], out_channels, nx, ny) if forward_up else (points.shape[0], out_channels, ny, nx)
     return points.new_empty(shape, dtype=torch.float32)
 
@@ -297,6 +302,8 @@ def _voxelize_fake(points, lengths, voxel_size, point_range, max_points_per_voxe
     torch._check(max_points_per_voxel >= 0, lambda: f"max_points_per_voxel must be >= 0, got {max_points_per_voxel}")
     torch._check(max_voxels >= 0, lambda: f"max_voxels must be >= 0, got {max_voxels}")
     batch, n, channels = points.shape
+    check_output_fits(points.device, f"max_voxels = {max_voxels} and max_points_per_voxel = {max_points_per_voxel}",
+                      (batch, max_voxels, max_points_per_voxel, channels), points.element_size())
     return (
         points.new_empty((batch, max_voxels, max_points_per_voxel, channels)),
         points.new_empty((batch, max_voxels, 3), dtype=torch.int32),

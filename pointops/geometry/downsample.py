@@ -12,7 +12,7 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+from .._checks import check_dim, check_floating, check_padded_clouds, check_same_device
 
 
 class VoxelDownsample(NamedTuple):
@@ -46,8 +46,10 @@ def voxel_downsample(
     Returns:
         :class:`VoxelDownsample`. Voxels of a cloud are listed by their (z, y, x) cell, so the
         result does not depend on the points' order. Points past ``lengths``, with NaN/Inf
-        coordinates, outside ``point_range``, or more than 2^21 cells from the cloud's lowest
-        occupied cell along an axis are not counted (``point_voxel`` -1). The centroids and mean
+        coordinates or outside ``point_range`` are not counted (``point_voxel`` -1). A cloud
+        spans at most 2^21 cells per axis from its lowest occupied cell: beyond that the CPU
+        raises an error naming the cloud and axis; CUDA (which would need a host sync to look)
+        leaves the far points uncounted. The centroids and mean
         features are differentiable (each point gets ``1 / count`` of its voxel's gradient).
 
     Open3D's ``voxel_down_sample`` anchors its grid at ``min_bound - voxel_size / 2`` of each
@@ -61,9 +63,7 @@ def voxel_downsample(
 
 @torch.library.register_fake("pointops::voxel_downsample")
 def _voxel_downsample_fake(points, lengths, features, voxel_size, point_range=None):
-    torch._check(points.dim() == 3 and points.shape[2] == 3,
-                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
-    torch._check(points.dtype in _FLOATS, lambda: f"points must be a floating tensor, got {points.dtype}")
+    check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
     torch._check(len(voxel_size) == 3, lambda: f"voxel_size must have 3 values, got {len(voxel_size)}")
     torch._check(point_range is None or len(point_range) == 6,
                  lambda: f"point_range must have 6 values, got {point_range}")
@@ -71,7 +71,12 @@ def _voxel_downsample_fake(points, lengths, features, voxel_size, point_range=No
     if features is None:
         mean_features = points.new_empty((batch, n, 0))
     else:
-        torch._check(features.dim() == 3, lambda: f"features must have shape (B, N, F), got {tuple(features.shape)}")
+        check_dim(features, "features", 3, "(B, N, F)")
+        check_floating(features, "features")
+        torch._check(features.shape[0] == batch and features.shape[1] == n,
+                     lambda: f"features must have shape (B, N, F) with B, N = {batch}, {n} (as points), got shape "
+                             f"{tuple(features.shape)}")
+        check_same_device(features, "features", points)
         mean_features = features.new_empty((batch, n, features.shape[2]))
     return (
         points.new_empty((batch, n, 3)),

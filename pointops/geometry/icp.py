@@ -11,7 +11,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+from .._checks import (check_dim, check_dtype, check_floating, check_output_fits, check_padded_clouds,
+                       check_same_device, check_shape)
 
 
 class ICPResult(NamedTuple):
@@ -106,26 +107,54 @@ def icp(
     return ICPResult(poses.to(out_dtype), rmse, fraction, converged)
 
 
+def _check_poses(poses: Tensor, points: Tensor, points_name: str) -> None:
+    check_dim(poses, "poses", 4, "(B, H, 4, 4)")
+    torch._check(poses.dtype in (torch.float32, torch.float64), lambda: f"poses must be float32 or float64, got {poses.dtype}")
+    torch._check(poses.shape[0] == points.shape[0] and poses.shape[2] == 4 and poses.shape[3] == 4,
+                 lambda: f"poses must have shape (B, H, 4, 4) with B = {points.shape[0]} (as {points_name}), got shape "
+                         f"{tuple(poses.shape)}")
+    check_same_device(poses, "poses", points, points_name)
+
+
 @torch.library.register_fake("pointops::transform_points")
 def _transform_points_fake(points, lengths, poses):
-    torch._check(points.dim() == 3 and points.shape[2] == 3,
-                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
-    torch._check(points.dtype in _FLOATS, lambda: f"points must be a floating tensor, got {points.dtype}")
-    torch._check(poses.dim() == 4 and poses.shape[2] == 4 and poses.shape[3] == 4,
-                 lambda: f"poses must have shape (B, H, 4, 4), got {tuple(poses.shape)}")
+    check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
+    _check_poses(poses, points, "points")
     dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
-    return points.new_empty((points.shape[0], poses.shape[1], points.shape[1], 3), dtype=dtype)
+    shape = (points.shape[0], poses.shape[1], points.shape[1], 3)
+    check_output_fits(points.device, f"poses of {poses.shape[1]} hypotheses per cloud", shape,
+                      8 if dtype == torch.float64 else 4)
+    return points.new_empty(shape, dtype=dtype)
 
 
 @torch.library.register_fake("pointops::icp_step")
 def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indices, converged,
                    max_correspondence_distance, tolerance=0.0, point_to_plane=False, update=True):
-    torch._check(sources.dim() == 3 and sources.shape[2] == 3,
-                 lambda: f"sources must have shape (B, N, 3), got {tuple(sources.shape)}")
-    torch._check(poses.dim() == 4 and poses.shape[2] == 4 and poses.shape[3] == 4,
-                 lambda: f"poses must have shape (B, H, 4, 4), got {tuple(poses.shape)}")
+    check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
+    check_dim(targets, "targets", 3, "(B, M, 3)")
+    check_floating(targets, "targets")
+    torch._check(targets.shape[0] == sources.shape[0] and targets.shape[2] == 3,
+                 lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
+                         f"{tuple(targets.shape)}")
+    check_same_device(targets, "targets", sources, "sources")
     torch._check(not point_to_plane or target_normals is not None,
                  lambda: "target_normals are required for point-to-plane ICP")
+    if target_normals is not None:
+        check_same_device(target_normals, "target_normals", sources, "sources")
+        if point_to_plane:
+            check_dtype(target_normals, "target_normals (the dtype of targets)", targets.dtype)
+            check_shape(target_normals, "target_normals", targets.shape)
+    _check_poses(poses, sources, "sources")
+    h = poses.shape[1]
+    check_dtype(indices, "indices", torch.int64)
+    check_shape(indices, "indices", (sources.shape[0], h, sources.shape[1]))
+    check_same_device(indices, "indices", sources, "sources")
+    check_dtype(converged, "converged", torch.bool)
+    check_shape(converged, "converged", (sources.shape[0], h))
+    check_same_device(converged, "converged", sources, "sources")
+    torch._check(max_correspondence_distance >= 0,
+                 lambda: f"max_correspondence_distance must be >= 0, got {max_correspondence_distance}")
+    torch._check(tolerance >= 0, lambda: f"tolerance must be >= 0, got {tolerance}")
     dtype = torch.float64 if sources.dtype == torch.float64 else torch.float32
     shape = (poses.shape[0], poses.shape[1])
     return (

@@ -14,7 +14,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
+                       check_same_device, check_shape)
 
 
 class KNN(NamedTuple):
@@ -151,8 +152,19 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
 
 def group_points(features: Tensor, indices: Tensor) -> Tensor:
     """Gather per-point features by neighbour index: ``features`` (B, N, C) and ``indices``
-    (B, *S) int64 give (B, *S, C); an index outside [0, N) (-1 padding) gives a row of zeros.
-    Plain torch (a gather), so gradients reach ``features``."""
+    (B, *S) int64 (the same B: a batch dimension is required) give (B, *S, C); an index outside
+    [0, N) (-1 padding) gives a row of zeros. Plain torch (a gather), so gradients reach
+    ``features``."""
+    if features.dim() != 3:
+        raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))
+    if indices.dim() < 2 or indices.shape[0] != features.shape[0]:
+        raise ValueError("indices must have shape (B, *S) with the batch size B = " + str(features.shape[0])
+                         + " of features, got " + str(list(indices.shape)))
+    if indices.dtype != torch.int64 and indices.dtype != torch.int32:
+        raise ValueError("indices must be int64 or int32, got " + str(indices.dtype))
+    if indices.device != features.device:
+        raise ValueError("indices must be on the device of features (" + str(features.device) + "), got "
+                         + str(indices.device))
     batch, n, channels = features.shape
     flat = indices.reshape(batch, -1)
     valid = (flat >= 0) & (flat < n)
@@ -213,52 +225,81 @@ def _distance_dtype(points: Tensor) -> torch.dtype:
 
 
 def _check_coords(t: Tensor, name: str, dims: int, layout: str) -> None:
-    torch._check(t.dim() == dims and t.shape[-1] == 3, lambda: f"{name} must have shape {layout}, got {tuple(t.shape)}")
-    torch._check(t.dtype in _FLOATS, lambda: f"{name} must be float32, float64, float16 or bfloat16, got {t.dtype}")
+    check_dim(t, name, dims, layout)
+    check_floating(t, name)
+    torch._check(t.shape[-1] == 3, lambda: f"{name} must have shape {layout} (x, y, z), got shape {tuple(t.shape)}")
 
 
 def _check_pair(queries: Tensor, points: Tensor, dims: int) -> None:
     _check_coords(queries, "queries", dims, "(B, M, 3)" if dims == 3 else "(Mq, 3)")
     _check_coords(points, "points", dims, "(B, N, 3)" if dims == 3 else "(P, 3)")
-    torch._check(queries.dtype == points.dtype, lambda: f"queries must have the dtype of points ({points.dtype}), got {queries.dtype}")
     if dims == 3:
         torch._check(queries.shape[0] == points.shape[0], lambda: "queries and points must have the same batch size B")
+    torch._check(queries.dtype == points.dtype, lambda: f"queries must have the dtype of points ({points.dtype}), got {queries.dtype}")
+    check_same_device(queries, "queries", points)
+
+
+def _check_offsets(offsets: Tensor, name: str, points: Tensor) -> None:
+    check_dim(offsets, name, 1, "(B + 1,)")
+    check_dtype(offsets, name, torch.int64)
+    torch._check(offsets.shape[0] >= 1, lambda: f"{name} must have B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
+    check_same_device(offsets, name, points)
+
+
+def _check_neighbour_output(points: Tensor, shape, k: int, index_only: bool = False) -> None:
+    element = 8 if index_only else 8 + torch.empty((), dtype=_distance_dtype(points)).element_size()
+    check_output_fits(points.device, f"k = {k}", shape, element)
 
 
 @torch.library.register_fake("pointops::knn")
 def _knn_fake(queries, query_lengths, points, lengths, k, max_distance=None):
     _check_pair(queries, points, 3)
+    check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
+    check_optional_batch_vector(query_lengths, "query_lengths", points.shape[0], points)
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     torch._check(max_distance is None or max_distance >= 0,
                  lambda: f"max_distance must be >= 0 (or None), got {max_distance}")
     shape = (queries.shape[0], queries.shape[1], k)
+    _check_neighbour_output(points, shape, k)
     return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
 
 
 @torch.library.register_fake("pointops::knn_packed")
 def _knn_packed_fake(queries, query_offsets, points, offsets, k):
     _check_pair(queries, points, 2)
+    _check_offsets(offsets, "offsets", points)
+    _check_offsets(query_offsets, "query_offsets", points)
+    torch._check(query_offsets.shape[0] == offsets.shape[0],
+                 lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     shape = (queries.shape[0], k)
+    _check_neighbour_output(points, shape, k)
     return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
 
 
 @torch.library.register_fake("pointops::ball_query")
 def _ball_query_fake(queries, query_lengths, points, lengths, radius, k, repeat_first=True):
     _check_pair(queries, points, 3)
-    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
+    check_optional_batch_vector(query_lengths, "query_lengths", points.shape[0], points)
     torch._check(math.isfinite(radius) and radius >= 0, lambda: f"radius must be finite and >= 0, got {radius}")
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch, m = queries.shape[0], queries.shape[1]
+    _check_neighbour_output(points, (batch, m, k), k, index_only=True)
     return points.new_empty((batch, m, k), dtype=torch.int64), points.new_empty((batch, m), dtype=torch.int64)
 
 
 @torch.library.register_fake("pointops::interpolate")
 def _interpolate_fake(features, indices, weights):
-    torch._check(features.dim() == 3, lambda: f"features must have shape (B, N, C), got {tuple(features.shape)}")
-    torch._check(features.dtype in _FLOATS, lambda: f"features must be a floating tensor, got {features.dtype}")
-    torch._check(indices.dim() == 3 and indices.shape[0] == features.shape[0],
-                 lambda: f"indices must have shape (B, M, K), got {tuple(indices.shape)}")
-    torch._check(indices.dtype == torch.int64, lambda: f"indices must be int64, got {indices.dtype}")
-    torch._check(weights.shape == indices.shape, lambda: f"weights must have shape {tuple(indices.shape)}, got {tuple(weights.shape)}")
-    torch._check(weights.dtype == features.dtype, lambda: f"weights must have the dtype of features, got {weights.dtype}")
+    check_dim(features, "features", 3, "(B, N, C)")
+    check_floating(features, "features")
+    check_dim(indices, "indices", 3, "(B, M, K)")
+    check_dtype(indices, "indices", torch.int64)
+    check_same_device(indices, "indices", features, "features")
+    torch._check(indices.shape[0] == features.shape[0],
+                 lambda: f"indices must have the batch size of features ({features.shape[0]}), got shape {tuple(indices.shape)}")
+    check_shape(weights, "weights", indices.shape)
+    torch._check(weights.dtype == features.dtype,
+                 lambda: f"weights must have the dtype of features ({features.dtype}), got {weights.dtype}")
+    check_same_device(weights, "weights", features, "features")
     return features.new_empty((features.shape[0], indices.shape[1], features.shape[2]))

@@ -12,9 +12,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_dim, check_dtype, check_floating, check_padded_clouds, check_same_device, check_shape
 from ..clouds import bounding_box
-
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 class Normals(NamedTuple):
@@ -82,11 +81,17 @@ def estimate_normals(
 
 @torch.library.register_fake("pointops::estimate_normals")
 def _estimate_normals_fake(points, lengths, neighbors, viewpoints, orientation=1):
-    torch._check(points.dim() == 3 and points.shape[2] == 3,
-                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
-    torch._check(points.dtype in _FLOATS, lambda: f"points must be a floating tensor, got {points.dtype}")
-    torch._check(neighbors.dim() == 3, lambda: f"neighbors must have shape (B, N, K), got {tuple(neighbors.shape)}")
-    torch._check(neighbors.dtype == torch.int64, lambda: f"neighbors must be int64, got {neighbors.dtype}")
+    check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
+    check_dim(neighbors, "neighbors", 3, "(B, N, K)")
+    check_dtype(neighbors, "neighbors", torch.int64)
+    torch._check(neighbors.shape[0] == points.shape[0] and neighbors.shape[1] == points.shape[1],
+                 lambda: f"neighbors must have shape (B, N, K) with B, N = {points.shape[0]}, {points.shape[1]} "
+                         f"(as points), got shape {tuple(neighbors.shape)}")
+    check_same_device(neighbors, "neighbors", points)
+    if viewpoints is not None:
+        check_floating(viewpoints, "viewpoints")
+        check_shape(viewpoints, "viewpoints", (points.shape[0], 3))
+        check_same_device(viewpoints, "viewpoints", points)
     torch._check(0 <= orientation <= 2, lambda: f"orientation must be 0, 1 or 2, got {orientation}")
     dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
     batch, n = points.shape[0], points.shape[1]

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .planes import (ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball,
-                     peaks_to_planes, plane_labels)
+                     peaks_to_planes, plane_labels, rho_bins)
 from ..presets import plane_preset
 
 
@@ -111,6 +111,14 @@ def detect_planes(
     rmax = cfg.rho_max if rho_max is None else rho_max
     threshold = cfg.distance_threshold if distance_threshold is None else distance_threshold
     support_share = cfg.min_inliers if min_inliers is None else min_inliers
+    # named as the caller passed them (the ops below see 3 x distance_threshold as `threshold`)
+    if not (math.isfinite(threshold) and threshold > 0):
+        raise ValueError("distance_threshold must be finite and > 0, got " + str(threshold))
+    if not (support_share >= 0.0 and support_share <= 1.0):
+        raise ValueError("min_inliers must be a share in [0, 1] of the points, got " + str(support_share))
+    if phis < 1 or thetas < 1:
+        raise ValueError("n_phi and n_theta must be >= 1, got " + str(phis) + ", " + str(thetas))
+    rho_bins(step, rmax)  # rho_step and rho_max: finite, > 0, at most 2^24 bins
     batch, n = points.shape[0], points.shape[1]
     pts = points[..., :3].float()
     limit = lengths.unsqueeze(1) if lengths is not None else torch.full((batch, 1), n, device=points.device)

@@ -14,22 +14,34 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
+                       check_same_device, check_shape)
 from .._tables import host_table
 
-
-# ---- fake kernels (output shapes from the arguments only) ----
+# ---- fake kernels (output shapes from the arguments only; the checks of csrc/hough/*_cpu.cpp) ----
 
 _INDEX = (torch.int32, torch.int64)
 
 
-def _check_point_lists(points: Tensor, weights: Optional[Tensor], height: int, width: int) -> None:
-    torch._check(points.dim() == 3 and points.shape[2] == 2,
-                 lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
+def _check_point_lists(points: Tensor, lengths: Optional[Tensor], weights: Optional[Tensor], height: int,
+                       width: int) -> None:
+    check_dim(points, "points", 3, "(B, P, 2)")
+    torch._check(points.shape[2] == 2, lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
     torch._check(points.dtype in _INDEX, lambda: f"points must be int32 or int64 pixel coordinates, got {points.dtype}")
+    check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
+    if weights is not None:
+        check_floating(weights, "weights")
+        check_shape(weights, "weights", (points.shape[0], points.shape[1]))
+        check_same_device(weights, "weights", points)
     torch._check(0 <= height <= 32767 and 0 <= width <= 32767,
                  lambda: f"height and width must be in [0, 32767], got {height} and {width}")
-    if weights is not None:
-        torch._check(weights.dtype.is_floating_point, lambda: f"weights must be floating, got {weights.dtype}")
+
+
+def _check_gradients(gradients: Optional[Tensor], points: Tensor) -> None:
+    if gradients is not None:
+        check_floating(gradients, "gradients")
+        check_shape(gradients, "gradients", (points.shape[0], points.shape[1], 2))
+        check_same_device(gradients, "gradients", points)
 
 
 @torch.library.register_fake("pointops::edge_points")
@@ -37,21 +49,26 @@ def _edge_points_fake(edges, capacity=-1):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(capacity >= -1, lambda: f"capacity must be >= 0, or -1 for H * W, got {capacity}")
     cap = edges.shape[1] * edges.shape[2] if capacity < 0 else capacity
+    check_output_fits(edges.device, f"capacity = {capacity}", (edges.shape[0], cap, 2), 4)
     return (edges.new_empty((edges.shape[0], cap, 2), dtype=torch.int32),
             edges.new_empty((edges.shape[0],), dtype=torch.int64))
 
 
 @torch.library.register_fake("pointops::hough_circles")
 def _hough_circles_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
+    _check_gradients(gradients, points)
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    check_output_fits(points.device, f"{len(radii)} radii of a {height} x {width} image",
+                      (points.shape[0], len(radii), height, width), 4 if weights is None else 8)
     dtype = torch.int32 if weights is None else torch.float32
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
 
 
 @torch.library.register_fake("pointops::hough_circles_max")
 def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
+    _check_gradients(gradients, points)
     torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max")
     dtype = torch.int32 if weights is None and not normalize else torch.float32
     shape = (points.shape[0], height, width)
@@ -62,6 +79,7 @@ def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, 
 def _hough_circles_map_fake(edges, radii):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
+    check_output_fits(edges.device, f"{len(radii)} radii", (edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), 4)
     return edges.new_empty((edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), dtype=torch.int32)
 
 
@@ -77,6 +95,9 @@ def _hough_circles_max_map_fake(edges, radii, normalize=False):
 @torch.library.register_fake("pointops::circle_detections")
 def _circle_detections_fake(scores, radius_index, radii, k, min_distance, threshold):
     torch._check(scores.dim() == 3, lambda: f"scores must have shape (B, H, W), got {tuple(scores.shape)}")
+    check_dtype(radius_index, "radius_index", torch.int64)
+    check_shape(radius_index, "radius_index", scores.shape)
+    check_same_device(radius_index, "radius_index", scores, "scores")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = scores.shape[0]
     return (scores.new_empty((batch, k, 3), dtype=torch.float32), scores.new_empty((batch, k), dtype=torch.float32))
@@ -98,16 +119,22 @@ def rho_offset(height: int, width: int) -> int:
 
 @torch.library.register_fake("pointops::hough_lines")
 def _hough_lines_fake(points, lengths, weights, height, width, theta):
-    _check_point_lists(points, weights, height, width)
+    _check_point_lists(points, lengths, weights, height, width)
     dtype = torch.int32 if weights is None else torch.float32
-    return points.new_empty((points.shape[0], 2 * rho_offset(height, width) + 1, len(theta)), dtype=dtype)
+    torch._check(len(theta) <= 1 << 20, lambda: f"theta must have at most 2^20 angles, got {len(theta)}")
+    shape = (points.shape[0], 2 * rho_offset(height, width) + 1, len(theta))
+    check_output_fits(points.device, f"{len(theta)} angles (theta) of a {height} x {width} image", shape, 4)
+    return points.new_empty(shape, dtype=dtype)
 
 
 # ---- tables ----
 
 def line_angles(n_theta: int = 180) -> List[float]:
     """n_theta angles over [-pi/2, pi/2), bit for bit numpy.linspace(-pi/2, pi/2, n_theta,
-    endpoint=False): scikit-image's default theta (180 angles, 1 degree apart)."""
+    endpoint=False): scikit-image's default theta (180 angles, 1 degree apart). n_theta is an
+    int in [1, 2^20], the angles hough_lines takes."""
+    if n_theta < 1 or n_theta > 1048576:
+        raise ValueError("n_theta must be an int in [1, 2^20], got " + str(n_theta))
     step = math.pi / n_theta
     return [j * step + (-math.pi / 2) for j in range(n_theta)]
 
@@ -121,7 +148,10 @@ def line_distances(height: int, width: int) -> Tensor:
 
 def circle_perimeter_size(radius: int) -> int:
     """Offsets of the rasterized circle of that radius, repeats included: len(
-    skimage.draw.circle_perimeter(0, 0, radius)[0]), the count ``normalize`` divides by."""
+    skimage.draw.circle_perimeter(0, 0, radius)[0]), the count ``normalize`` divides by. radius is
+    an int in [0, 32767], the radii the accumulators take."""
+    if radius < 0 or radius > 32767:
+        raise ValueError("radius must be an int in [0, 32767], got " + str(radius))
     c = 0
     r = radius
     d = 3 - 2 * radius

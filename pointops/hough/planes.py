@@ -13,14 +13,21 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_same_device
+from .._checks import check_floating, check_output_fits, check_same_device
 from .._tables import host_table
 
 
 def rho_bins(rho_step: float, rho_max: float) -> int:
     """n_rho = max(1, round(2 rho_max / rho_step)): the rho bins tile [-rho_max, rho_max) in steps
-    of 2 rho_max / n_rho (the float64 formula of check_planes_args in csrc/hough/planes_cpu.cpp)."""
-    return max(1, int(math.floor(2.0 * rho_max / rho_step + 0.5)))
+    of 2 rho_max / n_rho (the float64 formula of check_planes_args in csrc/hough/planes_cpu.cpp).
+    Both must be finite and > 0, and the bins at most 2^24."""
+    if not (math.isfinite(rho_step) and rho_step > 0 and math.isfinite(rho_max) and rho_max > 0):
+        raise ValueError("rho_step and rho_max must be finite and > 0, got " + str(rho_step) + ", " + str(rho_max))
+    bins = 2.0 * rho_max / rho_step + 0.5
+    if bins > 16777216.0:
+        raise ValueError("rho_max / rho_step = " + str(rho_max) + " / " + str(rho_step) + " makes " + str(bins)
+                         + " rho bins, more than 2^24")
+    return max(1, int(math.floor(bins)))
 
 
 def ball_cell_count(n_phi: int, n_theta: int) -> int:
@@ -277,6 +284,7 @@ def _hough_peaks_fake(acc, radius, periodic, min_votes, k, plane_seam=False):
     torch._check(acc.dtype in (torch.int32, torch.float32), lambda: f"acc must be int32 or float32, got {acc.dtype}")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = acc.shape[0]
+    check_output_fits(acc.device, f"k = {k}", (batch, k, acc.dim()), 8)
     return acc.new_empty((batch, k)), acc.new_empty((batch, k, acc.dim() - 1), dtype=torch.int64)
 
 

@@ -41,6 +41,7 @@ from .ops import (
     ppf_model,
     ppf_vote,
 )
+from .validation import check_scene, has_valid_point, no_instances, valid_model
 
 
 def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[int, float, bool, str]]:
@@ -246,15 +247,23 @@ def _directions(points: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     return azimuth, elevation, points.norm(dim=1)
 
 
+# Most cells of a range image (16 MiB of float32 ranges): a scene seen over wide angles at a fine
+# cell (points far apart around a close median) gets coarser cells instead of a huge image.
+MAX_RANGE_CELLS = 1 << 22
+
+
 def range_image(points: Tensor, cell_size: float) -> RangeImage:
     """The range image of one scene's raw points (N, 3) with cells of ``cell_size`` at the
-    median range."""
+    median range, coarsened (doubled) until it has at most :data:`MAX_RANGE_CELLS` cells."""
     p = points[torch.isfinite(points).all(1)].float()
     if p.shape[0] == 0:
         return RangeImage(torch.full((1,), float("inf"), device=points.device), (0.0, 0.0), 1.0, 1, 1)
     azimuth, elevation, ranges = _directions(p)
     cell = cell_size / max(float(ranges.median()), 1e-12)
     start = (float(azimuth.min()), float(elevation.min()))
+    span = (float(azimuth.max()) - start[0], float(elevation.max()) - start[1])
+    while (math.floor(span[0] / cell) + 1) * (math.floor(span[1] / cell) + 1) > MAX_RANGE_CELLS:
+        cell *= 2.0
     col = ((azimuth - start[0]) / cell).long()
     row = ((elevation - start[1]) / cell).long()
     cols, rows = int(col.max()) + 1, int(row.max()) + 1
@@ -306,12 +315,10 @@ class PPFMatcher:
                  model_lengths: Optional[Tensor] = None, preset: str = "default", **config):
         self.config = resolve_ppf_config(preset, **config)
         cfg = self.config
-        points = _as_batch(model_points).float()
-        lengths = _lengths(points, model_lengths)
-        if model_normals is None:
+        # each model's valid rows first (as if its NaN / Inf rows were absent); degenerate models refused
+        points, normals, lengths = valid_model(model_points, model_normals, model_lengths, float(cfg["tau_d"]))
+        if normals is None:
             normals = estimate_normals(points, int(cfg["normal_neighbors"]), lengths, orientation="outward").normals
-        else:
-            normals = _as_batch(model_normals).float()
         self.diameter = bounding_diameter(points, lengths)
         valid = torch.arange(points.shape[1], device=points.device)[None, :] < lengths[:, None]
         big = torch.tensor(float("inf"), device=points.device)
@@ -422,6 +429,10 @@ class PPFMatcher:
         Returns:
             :class:`PPFMatches` with K = max_instances.
         """
+        check_scene(scene_points, scene_normals, scene_lengths, max_instances, self.model.points.device)
+        if not has_valid_point(scene_points, scene_normals, scene_lengths):
+            scenes = 1 if scene_points.dim() == 2 else scene_points.shape[0]
+            return PPFMatches(*no_instances(scenes, self.num_models, max_instances, scene_points.device))
         with _stage("ppf.match"):
             return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)
 

@@ -21,16 +21,28 @@ from typing import NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
+from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
+                       check_same_device, check_shape)
 from ..clouds import bounding_box
 
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
 
-# ---- fake kernels -------------------------------------------------------------------------------
+def _check_oriented_clouds(points: Tensor, normals: Tensor, lengths: Optional[Tensor], p: str = "points",
+                           n: str = "normals", l: str = "lengths") -> None:
+    check_dim(points, p, 3, "(B, N, 3)")
+    check_floating(points, p)
+    torch._check(points.shape[2] == 3, lambda: f"{p} must have shape (B, N, 3), got shape {tuple(points.shape)}")
+    check_floating(normals, n)
+    check_same_device(normals, n, points, p)
+    torch._check(normals.shape == points.shape,
+                 lambda: f"{n} must have the shape of {p} {tuple(points.shape)}, got {tuple(normals.shape)}")
+    check_optional_batch_vector(lengths, l, points.shape[0], points, p)
 
-def _check_cloud(points: Tensor, name: str) -> None:
-    torch._check(points.dim() == 3 and points.shape[2] == 3,
-                 lambda: f"{name} must have shape (B, N, 3), got {tuple(points.shape)}")
-    torch._check(points.dtype in _FLOATS, lambda: f"{name} must be a floating tensor, got {points.dtype}")
+
+def _check_cloud_values(t: Tensor, name: str, batch: int, ref: Tensor, ref_name: str = "points") -> None:
+    check_floating(t, name)
+    check_shape(t, name, (batch,))
+    check_same_device(t, name, ref, ref_name)
 
 
 def _feature_bins(angle_bins: int) -> int:
@@ -45,8 +57,13 @@ def key_count(angle_bins: int, distance_bins: int) -> int:
 
 @torch.library.register_fake("pointops::ppf_features")
 def _ppf_features_fake(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins):
-    _check_cloud(points, "points")
-    torch._check(pairs.dim() == 3 and pairs.shape[2] == 2, lambda: f"pairs must have shape (B, P, 2), got {tuple(pairs.shape)}")
+    _check_oriented_clouds(points, normals, lengths)
+    check_dim(pairs, "pairs", 3, "(B, P, 2)")
+    check_dtype(pairs, "pairs", torch.int64)
+    check_same_device(pairs, "pairs", points)
+    torch._check(pairs.shape[0] == points.shape[0] and pairs.shape[2] == 2,
+                 lambda: f"pairs must have shape (B, P, 2) with B = {points.shape[0]}, got shape {tuple(pairs.shape)}")
+    _check_cloud_values(distance_step, "distance_step", points.shape[0], points)
     _feature_bins(angle_bins)
     batch, count = pairs.shape[:2]
     return (points.new_empty((batch, count, 4), dtype=torch.float32),
@@ -56,7 +73,15 @@ def _ppf_features_fake(points, normals, pairs, lengths, distance_step, angle_bin
 
 @torch.library.register_fake("pointops::ppf_model")
 def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins):
-    _check_cloud(points, "points")
+    _check_oriented_clouds(points, normals, lengths)
+    torch._check(points.shape[1] <= 46340,
+                 lambda: f"ppf_model: a model may have at most 46340 points (its ordered pairs index int32), got N = "
+                         f"{points.shape[1]}")
+    if isinstance(points.shape[1], int):
+        check_output_fits(points.device, f"N = {points.shape[1]} model points (N (N - 1) pairs)",
+                          (points.shape[0], points.shape[1] * max(points.shape[1] - 1, 0)), 12)
+    if diameter is not None:
+        _check_cloud_values(diameter, "diameter", points.shape[0], points)
     torch._check(0.0 < tau_d <= 1.0, lambda: f"tau_d must be in (0, 1], got {tau_d}")
     batch, n = points.shape[:2]
     pairs = n * (n - 1) if n > 0 else 0
@@ -213,13 +238,39 @@ def ppf_model(
 def _ppf_vote_fake(scene_points, scene_normals, scene_lengths, model_points, model_normals, key_offsets, pair_ref,
                    pair_alpha, distance_step, diameter, angle_bins, distance_bins, stride, k, spread=False,
                    backend="dense", chunk_votes=1 << 24):
-    _check_cloud(scene_points, "scene_points")
+    _check_oriented_clouds(scene_points, scene_normals, scene_lengths, "scene_points", "scene_normals", "scene_lengths")
+    check_dim(model_points, "model_points", 3, "(M, Nm, 3)")
+    check_dtype(model_points, "model_points", torch.float32)
+    torch._check(model_points.shape[2] == 3,
+                 lambda: f"model_points must have shape (M, Nm, 3), got shape {tuple(model_points.shape)}")
+    check_same_device(model_points, "model_points", scene_points, "scene_points")
+    check_dtype(model_normals, "model_normals", torch.float32)
+    check_same_device(model_normals, "model_normals", scene_points, "scene_points")
+    torch._check(model_normals.shape == model_points.shape,
+                 lambda: f"model_normals must have the shape of model_points {tuple(model_points.shape)}, got "
+                         f"{tuple(model_normals.shape)}")
+    models = model_points.shape[0]
+    keys = key_count(angle_bins, distance_bins)
+    check_dtype(key_offsets, "key_offsets", torch.int64)
+    check_same_device(key_offsets, "key_offsets", scene_points, "scene_points")
+    check_shape(key_offsets, "key_offsets", (models, keys + 1))
+    check_dtype(pair_ref, "pair_ref", torch.int32)
+    check_same_device(pair_ref, "pair_ref", scene_points, "scene_points")
+    check_dim(pair_ref, "pair_ref", 2, "(M, P)")
+    torch._check(pair_ref.shape[0] == models,
+                 lambda: f"pair_ref must have shape (M, P) with M = {models}, got shape {tuple(pair_ref.shape)}")
+    check_dtype(pair_alpha, "pair_alpha", torch.float32)
+    check_same_device(pair_alpha, "pair_alpha", scene_points, "scene_points")
+    check_shape(pair_alpha, "pair_alpha", pair_ref.shape)
+    _check_cloud_values(distance_step, "distance_step", models, scene_points, "scene_points")
+    _check_cloud_values(diameter, "diameter", models, scene_points, "scene_points")
     torch._check(stride >= 1, lambda: f"stride must be >= 1, got {stride}")
     torch._check(0 <= k <= 64, lambda: f"k (peaks per reference) must be in [0, 64], got {k}")
     torch._check(backend in ("dense", "sort"), lambda: f'backend must be "dense" or "sort", got "{backend}"')
     scenes, n = scene_points.shape[:2]
     refs = (n + stride - 1) // stride
     shape = (scenes, model_points.shape[0], refs, k)
+    check_output_fits(scene_points.device, f"k = {k} peaks of every {stride}-th scene point (stride)", shape, 3 * 8 + 7 * 4)
     return (scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape, dtype=torch.int64),
             scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape + (4,), dtype=torch.float32),
             scene_points.new_empty(shape + (3,), dtype=torch.float32))
@@ -285,13 +336,25 @@ def ppf_vote(
 @torch.library.register_fake("pointops::pose_cluster")
 def _pose_cluster_fake(quaternions, translations, votes, lengths, distance_threshold, angle_threshold,
                        suppression_distance, k, suppression_angle=math.pi):
-    torch._check(quaternions.dim() == 3 and quaternions.shape[2] == 4,
-                 lambda: f"quaternions must have shape (B, M, 4), got {tuple(quaternions.shape)}")
+    check_dim(quaternions, "quaternions", 3, "(B, M, 4)")
+    check_floating(quaternions, "quaternions")
+    torch._check(quaternions.shape[2] == 4,
+                 lambda: f"quaternions must have shape (B, M, 4), got shape {tuple(quaternions.shape)}")
+    batch, poses = quaternions.shape[0], quaternions.shape[1]
+    check_floating(translations, "translations")
+    check_same_device(translations, "translations", quaternions, "quaternions")
+    check_shape(translations, "translations", (batch, poses, 3))
+    check_dtype(votes, "votes", torch.int64)
+    check_same_device(votes, "votes", quaternions, "quaternions")
+    check_shape(votes, "votes", (batch, poses))
+    check_optional_batch_vector(lengths, "lengths", batch, quaternions, "quaternions")
+    _check_cloud_values(distance_threshold, "distance_threshold", batch, quaternions, "quaternions")
+    _check_cloud_values(suppression_distance, "suppression_distance", batch, quaternions, "quaternions")
     torch._check(0 < angle_threshold <= math.pi, lambda: f"angle_threshold must be in (0, pi] radians, got {angle_threshold}")
     torch._check(0 < suppression_angle <= math.pi,
                  lambda: f"suppression_angle must be in (0, pi] radians, got {suppression_angle}")
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
-    batch = quaternions.shape[0]
+    check_output_fits(quaternions.device, f"k = {k}", (batch, k), 7 * 4 + 3 * 8)
     return (quaternions.new_empty((batch, k, 4), dtype=torch.float32),
             quaternions.new_empty((batch, k, 3), dtype=torch.float32),
             quaternions.new_empty((batch, k), dtype=torch.int64), quaternions.new_empty((batch, k), dtype=torch.int64),

@@ -10,7 +10,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_same_device, distance_dtype
+from .._checks import check_floating, check_output_fits, check_same_device, distance_dtype
 
 
 class SampledIndices(NamedTuple):
@@ -159,6 +159,7 @@ def _fps_fake(points, lengths, start, k):
     check_same_device(start, "start", points)
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = points.shape[0]
+    check_output_fits(points.device, f"k = {k}", (batch, k), 16)
     return (points.new_empty((batch, k), dtype=torch.int64),
             points.new_empty((batch, k), dtype=distance_dtype(points)))
 
@@ -172,5 +173,6 @@ def _fps_packed_fake(points, offsets, start, k):
     check_same_device(start, "start", points)
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = offsets.shape[0] - 1
+    check_output_fits(points.device, f"k = {k}", (batch, k), 16)
     return (points.new_empty((batch, k), dtype=torch.int64),
             points.new_empty((batch, k), dtype=distance_dtype(points)))

@@ -18,17 +18,13 @@ NAN = float("nan")
 INF = float("inf")
 
 
-# Every implementation the environment selects (csrc/hough/circles_map.h, detections.h) must give the
-# same bits: each test runs once per variant. The fused detections exist on CUDA only.
-# Defaults: bitmap circles and fused detections on CUDA, the point lists on the CPU.
+# Every implementation the environment selects (csrc/hough/detections.h) must give the same bits:
+# each test runs once per variant. The fused detections exist on CUDA only.
 VARIANTS = {
     "default": {},
-    "points": {"POINTOPS_CIRCLES_VARIANT": "points"},
-    "bitmap": {"POINTOPS_CIRCLES_VARIANT": "bitmap"},
-    "bitmap_reuse": {"POINTOPS_CIRCLES_VARIANT": "bitmap_reuse"},
-    "generic": {"POINTOPS_CIRCLES_VARIANT": "points", "POINTOPS_DETECT_VARIANT": "generic"},
+    "generic": {"POINTOPS_DETECT_VARIANT": "generic"},
 }
-CUDA_ONLY = {"points", "generic"}
+CUDA_ONLY = {"generic"}
 
 
 @pytest.fixture(autouse=True, params=sorted(VARIANTS))
@@ -260,7 +256,8 @@ def points_path(edges, radii, normalize=None):
     ((1, 70, 100), 0.3, list(range(5, 60, 3))),  # several bands and lists of radii
     ((3, 17, 33), 0.9, [0, 1, 2, 40]),  # dense: counts reach the ring sizes (every bit plane)
     ((1, 9, 2100), 0.05, [3, 9, 40]),  # wider than 1,024 pixels: two column tiles
-    ((1, 40, 50), 0.5, [500, 2000, 3]),  # rings of 2,800 and 11,300 offsets (12 and 14 planes)
+    ((1, 40, 50), 0.5, [500, 2000, 3]),  # CUDA: a band too tall for shared memory (the points path)
+    ((1, 60, 30), 0.5, [400, 3]),  # CUDA: one word per row, a ring of 2,272 offsets (12 planes)
     ((1, 24, 30), 0.1, list(range(3, 300))),  # more than 256 radii: at least two lists
 ])
 def test_map_ops_equal_the_point_path(device, case):
@@ -311,12 +308,6 @@ def test_map_ops_empty(device):
 def test_map_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
-
-
-def test_unknown_variant_is_an_error(monkeypatch):
-    monkeypatch.setenv("POINTOPS_CIRCLES_VARIANT", "fastest")
-    with pytest.raises(RuntimeError, match="POINTOPS_CIRCLES_VARIANT must be one of points, bitmap, bitmap_reuse, got 'fastest'"):
-        torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [1])
 
 
 # ---- edge cases and errors ----

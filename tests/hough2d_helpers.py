@@ -6,7 +6,7 @@ from typing import Dict
 
 import torch
 
-VARIABLES = ("POINTOPS_CIRCLES_VARIANT", "POINTOPS_DETECT_VARIANT", "POINTOPS_LINES_VARIANT")
+VARIABLES = ("POINTOPS_DETECT_VARIANT",)
 
 
 def select_variant(request, monkeypatch, variants: Dict[str, Dict[str, str]], cuda_only) -> str:

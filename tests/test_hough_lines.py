@@ -17,15 +17,14 @@ NAN = float("nan")
 INF = float("inf")
 
 
-# Every implementation the environment selects (csrc/hough/lines_cuda.cu, detections.h) must give
-# the same bits: each test runs once per variant. The defaults (pipelined votes, fused detections)
-# and the alternatives exist on CUDA only; the CPU has one implementation.
+# Every implementation the environment selects (csrc/hough/detections.h) must give the same bits:
+# each test runs once per variant. The fused detections exist on CUDA only; the CPU has one
+# implementation.
 VARIANTS = {
     "default": {},
     "generic": {"POINTOPS_DETECT_VARIANT": "generic"},
-    "base": {"POINTOPS_LINES_VARIANT": "base"},
 }
-CUDA_ONLY = {"generic", "base"}
+CUDA_ONLY = {"generic"}
 
 
 @pytest.fixture(autouse=True, params=sorted(VARIANTS))

@@ -9,27 +9,13 @@ import torch
 import pointops
 from pointops.pipelines.hough2d import circle_peaks, synthetic_edges
 from pointops.reference import hough2d as reference
-from tests.hough2d_helpers import assert_equal, random_edges, select_variant
+from tests.hough2d_helpers import assert_equal, random_edges
 
 skimage_transform = pytest.importorskip("skimage.transform")
 skimage_draw = pytest.importorskip("skimage.draw")
 
 NAN = float("nan")
 INF = float("inf")
-
-
-# Every implementation the environment selects (csrc/hough/detections.h) must give the same bits:
-# each test runs once per variant. The fused detections exist on CUDA only.
-VARIANTS = {
-    "default": {},
-    "generic": {"POINTOPS_DETECT_VARIANT": "generic"},
-}
-CUDA_ONLY = {"generic"}
-
-
-@pytest.fixture(autouse=True, params=sorted(VARIANTS))
-def variant(request, monkeypatch):
-    return select_variant(request, monkeypatch, VARIANTS, CUDA_ONLY)
 
 
 def skimage_circles(edges, radii, normalize=False):
@@ -562,15 +548,16 @@ _DETECTION_MAPS = {}
 
 
 def detection_maps():
-    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once
-    for every variant. min_distance 0 makes every positive centre a peak: 240k candidates, a pool
-    (k=1000) too large for one select pass."""
+    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once.
+    min_distance 0 makes every positive centre a peak: 240k candidates, a pool (k=1000) too large
+    for one select pass. k=1100 (more than 1,024 peaks) and min_distance 40 (a box too large for a
+    tile's shared memory) take the generic detections on CUDA, the others the fused kernels."""
     if not _DETECTION_MAPS:
         g = torch.Generator().manual_seed(25)
         for dtype in (torch.int32, torch.float32):
             scores = (torch.rand(2, 400, 600, generator=g) * 50).to(dtype)
             index = torch.randint(0, 3, (2, 400, 600), generator=g)
-            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1)):
+            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1), (1100, 0), (16, 40)):
                 for threshold in (None, 10.0):
                     expected = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance,
                                                                     threshold)

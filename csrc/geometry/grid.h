@@ -49,7 +49,7 @@ namespace neighbors {
 // Where cloud b's rows are among the rows of a flattened (rows, 3) array, padded or packed.
 struct CloudRows {
   // padded: lengths (B,) or nullptr (all rows_per_cloud); packed: offsets (B + 1,), already made
-  // non-decreasing and clamped to [0, rows] by the caller (see effective_offsets in neighbors_cpu.cpp).
+  // non-decreasing and clamped to [0, rows] by the caller (effective_offsets in knn.h).
   const int64_t* counts;
   int64_t batch;
   int64_t rows_per_cloud;  // padded: N; packed: unused

@@ -1,6 +1,13 @@
 """Neighbourhood ops (knn, knn_packed, ball_query, three_nn, interpolation, grouping) against the
 pure-PyTorch references of pointops.reference.neighbors, on every device and search strategy;
-CPU == CUDA bit for bit; edge cases and error messages."""
+CPU == CUDA bit for bit; edge cases and error messages.
+
+The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
+pick_strategy): on the CPU, clouds of at most 128 points or at most 8 queries per cloud take brute
+force; on CUDA, queries x points per cloud up to 2^27. The `strategy` fixture makes every search of
+a test take the strategy it names: rows past the lengths (which change no result) push the sizes
+to the grid, and calls of at most 8 queries per cloud keep the CPU on brute force (the tests' sizes
+keep CUDA there)."""
 import pytest
 import torch
 
@@ -9,6 +16,7 @@ from pointops.reference import neighbors as ref
 from tests.conftest import DEVICES
 
 STRATEGIES = ["brute", "grid"]
+CUDA_BRUTE_LIMIT = 2**27  # queries x points per cloud
 
 
 def assert_same(actual, expected):
@@ -17,9 +25,97 @@ def assert_same(actual, expected):
         torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
+def _pad_rows(t, rows, dim):
+    extra = list(t.shape)
+    extra[dim] = rows - t.shape[dim]
+    return torch.cat([t, t.new_zeros(extra)], dim) if extra[dim] > 0 else t
+
+
+def _grid_rows(cuda, clouds, queries, points):
+    """Rows (queries, points) per cloud, at least the given ones, for which the sizes pick the grid."""
+    points = max(points, 16384 if cuda else 129)
+    queries = max(queries, 9)
+    if cuda:
+        queries = max(queries, CUDA_BRUTE_LIMIT // (clouds * points) + 1)
+    return queries, points
+
+
+def _padded_search(strategy, call, queries, points, query_lengths, lengths):
+    """call(queries, points, query_lengths, lengths) -> a tuple of (B, M, ...) outputs, made with the
+    given strategy."""
+    b, m, n = queries.shape[0], queries.shape[1], points.shape[1]
+    if b == 0:
+        return call(queries, points, query_lengths, lengths)
+    if strategy == "grid":
+        m_rows, n_rows = _grid_rows(queries.is_cuda, b, m, n)
+        every = torch.ones(b, dtype=torch.int64, device=queries.device)
+        ql = every * m if query_lengths is None else query_lengths.clamp(0, m)
+        pl = every * n if lengths is None else lengths.clamp(0, n)
+        out = call(_pad_rows(queries, m_rows, 1), _pad_rows(points, n_rows, 1), ql, pl)
+        return type(out)(*(t[:, :m] for t in out))
+    if queries.is_cuda:
+        assert b * m * n <= CUDA_BRUTE_LIMIT, "too large for brute force on CUDA"
+    if queries.is_cuda or n <= 128 or m <= 8:
+        return call(queries, points, query_lengths, lengths)
+    parts = []
+    for first in range(0, m, 8):
+        rows = min(8, m - first)
+        ql = None if query_lengths is None else (query_lengths - first).clamp(0, rows)
+        parts.append(call(queries[:, first:first + rows], points, ql, lengths))
+    return type(parts[0])(*(torch.cat(ts, 1) for ts in zip(*parts)))
+
+
+def _packed_search(strategy, call, queries, query_offsets, points, offsets):
+    """call(queries, query_offsets, points, offsets) -> a tuple of (Mq, ...) outputs, made with the
+    given strategy."""
+    b, m, n = offsets.numel() - 1, queries.shape[0], points.shape[0]
+    if b <= 0:
+        return call(queries, query_offsets, points, offsets)
+    # the clouds as the op sees them: offsets clamped to the rows, made non-decreasing
+    qo = torch.cummax(query_offsets.clamp(0, m), 0).values
+    po = torch.cummax(offsets.clamp(0, n), 0).values
+    if strategy == "grid":
+        m_rows, n_rows = _grid_rows(queries.is_cuda, b, -(-m // b), -(-n // b))
+        out = call(_pad_rows(queries, m_rows * b, 0), qo, _pad_rows(points, n_rows * b, 0), po)
+        return type(out)(*(t[:m] for t in out))
+    if queries.is_cuda:
+        assert m * (n // b) <= CUDA_BRUTE_LIMIT, "too large for brute force on CUDA"
+    if queries.is_cuda or n // b <= 128 or m // b <= 8:
+        return call(queries, query_offsets, points, offsets)
+    parts = []
+    for first in range(0, m, 8 * b):
+        rows = min(8 * b, m - first)
+        parts.append(call(queries[first:first + rows], (qo - first).clamp(0, rows), points, po))
+    return type(parts[0])(*(torch.cat(ts, 0) for ts in zip(*parts)))
+
+
+_SEARCHES = {name: getattr(pointops, name) for name in ("knn", "knn_packed", "ball_query", "three_nn")}
+
+
+def use_strategy(monkeypatch, strategy):
+    """Make pointops' searches (knn, knn_packed, ball_query, three_nn) take `strategy`."""
+    def knn(queries, points, k, query_lengths=None, lengths=None, max_distance=None):
+        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["knn"](q, p, k, ql, pl, max_distance),
+                              queries, points, query_lengths, lengths)
+
+    def knn_packed(queries, query_offsets, points, offsets, k):
+        return _packed_search(strategy, lambda q, qo, p, po: _SEARCHES["knn_packed"](q, qo, p, po, k),
+                              queries, query_offsets, points, offsets)
+
+    def ball_query(queries, points, radius, k, query_lengths=None, lengths=None, pad="first"):
+        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["ball_query"](q, p, radius, k, ql, pl, pad),
+                              queries, points, query_lengths, lengths)
+
+    def three_nn(queries, points, query_lengths=None, lengths=None):
+        return _padded_search(strategy, _SEARCHES["three_nn"], queries, points, query_lengths, lengths)
+
+    for search in (knn, knn_packed, ball_query, three_nn):
+        monkeypatch.setattr(pointops, search.__name__, search)
+
+
 @pytest.fixture(params=STRATEGIES)
 def strategy(request, monkeypatch):
-    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", request.param)
+    use_strategy(monkeypatch, request.param)
     return request.param
 
 
@@ -179,20 +275,19 @@ def test_knn_strategies_agree_on_larger_clouds(device, monkeypatch):
     queries = torch.cat([rand(1, 1300, 3, seed=20), points[1:, ::3][:, :1300]])
     results = []
     for s in STRATEGIES:
-        monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", s)
+        use_strategy(monkeypatch, s)
         results.append(pointops.knn(queries.to(device), points.to(device), 11))
     assert_same(results[0], results[1])
 
 
 def test_knn_cell_size_does_not_change_results(device, monkeypatch):
+    # the grid's cells hold about max(2, (k + 1) / 3) points: 3, 13 and 40 for k = 9, 40 and 120,
+    # and the 9 nearest are the same
     points, queries = lidar_like(2000, seed=21)[None], lidar_like(300, seed=22)[None]
-    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", "grid")
-    results = []
-    for cell_points in ("1", "7", "500"):
-        monkeypatch.setenv("POINTOPS_KNN_CELL_POINTS", cell_points)
-        results.append(pointops.knn(queries.to(device), points.to(device), 9))
-    assert_same(results[0], results[1])
-    assert_same(results[0], results[2])
+    use_strategy(monkeypatch, "grid")
+    results = [pointops.knn(queries.to(device), points.to(device), k) for k in (9, 40, 120)]
+    for result in results[1:]:
+        assert_same((result.indices[..., :9], result.distances[..., :9]), results[0])
 
 
 @pytest.mark.parametrize("k", [1, 4, 40])
@@ -239,12 +334,6 @@ def test_knn_errors():
         pointops.knn_packed(q[0], torch.tensor([0, 5]), p[0], torch.zeros(0, dtype=torch.int64), 3)
     with pytest.raises(RuntimeError, match="query_offsets and offsets must both have B \\+ 1 entries, got 2 and 3"):
         pointops.knn_packed(q[0], torch.tensor([0, 5]), p[0], torch.tensor([0, 3, 7]), 3)
-
-
-def test_strategy_variable_is_checked(monkeypatch):
-    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", "kdtree")
-    with pytest.raises(RuntimeError, match="POINTOPS_NEIGHBORS_STRATEGY must be brute, grid or auto, got 'kdtree'"):
-        pointops.knn(torch.rand(1, 500, 3), torch.rand(1, 500, 3), 3)
 
 
 @pytest.mark.cuda

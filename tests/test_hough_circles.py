@@ -10,31 +10,13 @@ import pointops
 from pointops.hough.detect_images import circle_peaks
 from pointops.scenes import synthetic_edges
 from pointops.reference import hough2d as reference
-from tests.hough2d_helpers import assert_equal, random_edges, select_variant
+from tests.hough2d_helpers import assert_equal, random_edges
 
 skimage_transform = pytest.importorskip("skimage.transform")
 skimage_draw = pytest.importorskip("skimage.draw")
 
 NAN = float("nan")
 INF = float("inf")
-
-
-# Every implementation the environment selects (csrc/hough/circles_map.h, detections.h) must give the
-# same bits: each test runs once per variant. The fused detections exist on CUDA only.
-# Defaults: bitmap circles and fused detections on CUDA, the point lists on the CPU.
-VARIANTS = {
-    "default": {},
-    "points": {"POINTOPS_CIRCLES_VARIANT": "points"},
-    "bitmap": {"POINTOPS_CIRCLES_VARIANT": "bitmap"},
-    "bitmap_reuse": {"POINTOPS_CIRCLES_VARIANT": "bitmap_reuse"},
-    "generic": {"POINTOPS_CIRCLES_VARIANT": "points", "POINTOPS_DETECT_VARIANT": "generic"},
-}
-CUDA_ONLY = {"points", "generic"}
-
-
-@pytest.fixture(autouse=True, params=sorted(VARIANTS))
-def variant(request, monkeypatch):
-    return select_variant(request, monkeypatch, VARIANTS, CUDA_ONLY)
 
 
 def skimage_circles(edges, radii, normalize=False):
@@ -261,7 +243,8 @@ def points_path(edges, radii, normalize=None):
     ((1, 70, 100), 0.3, list(range(5, 60, 3))),  # several bands and lists of radii
     ((3, 17, 33), 0.9, [0, 1, 2, 40]),  # dense: counts reach the ring sizes (every bit plane)
     ((1, 9, 2100), 0.05, [3, 9, 40]),  # wider than 1,024 pixels: two column tiles
-    ((1, 40, 50), 0.5, [500, 2000, 3]),  # rings of 2,800 and 11,300 offsets (12 and 14 planes)
+    ((1, 40, 50), 0.5, [500, 2000, 3]),  # CUDA: a band too tall for shared memory (the points path)
+    ((1, 60, 30), 0.5, [400, 3]),  # CUDA: one word per row, a ring of 2,272 offsets (12 planes)
     ((1, 24, 30), 0.1, list(range(3, 300))),  # more than 256 radii: at least two lists
 ])
 def test_map_ops_equal_the_point_path(device, case):
@@ -312,12 +295,6 @@ def test_map_ops_empty(device):
 def test_map_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
-
-
-def test_unknown_variant_is_an_error(monkeypatch):
-    monkeypatch.setenv("POINTOPS_CIRCLES_VARIANT", "fastest")
-    with pytest.raises(RuntimeError, match="POINTOPS_CIRCLES_VARIANT must be one of points, bitmap, bitmap_reuse, got 'fastest'"):
-        torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [1])
 
 
 # ---- edge cases and errors ----
@@ -572,15 +549,16 @@ _DETECTION_MAPS = {}
 
 
 def detection_maps():
-    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once
-    for every variant. min_distance 0 makes every positive centre a peak: 240k candidates, a pool
-    (k=1000) too large for one select pass."""
+    """Random 400 x 600 best-radius maps (int32 and float32) and their CPU detections, built once.
+    min_distance 0 makes every positive centre a peak: 240k candidates, a pool (k=1000) too large
+    for one select pass. k=1100 (more than 1,024 peaks) and min_distance 40 (a box too large for a
+    tile's shared memory) take the generic detections on CUDA, the others the fused kernels."""
     if not _DETECTION_MAPS:
         g = torch.Generator().manual_seed(25)
         for dtype in (torch.int32, torch.float32):
             scores = (torch.rand(2, 400, 600, generator=g) * 50).to(dtype)
             index = torch.randint(0, 3, (2, 400, 600), generator=g)
-            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1)):
+            for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1), (1100, 0), (16, 40)):
                 for threshold in (None, 10.0):
                     expected = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance,
                                                                     threshold)

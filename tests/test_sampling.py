@@ -254,18 +254,27 @@ def test_mixed_devices_raise():
         torch.ops.pointops.fps(torch.rand(2, 5, 3, device="cuda"), torch.tensor([5, 5]), None, 2)
 
 
-# Every CUDA layout (block, cluster, grid, with and without overflow streaming) against the CPU.
-CUDA_PLANS = ["", "block", "block:1:16", "cluster:2", "cluster:4:16", "cluster:8", "cluster:16", "grid:3", "grid:20:8"]
-
-
+# Every CUDA layout the sizes pick (csrc/sampling/fps_plan.cpp; the plans named are those of a
+# 114- or 132-SM sm_90 GPU: H100, H200) against the CPU: block, cluster and grid, with 8 or 16
+# points per thread, with and without overflow streaming; D other than 2 or 3 streams.
 @pytest.mark.cuda
-@pytest.mark.parametrize("plan", CUDA_PLANS)
 @pytest.mark.parametrize(
     "batch, n, dims, k",
-    [(3, 700, 3, 300), (2, 9000, 3, 257), (2, 20000, 2, 100), (1, 3000, 3, 3000), (4, 2500, 5, 64)],
+    [
+        (3, 700, 3, 300),  # block, 8 points per thread
+        (1, 3000, 3, 3000),  # block, every point picked
+        (100, 9000, 3, 64),  # block (one SM per cloud), 16 points per thread, overflow streaming
+        (2, 9000, 3, 257),  # cluster of 3, 16 points per thread
+        (2, 20000, 2, 100),  # cluster of 5, D = 2
+        (1, 65536, 3, 200),  # cluster of 16
+        (40, 60000, 3, 16),  # cluster of 2-3, overflow streaming
+        (2, 70000, 3, 100),  # grid of 35, 8 points per thread
+        (8, 70000, 3, 64),  # grid of 14-16, 16 points per thread
+        (33, 70000, 3, 16),  # grid of 3-4, overflow streaming
+        (4, 2500, 5, 64),  # D = 5: the streaming kernel
+    ],
 )
-def test_cuda_equals_cpu_on_every_plan(monkeypatch, plan, batch, n, dims, k):
-    monkeypatch.setenv("POINTOPS_FPS_PLAN", plan)
+def test_cuda_equals_cpu_on_every_plan(batch, n, dims, k):
     g = torch.Generator().manual_seed(n + k)
     points = torch.randn(batch, n, dims, generator=g) * 30
     points[:, 11] = points[:, 3]  # duplicates

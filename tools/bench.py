@@ -18,7 +18,7 @@ voxelize, the sort-based pure PyTorch voxelization a user would write (voxelize_
 equal to the op before timing).
 
     python tools/bench.py [--ops fps bev_rasterize pillar_scatter hough_planes hough_peaks voxelize]
-                          [--quick] [--plans auto grid:66 cluster:16] [--json f] [--plot f]
+                          [--quick] [--json f] [--plot f]
 """
 import argparse
 import json
@@ -119,7 +119,7 @@ FPS_CASES = [
 FPS_CASES_CPU = [(4, 1024, 256, None), (1, 16384, 512, None)]
 
 
-def bench_fps(device, quick, plans, results):
+def bench_fps(device, quick, results):
     cases = FPS_CASES if device == "cuda" else FPS_CASES_CPU
     if quick:
         cases = cases[:2]
@@ -133,28 +133,25 @@ def bench_fps(device, quick, plans, results):
             row["baseline_ms"] = time_ms(lambda: classic_module().classic_fps(points, k), device)
         if n * k <= 1024 * 512 * 32:
             row["torch_loop_ms"] = time_ms(lambda: fps_torch_loop(points, k), device)
-        for plan in plans:
-            os.environ["POINTOPS_FPS_PLAN"] = "" if plan == "auto" else plan
-            out = dict(row, plan=plan)
-            if device == "cuda":
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-            out["ms"] = time_ms(lambda: torch.ops.pointops.fps(points, None, None, k), device)
-            if device == "cuda":
-                outputs = 2 * b * k * 8
-                out["scratch_bytes_per_point"] = round(
-                    max(0, torch.cuda.max_memory_allocated() - base - outputs) / (b * n), 3)
-            if "baseline_ms" in out:
-                out["ratio"] = round(out["baseline_ms"] / out["ms"], 2)
-            if "torch_loop_ms" in out:
-                out["ratio_torch_loop"] = round(out["torch_loop_ms"] / out["ms"], 2)
-            out["us_per_step"] = round(out["ms"] * 1e3 / k, 3)
-            if floor is not None:
-                out["meets_floor"] = out["ms"] <= floor
-            results.append(out)
-            print(json.dumps(out), flush=True)
-        os.environ.pop("POINTOPS_FPS_PLAN", None)
+        out = dict(row)
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        out["ms"] = time_ms(lambda: torch.ops.pointops.fps(points, None, None, k), device)
+        if device == "cuda":
+            outputs = 2 * b * k * 8
+            out["scratch_bytes_per_point"] = round(
+                max(0, torch.cuda.max_memory_allocated() - base - outputs) / (b * n), 3)
+        if "baseline_ms" in out:
+            out["ratio"] = round(out["baseline_ms"] / out["ms"], 2)
+        if "torch_loop_ms" in out:
+            out["ratio_torch_loop"] = round(out["torch_loop_ms"] / out["ms"], 2)
+        out["us_per_step"] = round(out["ms"] * 1e3 / k, 3)
+        if floor is not None:
+            out["meets_floor"] = out["ms"] <= floor
+        results.append(out)
+        print(json.dumps(out), flush=True)
 
 
 # Peak HBM bandwidth (bytes/s) by GPU name, for hbm_fraction.
@@ -428,7 +425,7 @@ def plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in results if "ratio" in r and r.get("plan", "auto") == "auto"]
+    rows = [r for r in results if "ratio" in r]
     if not rows:
         return
     labels = [r["op"] + "\n" + size_label(r, "\n") for r in rows]
@@ -462,15 +459,13 @@ def main():
                         default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize",
                                  "plane_refit", "detect_planes"] + [op for m in families for op in m.OPS])
     parser.add_argument("--quick", action="store_true", help="the first sizes only")
-    parser.add_argument("--plans", nargs="*", default=["auto"],
-                        help="fps layouts to time: auto, block, cluster:P, grid:P")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", help="also write the JSON lines here")
     parser.add_argument("--plot", help="write a PNG of the ratios here")
     args = parser.parse_args()
     results = []
     if "fps" in args.ops:
-        bench_fps(args.device, args.quick, args.plans, results)
+        bench_fps(args.device, args.quick, results)
     if "bev_rasterize" in args.ops:
         bench_bev(args.device, args.quick, results)
     if "pillar_scatter" in args.ops:

@@ -1,11 +1,8 @@
 """2D Hough benchmark rows (run by tools/bench.py; `python tools/bench.py --ops hough_circles
 hough_circles_max detect_circles hough_lines detect_lines`).
 
-On CUDA every op is timed once per implementation it can select (POINTOPS_CIRCLES_VARIANT,
-POINTOPS_DETECT_VARIANT, POINTOPS_LINES_VARIANT: every combination the op depends on); each row
-carries `variant`, `ms` (one call from an idle GPU), `ms_back_to_back` (calls queued back to back:
-the GPU's own time, the host's dispatch hidden) and `same_as_default` (outputs equal to the
-default variant's, bit for bit). The CPU times the default only.
+Each row carries `ms` (one call from an idle GPU) and on CUDA `ms_back_to_back` (calls queued back
+to back: the GPU's own time, the host's dispatch hidden).
 
 Workloads: seed 002's circle images (128^2 / 256^2 / 512^2 with ~1.5k / 3.2k / 6k edge pixels and
 radii 10-25 / 20-50 / 40-100), a batch of 64 256^2 images, and a 1920 x 1080 line image with ~100k
@@ -16,11 +13,8 @@ added to the nonzero pixels, one bincount per radius; the lines' rho in float64 
 once, one bincount), plus max-pool NMS and topk for the detectors. On the CPU, scikit-image's
 hough_circle (+ hough_circle_peaks) at 512^2 is timed too.
 """
-import contextlib
-import itertools
 import json
 import math
-import os
 
 import torch
 
@@ -108,68 +102,14 @@ def _emit(row, results):
     print(json.dumps(row), flush=True)
 
 
-# The implementations the environment selects (csrc/hough/circles_map.h, detections.h,
-# lines_cuda.cu); on CUDA every combination an op depends on is timed, the rows tagged with it,
-# and its outputs are checked against the default's, bit for bit.
-VARIABLES = {"circles": "POINTOPS_CIRCLES_VARIANT", "detect": "POINTOPS_DETECT_VARIANT",
-             "lines": "POINTOPS_LINES_VARIANT"}
-CHOICES = {"circles": ["points", "bitmap", "bitmap_reuse"], "detect": ["generic", "fused"], "lines": ["base", "pipelined"]}
-DEFAULTS = {"cuda": {"circles": "bitmap", "detect": "fused", "lines": "pipelined"},
-            "cpu": {"circles": "points", "detect": "generic", "lines": "base"}}
-OP_VARIABLES = {"hough_circles": ["circles"], "hough_circles_max": ["circles"], "detect_circles": ["circles", "detect"],
-                "hough_lines": ["lines"], "detect_lines": ["lines", "detect"]}
-
-
-def variants(op, device):
-    """[(tag, {variable: value})] for op: the default first; on the CPU the default only."""
-    names = OP_VARIABLES[op]
-    combos = [dict(zip(names, values)) for values in itertools.product(*(CHOICES[n] for n in names))]
-    default = {n: DEFAULTS["cuda" if device == "cuda" else "cpu"][n] for n in names}
-    combos = [default] + [c for c in combos if c != default]
-    if device != "cuda":
-        combos = combos[:1]
-    return [(",".join(f"{n}={v}" for n, v in c.items()), {VARIABLES[n]: v for n, v in c.items()}) for c in combos]
-
-
-@contextlib.contextmanager
-def environment(settings):
-    saved = {k: os.environ.get(k) for k in VARIABLES.values()}
-    for k in VARIABLES.values():
-        os.environ.pop(k, None)
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _flat(out):
-    return [t for t in (out if isinstance(out, tuple) else (out,))]
-
-
-def same(a, b):
-    return all(torch.equal(x.nan_to_num(-1.0), y.nan_to_num(-1.0)) and torch.equal(x.isnan(), y.isnan())
-               if x.is_floating_point() else torch.equal(x, y) for x, y in zip(_flat(a), _flat(b)))
-
-
-def time_variants(op, fn, device, row, results):
-    """One row per variant of op: ms (one call from an idle GPU), ms_back_to_back (calls queued
-    back to back: the GPU's own time) and whether the outputs equal the default's."""
-    reference = None
-    for tag, settings in variants(op, device):
-        with environment(settings):
-            out = fn()
-            if reference is None:
-                reference = out
-            r = dict(row, variant=tag, same_as_default=same(out, reference))
-            r["ms"] = time_ms(fn, device)
-            if device == "cuda":
-                r["ms_back_to_back"] = back_to_back_ms(fn)
-            _emit(r, results)
+def time_row(fn, device, row, results):
+    """row with ms (one call from an idle GPU) and, on CUDA, ms_back_to_back (calls queued back to
+    back: the GPU's own time)."""
+    r = dict(row)
+    r["ms"] = time_ms(fn, device)
+    if device == "cuda":
+        r["ms_back_to_back"] = back_to_back_ms(fn)
+    _emit(r, results)
 
 
 def bench_circles(device, quick, ops, results, name):
@@ -191,13 +131,12 @@ def bench_circles(device, quick, ops, results, name):
             if batch * size * size * len(radii) <= 64 * 256 * 256 * 31:
                 row["baseline"] = "PyTorch offsets + bincount per radius"
                 row["baseline_ms"] = time_ms(lambda: torch_hough_circles(edges, tables), device, min_reps=1)
-            time_variants("hough_circles", lambda: pointops.hough_circles(edges, radii), device, row, results)
+            time_row(lambda: pointops.hough_circles(edges, radii), device, row, results)
         if "hough_circles_max" in ops:
             row = dict(op="hough_circles_max", **sizes, floor_ms=None)
-            row["baseline"] = "hough_circles + max over radii (default variant)"
-            with environment({}):
-                row["baseline_ms"] = time_ms(lambda: pointops.hough_circles(edges, radii).max(1), device)
-            time_variants("hough_circles_max", lambda: pointops.hough_circles_max(edges, radii), device, row, results)
+            row["baseline"] = "hough_circles + max over radii"
+            row["baseline_ms"] = time_ms(lambda: pointops.hough_circles(edges, radii).max(1), device)
+            time_row(lambda: pointops.hough_circles_max(edges, radii), device, row, results)
         if "detect_circles" in ops:
             row = dict(op="detect_circles", **sizes, k=16, min_distance=5, floor_ms=floor)
             row["baseline"] = "PyTorch votes + max over radii + max-pool NMS + topk"
@@ -209,8 +148,7 @@ def bench_circles(device, quick, ops, results, name):
             row["baseline_ms"] = time_ms(baseline, device, min_reps=1)
             if device == "cpu" and size == 512:
                 row.update(skimage_circles(edges.cpu(), radii))
-            time_variants("detect_circles", lambda: pointops.detect_circles(edges, radii, 16, min_distance=5), device,
-                          row, results)
+            time_row(lambda: pointops.detect_circles(edges, radii, 16, min_distance=5), device, row, results)
 
 
 def skimage_circles(edges, radii):
@@ -242,13 +180,13 @@ def bench_lines(device, quick, ops, results, name):
         row = dict(op="hough_lines", **sizes, floor_ms=floor, votes=sizes["edge_pixels"] * 180)
         row["baseline"] = "PyTorch float64 rho for all angles + one bincount"
         row["baseline_ms"] = time_ms(lambda: torch_hough_lines(edges, cos, sin, offset), device, min_reps=1)
-        time_variants("hough_lines", lambda: pointops.hough_lines(edges), device, row, results)
+        time_row(lambda: pointops.hough_lines(edges), device, row, results)
     if "detect_lines" in ops:
         row = dict(op="detect_lines", **sizes, k=16, floor_ms=floor)
         row["baseline"] = "PyTorch votes + max-pool NMS + topk (no seam)"
         row["baseline_ms"] = time_ms(lambda: torch_peaks_2d(torch_hough_lines(edges, cos, sin, offset), 9, 16), device,
                                      min_reps=1)
-        time_variants("detect_lines", lambda: pointops.detect_lines(edges, 16), device, row, results)
+        time_row(lambda: pointops.detect_lines(edges, 16), device, row, results)
 
 
 def run(device, quick, ops, results):

@@ -28,7 +28,7 @@ $PY tools/bench.py --json "$OUT/bench.jsonl" --plot "$OUT/bench.png" ${BENCH_ARG
 $PY - "$OUT/bench.jsonl" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f'{"op":14} {"case":4} {"size":28} {"plan":>11} {"ms":>9} {"base ms":>9} {"ratio":>7} {"floor":>10} {"HBM":>5} {"B/pt":>5}')
+print(f'{"op":14} {"case":4} {"size":28} {"ms":>9} {"base ms":>9} {"ratio":>7} {"floor":>10} {"HBM":>5} {"B/pt":>5}')
 for r in rows:
     if "ms" not in r:
         continue
@@ -36,7 +36,7 @@ for r in rows:
     size += f' {r["H"]}x{r["W"]}' if "H" in r else ""
     floor = "/".join(s for s in (f'{r["floor_ms"]}ms' if r.get("floor_ms") else "",
                                   f'{r["floor_ratio"]}x' if r.get("floor_ratio") else "") if s) or "-"
-    print(f'{r["op"]:14} {r.get("case", ""):4} {size:28} {r.get("plan", ""):>11} {r["ms"]:>9.3f} '
+    print(f'{r["op"]:14} {r.get("case", ""):4} {size:28} {r["ms"]:>9.3f} '
           f'{r.get("baseline_ms", float("nan")):>9.3f} {r.get("ratio", float("nan")):>7.2f} {floor:>10} '
           f'{str(r.get("hbm_fraction", "")):>5} {r.get("scratch_bytes_per_point", ""):>5}')
 PYEOF

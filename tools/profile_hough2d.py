@@ -1,4 +1,4 @@
-"""Where the 2D Hough detectors spend their GPU time, per variant: torch.profiler's kernel table
+"""Where the 2D Hough detectors spend their GPU time: torch.profiler's kernel table
 (kernel, calls, total microseconds of one call of the detector) for bench_hough2d's cases.
 
     python tools/profile_hough2d.py [--rows 10]
@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pointops  # noqa: E402
-from bench_hough2d import CIRCLE_CASES, LINE_CASE, circle_image, environment, line_image, variants  # noqa: E402
+from bench_hough2d import CIRCLE_CASES, LINE_CASE, circle_image, line_image  # noqa: E402
 
 
 def profile(fn, rows):
@@ -37,16 +37,12 @@ def main():
     for batch, size, (r_lo, r_hi), target, _ in CIRCLE_CASES:
         radii = list(range(r_lo, r_hi + 1))
         edges = torch.stack([circle_image(size, (r_lo, r_hi), target, seed=s) for s in range(batch)]).cuda()
-        for tag, settings in variants("detect_circles", "cuda"):
-            print(f"== detect_circles B={batch} {size}^2 radii {r_lo}-{r_hi} [{tag}]")
-            with environment(settings):
-                profile(lambda: pointops.detect_circles(edges, radii, 16, min_distance=5), args.rows)
+        print(f"== detect_circles B={batch} {size}^2 radii {r_lo}-{r_hi}")
+        profile(lambda: pointops.detect_circles(edges, radii, 16, min_distance=5), args.rows)
     height, width, target, _ = LINE_CASE
     edges = line_image(height, width, target).unsqueeze(0).cuda()
-    for tag, settings in variants("detect_lines", "cuda"):
-        print(f"== detect_lines {width}x{height} [{tag}]")
-        with environment(settings):
-            profile(lambda: pointops.detect_lines(edges, 16), args.rows)
+    print(f"== detect_lines {width}x{height}")
+    profile(lambda: pointops.detect_lines(edges, 16), args.rows)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // The 64-bit argmax key: (value key << 32) | ~index. Its unsigned max is the largest value, ties
 // to the lowest index, and keys of distinct indices differ, so one integer max (a 64-bit
 // atomicMax, a warp reduction, std::max, at::topk) finds an argmax exactly and in any order, on
-// host and device alike (rule 4 in the design).
+// host and device alike: the CPU and CUDA kernels return the same argmax.
 //
 // The value key is any 32-bit word whose unsigned order is the values' order: ordered_bits(v)
 // for any float (common/float_bits.h), float_bits(v) for floats >= 0, a positive int32 as is.

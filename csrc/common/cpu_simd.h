@@ -6,13 +6,7 @@
 // CPU has both. Those copies use only operations that round exactly like their scalar twins
 // (_mm256_fmadd_ps == std::fma, _mm256_floor_ps == std::floor, IEEE add/sub/mul/min/compare), so
 // results stay bit for bit the same on every path and equal to CUDA's.
-//
-// POINTOPS_CPU_SIMD=0 in the environment (read once per process) forces the portable paths, for
-// tests that compare both.
 #pragma once
-
-#include <cstdlib>
-#include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define POINTOPS_X86_DISPATCH 1
@@ -23,16 +17,10 @@
 
 namespace pointops {
 
-inline bool cpu_simd_allowed() {
-  const char* value = std::getenv("POINTOPS_CPU_SIMD");
-  return value == nullptr || std::strcmp(value, "0") != 0;
-}
-
-// Whether the AVX2 + FMA copies may run.
+// Whether the AVX2 + FMA copies may run: whether this CPU has both.
 inline bool cpu_has_avx2_fma() {
 #if POINTOPS_X86_DISPATCH
-  static const bool on =
-      cpu_simd_allowed() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool on = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return on;
 #else
   return false;

@@ -1,7 +1,7 @@
 // Float bit patterns on host and device, and the order-preserving 32-bit keys built from them.
 //
 // Integer max / min / add on these keys is exact and order-free, so CUDA can reduce floats with
-// plain integer atomics and get the CPU's result bit for bit (rule 4 in the design).
+// plain integer atomics and get the CPU's result bit for bit.
 #pragma once
 
 #include <cstdint>

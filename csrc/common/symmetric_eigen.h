@@ -9,10 +9,8 @@
 // data-dependent loop. Jacobi converges quadratically; for 3x3 and 4x4 matrices 8 sweeps reach
 // float64 round-off (the off-diagonal mass squares each sweep once it is small).
 //
-// The rotation is the arithmetic of csrc/hough/plane_fit.h's jacobi_rotate, generalised to N x N
-// (the rows other than p and q are updated in order r = 0..N-1, which for N = 3 is the one row
-// plane_fit updates): plane_fit's sweeps can call rotate<3>() without changing a bit (decompose()
-// adds the negligible-entry test below, which plane_fit's loop does not have).
+// plane_refit (csrc/hough/plane_fit.h) runs its fixed sweeps of rotate<3>() without decompose()'s
+// negligible-entry test; estimate_normals and ICP call decompose().
 #pragma once
 
 #include <cmath>

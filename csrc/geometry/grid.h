@@ -49,7 +49,7 @@ namespace neighbors {
 // Where cloud b's rows are among the rows of a flattened (rows, 3) array, padded or packed.
 struct CloudRows {
   // padded: lengths (B,) or nullptr (all rows_per_cloud); packed: offsets (B + 1,), already made
-  // non-decreasing and clamped to [0, rows] by the caller (see effective_offsets in neighbors_cpu.cpp).
+  // non-decreasing and clamped to [0, rows] by the caller (effective_offsets in knn.h).
   const int64_t* counts;
   int64_t batch;
   int64_t rows_per_cloud;  // padded: N; packed: unused
@@ -720,10 +720,10 @@ POINTOPS_HOST_DEVICE inline int64_t write_ball_row(const List& list, int64_t k, 
 
 enum class Strategy { kBrute, kGrid };
 
-// Host-side choices (defined in knn_cpu.cpp). POINTOPS_NEIGHBORS_STRATEGY=brute|grid forces a
-// strategy for tests and benchmarks; results are identical either way.
+// Host-side choices (defined in knn_cpu.cpp), from the sizes alone; results are identical either
+// way.
 Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points);
-// Points per grid cell that kNN aims for (POINTOPS_KNN_CELL_POINTS overrides it).
+// Points per grid cell that kNN aims for: max(2, (k + 1) / 3).
 int64_t knn_cell_points(int64_t k);
 
 // The cell budget of one cloud of n points: ceil(n * num / den) + 1 cells. The sum over clouds

@@ -7,10 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "common/checks.h"
@@ -90,29 +87,7 @@ at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows) {
   return std::get<0>(at::cummax(offsets.clamp(0, rows), 0)).contiguous();
 }
 
-namespace {
-
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long parsed = std::strtoll(v, &end, 10);
-  TORCH_CHECK(end != v && *end == '\0' && parsed > 0, name, " must be a positive integer, got '",
-              v, "'");
-  return parsed;
-}
-
-}  // namespace
-
 Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points) {
-  const char* forced = std::getenv("POINTOPS_NEIGHBORS_STRATEGY");
-  if (forced != nullptr && *forced != '\0') {
-    const std::string s(forced);
-    if (s == "brute") return Strategy::kBrute;
-    if (s == "grid") return Strategy::kGrid;
-    TORCH_CHECK(s == "auto", "POINTOPS_NEIGHBORS_STRATEGY must be brute, grid or auto, got '", s,
-                "'");
-  }
   const int64_t clouds = batch > 0 ? batch : 1;
   const int64_t per_cloud = points / clouds;
   if (cuda) {
@@ -127,10 +102,7 @@ Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points
   return per_cloud <= 128 || queries / clouds <= 8 ? Strategy::kBrute : Strategy::kGrid;
 }
 
-int64_t knn_cell_points(int64_t k) {
-  const int64_t fallback = (k + 1) / 3 > 2 ? (k + 1) / 3 : 2;
-  return env_int("POINTOPS_KNN_CELL_POINTS", fallback);
-}
+int64_t knn_cell_points(int64_t k) { return (k + 1) / 3 > 2 ? (k + 1) / 3 : 2; }
 
 }  // namespace neighbors
 

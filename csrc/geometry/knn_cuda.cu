@@ -12,7 +12,7 @@
 // What bounds it: at the bench's sizes (10^5 queries and points) the grid build's fixed chain of
 // ~25 short launches (two radix sorts, run-length encoding, scans, tables) is comparable to the
 // search, which is ~30 cells and ~6k candidate distances per query, issue-bound in the list
-// insertions. POINTOPS_NEIGHBORS_STRATEGY=brute|grid forces a strategy (tests, benchmarks).
+// insertions.
 #include "geometry/knn.h"
 
 #include <ATen/Dispatch.h>

@@ -1,7 +1,6 @@
-// Circle votes of an edge map counted 32 centres at a time: the bitmap path of hough_circles_map
-// and hough_circles_max_map (POINTOPS_CIRCLES_VARIANT=bitmap). Host/device code shared by the CUDA
-// kernels (circles_map_cuda.cu) and their CPU emulation (circles_map_cpu.cpp), so the CPU tests
-// exercise the arithmetic the GPU runs.
+// Circle votes of an edge map counted 32 centres at a time: the CUDA kernels of hough_circles_map
+// and hough_circles_max_map (circles_map_cuda.cu). The ring sizes and the radius entries are also
+// what the host builds the kernels' chunk table from (circles_map_cpu.cpp).
 //
 // Gather instead of scatter. The count of radius r at centre c is the number of offsets o of the
 // ring (circles.h: skimage's circle_perimeter(0, 0, r), repeats included) whose pixel c - o is an
@@ -148,26 +147,15 @@ POINTOPS_HOST_DEVICE inline void fetch_step(const Fetch& fetch, int32_t c, int32
 }
 
 // The midpoint walk (circle_offsets() in circles.h) with its four source rows.
-//
-// kReuse: the rows +-r change only when the walk steps r down (in ~40% of the steps for r in
-// 40..100), and the words of columns +-c only every 32 steps, so the four pairs of words the
-// offsets (+-r, +-c) read are kept in registers and reloaded only then: about a third fewer
-// shared-memory loads. The branches depend on the radius alone: the same for every lane of a warp.
-template <class Fetch, bool kReuse>
+template <class Fetch>
 struct Walk {
   using Row = typename Fetch::Row;
-  using Pair = typename Fetch::Pair;
   int32_t c, r, d, row_step;
   Row up_r, down_r, up_c, down_c;
-  // kReuse: the pairs of (-r, -c), (r, -c), (-r, c), (r, c), their words, and whether rows +-r moved
-  Pair up_nc, down_nc, up_pc, down_pc;
-  int32_t cached_qnc, cached_qc;
-  bool rows_moved;
 
   POINTOPS_HOST_DEVICE inline Walk(const Fetch& fetch, int32_t radius)
       : c(0), r(radius), d(3 - 2 * radius), row_step(fetch.row_step), up_r(fetch.row(-radius * fetch.row_step)),
-        down_r(fetch.row(radius * fetch.row_step)), up_c(fetch.row(0)), down_c(fetch.row(0)), up_nc(), down_nc(),
-        up_pc(), down_pc(), cached_qnc(0), cached_qc(0), rows_moved(true) {}
+        down_r(fetch.row(radius * fetch.row_step)), up_c(fetch.row(0)), down_c(fetch.row(0)) {}
 
   POINTOPS_HOST_DEVICE inline void step() {
     if (d < 0) {
@@ -177,7 +165,6 @@ struct Walk {
       r -= 1;
       up_r += row_step;
       down_r -= row_step;
-      rows_moved = true;
     }
     c += 1;
     up_c -= row_step;
@@ -185,46 +172,21 @@ struct Walk {
   }
   POINTOPS_HOST_DEVICE inline bool done() const { return r < c; }
 
-  POINTOPS_HOST_DEVICE inline void fetch8(const Fetch& fetch, uint32_t* v) {
-    if constexpr (kReuse) {
-      constexpr int32_t kStep = Fetch::kWordStep;
-      const int32_t qc = (c >> 5) * kStep, qnc = ((-c) >> 5) * kStep;
-      const int32_t qr = (r >> 5) * kStep, qnr = ((-r) >> 5) * kStep;
-      if (rows_moved || qnc != cached_qnc) {
-        up_nc = fetch.load(up_r, qnc);
-        down_nc = fetch.load(down_r, qnc);
-        cached_qnc = qnc;
-      }
-      if (rows_moved || qc != cached_qc) {
-        up_pc = fetch.load(up_r, qc);
-        down_pc = fetch.load(down_r, qc);
-        cached_qc = qc;
-      }
-      rows_moved = false;
-      v[0] = Fetch::shift(up_nc, -c);    // (drow, dcol) = (-r, -c)
-      v[1] = Fetch::shift(down_nc, -c);  // (r, -c)
-      v[2] = Fetch::shift(up_pc, c);     // (-r, c)
-      v[3] = Fetch::shift(down_pc, c);   // (r, c)
-      v[4] = fetch(up_c, qnr, -r);       // (-c, -r)
-      v[5] = fetch(down_c, qnr, -r);     // (c, -r)
-      v[6] = fetch(up_c, qr, r);         // (-c, r)
-      v[7] = fetch(down_c, qr, r);       // (c, r)
-    } else {
-      fetch_step(fetch, c, r, up_r, down_r, up_c, down_c, v);
-    }
+  POINTOPS_HOST_DEVICE inline void fetch8(const Fetch& fetch, uint32_t* v) const {
+    fetch_step(fetch, c, r, up_r, down_r, up_c, down_c, v);
   }
 };
 
 // p = the counts of radius `radius` (ring of < 2^planes offsets) at the caller's 32 centres.
 // Four steps (32 vectors) per pass: two 16-vector adder trees whose 16s meet in plane 4, so the
 // carries ripple up from plane 5 once per 32 vectors; a walk that ends mid-pass adds what it has.
-template <bool kReuse = false, class Fetch>
+template <class Fetch>
 POINTOPS_HOST_DEVICE inline void ring_counts(int32_t radius, int planes, const Fetch& fetch, uint32_t (&p)[kPlanes]) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
   for (int k = 0; k < kPlanes; ++k) p[k] = 0;
-  Walk<Fetch, kReuse> walk(fetch, radius);
+  Walk<Fetch> walk(fetch, radius);
   uint32_t v[16];
   while (true) {
     walk.fetch8(fetch, v);

@@ -9,16 +9,12 @@
 //   hough_circles_max(*edge_points(edges), H, W, radii, normalize=normalize), bit for bit (R >= 1):
 //   scores (B, H, W) int32 (float32 if normalize), radius_index (B, H, W) int64.
 //
-// Two implementations with the same results, chosen with POINTOPS_CIRCLES_VARIANT:
-//   points (CPU default)  edge_points, then the point-list kernels (circles.h), through the dispatcher;
-//   bitmap (CUDA default)  the edge map packed into bits and every word of 32 centres counting its
-//                     ring's votes with bit-sliced adders (circle_bitmap.h); CUDA kernels in
-//                     circles_map_cuda.cu, and a CPU emulation of them (circles_map_cpu.cpp) that
-//                     runs the same arithmetic. Sizes the bitmap kernels do not cover (rings of
-//                     65,536 offsets or more, more than 2,048 radii, bands too tall for shared
-//                     memory) take the points path;
-//   bitmap_reuse      the bitmap kernels keeping the words of the rows +-r in registers across the
-//                     walk's steps (circle_bitmap.h, Walk): fewer shared-memory loads.
+// The implementation, per device (the same results on both):
+//   CPU   edge_points, then the point-list kernels (circles.h), through the dispatcher;
+//   CUDA  the bitmap kernels (circles_map_cuda.cu): the edge map packed into bits and every word
+//         of 32 centres counting its ring's votes with bit-sliced adders (circle_bitmap.h). Sizes
+//         they do not cover (rings of 65,536 offsets or more, more than 2,048 radii, bands too
+//         tall for shared memory) take the CPU's path, on the GPU.
 //
 // Radius chunks (bitmap path): the radii are dealt to n_chunks lists, largest ring first to the
 // lightest list (so the lists cost about the same), each list in ascending index order; a list
@@ -29,11 +25,9 @@
 #include "common/aten.h"
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "hough/circle_bitmap.h"
-#include "hough/detections.h"
 
 namespace pointops {
 namespace hough2d {
@@ -61,12 +55,6 @@ ChunkTable chunk_table(at::IntArrayRef radii, int64_t n_chunks, bool pinned);
 // fewest chunks that keep every list within 256 radii (their positions are bytes).
 bool bitmap_rings_fit(at::IntArrayRef radii);
 inline int64_t min_chunks(int64_t n_radii) { return (n_radii + bitmap::kMaxChunkRadii - 1) / bitmap::kMaxChunkRadii; }
-
-// The default: the bitmap kernels on CUDA (2-4x faster than the point lists on the benchmark's
-// maps), the point lists on the CPU (where the bitmap path is an emulation, for the tests).
-inline std::string circles_variant(bool cuda) {
-  return variant("POINTOPS_CIRCLES_VARIANT", {"points", "bitmap", "bitmap_reuse"}, cuda ? "bitmap" : "points");
-}
 
 // The points path, on the edges' device (defined in circles_map_cpu.cpp).
 at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef radii);

@@ -1,12 +1,8 @@
-// Circle accumulators of edge maps on CUDA (rules in circles_map.h; the CPU twin and the bitmap
-// emulation are circles_map_cpu.cpp). POINTOPS_CIRCLES_VARIANT selects:
-//   points            edge_points, then the point-list kernels (circles_cuda.cu): ~10 launches
-//                     (the compaction's fill, count, scan and write; the binning's zeroing, count,
-//                     scan, clear and fill; the votes), one shared-memory atomic per vote;
-//   bitmap (default)  two launches: pack_bits (the map as bits, one ballot per 32 pixels) and a
-//                     vote kernel in which every lane owns a word of 32 centres and counts its
-//                     rings' votes with bit-sliced carry-save adders (circle_bitmap.h);
-//   bitmap_reuse      the same, the words of the rows +-r kept in registers along the walk.
+// Circle accumulators of edge maps on CUDA (rules in circles_map.h; the CPU twin is
+// circles_map_cpu.cpp): two launches, pack_bits (the map as bits, one ballot per 32 pixels) and a
+// vote kernel in which every lane owns a word of 32 centres and counts its rings' votes with
+// bit-sliced carry-save adders (circle_bitmap.h). Sizes these kernels do not cover take the CPU's
+// path, edge_points and the point-list kernels (circles_cuda.cu), on the GPU.
 //
 // Bitmap vote kernels. A block owns a run of 32 x word_warps consecutive words of centres (row
 // major within a column tile of at most 32 words) and keeps the bits of the rows they need, +-
@@ -34,7 +30,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <string>
 #include <type_traits>
 
 #include "common/argmax_key.h"
@@ -198,7 +193,7 @@ __device__ __forceinline__ int64_t centre_index(const BitmapLaunch& a, const Blo
 // Counts: at most 85 registers (3 blocks of 256 threads per SM; the vote loop needs ~80, the
 // epilogue's transposes would otherwise raise the kernel to 128). Normalize keeps 32 scores and
 // positions per lane: 2 blocks.
-template <bool kNormalize, bool kReuse>
+template <bool kNormalize>
 __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
     circle_bitmap_max_kernel(BitmapLaunch a, uint32_t* __restrict__ score_bits, int64_t* __restrict__ radius_index) {
   extern __shared__ __align__(16) unsigned char bitmap_smem[];
@@ -221,7 +216,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   uint32_t counts[bitmap::kPlanes];
   for (int32_t e = first; e < last; ++e) {
     const bitmap::RadiusEntry radius = a.entries[e];
-    bitmap::ring_counts<kReuse>(radius.r, radius.planes, fetch, counts);
+    bitmap::ring_counts(radius.r, radius.planes, fetch, counts);
     if constexpr (kNormalize) {
       best.fold(counts, radius.ring, static_cast<uint32_t>(e - first));
     } else {
@@ -272,7 +267,6 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   }
 }
 
-template <bool kReuse>
 __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
     circle_bitmap_map_kernel(BitmapLaunch a, int32_t* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char bitmap_smem[];
@@ -293,7 +287,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
   uint32_t counts[bitmap::kPlanes];
   for (int32_t e = first; e < last; ++e) {
     const bitmap::RadiusEntry radius = a.entries[e];
-    bitmap::ring_counts<kReuse>(radius.r, radius.planes, fetch, counts);
+    bitmap::ring_counts(radius.r, radius.planes, fetch, counts);
     bitmap::transpose16(counts);
 #pragma unroll
     for (int j = 0; j < 32; ++j) stage[lane * kStageStride + j] = bitmap::count_of(counts, j);
@@ -395,8 +389,7 @@ at::Tensor device_chunks(at::IntArrayRef radii, BitmapLaunch& a, const at::Devic
 
 at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii) {
   hough2d::check_map_args(edges, radii, "hough_circles_map");
-  const std::string variant = hough2d::circles_variant(/*cuda=*/true);
-  if (variant == "points" || !bitmap_usable(radii)) {
+  if (!bitmap_usable(radii)) {
     return hough2d::hough_circles_map_points(edges, radii);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
@@ -413,7 +406,7 @@ at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii
   const at::Tensor bits = pack_bits(edges, plan.a.words, stream);
   plan.a.bits = reinterpret_cast<const uint32_t*>(bits.data_ptr<int32_t>());
   at::Tensor out = at::empty({batch, n_radii, height, width}, edges.options().dtype(at::kInt));
-  auto kernel = variant == "bitmap_reuse" ? circle_bitmap_map_kernel<true> : circle_bitmap_map_kernel<false>;
+  auto kernel = circle_bitmap_map_kernel;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<static_cast<unsigned>(plan.blocks), plan.a.word_warps * plan.a.n_chunks * kWarpSize,
            static_cast<size_t>(plan.smem), stream>>>(plan.a, out.data_ptr<int32_t>());
@@ -425,8 +418,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
                                                               bool normalize) {
   hough2d::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  const std::string variant = hough2d::circles_variant(/*cuda=*/true);
-  if (variant == "points" || !bitmap_usable(radii)) {
+  if (!bitmap_usable(radii)) {
     return hough2d::hough_circles_max_map_points(edges, radii, normalize);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
@@ -445,9 +437,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
   auto* score_bits = reinterpret_cast<uint32_t*>(scores.data_ptr());
   const unsigned blocks = static_cast<unsigned>(plan.blocks);
   const unsigned threads = static_cast<unsigned>(plan.a.word_warps * plan.a.n_chunks * kWarpSize);
-  const bool reuse = variant == "bitmap_reuse";
-  auto kernel = normalize ? (reuse ? circle_bitmap_max_kernel<true, true> : circle_bitmap_max_kernel<true, false>)
-                          : (reuse ? circle_bitmap_max_kernel<false, true> : circle_bitmap_max_kernel<false, false>);
+  auto kernel = normalize ? circle_bitmap_max_kernel<true> : circle_bitmap_max_kernel<false>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<blocks, threads, static_cast<size_t>(plan.smem), stream>>>(plan.a, score_bits, index.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

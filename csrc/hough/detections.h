@@ -33,18 +33,16 @@
 //   These are pointops.pipelines.hough2d's circle_peaks / line_peaks rules, bit for bit.
 //
 // Both backends share the generic implementation (hough_peaks and ATen ops, any device; defined
-// in detections_cpu.cpp). CUDA runs a fused one (detections_cuda.cu) unless
-// POINTOPS_DETECT_VARIANT=generic, with the same results.
+// in detections_cpu.cpp), the CPU's only one. CUDA runs a fused one (detections_cuda.cu), with the
+// same results, wherever it applies: at most 1,024 peaks per image (k, or 2k for glued lines) and
+// a suppression box small enough for a 32 x 32 tile and its halo to fit 96 KB of shared memory
+// (for circles, min_distance <= 29); elsewhere, and for empty maps, the generic one.
 #pragma once
 
 #include "common/aten.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <initializer_list>
 #include <optional>
-#include <string>
 #include <tuple>
 
 namespace pointops {
@@ -68,23 +66,6 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
                                                            int64_t k, int64_t min_distance,
                                                            int64_t min_angle,
                                                            std::optional<double> threshold, bool glue);
-
-// The implementation a POINTOPS_<NAME>_VARIANT environment variable selects, or `fallback` when it
-// is unset or empty. Read at every call, so tests and benchmarks can switch between calls; an
-// unknown value is an error that lists the known ones.
-inline std::string variant(const char* env, std::initializer_list<const char*> known, const char* fallback) {
-  const char* value = std::getenv(env);
-  if (value == nullptr || value[0] == '\0') return fallback;
-  std::string list;
-  for (const char* name : known) {
-    if (std::strcmp(value, name) == 0) return value;
-    list += list.empty() ? name : std::string(", ") + name;
-  }
-  TORCH_CHECK(false, env, " must be one of ", list, ", got '", value, "'");
-  return fallback;
-}
-
-inline std::string detect_variant() { return variant("POINTOPS_DETECT_VARIANT", {"generic", "fused"}, "fused"); }
 
 }  // namespace hough2d
 }  // namespace pointops

@@ -1,6 +1,6 @@
 // Circle and line detections (rules in detections.h): the checks and the generic implementation,
 // hough_peaks plus ATen ops on the tensors' own device. The CPU kernels are these; CUDA runs them
-// too when POINTOPS_DETECT_VARIANT=generic, or where the fused kernels do not apply (detections_cuda.cu).
+// too where its fused kernels do not apply (detections_cuda.cu).
 #include "hough/detections.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,21 +1,20 @@
-// Circle and line detections on CUDA (rules in detections.h). POINTOPS_DETECT_VARIANT selects:
-//   generic            hough_peaks and ATen ops (detections_cpu.cpp): about 25 small launches
-//                      (candidate keys, a window pass per dim, the maxima, at::topk over every
-//                      bin, then the decoding), each a few microseconds from an idle GPU;
-//   fused (default)    two or three launches in all:
-//     peak_tiles   a block per 32 x 32 tile of the map: the candidate keys of the tile and its halo
-//                  in shared memory (the hough_peaks key: vote bits << 32 | ~flat index, 0 for a
-//                  bin that cannot be a peak), the box maximum as a row pass and a column pass,
-//                  the tile's peaks (key == box maximum) sorted (bitonic) and its best kt written to
-//                  a pool, kt = min(k, the most peaks a tile can hold: they are more than the box
-//                  radius apart); and the tile's largest score, for the default threshold;
-//     select       a block per image: the k-th largest key of the pool by radix select (passes of
-//                  8 bits over the keys in shared memory, from the highest bit where they differ),
-//                  the k keys at or above it sorted, then
-//                  the decoding (threshold, coordinates, radius or angle; for lines the glued
-//                  copies merged and the first k kept). A pool too large for one block's shared
-//                  memory is first cut to the top k of each part by the same kernel.
-// Keys of distinct bins differ, so the top k is unique and both variants return the same bits.
+// Circle and line detections on CUDA (rules in detections.h): two or three launches in all,
+//   peak_tiles   a block per 32 x 32 tile of the map: the candidate keys of the tile and its halo
+//                in shared memory (the hough_peaks key: vote bits << 32 | ~flat index, 0 for a
+//                bin that cannot be a peak), the box maximum as a row pass and a column pass,
+//                the tile's peaks (key == box maximum) sorted (bitonic) and its best kt written to
+//                a pool, kt = min(k, the most peaks a tile can hold: they are more than the box
+//                radius apart); and the tile's largest score, for the default threshold;
+//   select       a block per image: the k-th largest key of the pool by radix select (passes of
+//                8 bits over the keys in shared memory, from the highest bit where they differ),
+//                the k keys at or above it sorted, then
+//                the decoding (threshold, coordinates, radius or angle; for lines the glued
+//                copies merged and the first k kept). A pool too large for one block's shared
+//                memory is first cut to the top k of each part by the same kernel.
+// Where these do not apply (more than 1,024 peaks per image, a box too large for a tile's shared
+// memory, empty maps) the generic implementation runs (detections_cpu.cpp: hough_peaks and about
+// 25 small ATen launches).
+// Keys of distinct bins differ, so the top k is unique and both implementations return the same bits.
 // The glued line map (the accumulator and its rho-mirrored copy side by side, periodic along the
 // angles) is never built: the tiles read the accumulator at the mirrored bin.
 #include "hough/detections.h"
@@ -548,7 +547,7 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_cuda(const at::Tensor& scor
                                                           std::optional<double> threshold) {
   hough2d::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
   const int64_t batch = scores.size(0), height = scores.size(1), width = scores.size(2);
-  if (hough2d::detect_variant() != "fused" || batch * k * height * width == 0 || k > kMaxFusedWanted) {
+  if (batch * k * height * width == 0 || k > kMaxFusedWanted) {
     return hough2d::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
   }
   const c10::cuda::CUDAGuard guard(scores.device());
@@ -592,7 +591,7 @@ std::tuple<at::Tensor, at::Tensor> line_detections_cuda(const at::Tensor& acc, a
   hough2d::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
   const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2);
   const int64_t wanted = glue ? 2 * k : k;
-  if (hough2d::detect_variant() != "fused" || batch * k * n_rho * n_theta == 0 || wanted > kMaxFusedWanted) {
+  if (batch * k * n_rho * n_theta == 0 || wanted > kMaxFusedWanted) {
     return hough2d::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
   }
   const c10::cuda::CUDAGuard guard(acc.device());

@@ -5,10 +5,11 @@
 // one shared atomic add per angle. The angle tile is as small as keeps about one block per SM,
 // because every block reads all of its image's points (8 bytes each, from L2): 180 angles of one
 // 1920 x 1080 image with 100k edges are 90 blocks of 2 angles, 72 MB of L2 reads and 200k votes
-// per block. When the batch has too few (image, angle tile) pairs to fill the GPU, the points are
-// also split into chunks, and each block adds its nonzero bins into the zeroed output with global
-// atomics (integers: exact and order-free). Otherwise a block writes its columns with plain
-// stores and nothing is zeroed.
+// per block. The points are then cut into chunks until there are two blocks per SM; each chunk's
+// block adds its nonzero bins into the zeroed output with global atomics (integers: exact and
+// order-free). With one chunk a block writes its columns with plain stores and nothing is zeroed.
+// Each thread issues the loads of 4 points before their votes: one at a time, the loop would wait
+// on an L2 read (~600 cycles) per point.
 //
 // The rho bin is skimage's float64 arithmetic (lines.h: two products, a sum, the half step, a
 // truncation): FP64 runs at half the FP32 rate on H100/H200, so the ~8 instructions of a vote are
@@ -19,11 +20,6 @@
 // vote with global atomics, a thread per (point, angle): correct and deterministic, not fast.
 //
 // Weighted votes: int64 fixed-point counters (edges.h), converted once at the end.
-//
-// POINTOPS_LINES_VARIANT=pipelined (the default; base: one load in flight): each thread issues the loads of 4 points before
-// their votes (the base loop is bound by one L2 read latency per point), and the points are cut
-// into chunks until there are two blocks per SM (global atomics of the nonzero bins into the zeroed
-// output, exact integers); the same counts.
 #include "hough/lines.h"
 
 #include <ATen/Dispatch.h>
@@ -37,7 +33,6 @@
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
-#include "hough/detections.h"
 
 namespace pointops {
 namespace {
@@ -45,6 +40,7 @@ namespace {
 using cuda::kWarpSize;
 
 constexpr int kThreads = 512;
+constexpr int kUnroll = 4;  // points in flight per thread
 
 struct LineLaunch {
   const double2* trig;   // (T) cos, sin
@@ -79,9 +75,8 @@ __device__ __forceinline__ bool line_point(const index_t* points, const LineLaun
   }
 }
 
-// kUnroll points per thread and pass, their loads issued before any vote: the base kernel (1) waits
-// for each point's L2 read (~600 cycles) before its votes; the pipelined variant keeps 4 in flight.
-template <typename index_t, typename acc_t, int kUnroll>
+// kUnroll points per thread and pass, their loads issued before any vote.
+template <typename index_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads)
     line_votes_kernel(const index_t* __restrict__ points, LineLaunch a, bool direct, acc_t* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char line_smem[];
@@ -159,7 +154,7 @@ __global__ void __launch_bounds__(256)
 
 template <typename acc_t>
 void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDeviceProp& prop,
-                at::Tensor& out, cudaStream_t stream, bool pipelined) {
+                at::Tensor& out, cudaStream_t stream) {
   const int64_t acc_bytes = sizeof(acc_t);
   a.stride = static_cast<int32_t>(cuda::round_up(a.n_rho, kWarpSize) + 1);
   const int64_t budget = std::min<int64_t>(static_cast<int64_t>(prop.sharedMemPerBlockOptin),
@@ -182,14 +177,10 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   const int64_t tiles_wanted = std::max<int64_t>(1, sms / std::max<int64_t>(batch, 1));
   const int64_t tile = std::clamp<int64_t>(cuda::ceil_div(a.n_theta, tiles_wanted), 1, fit);
   const int64_t n_tiles = cuda::ceil_div(a.n_theta, tile);
-  int64_t chunks = 1;
-  if (pipelined) {
-    // at least two blocks per SM: one (image, angle tile) block per SM leaves SMs idle (90 tiles
-    // of 2 angles on 132 SMs) and hides the point loads with only 16 warps
-    chunks = std::clamp<int64_t>(cuda::ceil_div(2 * sms, batch * n_tiles), 1, std::max<int64_t>(1, a.n / 4096));
-  } else if (batch * n_tiles * 2 <= sms) {
-    chunks = std::clamp<int64_t>(sms / (batch * n_tiles), 1, std::max<int64_t>(1, a.n / 4096));
-  }
+  // at least two blocks per SM: one (image, angle tile) block per SM leaves SMs idle (90 tiles
+  // of 2 angles on 132 SMs) and hides the point loads with only 16 warps
+  const int64_t chunks =
+      std::clamp<int64_t>(cuda::ceil_div(2 * sms, batch * n_tiles), 1, std::max<int64_t>(1, a.n / 4096));
   a.theta_tile = static_cast<int32_t>(tile);
   a.n_theta_tiles = static_cast<int32_t>(n_tiles);
   a.n_chunks = static_cast<int32_t>(chunks);
@@ -199,7 +190,7 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "hough_lines: too many blocks (", blocks, ")");
   const int64_t smem = tile * column;
   AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines", [&] {
-    auto kernel = pipelined ? line_votes_kernel<index_t, acc_t, 4> : line_votes_kernel<index_t, acc_t, 1>;
+    auto kernel = line_votes_kernel<index_t, acc_t>;
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(smem), stream>>>(
         pts.data_ptr<index_t>(), a, direct, out.data_ptr<acc_t>());
@@ -238,12 +229,11 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
   a.offset = static_cast<int32_t>(offset);
   a.height = static_cast<int32_t>(height);
   a.width = static_cast<int32_t>(width);
-  const bool pipelined = hough2d::variant("POINTOPS_LINES_VARIANT", {"base", "pipelined"}, "pipelined") == "pipelined";
   if (weighted) {
-    vote_lines<int64_t>(pts, a, batch, *prop, out, stream, pipelined);
+    vote_lines<int64_t>(pts, a, batch, *prop, out, stream);
     return hough2d::fixed_to_float(out);
   }
-  vote_lines<int32_t>(pts, a, batch, *prop, out, stream, pipelined);
+  vote_lines<int32_t>(pts, a, batch, *prop, out, stream);
   return out;
 }
 

@@ -40,6 +40,7 @@
 #include "common/clouds.h"
 #include "common/float_bits.h"
 #include "common/portable_math.h"
+#include "common/symmetric_eigen.h"
 
 namespace pointops {
 namespace plane_fit_detail {
@@ -124,33 +125,6 @@ POINTOPS_HOST_DEVICE inline double int128_to_double(__int128 v) {
 #endif
 }
 
-// One Jacobi rotation zeroing a[p][q] of the symmetric 3x3 matrix a; v collects the rotations.
-POINTOPS_HOST_DEVICE inline void jacobi_rotate(double a[3][3], double v[3][3], int p, int q) {
-  const double apq = a[p][q];
-  if (apq == 0.0) return;
-  const double theta = divide(subtract(a[q][q], a[p][p]), multiply(2.0, apq));
-  // t = sign(theta) / (|theta| + sqrt(theta^2 + 1)): the smaller rotation angle. A huge theta
-  // overflows theta^2 to Inf and gives t = 0, a rotation too small to matter.
-  const double root = square_root(add(multiply(theta, theta), 1.0));
-  double t = divide(1.0, add(std::fabs(theta), root));
-  if (theta < 0.0) t = -t;
-  const double c = divide(1.0, square_root(add(multiply(t, t), 1.0)));
-  const double s = multiply(t, c);
-  const double tapq = multiply(t, apq);
-  a[p][p] = subtract(a[p][p], tapq);
-  a[q][q] = add(a[q][q], tapq);
-  a[p][q] = a[q][p] = 0.0;
-  const int r = 3 - p - q;
-  const double arp = a[r][p], arq = a[r][q];
-  a[r][p] = a[p][r] = subtract(multiply(c, arp), multiply(s, arq));
-  a[r][q] = a[q][r] = add(multiply(s, arp), multiply(c, arq));
-  for (int row = 0; row < 3; ++row) {
-    const double vp = v[row][p], vq = v[row][q];
-    v[row][p] = subtract(multiply(c, vp), multiply(s, vq));
-    v[row][q] = add(multiply(s, vp), multiply(c, vq));
-  }
-}
-
 // Plane k's refit from its moments (see the header comment); `plane` is its sanitized input row,
 // `original` the row as given (kept when the refit is undetermined).
 POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], int shift,
@@ -171,10 +145,11 @@ POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], in
         a[i][j] = a[j][i] = int128_to_double(cov);
       }
     }
+    // every rotation of every sweep (symmetric_eigen::decompose would skip negligible entries)
     for (int sweep = 0; sweep < kJacobiSweeps; ++sweep) {
-      jacobi_rotate(a, v, 0, 1);
-      jacobi_rotate(a, v, 0, 2);
-      jacobi_rotate(a, v, 1, 2);
+      symmetric_eigen::rotate<3>(a, v, 0, 1);
+      symmetric_eigen::rotate<3>(a, v, 0, 2);
+      symmetric_eigen::rotate<3>(a, v, 1, 2);
     }
     int low = 0, high = 0;
     for (int i = 1; i < 3; ++i) {

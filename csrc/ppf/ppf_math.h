@@ -297,7 +297,7 @@ POINTOPS_HOST_DEVICE inline int32_t alpha_bin(float alpha_scene, float alpha_mod
 // ---- poses -------------------------------------------------------------------------------------
 
 // cos and sin of the alpha bin centres (k + 0.5) * 2 pi / angle_bins, computed on the host in
-// double and rounded to float32 (make_alpha_table in ppf_host.h); passed by value to kernels.
+// double and rounded to float32 (make_alpha_table in ppf_args.h); passed by value to kernels.
 struct AlphaTable {
   float cos[kMaxAngleBins];
   float sin[kMaxAngleBins];

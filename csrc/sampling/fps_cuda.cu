@@ -1,7 +1,6 @@
 // Farthest point sampling on CUDA (rules in fps.h; the CPU twin is fps_cpu.cpp): the entry
 // points and the launch code. The kernels are in fps_kernels.cuh, the choice of layout in
-// fps_plan.h (POINTOPS_FPS_PLAN overrides it for benchmarks and tests: "block", "cluster:P",
-// "grid:P"). The launch code fits a plan to the kernel it runs: block width, cluster size (halved
+// fps_plan.h. The launch code fits a plan to the kernel it runs: block width, cluster size (halved
 // until such clusters can be resident) and, for the cooperative grid, the blocks that can be
 // resident at once.
 #include "sampling/fps.h"

@@ -3,11 +3,7 @@
 // blocks take part, while fewer, fuller blocks leave SMs idle and lengthen each thread's chain.
 #include "sampling/fps_plan.h"
 
-#include <c10/util/Exception.h>
-
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "common/portable_math.h"
 
@@ -18,42 +14,11 @@ namespace {
 constexpr int kWarpThreads = 32;
 }  // namespace
 
-bool plan_override(Plan* plan) {
-  const char* env = std::getenv("POINTOPS_FPS_PLAN");
-  if (env == nullptr || *env == '\0') return false;
-  const std::string text(env);
-  const auto colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  int parts = 1, ppt = 0;
-  if (colon != std::string::npos) {
-    parts = std::atoi(text.c_str() + colon + 1);
-    const auto second = text.find(':', colon + 1);
-    if (second != std::string::npos) ppt = std::atoi(text.c_str() + second + 1);
-  }
-  TORCH_CHECK(parts >= 1, "POINTOPS_FPS_PLAN: parts must be >= 1, got '", text, "'");
-  TORCH_CHECK(ppt == 0 || ppt == kSmallPointsPerThread || ppt == kPointsPerThread,
-              "POINTOPS_FPS_PLAN: points per thread must be 8 or 16, got '", text, "'");
-  if (kind == "block") {
-    *plan = {Sync::kBlock, 1, 0, ppt};
-  } else if (kind == "cluster") {
-    TORCH_CHECK(parts <= kMaxClusterParts, "POINTOPS_FPS_PLAN: at most ", kMaxClusterParts,
-                " blocks per cluster, got '", text, "'");
-    *plan = {parts == 1 ? Sync::kBlock : Sync::kCluster, parts, 0, ppt};
-  } else if (kind == "grid") {
-    *plan = {Sync::kGrid, parts, 0, ppt};
-  } else {
-    TORCH_CHECK(false, "POINTOPS_FPS_PLAN must be block, cluster:P or grid:P, got '", text, "'");
-  }
-  return true;
-}
-
 // A cluster's exchange gets dearer with its size, so clusters hold >= 4096 points per block;
 // clouds that would need more than 16 such blocks take the grid, whose best share is ~2048
 // points per block (fewer blocks contend less on the per-step atomics). Clouds are spread over
 // the SMs only as far as the batch leaves SMs free.
 Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major) {
-  Plan plan;
-  if (plan_override(&plan)) return plan;
   const int64_t spread = std::max<int64_t>(1, sm_count / batch);
   const int64_t max_cluster = cc_major >= 9 ? kMaxClusterParts : 1;
   if (n <= kClusterPointsPerBlock * max_cluster || spread == 1) {
@@ -68,7 +33,6 @@ Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major) {
 // 8 (more warps, shorter per-thread chains) for a single block of up to 4096 points or a
 // cluster / grid share of up to 2048; 16 above (at 4096 points per cluster block, 16 beat 8 by 8%).
 int points_per_thread(const Plan& plan, int64_t typical_cloud) {
-  if (plan.points_per_thread != 0) return plan.points_per_thread;
   const int64_t per_block = ceil_div(typical_cloud, plan.parts);
   const int64_t small_limit = plan.sync == Sync::kBlock ? 4096 : 2048;
   return per_block <= small_limit ? kSmallPointsPerThread : kPointsPerThread;

@@ -7,8 +7,7 @@
 //   kCluster 2 <= parts <= 16, a thread-block cluster (sm_90): winners pushed into the peers'
 //            shared memory;
 //   kGrid    any parts, a cooperative launch: winners meet in a global 64-bit atomicMax.
-// POINTOPS_FPS_PLAN overrides the choice for benchmarks and tests: "block", "cluster:P" or
-// "grid:P", each optionally followed by ":T" for T (8 or 16) points per thread.
+// The plan comes from the batch and cloud sizes and the device alone (plan_layout).
 #pragma once
 
 #include <cstdint>
@@ -28,16 +27,12 @@ constexpr int64_t kGridPointsPerBlock = 2048;
 
 struct Plan {
   Sync sync;
-  int parts;                  // blocks per cloud
-  int threads;                // per block; 0 until the launch code fits it
-  int points_per_thread = 0;  // 0: chosen by points_per_thread()
+  int parts;    // blocks per cloud
+  int threads;  // per block; 0 until the launch code fits it
 };
 
-// The plan POINTOPS_FPS_PLAN names, if it is set and not empty (an error if it is malformed).
-bool plan_override(Plan* plan);
-
 // The layout for `batch` clouds of about `n` points on a device with `sm_count` SMs and compute
-// capability `cc_major`.x: the override when set, else the automatic choice.
+// capability `cc_major`.x.
 Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major);
 
 // Points per thread (8 or 16) for the plan with clouds of about `typical_cloud` points.

@@ -251,7 +251,8 @@ def hough_circles(
         score of the circle of radius ``radii[i]`` centred at pixel (x, y).
 
     Plain votes (not weighted, no gradients) go through ``pointops::hough_circles_map``, which
-    reads the map itself (its CUDA kernels are chosen with ``POINTOPS_CIRCLES_VARIANT``, same bits).
+    reads the map itself (on CUDA the map packed into bits, 32 centres counted per lane; the same
+    bits as the point lists).
     """
     if not weighted and gradients is None:  # an edge map's plain votes: no point list needed
         _check_map(edges)

@@ -44,6 +44,49 @@ at::Tensor passes(const at::Tensor& acc, const at::Tensor& votes, std::optional<
   return at::gt(v, limit.unsqueeze(1));
 }
 
+// The keys of the glued line map F = [acc, acc flipped along rho] (B, n_rho, 2T) int64: the
+// hough_peaks candidate key (vote bits << 32 | ~index, peaks.h) with glued_line_index as the
+// index, 0 for a bin that cannot be a peak (votes not > 0, below min_votes, or NaN).
+at::Tensor glued_line_keys(const at::Tensor& acc, double min_votes) {
+  const int64_t n_rho = acc.size(1), n_theta = acc.size(2);
+  const at::Tensor values = acc.contiguous();
+  const at::Tensor bits = (values.scalar_type() == at::kFloat ? values.view(at::kInt) : values).to(at::kLong);
+  const at::Tensor candidate = at::logical_and(values.gt(0), values.to(at::kDouble).ge(min_votes));
+  // glued_line_index of the first copy (2 (d T + j)) and of the mirrored one (that + 1, read at
+  // row n_rho - 1 - d, hence the flip)
+  const at::Tensor index = at::arange(n_rho * n_theta, acc.options().dtype(at::kLong)).view({1, n_rho, n_theta}).mul(2);
+  const at::Tensor high = bits.bitwise_and(0xffffffffLL).bitwise_left_shift(32);
+  const at::Tensor zero = at::zeros_like(high);
+  const at::Tensor first = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL)), zero);
+  const at::Tensor second = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL - 1)), zero);
+  return at::cat({first, second.flip({1})}, 2);
+}
+
+// The maximum over the window [i - radius, i + radius] along `dim`: zeros past the ends, or
+// wrapping around when periodic. Doubling spans, then two overlapping ones: O(log radius) passes.
+at::Tensor window_max(const at::Tensor& x, int64_t dim, int64_t radius, bool periodic) {
+  const int64_t n = x.size(dim);
+  radius = std::min(radius, n);
+  if (radius == 0 || n == 0) return x;
+  at::Tensor m;
+  if (periodic) {
+    m = at::cat({x.narrow(dim, n - radius, radius), x, x.narrow(dim, 0, radius)}, dim);
+  } else {
+    std::vector<int64_t> pad_shape(x.sizes().begin(), x.sizes().end());
+    pad_shape[dim] = radius;
+    const at::Tensor pad = at::zeros(pad_shape, x.options());
+    m = at::cat({pad, x, pad}, dim);
+  }
+  const int64_t width = 2 * radius + 1;
+  int64_t span = 1;  // m[i] = max of the padded row over [i, i + span)
+  while (2 * span <= width) {
+    const int64_t len = m.size(dim) - span;
+    m = m.narrow(dim, 0, len).maximum(m.narrow(dim, span, len));
+    span *= 2;
+  }
+  return m.narrow(dim, 0, n).maximum(m.narrow(dim, width - span, n));
+}
+
 }  // namespace
 
 void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,
@@ -122,17 +165,31 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
   }
   const int64_t offset = (n_rho - 1) / 2;
   const int64_t wanted = glue ? 2 * k : k;
-  // A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
-  // periodic; each line then appears twice and the copies are merged below.
-  const at::Tensor full = glue ? at::cat({acc, acc.flip({1})}, 2) : acc;
-  auto [votes, index] = call_hough_peaks(full, {min_distance, std::min(min_angle, n_theta)}, {false, glue},
-                                         threshold.value_or(0.0), wanted);
-  at::Tensor d = index.select(2, 0), j = index.select(2, 1);
-  at::Tensor valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
-  if (glue) {
-    const at::Tensor second = j.ge(n_theta);
-    d = at::where(second, at::rsub(d, n_rho - 1), d);
-    j = at::where(second, at::sub(j, n_theta), j);
+  at::Tensor votes, d, j, valid;
+  if (!glue) {
+    at::Tensor index;
+    std::tie(votes, index) = call_hough_peaks(acc, {min_distance, std::min(min_angle, n_theta)}, {false, false},
+                                              threshold.value_or(0.0), k);
+    d = index.select(2, 0);
+    j = index.select(2, 1);
+    valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
+  } else {
+    // A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
+    // periodic; each line then appears twice and the copies are merged below. hough_peaks would
+    // rank equal votes by the turn's own flat index, so the suppression runs here on keys that
+    // carry glued_line_index instead (the fused CUDA kernel builds the same keys).
+    const at::Tensor keys = glued_line_keys(acc, threshold.value_or(0.0));
+    const at::Tensor box = window_max(window_max(keys, 1, min_distance, false), 2, std::min(min_angle, n_theta), true);
+    const at::Tensor peaks = at::where(at::logical_and(keys.ne(0), keys.eq(box)), keys, at::zeros_like(keys)).flatten(1);
+    at::Tensor top = std::get<0>(at::topk(peaks, std::min(wanted, peaks.size(1)), 1));
+    if (top.size(1) < wanted) top = at::cat({top, at::zeros({batch, wanted - top.size(1)}, top.options())}, 1);
+    const at::Tensor found = top.ne(0);
+    const at::Tensor bin =
+        at::where(found, at::rsub(top.bitwise_and(0xffffffffLL), 0xffffffffLL).floor_divide(2), at::zeros_like(top));
+    d = bin.floor_divide(n_theta);
+    j = at::remainder(bin, n_theta);
+    votes = acc.flatten(1).gather(1, bin);
+    valid = at::logical_and(found, passes(acc, votes, threshold));
     const at::Tensor unique = at::arange(-1, -1 - wanted, -1, acc.options().dtype(at::kLong));  // -1, -2, ...
     const at::Tensor key = at::where(valid, at::add(at::mul(d, n_theta), j), unique);
     const at::Tensor earlier = at::ones({wanted, wanted}, acc.options().dtype(at::kBool)).tril(-1);

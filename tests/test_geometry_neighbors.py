@@ -269,11 +269,14 @@ def test_knn_packed_cpu_equals_cuda(strategy):
                 pointops.knn_packed(queries, query_offsets, points, offsets, 12))
 
 
-def test_knn_outputs_never_require_grad(device):
+def test_knn_distances_carry_a_gradient_indices_do_not(device):
+    # the gradient itself: tests/test_autograd.py
     queries = torch.rand(1, 10, 3, device=device, requires_grad=True)
     points = torch.rand(1, 20, 3, device=device, requires_grad=True)
     out = pointops.knn(queries, points, 4)
-    assert not out.indices.requires_grad and not out.distances.requires_grad
+    assert not out.indices.requires_grad and out.distances.requires_grad
+    out = pointops.knn(queries.detach(), points.detach(), 4)
+    assert not out.distances.requires_grad
 
 
 # ---- ball_query ---------------------------------------------------------------------------------

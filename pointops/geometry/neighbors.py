@@ -6,7 +6,8 @@ uniform grid): squared distances are ``(dx*dx + dy*dy) + dz*dz`` with every step
 own in float32 (float64 for float64 inputs); a row lists the k smallest (distance, index) pairs in
 ascending order, so equal distances go to the lowest index; points with a NaN/Inf coordinate are
 never neighbours; rows with fewer than k neighbours are padded with index -1 and distance +inf,
-and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows.
+and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows. kNN
+distances carry a gradient to both clouds (registered below); indices and counts none.
 """
 import math
 from typing import NamedTuple, Optional
@@ -47,7 +48,8 @@ def knn(
 
     Returns:
         :class:`KNN` of (B, M, k) int64 indices into ``points[b]`` and squared distances (float64 for
-        float64 inputs, float32 otherwise), ascending, ties to the lowest index.
+        float64 inputs, float32 otherwise), ascending, ties to the lowest index. The distances are
+        differentiable with respect to ``queries`` and ``points``.
     """
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
@@ -203,6 +205,73 @@ def _interpolate_backward(ctx, grad):
 torch.library.register_autograd(
     "pointops::interpolate", _interpolate_backward, setup_context=_interpolate_setup_context
 )
+
+
+# ---- gradient of knn / knn_packed distances (plain torch ops) --------------------------------------
+
+
+def _knn_distance_grads(queries: Tensor, points: Tensor, indices: Tensor, grad: Tensor, needs_queries: bool,
+                        needs_points: bool):
+    """Gradients of d = |q - p[idx]|^2 for batched (B, M, 3) / (B, N, 3) / (B, M, k) tensors:
+    2 (q - p) g to the query and -2 (q - p) g to the point, summed over the rows that name it.
+    Padding (index -1) contributes nothing. Where a query coincides with its neighbour the
+    gradient is 0, also when g is infinite (a square root's at 0): d has its minimum there, and
+    sqrt(d) then trains like torch.linalg.vector_norm, whose gradient at 0 is 0."""
+    batch, m, k = indices.shape
+    n = points.shape[1]
+    dtype = grad.dtype
+    valid = indices >= 0
+    safe = torch.where(valid, indices, torch.zeros_like(indices))
+    if n > 0:
+        near = torch.gather(points.to(dtype), 1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3))
+    else:
+        near = points.new_zeros((batch, m * k, 3), dtype=dtype)
+    diff = queries.to(dtype).unsqueeze(2) - near.reshape(batch, m, k, 3)
+    g = torch.where(valid, grad, torch.zeros_like(grad)).unsqueeze(-1)
+    terms = torch.where(diff == 0, torch.zeros_like(diff), 2.0 * diff * g)  # (B, M, k, 3)
+    grad_queries = terms.sum(2).to(queries.dtype) if needs_queries else None
+    grad_points = None
+    if needs_points:
+        grad_points = points.new_zeros((batch, n, 3), dtype=dtype)
+        if n > 0:
+            grad_points = grad_points.scatter_add(1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3),
+                                                  (-terms).reshape(batch, m * k, 3))
+        grad_points = grad_points.to(points.dtype)
+    return grad_queries, grad_points
+
+
+def _knn_setup_context(ctx, inputs, output):
+    queries, _, points, _, _, _ = inputs
+    ctx.save_for_backward(queries, points, output[0])
+
+
+def _knn_backward(ctx, grad_indices, grad_distances):
+    queries, points, indices = ctx.saved_tensors
+    if grad_distances is None:
+        return None, None, None, None, None, None
+    grad_queries, grad_points = _knn_distance_grads(queries, points, indices, grad_distances,
+                                                    ctx.needs_input_grad[0], ctx.needs_input_grad[2])
+    return grad_queries, None, grad_points, None, None, None
+
+
+def _knn_packed_setup_context(ctx, inputs, output):
+    queries, _, points, _, _ = inputs
+    ctx.save_for_backward(queries, points, output[0])
+
+
+def _knn_packed_backward(ctx, grad_indices, grad_distances):
+    queries, points, indices = ctx.saved_tensors
+    if grad_distances is None:
+        return None, None, None, None, None
+    grad_queries, grad_points = _knn_distance_grads(queries.unsqueeze(0), points.unsqueeze(0), indices.unsqueeze(0),
+                                                    grad_distances.unsqueeze(0), ctx.needs_input_grad[0],
+                                                    ctx.needs_input_grad[2])
+    return (None if grad_queries is None else grad_queries[0], None,
+            None if grad_points is None else grad_points[0], None, None)
+
+
+torch.library.register_autograd("pointops::knn", _knn_backward, setup_context=_knn_setup_context)
+torch.library.register_autograd("pointops::knn_packed", _knn_packed_backward, setup_context=_knn_packed_setup_context)
 
 
 # ---- fake kernels (shapes and dtypes only) ----------------------------------------------------

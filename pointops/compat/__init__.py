@@ -1,0 +1,1 @@
+from . import pytorch3d  # noqa: F401

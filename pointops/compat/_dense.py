@@ -9,9 +9,6 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-# elements of one (B, chunk, N, D) difference block: 2^24 float32 are 64 MiB
-_BLOCK = 1 << 24
-
 
 def _compute_dtype(t: Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
@@ -35,7 +32,7 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
     n = p.shape[1]
     valid_p = _valid_rows(p, lengths)
     valid_q = _valid_rows(q, query_lengths)
-    chunk = max(1, _BLOCK // max(1, batch * n * max(dims, 1)))
+    chunk = max(1, 16777216 // max(1, batch * n * max(dims, 1)))  # (B, chunk, N, D) blocks of 2^24
     kept = min(k, n)
     index_parts, distance_parts = [], []
     for start in range(0, m, chunk):
@@ -63,3 +60,41 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
     indices = torch.where(found, order, torch.full_like(order, -1))
     distances = torch.where(found, values, torch.full_like(values, float("inf")))
     return indices, distances
+
+
+def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_lengths: Optional[Tensor] = None,
+                 lengths: Optional[Tensor] = None) -> Tensor:
+    """ball_query's rule for points of any dimension: (B, M, k) int64 indices of the first k points
+    (by index) whose squared distance is < radius^2 (radius rounded to the compute type and
+    squared there), -1 padded."""
+    dtype = _compute_dtype(points)
+    q, p = queries.to(dtype), points.to(dtype)
+    batch, m, dims = q.shape
+    n = p.shape[1]
+    limit = torch.tensor(radius, dtype=dtype, device=p.device)
+    limit = limit * limit
+    valid_p = _valid_rows(p, lengths)
+    valid_q = _valid_rows(q, query_lengths)
+    chunk = max(1, 16777216 // max(1, batch * n * max(dims, 1)))  # (B, chunk, N, D) blocks of 2^24
+    kept = min(k, n)
+    rank = torch.arange(n, device=p.device)
+    parts = []
+    for start in range(0, m, chunk):
+        diff = q[:, start:start + chunk, None, :] - p[:, None, :, :]
+        terms = diff * diff
+        if dims == 0:
+            d = terms.sum(-1)
+        else:
+            d = terms[..., 0]
+            for c in range(1, dims):
+                d = d + terms[..., c]
+        hit = (d < limit) & valid_p.unsqueeze(1) & valid_q[:, start:start + chunk].unsqueeze(2)
+        order = torch.where(hit, rank, torch.full_like(rank, n))
+        parts.append(torch.sort(order, dim=2).values[..., :kept])
+    if m == 0 or len(parts) == 0:
+        first = torch.zeros((batch, m, kept), dtype=torch.int64, device=p.device)
+    else:
+        first = torch.cat(parts, 1)
+    if kept < k:
+        first = torch.cat([first, first.new_full((batch, m, k - kept), n)], 2)
+    return torch.where(first < n, first, torch.full_like(first, -1))

@@ -10,12 +10,23 @@ and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +in
 distances carry a gradient to both clouds (registered below); indices and counts none.
 """
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _common_dtype(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    """Two float tensors of different dtypes (autocast's half activations meeting float32 points)
+    as torch's binary ops take them: both in the promoted (wider) type. Converting up is exact,
+    so the result is the op's on the rounded values in that type. Other dtypes reach the op's
+    checks as they are."""
+    if a.dtype != b.dtype and a.is_floating_point() and b.is_floating_point():
+        common = torch.promote_types(a.dtype, b.dtype)
+        a, b = a.to(common), b.to(common)
+    return a, b
 
 
 class KNN(NamedTuple):
@@ -38,7 +49,8 @@ def knn(
 
     Args:
         queries: (B, M, 3) float32/float64/float16/bfloat16.
-        points: (B, N, 3) of the same dtype and device.
+        points: (B, N, 3) on the same device; another float dtype than queries is promoted with
+            it (torch.promote_types), as torch's binary ops do.
         k: neighbours per query (k > N pads with -1 / +inf).
         query_lengths: (B,) int64, the queries of cloud b are rows [0, query_lengths[b]); None = all M.
         lengths: (B,) int64, the points of cloud b are rows [0, lengths[b]); None = all N.
@@ -51,6 +63,7 @@ def knn(
         float64 inputs, float32 otherwise), ascending, ties to the lowest index. The distances are
         differentiable with respect to ``queries`` and ``points``.
     """
+    queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
 
@@ -60,6 +73,7 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     and rows [query_offsets[b], query_offsets[b + 1]) of queries (Mq, 3). Offsets are (B + 1,) int64,
     clamped to [0, rows] and made non-decreasing by a running maximum. Returns (Mq, k) indices into
     the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
+    queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
     return KNN(indices, distances)
 
@@ -89,7 +103,7 @@ def ball_query(
 
     Args:
         queries: (B, M, 3) float32/float64/float16/bfloat16 (the ball centres).
-        points: (B, N, 3) of the same dtype and device.
+        points: (B, N, 3) on the same device (a different float dtype is promoted, as in :func:`knn`).
         radius: finite, >= 0.
         k: the most hits kept per query (OpenPCDet's nsample).
         query_lengths, lengths: (B,) int64 per-cloud sizes of queries and points; None = all rows.
@@ -103,6 +117,7 @@ def ball_query(
     """
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
+    queries, points = _common_dtype(queries, points)
     indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first")
     return BallQuery(indices, counts)
 
@@ -141,13 +156,16 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         features: (B, N, C) float32/float64/float16/bfloat16.
         indices: (B, M, K) int64 rows of ``features[b]`` (from :func:`knn` / :func:`three_nn`);
             an index outside [0, N), such as the -1 padding, contributes nothing.
-        weights: (B, M, K), the dtype of ``features`` (e.g. :func:`inverse_distance_weights`).
+        weights: (B, M, K) float (e.g. :func:`inverse_distance_weights`); a dtype other than
+            the features' (autocast: half features, float32 weights) is promoted with it, as
+            torch's binary ops do, and the sum runs in the promoted type.
 
     Returns:
-        (B, M, C): ``sum_j weights[b, m, j] * features[b, indices[b, m, j]]``, summed in order of j
-        with every product and sum rounded on its own (float32, float64 for float64), identical on
-        CPU and CUDA. Differentiable in ``features`` and ``weights``.
+        (B, M, C) in the promoted dtype: ``sum_j weights[b, m, j] * features[b, indices[b, m, j]]``,
+        summed in order of j with every product and sum rounded on its own (float32, float64 for
+        float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
+    features, weights = _common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
 

@@ -70,20 +70,20 @@ def _cases():
         lambda xyz, new_xyz: pn.ball_query(0.3, 8, xyz, new_xyz),
         lambda d: (torch.rand(2, 40, 3, generator=_g(12)).to(d), torch.rand(2, 12, 3, generator=_g(13)).to(d)), [0, 1], True)
     # the compat modules
-    cases["pyg.knn"] = MixedCase(
+    cases["compat.pyg.knn"] = MixedCase(
         lambda x, y: pyg.knn(x, y, 3), lambda d: (torch.rand(30, 3, generator=_g(14)).to(d),
                                                   torch.rand(10, 3, generator=_g(15)).to(d)), [0, 1], True)
-    cases["pyg.radius"] = MixedCase(
+    cases["compat.pyg.radius"] = MixedCase(
         lambda x, y: pyg.radius(x, y, 0.4), lambda d: (torch.rand(30, 3, generator=_g(16)).to(d),
                                                        torch.rand(10, 3, generator=_g(17)).to(d)), [0, 1], True)
-    cases["pyg.nearest"] = MixedCase(
+    cases["compat.pyg.nearest"] = MixedCase(
         pyg.nearest, lambda d: (torch.rand(30, 2, generator=_g(18)).to(d), torch.rand(6, 2, generator=_g(19)).to(d)),
         [0, 1], True)
-    cases["pytorch3d.knn_points"] = MixedCase(
+    cases["compat.pytorch3d.knn_points"] = MixedCase(
         lambda a, b: pytorch3d.knn_points(a, b, K=3), lambda d: (torch.rand(2, 20, 3, generator=_g(20)).to(d),
                                                                  torch.rand(2, 25, 3, generator=_g(21)).to(d)),
         [0, 1], True)
-    cases["pytorch3d.chamfer_distance"] = MixedCase(
+    cases["compat.pytorch3d.chamfer_distance"] = MixedCase(
         lambda a, b: pytorch3d.chamfer_distance(a, b)[0],
         lambda d: (torch.rand(2, 20, 3, generator=_g(22)).to(d), torch.rand(2, 25, 3, generator=_g(23)).to(d)), [0, 1],
         True)

@@ -11,7 +11,9 @@
 #include <limits>
 #include <vector>
 
+#include "common/argmax_key.h"
 #include "common/checks.h"
+#include "hough/peaks.h"
 
 namespace pointops {
 namespace hough2d {
@@ -60,6 +62,52 @@ at::Tensor glued_line_keys(const at::Tensor& acc, double min_votes) {
   const at::Tensor first = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL)), zero);
   const at::Tensor second = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL - 1)), zero);
   return at::cat({first, second.flip({1})}, 2);
+}
+
+// The peaks of the glued turn on the CPU: keys as glued_line_keys', kept where no key in the
+// bin's box is larger, each candidate scanning its box (hough_peaks' CPU way), 0 elsewhere. A
+// neighbour's key is larger exactly when its votes are, or they are equal and its rank is lower
+// (a candidate's neighbour with more votes is a candidate too), so values are compared first.
+template <typename T>
+at::Tensor glued_line_peaks_cpu(const at::Tensor& acc, int64_t ry, int64_t rx, double min_votes) {
+  const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2), width = 2 * n_theta;
+  const at::Tensor values = acc.contiguous();
+  const T* data = values.data_ptr<T>();
+  at::Tensor keys = at::empty({batch, n_rho * width}, values.options().dtype(at::kLong));
+  int64_t* out = keys.data_ptr<int64_t>();
+  ry = std::min(ry, n_rho);
+  rx = std::min(rx, n_theta);
+  at::parallel_for(0, batch * n_rho, 1, [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+      const int64_t b = row / n_rho, y = row - b * n_rho;
+      const T* image = data + b * n_rho * n_theta;
+      auto value = [&](int64_t yy, int64_t xx) {
+        return xx < n_theta ? image[yy * n_theta + xx] : image[(n_rho - 1 - yy) * n_theta + (xx - n_theta)];
+      };
+      for (int64_t x = 0; x < width; ++x) {
+        const T v = value(y, x);
+        int64_t key = 0;
+        if (v > T(0) && static_cast<double>(v) >= min_votes) {
+          const uint32_t rank = glued_line_index(y, x, n_rho, n_theta);
+          bool peak = true;
+          for (int64_t yy = std::max<int64_t>(0, y - ry); peak && yy <= std::min(n_rho - 1, y + ry); ++yy) {
+            for (int64_t dx = -rx; dx <= rx; ++dx) {
+              int64_t xx = x + dx;  // rx <= n_theta: one turn of 2 n_theta wraps it back
+              xx += xx < 0 ? width : (xx >= width ? -width : 0);
+              const T u = value(yy, xx);
+              if (u > v || (u == v && glued_line_index(yy, xx, n_rho, n_theta) < rank)) {
+                peak = false;
+                break;
+              }
+            }
+          }
+          if (peak) key = static_cast<int64_t>(argmax_key(hough_detail::vote_bits(v), rank));
+        }
+        out[row * width + x] = key;
+      }
+    }
+  });
+  return keys;
 }
 
 // The maximum over the window [i - radius, i + radius] along `dim`: zeros past the ends, or
@@ -178,9 +226,19 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
     // periodic; each line then appears twice and the copies are merged below. hough_peaks would
     // rank equal votes by the turn's own flat index, so the suppression runs here on keys that
     // carry glued_line_index instead (the fused CUDA kernel builds the same keys).
-    const at::Tensor keys = glued_line_keys(acc, threshold.value_or(0.0));
-    const at::Tensor box = window_max(window_max(keys, 1, min_distance, false), 2, std::min(min_angle, n_theta), true);
-    const at::Tensor peaks = at::where(at::logical_and(keys.ne(0), keys.eq(box)), keys, at::zeros_like(keys)).flatten(1);
+    // (B, n_rho * 2T) keys of the peaks, 0 elsewhere: on the CPU each candidate scans its box;
+    // on CUDA (where the fused kernel does not apply) window maxima of the key map give its box
+    // maximum, a few passes of ATen ops
+    const int64_t rx = std::min(min_angle, n_theta);
+    at::Tensor peaks;
+    if (acc.device().is_cpu()) {
+      peaks = acc.scalar_type() == at::kInt ? glued_line_peaks_cpu<int32_t>(acc, min_distance, rx, threshold.value_or(0.0))
+                                            : glued_line_peaks_cpu<float>(acc, min_distance, rx, threshold.value_or(0.0));
+    } else {
+      const at::Tensor keys = glued_line_keys(acc, threshold.value_or(0.0));
+      const at::Tensor box = window_max(window_max(keys, 1, min_distance, false), 2, rx, true);
+      peaks = at::where(at::logical_and(keys.ne(0), keys.eq(box)), keys, at::zeros_like(keys)).flatten(1);
+    }
     at::Tensor top = std::get<0>(at::topk(peaks, std::min(wanted, peaks.size(1)), 1));
     if (top.size(1) < wanted) top = at::cat({top, at::zeros({batch, wanted - top.size(1)}, top.options())}, 1);
     const at::Tensor found = top.ne(0);

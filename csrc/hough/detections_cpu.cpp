@@ -1,6 +1,7 @@
 // Circle and line detections (rules in detections.h): the checks and the generic implementation,
-// hough_peaks plus ATen ops on the tensors' own device. The CPU kernels are these; CUDA runs them
-// too when POINTOPS_DETECT_VARIANT=generic, or where the fused kernels do not apply (detections_cuda.cu).
+// hough_peaks plus ATen ops on the tensors' own device (the glued line suppression: a C++ box scan
+// on the CPU, window maxima of ATen ops on CUDA). The CPU kernels are these; CUDA runs them too
+// when POINTOPS_DETECT_VARIANT=generic, or where the fused kernels do not apply (detections_cuda.cu).
 #include "hough/detections.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

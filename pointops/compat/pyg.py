@@ -113,10 +113,11 @@ def _padded(x: Tensor, ptr: Tensor, size: int) -> Tensor:
     return torch.where(inside.unsqueeze(-1), gathered, torch.zeros_like(gathered))
 
 
-def _edges(row: Tensor, col: Tensor) -> Tensor:
-    """(2, E) edge_index of the pairs with col >= 0, in row-major order (one host read: E)."""
-    keep = col >= 0
-    return torch.stack([row.masked_select(keep), col.masked_select(keep)], 0)
+def _edges(cols: Tensor) -> Tensor:
+    """(2, E) edge_index [query row, col] of the entries of cols (M, k) that are >= 0, in row-major
+    order (one host read: E)."""
+    found = (cols.reshape(-1) >= 0).nonzero().squeeze(1)
+    return torch.stack([torch.div(found, max(cols.shape[1], 1), rounding_mode="floor"), cols.reshape(-1)[found]], 0)
 
 
 # ---- fps ------------------------------------------------------------------------------------------
@@ -233,9 +234,7 @@ def knn(
     else:
         ptr_x = _ptr(None, x.shape[0], 1, x.device)
         ptr_y = _ptr(None, y.shape[0], 1, x.device)
-    cols = _knn_rows(x, y, k, ptr_x, ptr_y)
-    rows = torch.arange(y.shape[0], device=x.device).view(-1, 1).expand(-1, k)
-    return _edges(rows, cols)
+    return _edges(_knn_rows(x, y, k, ptr_x, ptr_y))
 
 
 def knn_graph(
@@ -257,10 +256,10 @@ def knn_graph(
         row, col = edge_index[1], edge_index[0]
     else:
         row, col = edge_index[0], edge_index[1]
+    edge_index = torch.stack([row, col], dim=0)
     if not loop:
-        mask = row != col
-        row, col = row[mask], col[mask]
-    return torch.stack([row, col], dim=0)
+        edge_index = edge_index[:, row != col]
+    return edge_index
 
 
 # ---- radius ---------------------------------------------------------------------------------------
@@ -326,12 +325,12 @@ def radius(
         ptr_y = _ptr(None, y.shape[0], 1, x.device)
     # one hit more when the query's own row may take a place
     cols = _radius_rows(x, y, r, max_num_neighbors + int(ignore_same_index), ptr_x, ptr_y)
-    rows = torch.arange(y.shape[0], device=x.device).view(-1, 1).expand(-1, cols.shape[1])
     if ignore_same_index:
+        rows = torch.arange(y.shape[0], device=x.device).view(-1, 1)
         keep = (cols >= 0) & (cols != rows)
         keep = keep & (torch.cumsum(keep.to(torch.int64), 1) <= max_num_neighbors)
         cols = torch.where(keep, cols, torch.full_like(cols, -1))
-    return _edges(rows, cols)
+    return _edges(cols)
 
 
 def radius_graph(

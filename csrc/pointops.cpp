@@ -108,13 +108,13 @@ TORCH_LIBRARY(pointops, m) {
 // Autograd key they fall through to the backend kernel, so their outputs never require grad.
 // Without this, PyTorch marks the outputs of an op with no autograd kernel as requiring grad
 // and a backward through them leaves the inputs' .grad at None with only a warning.
-// Differentiable ops (bev_rasterize, pillar_scatter, voxelize, ...) register their backward
-// with torch.library.register_autograd in their family's module instead.
+// Differentiable ops (bev_rasterize, pillar_scatter, voxelize, the distances of knn, ...)
+// register their backward with torch.library.register_autograd in their family's module instead.
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
                            "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
-                           "circle_detections", "line_detections", "knn", "knn_packed", "ball_query",
+                           "circle_detections", "line_detections", "ball_query",
                            "icp_step", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }

@@ -318,7 +318,7 @@ def test_knn_errors():
     with pytest.raises(RuntimeError, match="same batch size B"):
         pointops.knn(torch.rand(3, 5, 3), p, 3)
     with pytest.raises(RuntimeError, match="queries must have the dtype of points"):
-        pointops.knn(q.double(), p, 3)
+        torch.ops.pointops.knn(q.double(), None, p, None, 3)  # the wrapper promotes (test_mixed_precision.py)
     with pytest.raises(RuntimeError, match="points must be float32, float64, float16 or bfloat16, got Int"):
         pointops.knn(q, p.int(), 3)
     with pytest.raises(RuntimeError, match="k must be >= 0, got -1"):
@@ -358,11 +358,14 @@ def test_knn_packed_cpu_equals_cuda(strategy):
                 pointops.knn_packed(queries, query_offsets, points, offsets, 12))
 
 
-def test_knn_outputs_never_require_grad(device):
+def test_knn_distances_carry_a_gradient_indices_do_not(device):
+    # the gradient itself: tests/test_autograd.py
     queries = torch.rand(1, 10, 3, device=device, requires_grad=True)
     points = torch.rand(1, 20, 3, device=device, requires_grad=True)
     out = pointops.knn(queries, points, 4)
-    assert not out.indices.requires_grad and not out.distances.requires_grad
+    assert not out.indices.requires_grad and out.distances.requires_grad
+    out = pointops.knn(queries.detach(), points.detach(), 4)
+    assert not out.distances.requires_grad
 
 
 # ---- ball_query ---------------------------------------------------------------------------------
@@ -507,7 +510,7 @@ def test_interpolate_errors():
     with pytest.raises(RuntimeError, match=r"weights must have shape \[2, 3, 3\], got \[2, 3, 2\]"):
         pointops.interpolate(f, i, w[..., :2])
     with pytest.raises(RuntimeError, match="weights must have the dtype of features"):
-        pointops.interpolate(f, i, w.double())
+        torch.ops.pointops.interpolate(f, i, w.double())  # the wrapper promotes (test_mixed_precision.py)
     with pytest.raises(RuntimeError, match=r"indices must have the batch size of features \(2\)"):
         pointops.interpolate(f, i[:1], w[:1])
 

@@ -7,12 +7,13 @@ import pytest
 import torch
 
 import pointops
-from pointops.hough.detect_images import line_peaks
+from pointops.hough.detect_images import line_peaks, spans_half_turn
 from pointops.scenes import synthetic_edges
 from pointops.reference import hough2d as reference
 from tests.hough2d_helpers import assert_equal, random_edges
 
 skimage_transform = pytest.importorskip("skimage.transform")
+skimage_draw = pytest.importorskip("skimage.draw")
 
 NAN = float("nan")
 INF = float("inf")
@@ -171,9 +172,130 @@ def test_the_seam_glues_a_line_once():
     det = pointops.detect_lines(image, k=3, threshold=10)
     found = det.lines[0][~torch.isnan(det.lines[0, :, 0])]
     assert len(found) == 1 and found[0].tolist() == [-25.0, pytest.approx(-math.pi / 2)]
-    # without the seam (explicit angles), the echo across it is a second peak
-    det = pointops.detect_lines(image, k=3, theta=pointops.line_angles(), threshold=10)
+    # the same angles passed explicitly close the circle too, and so do finer ones
+    for theta in (pointops.line_angles(), pointops.line_angles(360)):
+        det = pointops.detect_lines(image, k=3, theta=theta, threshold=10)
+        assert int((~torch.isnan(det.lines[0, :, 0])).sum()) == 1
+    # angles that stop short of a half-turn do not wrap: the echo across the gap is a second peak
+    det = pointops.detect_lines(image, k=3, theta=pointops.line_angles(360)[:359], threshold=10)
     assert int((~torch.isnan(det.lines[0, :, 0])).sum()) == 2
+
+
+def test_which_angle_lists_wrap():
+    assert spans_half_turn(pointops.line_angles()) and spans_half_turn(pointops.line_angles(7))
+    assert spans_half_turn(np.linspace(0, np.pi, 100).tolist())  # the end point repeats the start
+    assert spans_half_turn(np.linspace(np.pi / 3, 4 * np.pi / 3, 100).tolist())
+    assert not spans_half_turn(pointops.line_angles()[:-1])  # a degree short
+    assert not spans_half_turn(np.linspace(0, 2 * np.pi, 360).tolist())  # a whole turn: each line twice
+    assert not spans_half_turn(pointops.line_angles()[::-1])  # descending
+    assert not spans_half_turn([0.5]) and not spans_half_turn([])
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_plateau_is_one_line_whatever_the_angle_list(device, explicit):
+    # two full columns 10 pixels apart: two bins of 100 votes, 10 rho bins apart at theta = 0.
+    # Within min_distance = 15 they are one plateau; its first bin (rho 30) is the line, with the
+    # default angles (the suppression glued across the seam) as with the same angles passed.
+    image = torch.zeros(1, 100, 100, dtype=torch.bool)
+    image[0, :, 30] = True
+    image[0, :, 40] = True
+    theta = pointops.line_angles(180) if explicit else None
+    det = pointops.detect_lines(image.to(device), k=4, min_distance=15, theta=theta)
+    assert det.lines[0, 0].tolist() == [30.0, 0.0] and det.votes[0].tolist() == [100, 0, 0, 0]
+    # a plateau across the seam: the mirrored copy ranks its bins as the accumulator does
+    acc = torch.zeros(1, 41, 12, dtype=torch.int32)
+    acc[0, 20 + 3, 11] = 7  # rho 3 at the last angle ...
+    acc[0, 20 - 5, 0] = 7  # ... and rho -5 at the first: (5, first angle + pi), 2 rho bins away
+    for glue_theta in (None, pointops.line_angles(12)):
+        det = line_peaks(acc.to(device), 3, theta=glue_theta, min_distance=3, min_angle=1)
+        assert det.lines[0, 0, 0].item() == -5.0 and torch.isnan(det.lines[0, 1:]).all()
+
+
+# ---- scikit-image's own hough_line_peaks tests, ported: their images, arguments and expected
+# values (scikit-image tests/skimage/transform/test_hough_transform.py at cd0a3d2), run on
+# pointops' accumulator and line_peaks. num_peaks=inf becomes k=50.
+
+
+def skimage_peaks(image, theta=None, min_distance=9, min_angle=10, threshold=None, k=50, device="cpu"):
+    edges = torch.from_numpy(np.asarray(image))[None].to(device)
+    angles = pointops.line_angles() if theta is None else [float(t) for t in theta]
+    acc = pointops.hough_lines(edges, angles)
+    det = line_peaks(acc, k, theta=None if theta is None else angles, min_distance=min_distance,
+                     min_angle=min_angle, threshold=threshold)
+    found = ~torch.isnan(det.lines[0, :, 0])
+    lines, votes = det.lines[0][found].cpu(), det.votes[0][found].cpu()
+    return votes, lines[:, 1], lines[:, 0]  # scikit-image's (hspace, angles, dists)
+
+
+def test_skimage_hough_line_peaks(device):
+    img = np.zeros((100, 150), dtype=int)
+    rr, cc = skimage_draw.line(60, 130, 80, 10)
+    img[rr, cc] = 1
+    votes, theta, dist = skimage_peaks(img, device=device)
+    assert len(dist) == 1
+    np.testing.assert_almost_equal(float(theta[0]), 1.41, 1)
+    # Deliberately different: the peak is a plateau of two bins with 87 votes, (rho 80, angle bin
+    # 171) and (81, 170). scikit-image rounds the plateau's centroid (half to even) and reports
+    # dist 81.0, which the upstream test expects; pointops keeps the plateau's first bin, rho 80.
+    acc = pointops.hough_lines(torch.from_numpy(img)[None], pointops.line_angles())[0]
+    offset = (acc.shape[0] - 1) // 2
+    assert acc[offset + 80, 171] == acc[offset + 81, 170] == acc.max() == votes[0] == 87
+    assert float(dist[0]) == 80.0 and float(theta[0]) == np.float32(pointops.line_angles()[171])
+
+
+def test_skimage_hough_line_peaks_ordered(device):
+    testim = np.zeros((256, 64), dtype=bool)
+    testim[50:100, 20] = True
+    testim[20:225, 25] = True
+    testim[15:35, 50] = True
+    testim[1:-1, 58] = True
+    hspace, _, _ = skimage_peaks(testim, device=device)
+    assert hspace[0] > hspace[1]
+
+
+def test_skimage_hough_line_peaks_single_line(device):
+    img = np.zeros((100, 100), dtype=bool)
+    img[30, :] = 1
+    _, angles, dists = skimage_peaks(img, device=device)
+    assert len(angles) == 1 and len(dists) == 1
+    assert abs(float(angles[0]) - (-np.pi / 2)) < 0.01
+    assert abs(float(dists[0]) - (-30)) < 0.01
+
+
+def test_skimage_hough_line_peaks_dist(device):
+    img = np.zeros((100, 100), dtype=bool)
+    img[:, 30] = True
+    img[:, 40] = True
+    assert len(skimage_peaks(img, min_distance=5, device=device)[0]) == 2
+    assert len(skimage_peaks(img, min_distance=15, device=device)[0]) == 1
+
+
+def test_skimage_hough_line_peaks_angle(device):
+    img = np.zeros((100, 100), dtype=bool)
+    img[:, 0] = True
+    img[0, :] = True
+    for theta in (None, np.linspace(0, np.pi, 100), np.linspace(np.pi / 3, 4.0 / 3 * np.pi, 100)):
+        assert len(skimage_peaks(img, theta, min_angle=45, device=device)[0]) == 2
+        assert len(skimage_peaks(img, theta, min_angle=90, device=device)[0]) == 1
+
+
+def test_skimage_hough_line_peaks_num(device):
+    img = np.zeros((100, 100), dtype=bool)
+    img[:, 30] = True
+    img[:, 40] = True
+    assert len(skimage_peaks(img, min_distance=0, min_angle=0, k=1, device=device)[0]) == 1
+
+
+def test_skimage_hough_line_peaks_zero_input(device):
+    img = np.zeros((100, 100), dtype="uint8")
+    _, angles, _ = skimage_peaks(img, np.linspace(0, np.pi, 100), device=device)
+    assert len(angles) == 0
+
+
+def test_skimage_hough_line_peaks_single_angle(device):
+    # scikit-image's regression test: one angle used to raise an IndexError
+    img = torch.rand(100, 100, generator=torch.Generator().manual_seed(3663933399)).numpy()
+    skimage_peaks(img, np.array([np.pi / 2]), threshold=2, device=device)
 
 
 def test_line_peaks_padding_and_empty(device):
@@ -187,13 +309,49 @@ def test_line_peaks_padding_and_empty(device):
     assert empty.lines.shape == (0, 2, 2)
 
 
+def glued_peaks(acc, min_distance, min_angle, min_votes, wanted):
+    """Non-maximum suppression on the glued whole turn F = [acc, acc flipped along rho], spelled
+    out offset by offset: a bin of F is a peak when its votes are > 0 and >= min_votes and no bin
+    in its box (rho bins past the ends do not exist, angles wrap around the turn) has more votes,
+    or the same votes and a lower rank, the rank being the index of the accumulator bin it reads
+    (row-major) doubled, plus one in the mirrored copy. Returns F's peaks as (votes, rho bin, angle
+    bin of F), ranked by votes, then rank, `wanted` of them, padded with 0 / -1."""
+    batch, n_rho, n_theta = acc.shape
+    full = torch.cat([acc, acc.flip(1)], 2).double()
+    index = torch.arange(n_rho * n_theta).view(n_rho, n_theta) * 2
+    rank = torch.cat([index, (index + 1).flip(0)], 1)
+    ry, rx = min_distance, min(min_angle, n_theta)
+    beaten = torch.zeros(full.shape, dtype=torch.bool)
+    for a in range(-ry, ry + 1):
+        for c in range(-rx, rx + 1):
+            rows = torch.arange(n_rho) + a
+            inside = (rows >= 0) & (rows < n_rho)
+            nb = full[:, rows.clamp(0, n_rho - 1)].roll(-c, 2)
+            nb_rank = rank[rows.clamp(0, n_rho - 1)].roll(-c, 1)
+            beats = (nb > full) | ((nb == full) & (nb_rank < rank))
+            beaten |= beats & inside.view(1, n_rho, 1)
+    peak = ~beaten & (full > 0) & (full >= min_votes)
+    votes = torch.zeros(batch, wanted, dtype=acc.dtype)
+    index = -torch.ones(batch, wanted, 2, dtype=torch.int64)
+    for b in range(batch):
+        found = sorted((-float(full[b, d, j]), int(rank[d, j]), d, j) for d, j in peak[b].nonzero().tolist())
+        for slot, (_, _, d, j) in enumerate(found[:wanted]):
+            votes[b, slot] = acc.new_tensor(full[b, d, j].item())
+            index[b, slot] = torch.tensor([d, j])
+    return votes, index
+
+
 def line_detections_reference(acc, theta, k, min_distance, min_angle, threshold, glue):
-    """line_detections' rules spelled out with hough_peaks (detections.h)."""
+    """line_detections' rules spelled out (detections.h): hough_peaks without glue, the glued
+    suppression above with it."""
     n_rho, n_theta = acc.shape[1:]
-    full = torch.cat([acc, acc.flip(1)], 2) if glue else acc
     wanted = 2 * k if glue else k
-    votes, index = pointops.hough_peaks(full, [min_distance, min(min_angle, n_theta)], wanted,
-                                        min_votes=0.0 if threshold is None else threshold, periodic=[False, glue])
+    min_votes = 0.0 if threshold is None else threshold
+    if glue:
+        votes, index = glued_peaks(acc, min_distance, min_angle, min_votes, wanted)
+    else:
+        votes, index = pointops.hough_peaks(acc, [min_distance, min(min_angle, n_theta)], wanted,
+                                            min_votes=min_votes, periodic=[False, False])
     limit = torch.tensor(threshold, dtype=torch.float32) if threshold is not None else \
         0.5 * acc.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
     valid = (index[..., 0] >= 0) & (votes.to(torch.float32) > limit)

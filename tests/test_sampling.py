@@ -181,7 +181,7 @@ def test_sample_farthest_points_takes_pytorch3d_calls(device):
     torch.manual_seed(0)
     _, ridx = pointops.sample_farthest_points(points, lengths, K=4, random_start_point=True)
     assert ((ridx[:, 0] >= 0) & (ridx[:, 0] < lengths)).all()
-    with pytest.raises(ValueError, match="one entry per cloud"):
+    with pytest.raises(ValueError, match="K and points must have the same batch dimension"):
         pointops.sample_farthest_points(points, lengths, K=[3, 4])
 
 

@@ -26,11 +26,15 @@
 //                 detections; votes (B, k) float32, 0 there.
 //   Rules: without glue, hough_peaks on acc with the box [min_distance, min(min_angle, T)] and
 //   min_votes m = threshold (0 without), the k largest, kept when votes > float32(m), or > 0.5 *
-//   float32(max of acc) without a threshold. With glue, the same on the (B, n_rho, 2T) whole turn
-//   F = [acc, acc flipped along rho], periodic along the angles, with 2k peaks: a peak (d, j) with
-//   j >= T is the line (n_rho - 1 - d, j - T); rows that repeat an earlier kept line, or fail the
+//   float32(max of acc) without a threshold. With glue, the same suppression on the (B, n_rho, 2T)
+//   whole turn F = [acc, acc flipped along rho], periodic along the angles, with 2k peaks: bin
+//   (d, j) of F with j >= T is the line (n_rho - 1 - d, j - T). Equal votes are ordered as in acc
+//   (row-major, rho first), whichever copy a bin is: F's bins are ranked by glued_line_index, so
+//   both copies of a line see the same neighbours in the same order and a plateau keeps the bin it
+//   keeps without glue (ordering by F's own flat index would reverse rho in the mirrored copy and
+//   keep a second bin of the plateau there). Rows that repeat an earlier kept line, or fail the
 //   threshold, are dropped, and the first k kept rows come back in order.
-//   These are pointops.pipelines.hough2d's circle_peaks / line_peaks rules, bit for bit.
+//   These are pointops.hough's circle_peaks / line_peaks rules, bit for bit.
 //
 // Both backends share the generic implementation (hough_peaks and ATen ops, any device; defined
 // in detections_cpu.cpp), the CPU's only one. CUDA runs a fused one (detections_cuda.cu), with the
@@ -45,8 +49,19 @@
 #include <optional>
 #include <tuple>
 
+#include "common/portable_math.h"
+
 namespace pointops {
 namespace hough2d {
+
+// The rank of bin (y, x) of the glued line map F (n_rho x 2 n_theta) among equal votes, lower
+// first: the row-major index of the accumulator bin it reads, doubled, plus one in the mirrored
+// copy (x >= n_theta), so a bin and its own copy differ too. Below 2^31 (the checks bound
+// 2 n_rho n_theta).
+POINTOPS_HOST_DEVICE inline uint32_t glued_line_index(int64_t y, int64_t x, int64_t n_rho, int64_t n_theta) {
+  return x < n_theta ? static_cast<uint32_t>(2 * (y * n_theta + x))
+                     : static_cast<uint32_t>(2 * ((n_rho - 1 - y) * n_theta + (x - n_theta)) + 1);
+}
 
 // Checks shared by both backends (they name the argument, the expectation and the value).
 void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,

@@ -1,6 +1,7 @@
 // Circle and line detections (rules in detections.h): the checks and the generic implementation,
-// hough_peaks plus ATen ops on the tensors' own device. The CPU kernels are these; CUDA runs them
-// too where its fused kernels do not apply (detections_cuda.cu).
+// hough_peaks plus ATen ops on the tensors' own device (the glued line suppression: a C++ box scan
+// on the CPU, window maxima of ATen ops on CUDA). The CPU kernels are these; CUDA runs them too
+// where its fused kernels do not apply (detections_cuda.cu).
 #include "hough/detections.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -11,7 +12,9 @@
 #include <limits>
 #include <vector>
 
+#include "common/argmax_key.h"
 #include "common/checks.h"
+#include "hough/peaks.h"
 
 namespace pointops {
 namespace hough2d {
@@ -42,6 +45,95 @@ at::Tensor passes(const at::Tensor& acc, const at::Tensor& votes, std::optional<
   if (threshold.has_value()) return at::gt(v, *threshold);  // the scalar rounds to float32, as in torch
   const at::Tensor limit = at::mul(acc.flatten(1).amax(1).to(at::kFloat), 0.5);
   return at::gt(v, limit.unsqueeze(1));
+}
+
+// The keys of the glued line map F = [acc, acc flipped along rho] (B, n_rho, 2T) int64: the
+// hough_peaks candidate key (vote bits << 32 | ~index, peaks.h) with glued_line_index as the
+// index, 0 for a bin that cannot be a peak (votes not > 0, below min_votes, or NaN).
+at::Tensor glued_line_keys(const at::Tensor& acc, double min_votes) {
+  const int64_t n_rho = acc.size(1), n_theta = acc.size(2);
+  const at::Tensor values = acc.contiguous();
+  const at::Tensor bits = (values.scalar_type() == at::kFloat ? values.view(at::kInt) : values).to(at::kLong);
+  const at::Tensor candidate = at::logical_and(values.gt(0), values.to(at::kDouble).ge(min_votes));
+  // glued_line_index of the first copy (2 (d T + j)) and of the mirrored one (that + 1, read at
+  // row n_rho - 1 - d, hence the flip)
+  const at::Tensor index = at::arange(n_rho * n_theta, acc.options().dtype(at::kLong)).view({1, n_rho, n_theta}).mul(2);
+  const at::Tensor high = bits.bitwise_and(0xffffffffLL).bitwise_left_shift(32);
+  const at::Tensor zero = at::zeros_like(high);
+  const at::Tensor first = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL)), zero);
+  const at::Tensor second = at::where(candidate, high.bitwise_or(at::rsub(index, 0xffffffffLL - 1)), zero);
+  return at::cat({first, second.flip({1})}, 2);
+}
+
+// The peaks of the glued turn on the CPU: keys as glued_line_keys', kept where no key in the
+// bin's box is larger, each candidate scanning its box (hough_peaks' CPU way), 0 elsewhere. A
+// neighbour's key is larger exactly when its votes are, or they are equal and its rank is lower
+// (a candidate's neighbour with more votes is a candidate too), so values are compared first.
+template <typename T>
+at::Tensor glued_line_peaks_cpu(const at::Tensor& acc, int64_t ry, int64_t rx, double min_votes) {
+  const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2), width = 2 * n_theta;
+  const at::Tensor values = acc.contiguous();
+  const T* data = values.data_ptr<T>();
+  at::Tensor keys = at::empty({batch, n_rho * width}, values.options().dtype(at::kLong));
+  int64_t* out = keys.data_ptr<int64_t>();
+  ry = std::min(ry, n_rho);
+  rx = std::min(rx, n_theta);
+  at::parallel_for(0, batch * n_rho, 1, [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+      const int64_t b = row / n_rho, y = row - b * n_rho;
+      const T* image = data + b * n_rho * n_theta;
+      auto value = [&](int64_t yy, int64_t xx) {
+        return xx < n_theta ? image[yy * n_theta + xx] : image[(n_rho - 1 - yy) * n_theta + (xx - n_theta)];
+      };
+      for (int64_t x = 0; x < width; ++x) {
+        const T v = value(y, x);
+        int64_t key = 0;
+        if (v > T(0) && static_cast<double>(v) >= min_votes) {
+          const uint32_t rank = glued_line_index(y, x, n_rho, n_theta);
+          bool peak = true;
+          for (int64_t yy = std::max<int64_t>(0, y - ry); peak && yy <= std::min(n_rho - 1, y + ry); ++yy) {
+            for (int64_t dx = -rx; dx <= rx; ++dx) {
+              int64_t xx = x + dx;  // rx <= n_theta: one turn of 2 n_theta wraps it back
+              xx += xx < 0 ? width : (xx >= width ? -width : 0);
+              const T u = value(yy, xx);
+              if (u > v || (u == v && glued_line_index(yy, xx, n_rho, n_theta) < rank)) {
+                peak = false;
+                break;
+              }
+            }
+          }
+          if (peak) key = static_cast<int64_t>(argmax_key(hough_detail::vote_bits(v), rank));
+        }
+        out[row * width + x] = key;
+      }
+    }
+  });
+  return keys;
+}
+
+// The maximum over the window [i - radius, i + radius] along `dim`: zeros past the ends, or
+// wrapping around when periodic. Doubling spans, then two overlapping ones: O(log radius) passes.
+at::Tensor window_max(const at::Tensor& x, int64_t dim, int64_t radius, bool periodic) {
+  const int64_t n = x.size(dim);
+  radius = std::min(radius, n);
+  if (radius == 0 || n == 0) return x;
+  at::Tensor m;
+  if (periodic) {
+    m = at::cat({x.narrow(dim, n - radius, radius), x, x.narrow(dim, 0, radius)}, dim);
+  } else {
+    std::vector<int64_t> pad_shape(x.sizes().begin(), x.sizes().end());
+    pad_shape[dim] = radius;
+    const at::Tensor pad = at::zeros(pad_shape, x.options());
+    m = at::cat({pad, x, pad}, dim);
+  }
+  const int64_t width = 2 * radius + 1;
+  int64_t span = 1;  // m[i] = max of the padded row over [i, i + span)
+  while (2 * span <= width) {
+    const int64_t len = m.size(dim) - span;
+    m = m.narrow(dim, 0, len).maximum(m.narrow(dim, span, len));
+    span *= 2;
+  }
+  return m.narrow(dim, 0, n).maximum(m.narrow(dim, width - span, n));
 }
 
 }  // namespace
@@ -122,17 +214,41 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
   }
   const int64_t offset = (n_rho - 1) / 2;
   const int64_t wanted = glue ? 2 * k : k;
-  // A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
-  // periodic; each line then appears twice and the copies are merged below.
-  const at::Tensor full = glue ? at::cat({acc, acc.flip({1})}, 2) : acc;
-  auto [votes, index] = call_hough_peaks(full, {min_distance, std::min(min_angle, n_theta)}, {false, glue},
-                                         threshold.value_or(0.0), wanted);
-  at::Tensor d = index.select(2, 0), j = index.select(2, 1);
-  at::Tensor valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
-  if (glue) {
-    const at::Tensor second = j.ge(n_theta);
-    d = at::where(second, at::rsub(d, n_rho - 1), d);
-    j = at::where(second, at::sub(j, n_theta), j);
+  at::Tensor votes, d, j, valid;
+  if (!glue) {
+    at::Tensor index;
+    std::tie(votes, index) = call_hough_peaks(acc, {min_distance, std::min(min_angle, n_theta)}, {false, false},
+                                              threshold.value_or(0.0), k);
+    d = index.select(2, 0);
+    j = index.select(2, 1);
+    valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
+  } else {
+    // A whole turn: the second half-turn is the first with rho mirrored, so the angle axis is
+    // periodic; each line then appears twice and the copies are merged below. hough_peaks would
+    // rank equal votes by the turn's own flat index, so the suppression runs here on keys that
+    // carry glued_line_index instead (the fused CUDA kernel builds the same keys).
+    // (B, n_rho * 2T) keys of the peaks, 0 elsewhere: on the CPU each candidate scans its box;
+    // on CUDA (where the fused kernel does not apply) window maxima of the key map give its box
+    // maximum, a few passes of ATen ops
+    const int64_t rx = std::min(min_angle, n_theta);
+    at::Tensor peaks;
+    if (acc.device().is_cpu()) {
+      peaks = acc.scalar_type() == at::kInt ? glued_line_peaks_cpu<int32_t>(acc, min_distance, rx, threshold.value_or(0.0))
+                                            : glued_line_peaks_cpu<float>(acc, min_distance, rx, threshold.value_or(0.0));
+    } else {
+      const at::Tensor keys = glued_line_keys(acc, threshold.value_or(0.0));
+      const at::Tensor box = window_max(window_max(keys, 1, min_distance, false), 2, rx, true);
+      peaks = at::where(at::logical_and(keys.ne(0), keys.eq(box)), keys, at::zeros_like(keys)).flatten(1);
+    }
+    at::Tensor top = std::get<0>(at::topk(peaks, std::min(wanted, peaks.size(1)), 1));
+    if (top.size(1) < wanted) top = at::cat({top, at::zeros({batch, wanted - top.size(1)}, top.options())}, 1);
+    const at::Tensor found = top.ne(0);
+    const at::Tensor bin =
+        at::where(found, at::rsub(top.bitwise_and(0xffffffffLL), 0xffffffffLL).floor_divide(2), at::zeros_like(top));
+    d = bin.floor_divide(n_theta);
+    j = at::remainder(bin, n_theta);
+    votes = acc.flatten(1).gather(1, bin);
+    valid = at::logical_and(found, passes(acc, votes, threshold));
     const at::Tensor unique = at::arange(-1, -1 - wanted, -1, acc.options().dtype(at::kLong));  // -1, -2, ...
     const at::Tensor key = at::where(valid, at::add(at::mul(d, n_theta), j), unique);
     const at::Tensor earlier = at::ones({wanted, wanted}, acc.options().dtype(at::kBool)).tril(-1);

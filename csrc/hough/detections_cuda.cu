@@ -16,7 +16,8 @@
 // 25 small ATen launches).
 // Keys of distinct bins differ, so the top k is unique and both implementations return the same bits.
 // The glued line map (the accumulator and its rho-mirrored copy side by side, periodic along the
-// angles) is never built: the tiles read the accumulator at the mirrored bin.
+// angles) is never built: the tiles read the accumulator at the mirrored bin, and its keys carry
+// glued_line_index (detections.h) in place of the flat index, as the generic implementation's do.
 #include "hough/detections.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -162,8 +163,10 @@ __global__ void __launch_bounds__(kTileThreads)
     unsigned long long key = 0;
     if (inside) {
       const T v = map_value<T>(m, b, y, x);
-      key = candidate_key(v, static_cast<uint32_t>(y) * static_cast<uint32_t>(m.width) + static_cast<uint32_t>(x),
-                          m.min_votes);
+      // equal votes rank as in the accumulator in both copies of a glued map (detections.h)
+      const uint32_t index = m.glue ? hough2d::glued_line_index(y, x, m.height, m.src_width)
+                                    : static_cast<uint32_t>(y) * static_cast<uint32_t>(m.width) + static_cast<uint32_t>(x);
+      key = candidate_key(v, index, m.min_votes);
       const bool own = ky >= m.ry && ky < m.ry + kTile && kx >= m.rx && kx < m.rx + kTile && xu < m.width;
       if (own) own_max = max(own_max, max_key(v));
     }
@@ -228,7 +231,7 @@ struct Decode {
   int64_t bins;
   // lines
   const double* theta;
-  int32_t n_theta, n_rho, offset, map_width, wanted;
+  int32_t n_theta, offset, wanted;
   bool glue;
 };
 
@@ -407,14 +410,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
       const unsigned long long key = top[i];
       int32_t lk = -1 - i;  // unique: never equal to a line
       if (key != 0 && key_votes(key, d.is_float) > limit) {
+        // a glued key's index is glued_line_index: the accumulator bin, doubled (plus one in the
+        // mirrored copy), so both copies of a line decode to it
         const uint32_t flat = argmax_key_index(key);
-        int32_t rho = static_cast<int32_t>(flat / static_cast<uint32_t>(d.map_width));
-        int32_t j = static_cast<int32_t>(flat % static_cast<uint32_t>(d.map_width));
-        if (j >= d.n_theta) {  // the second half-turn: the same line with rho mirrored
-          rho = d.n_rho - 1 - rho;
-          j -= d.n_theta;
-        }
-        lk = rho * d.n_theta + j;
+        lk = static_cast<int32_t>(d.glue ? flat >> 1 : flat);
       }
       line_key[i] = lk;
     }
@@ -621,9 +620,7 @@ std::tuple<at::Tensor, at::Tensor> line_detections_cuda(const at::Tensor& acc, a
   d.votes = votes.data_ptr<float>();
   d.theta = table.data_ptr<double>();
   d.n_theta = static_cast<int32_t>(n_theta);
-  d.n_rho = static_cast<int32_t>(n_rho);
   d.offset = static_cast<int32_t>((n_rho - 1) / 2);
-  d.map_width = m.width;
   d.wanted = static_cast<int32_t>(wanted);
   d.glue = glue;
   run_fused<kLines>(m, batch, wanted, acc.scalar_type() == at::kFloat, d, acc.options());

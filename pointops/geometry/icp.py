@@ -28,9 +28,12 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     """Every cloud under each of its H rigid poses: (B, N, 3), poses (B, H, 4, 4) -> (B, H, N, 3).
 
     ``R p + t`` in float64 with every product and sum rounded on its own, then rounded once to
-    float32 (float64 for float64 points); rows past ``lengths`` are 0. Differentiable with
-    respect to the points and the poses.
+    float32 (float64 for float64 points); rows past ``lengths`` are 0. Poses are float32 or
+    float64 (float16 / bfloat16 poses are taken as float32). Differentiable with respect to the
+    points and the poses.
     """
+    if poses.dtype == torch.float16 or poses.dtype == torch.bfloat16:
+        poses = poses.to(torch.float32)  # the poses compose in float64 anyway
     return torch.ops.pointops.transform_points(points, lengths, poses)
 
 
@@ -55,7 +58,8 @@ def icp(
         query_lengths, lengths: (B,) int64 sizes of the sources and the targets, or None.
         init_poses: (B, H, 4, 4) float32/float64 initial poses, H hypotheses per pair; None is
             the identity (H = 1).
-        target_normals: (B, M, 3), the targets' dtype; required for ``"point_to_plane"``
+        target_normals: (B, M, 3) float (another dtype than the targets' promotes both to the
+            wider one); required for ``"point_to_plane"``
             (``pointops.estimate_normals(targets, k).normals``).
         method: ``"point_to_plane"`` (linearised least squares of Chen & Medioni) or
             ``"point_to_point"`` (Horn's closed form).
@@ -81,6 +85,10 @@ def icp(
     normals: Optional[Tensor] = None
     if target_normals is not None:
         normals = target_normals.detach()
+        if normals.dtype != targets.dtype and normals.is_floating_point() and targets.is_floating_point():
+            # mixed precision: both in the wider type
+            common = torch.promote_types(normals.dtype, targets.dtype)
+            normals, targets = normals.to(common), targets.to(common)
     batch, n = sources.shape[0], sources.shape[1]
     if init_poses is None:
         out_dtype = torch.float32

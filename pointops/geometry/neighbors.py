@@ -6,16 +6,28 @@ uniform grid): squared distances are ``(dx*dx + dy*dy) + dz*dz`` with every step
 own in float32 (float64 for float64 inputs); a row lists the k smallest (distance, index) pairs in
 ascending order, so equal distances go to the lowest index; points with a NaN/Inf coordinate are
 never neighbours; rows with fewer than k neighbours are padded with index -1 and distance +inf,
-and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows.
+and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows. kNN
+distances carry a gradient to both clouds (registered below); indices and counts none.
 """
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
                        check_same_device, check_shape)
+
+
+def _common_dtype(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    """Two float tensors of different dtypes (autocast's half activations meeting float32 points)
+    as torch's binary ops take them: both in the promoted (wider) type. Converting up is exact,
+    so the result is the op's on the rounded values in that type. Other dtypes reach the op's
+    checks as they are."""
+    if a.dtype != b.dtype and a.is_floating_point() and b.is_floating_point():
+        common = torch.promote_types(a.dtype, b.dtype)
+        a, b = a.to(common), b.to(common)
+    return a, b
 
 
 class KNN(NamedTuple):
@@ -38,7 +50,8 @@ def knn(
 
     Args:
         queries: (B, M, 3) float32/float64/float16/bfloat16.
-        points: (B, N, 3) of the same dtype and device.
+        points: (B, N, 3) on the same device; another float dtype than queries is promoted with
+            it (torch.promote_types), as torch's binary ops do.
         k: neighbours per query (k > N pads with -1 / +inf).
         query_lengths: (B,) int64, the queries of cloud b are rows [0, query_lengths[b]); None = all M.
         lengths: (B,) int64, the points of cloud b are rows [0, lengths[b]); None = all N.
@@ -48,8 +61,10 @@ def knn(
 
     Returns:
         :class:`KNN` of (B, M, k) int64 indices into ``points[b]`` and squared distances (float64 for
-        float64 inputs, float32 otherwise), ascending, ties to the lowest index.
+        float64 inputs, float32 otherwise), ascending, ties to the lowest index. The distances are
+        differentiable with respect to ``queries`` and ``points``.
     """
+    queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
 
@@ -59,6 +74,7 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     and rows [query_offsets[b], query_offsets[b + 1]) of queries (Mq, 3). Offsets are (B + 1,) int64,
     clamped to [0, rows] and made non-decreasing by a running maximum. Returns (Mq, k) indices into
     the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
+    queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
     return KNN(indices, distances)
 
@@ -88,7 +104,7 @@ def ball_query(
 
     Args:
         queries: (B, M, 3) float32/float64/float16/bfloat16 (the ball centres).
-        points: (B, N, 3) of the same dtype and device.
+        points: (B, N, 3) on the same device (a different float dtype is promoted, as in :func:`knn`).
         radius: finite, >= 0.
         k: the most hits kept per query (OpenPCDet's nsample).
         query_lengths, lengths: (B,) int64 per-cloud sizes of queries and points; None = all rows.
@@ -102,6 +118,7 @@ def ball_query(
     """
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
+    queries, points = _common_dtype(queries, points)
     indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first")
     return BallQuery(indices, counts)
 
@@ -140,13 +157,16 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         features: (B, N, C) float32/float64/float16/bfloat16.
         indices: (B, M, K) int64 rows of ``features[b]`` (from :func:`knn` / :func:`three_nn`);
             an index outside [0, N), such as the -1 padding, contributes nothing.
-        weights: (B, M, K), the dtype of ``features`` (e.g. :func:`inverse_distance_weights`).
+        weights: (B, M, K) float (e.g. :func:`inverse_distance_weights`); a dtype other than
+            the features' (autocast: half features, float32 weights) is promoted with it, as
+            torch's binary ops do, and the sum runs in the promoted type.
 
     Returns:
-        (B, M, C): ``sum_j weights[b, m, j] * features[b, indices[b, m, j]]``, summed in order of j
-        with every product and sum rounded on its own (float32, float64 for float64), identical on
-        CPU and CUDA. Differentiable in ``features`` and ``weights``.
+        (B, M, C) in the promoted dtype: ``sum_j weights[b, m, j] * features[b, indices[b, m, j]]``,
+        summed in order of j with every product and sum rounded on its own (float32, float64 for
+        float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
+    features, weights = _common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
 
@@ -215,6 +235,73 @@ def _interpolate_backward(ctx, grad):
 torch.library.register_autograd(
     "pointops::interpolate", _interpolate_backward, setup_context=_interpolate_setup_context
 )
+
+
+# ---- gradient of knn / knn_packed distances (plain torch ops) --------------------------------------
+
+
+def _knn_distance_grads(queries: Tensor, points: Tensor, indices: Tensor, grad: Tensor, needs_queries: bool,
+                        needs_points: bool):
+    """Gradients of d = |q - p[idx]|^2 for batched (B, M, 3) / (B, N, 3) / (B, M, k) tensors:
+    2 (q - p) g to the query and -2 (q - p) g to the point, summed over the rows that name it.
+    Padding (index -1) contributes nothing. Where a query coincides with its neighbour the
+    gradient is 0, also when g is infinite (a square root's at 0): d has its minimum there, and
+    sqrt(d) then trains like torch.linalg.vector_norm, whose gradient at 0 is 0."""
+    batch, m, k = indices.shape
+    n = points.shape[1]
+    dtype = grad.dtype
+    valid = indices >= 0
+    safe = torch.where(valid, indices, torch.zeros_like(indices))
+    if n > 0:
+        near = torch.gather(points.to(dtype), 1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3))
+    else:
+        near = points.new_zeros((batch, m * k, 3), dtype=dtype)
+    diff = queries.to(dtype).unsqueeze(2) - near.reshape(batch, m, k, 3)
+    g = torch.where(valid, grad, torch.zeros_like(grad)).unsqueeze(-1)
+    terms = torch.where(diff == 0, torch.zeros_like(diff), 2.0 * diff * g)  # (B, M, k, 3)
+    grad_queries = terms.sum(2).to(queries.dtype) if needs_queries else None
+    grad_points = None
+    if needs_points:
+        grad_points = points.new_zeros((batch, n, 3), dtype=dtype)
+        if n > 0:
+            grad_points = grad_points.scatter_add(1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3),
+                                                  (-terms).reshape(batch, m * k, 3))
+        grad_points = grad_points.to(points.dtype)
+    return grad_queries, grad_points
+
+
+def _knn_setup_context(ctx, inputs, output):
+    queries, _, points, _, _, _ = inputs
+    ctx.save_for_backward(queries, points, output[0])
+
+
+def _knn_backward(ctx, grad_indices, grad_distances):
+    queries, points, indices = ctx.saved_tensors
+    if grad_distances is None:
+        return None, None, None, None, None, None
+    grad_queries, grad_points = _knn_distance_grads(queries, points, indices, grad_distances,
+                                                    ctx.needs_input_grad[0], ctx.needs_input_grad[2])
+    return grad_queries, None, grad_points, None, None, None
+
+
+def _knn_packed_setup_context(ctx, inputs, output):
+    queries, _, points, _, _ = inputs
+    ctx.save_for_backward(queries, points, output[0])
+
+
+def _knn_packed_backward(ctx, grad_indices, grad_distances):
+    queries, points, indices = ctx.saved_tensors
+    if grad_distances is None:
+        return None, None, None, None, None
+    grad_queries, grad_points = _knn_distance_grads(queries.unsqueeze(0), points.unsqueeze(0), indices.unsqueeze(0),
+                                                    grad_distances.unsqueeze(0), ctx.needs_input_grad[0],
+                                                    ctx.needs_input_grad[2])
+    return (None if grad_queries is None else grad_queries[0], None,
+            None if grad_points is None else grad_points[0], None, None)
+
+
+torch.library.register_autograd("pointops::knn", _knn_backward, setup_context=_knn_setup_context)
+torch.library.register_autograd("pointops::knn_packed", _knn_packed_backward, setup_context=_knn_packed_setup_context)
 
 
 # ---- fake kernels (shapes and dtypes only) ----------------------------------------------------

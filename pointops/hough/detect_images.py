@@ -80,19 +80,37 @@ def detect_circles(
     return CircleDetections(circles, votes)
 
 
+def spans_half_turn(theta: List[float]) -> bool:
+    """Whether an angle list closes into a circle, so that its angle axis wraps around: ascending
+    angles spanning at most a half-turn, whose span plus one mean step is a half-turn (to 1e-6),
+    as :func:`pointops.line_angles` (T steps over [-pi/2, pi/2)) and ``numpy.linspace(a, a + pi,
+    T)`` (scikit-image's "continuous" angles, the end point included) are."""
+    n = len(theta)
+    if n < 2:
+        return False
+    for i in range(n - 1):
+        if not theta[i + 1] > theta[i]:
+            return False
+    span = theta[n - 1] - theta[0]
+    return span <= math.pi * (1.0 + 1e-6) and span * n / (n - 1) >= math.pi * (1.0 - 1e-6)
+
+
 def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_distance: int = 9,
                min_angle: int = 10, threshold: Optional[float] = None) -> LineDetections:
     """The k strongest lines of a :func:`pointops.hough_lines` accumulator (B, n_rho, T).
 
     A bin is a line when no bin within ``min_distance`` rho bins and ``min_angle`` angle bins
-    scores more (or the same with a lower index) and its score is above ``threshold`` (default:
-    half the image's best). With the default angles (theta None: T over [-pi/2, pi/2)) the
-    angle axis wraps around as lines do: the line (rho, theta) is (-rho, theta + pi), so angle
-    bin T - 1 neighbours bin 0 with rho mirrored. Explicit ``theta`` lists do not wrap.
+    scores more (or the same and comes first in the accumulator's row-major order: lower rho
+    bin, then lower angle bin) and its score is above ``threshold`` (default: half the image's
+    best), so a plateau of equal votes gives one line, its first bin. When the angles span a
+    half-turn (:func:`spans_half_turn`: the default T angles over [-pi/2, pi/2), or an explicit
+    list such as ``numpy.linspace(0, pi, T)``) the angle axis wraps around as lines do: the line
+    (rho, theta) is (-rho, theta + pi), so angle bin T - 1 neighbours bin 0 with rho mirrored;
+    ties keep the same order across the seam. Other angle lists do not wrap.
     """
     angles = line_angles(acc.shape[2]) if theta is None else theta
     lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
-                                                      theta is None)
+                                                      spans_half_turn(angles))
     return LineDetections(lines, votes)
 
 
@@ -110,9 +128,11 @@ def detect_lines(
     Args:
         edges: (B, H, W); nonzero pixels are edges.
         k: lines per image (rows past the ones found are NaN, votes 0).
-        theta: angles to try (radians); default 180 over [-pi/2, pi/2), whose axis wraps around.
+        theta: angles to try (radians); default 180 over [-pi/2, pi/2). The angle axis wraps
+            around when the angles span a half-turn (see :func:`line_peaks`).
         min_distance, min_angle: lines closer than this in rho bins (pixels) and angle bins are one
-            line (scikit-image's defaults, 9 and 10).
+            line (scikit-image's defaults, 9 and 10); of a plateau of equal votes the first bin in
+            row-major order (lower rho, then lower angle bin) is the line.
         threshold: the least score a line must exceed; None: half the image's best score.
         weighted: edges vote their values (see :func:`pointops.hough_lines`).
 
@@ -123,5 +143,5 @@ def detect_lines(
     angles = line_angles(180) if theta is None else theta  # computed once for both ops
     acc = hough_lines(edges, angles, weighted=weighted)
     lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
-                                                      theta is None)
+                                                      spans_half_turn(angles))
     return LineDetections(lines, votes)

@@ -112,20 +112,33 @@ def sample_farthest_points(
     K: Union[int, List[int], Tensor] = 50,
     random_start_point: bool = False,
 ) -> Tuple[Tensor, Tensor]:
-    """pytorch3d's ``sample_farthest_points``, with its signature, defaults and outputs.
+    """pytorch3d's ``sample_farthest_points``, with its signature, defaults, dtypes and errors.
 
     Args:
-        points: (N, P, D) clouds. lengths: (N,) int64 points per cloud, or None (all P).
+        points: (N, P, D) clouds, any float dtype: sampled in float32, as pytorch3d converts them
+            (float64 points too).
+        lengths: (N,) points per cloud (converted to int64), or None (all P).
         K: samples per cloud: an int, or a list / (N,) tensor of per-cloud counts.
         random_start_point: start each cloud at a random point (drawn with torch's generator,
             where pytorch3d uses Python's ``random``) instead of index 0.
 
     Returns:
-        (selected_points (N, max K, D), selected_indices (N, max K) int64): rows past a cloud's
-        K or its last valid pick hold zeros and index -1, as in pytorch3d. A list or tensor K
-        reads its maximum on the host (one sync, as pytorch3d does); an int K does not.
+        (selected_points (N, max K, D) float32, selected_indices (N, max K) int64): rows past a
+        cloud's K or its last valid pick hold zeros and index -1, as in pytorch3d; gradients reach
+        ``points`` through the float32 copy.
+
+    Raises:
+        ValueError: as pytorch3d: lengths not of shape (N,), a length above P, K of the wrong
+        batch size. Checking lengths reads one value on the host (as pytorch3d does); a list or
+        tensor K reads its maximum (one sync, as pytorch3d); an int K and lengths=None sync nothing.
     """
-    batch = points.shape[0]
+    batch, size = points.shape[0], points.shape[1]
+    if lengths is not None:
+        if lengths.shape != (batch,):
+            raise ValueError("points and lengths must have same batch dimension.")
+        if bool((lengths > size).any()):
+            raise ValueError("A value in lengths was too large.")
+        lengths = lengths.to(torch.int64)
     per_cloud: Optional[Tensor] = None
     if isinstance(K, int):
         k = K
@@ -134,11 +147,11 @@ def sample_farthest_points(
             per_cloud = K.to(device=points.device, dtype=torch.int64)
         else:
             per_cloud = torch.tensor(K, dtype=torch.int64, device=points.device)
-        if per_cloud.shape != (batch,):
-            raise ValueError("K must be an int or have one entry per cloud (" + str(batch) + "), got shape "
-                             + str(list(per_cloud.shape)))
+        if per_cloud.dim() != 1 or per_cloud.shape[0] != batch:
+            raise ValueError("K and points must have the same batch dimension")
         k = int(per_cloud.max().item()) if batch > 0 else 0
-    start = _resolve_start(None, random_start_point, lengths, batch, points.shape[1], points.device)
+    points = points.to(torch.float32)
+    start = _resolve_start(None, random_start_point, lengths, batch, size, points.device)
     indices, _ = torch.ops.pointops.fps(points, lengths, start, k)
     if per_cloud is not None:
         beyond = torch.arange(k, device=points.device).unsqueeze(0) >= per_cloud.unsqueeze(1)

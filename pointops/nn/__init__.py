@@ -33,9 +33,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from .geometry.neighbors import ball_query as _ball_query
-from .geometry.neighbors import interpolate as _interpolate
-from .geometry.neighbors import knn as _knn
+from ..geometry.neighbors import ball_query as _ball_query
+from ..geometry.neighbors import interpolate as _interpolate
+from ..geometry.neighbors import knn as _knn
 
 __all__ = [
     "furthest_point_sample",

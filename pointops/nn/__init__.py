@@ -85,10 +85,19 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
 farthest_point_sample = furthest_point_sample
 
 
+def _summing_type(features: Tensor) -> Tensor:
+    """float16 / bfloat16 features widened to float32 before a gather, so that the gradients of
+    the gathered copies add up in float32 and round once (the gather itself is exact)."""
+    if features.dtype == torch.float16 or features.dtype == torch.bfloat16:
+        return features.float()
+    return features
+
+
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint) indices -> (B, C, npoint)."""
     channels = features.shape[1]
-    return torch.gather(features, 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+    out = torch.gather(_summing_type(features), 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+    return out.to(features.dtype)
 
 
 def _exact_sqrt(distances: Tensor) -> Tensor:
@@ -117,7 +126,8 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample)."""
     batch, channels = features.shape[0], features.shape[1]
     flat = idx.long().reshape(batch, 1, -1).expand(-1, channels, -1)
-    return torch.gather(features, 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+    out = torch.gather(_summing_type(features), 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+    return out.to(features.dtype)
 
 
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:

@@ -37,7 +37,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 from ..geometry.neighbors import interpolate as _interpolate
-from . import FarthestPointSampling, _exact_sqrt, farthest_point_sample, furthest_point_sample  # noqa: F401
+from . import FarthestPointSampling, _exact_sqrt, _summing_type, farthest_point_sample, furthest_point_sample  # noqa: F401
 
 __all__ = [
     "BallQuery",
@@ -115,9 +115,9 @@ def grouping_operation(features: Tensor, features_batch_cnt: Tensor, idx: Tensor
     if features.shape[0] == 0:
         return features.new_zeros((rows, channels, nsample))
     flat = torch.where(valid, local + start[:, None], torch.zeros_like(local)).reshape(-1)
-    gathered = features.index_select(0, flat).reshape(rows, nsample, channels)
+    gathered = _summing_type(features).index_select(0, flat).reshape(rows, nsample, channels)
     gathered = torch.where(valid[..., None], gathered, torch.zeros_like(gathered))
-    return gathered.permute(0, 2, 1).contiguous()
+    return gathered.permute(0, 2, 1).contiguous().to(features.dtype)
 
 
 def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor) -> Tuple[Tensor, Tensor]:

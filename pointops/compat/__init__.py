@@ -11,6 +11,6 @@ peer's calls exactly, so a model switches by changing one import line.
 
 OpenPCDet's pointnet2 (batch and stack) is :mod:`pointops.nn` and :mod:`pointops.nn.stack`.
 """
-from . import mmcv  # noqa: F401
+from . import mmcv, pointcept  # noqa: F401
 
-__all__ = ["mmcv"]
+__all__ = ["mmcv", "pointcept"]

@@ -2,7 +2,7 @@
 //
 // Two searches, chosen by pick_strategy from the sizes alone; both return the first k hits by
 // index under grid.h's BallTest, so their rows are identical to each other and to the CPU's:
-//   * brute force (queries x points per cloud <= 2^27): one warp per query walks its cloud in
+//   * brute force (queries x points per cloud <= 2^29): one warp per query walks its cloud in
 //     index order, 32 consecutive points a step (coalesced loads of the coordinates as given),
 //     and a ballot ranks the step's hits, which go straight to their place in the output row;
 //     the warp stops at the k-th hit. This is the classic kernel's scan with its points spread
@@ -15,7 +15,7 @@
 //     appended in order; k <= 32 keeps the list in registers, larger k in the output row.
 // What bounds it: at the bench's sizes (16 x 16,384 points) the grid build's fixed chain of ~25
 // launches; the search of a ball with h hits among c candidates costs min(c, k c / h) point
-// tests plus ~c / 32 passes over its cells. At a radius that is large against the cloud (the
+// tests plus ~c / 64 passes over its cells. At a radius that is large against the cloud (the
 // ball covers much of it) brute force needs only ~k / h of the cloud and no build.
 #include "geometry/ball_query.h"
 
@@ -39,6 +39,12 @@ using neighbors::SortedPoint;
 using neighbors::Strategy;
 
 constexpr int kSearchThreads = 128;
+// pick_strategy's size threshold (queries x points per cloud <= 2^27 for brute force) was set for
+// kNN's one-thread-per-query scan; ball query's brute force runs a warp per query and stops at the
+// k-th hit, so it takes problems this many times larger (2^29: the bench's 16 x 1,024 centres in
+// 16 x 16,384 points, where a large radius needs a few hundred points of the cloud and the grid's
+// ~25 build launches would cost more than the whole search). The bench times both searches.
+constexpr int64_t kBruteScale = 4;
 
 template <typename acc_t>
 struct BallProblem {
@@ -170,7 +176,7 @@ void ball_query_cuda_impl(const BallProblem<acc_t>& pb, const at::Tensor& q, con
   if (pb.total_queries == 0) return;
   cuda::check_cub_items(pb.total_queries, "ball_query: total queries");
   const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries,
-                                                     total_points);
+                                                     total_points / kBruteScale);
   if (strategy == Strategy::kBrute || pb.k == 0 || pb.point_rows.batch == 0) {
     const int64_t threads = pb.total_queries * cuda::kWarpSize;
     const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(threads, kSearchThreads));

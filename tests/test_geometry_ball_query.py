@@ -6,7 +6,13 @@ import torch
 
 import pointops
 from pointops.reference import neighbors as ref
-from tests.test_geometry_neighbors import assert_same, lidar_like, rand, strategy  # noqa: F401  (fixture)
+from tests.test_geometry_neighbors import STRATEGIES, assert_same, lidar_like, rand
+
+
+@pytest.fixture(params=STRATEGIES)
+def strategy(request, monkeypatch):
+    monkeypatch.setenv("POINTOPS_NEIGHBORS_STRATEGY", request.param)
+    return request.param
 
 
 @pytest.mark.parametrize("pad", ["first", "minus_one"])

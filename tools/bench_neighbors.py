@@ -50,10 +50,20 @@ def uniform(b, n, device, seed):
     return torch.rand(b, n, 3, device=device, generator=g)
 
 
+_scans = {}
+
+
+def scan(seed, beams=64):
+    """One generated street scan (cached: the knn and ball_query rows share them)."""
+    if (seed, beams) not in _scans:
+        _scans[seed, beams] = lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed), n_beams=beams, seed=seed).points
+    return _scans[seed, beams]
+
+
 def lidar(b, device, beams=64):
     """Spinning-LiDAR scans of generated street scenes (dense near the sensor, sparse far away),
     padded to the longest with lengths."""
-    scans = [lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed), n_beams=beams, seed=seed).points for seed in range(b)]
+    scans = [scan(seed, beams) for seed in range(b)]
     n = max(len(s) for s in scans)
     points = torch.zeros(b, n, 3)
     for i, s in enumerate(scans):
@@ -205,7 +215,7 @@ def front_view_scans(b, n=None, seed=0):
     a scan has fewer, as PointRCNN's sampling does); n None keeps every point (padded, lengths)."""
     scans = []
     for i in range(b):
-        pts = lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed + i), n_beams=64, seed=seed + i).points
+        pts = scan(seed + i)
         keep = (pts[:, 0] > 0) & (pts[:, 1].abs() < pts[:, 0]) & (pts[:, :2].norm(dim=1) < 70)
         pts = pts[keep]
         if n is not None:

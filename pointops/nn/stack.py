@@ -23,9 +23,9 @@ distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition
 * OpenPCDet's asserts that the counts add up to the rows are left out (they read the counts back
   to the host); rows past the counts are in no cloud and get empty results;
 * the vector-pool ops of PV-RCNN++ search neighbours with :func:`pointops.ball_query_packed` into
-  a fixed number of slots (``max_neighbors``, 1,000 as OpenPCDet's per-centre buffer) and
-  include a point exactly at the neighbour distance only where OpenPCDet's ball does not
-  (strict < instead of <=); see :func:`three_nn_for_vector_pool_by_two_step`.
+  a fixed number of slots (``max_neighbors``, 1,000 as OpenPCDet's per-centre buffer), and their
+  ball (neighbor_type 1) leaves out a point exactly at the neighbour distance, which OpenPCDet's
+  includes (< instead of <=); see :func:`_neighbor_slots`.
 """
 import math
 from typing import List, Optional, Tuple, Union

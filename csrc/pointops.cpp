@@ -47,8 +47,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("knn(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, int k, float? max_distance=None) -> (Tensor indices, Tensor distances)");
   // queries (Mq,3), query_offsets (B+1,) int64, points (P,3), offsets (B+1,) int64 -> indices into P (Mq,k) int64, sq. distances (Mq,k)
   m.def("knn_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, int k) -> (Tensor indices, Tensor distances)");
-  // as knn, radius >= 0 -> indices (B,M,k) int64: first k hits by index (d2 < radius^2), padded with the first hit or -1; counts (B,M) int64
-  m.def("ball_query(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, float radius, int k, bool repeat_first=True) -> (Tensor indices, Tensor counts)");
+  // as knn, radius, min_radius >= 0 -> indices (B,M,k) int64: first k hits by index (d2 < radius^2, d2 >= min_radius^2 or 0), padded with the first hit or -1; counts (B,M) int64
+  m.def("ball_query(Tensor queries, Tensor? query_lengths, Tensor points, Tensor? lengths, float radius, int k, bool repeat_first=True, float min_radius=0.) -> (Tensor indices, Tensor counts)");
+  // as knn_packed, radius and min_radius as ball_query -> indices into P (Mq,k) int64, counts (Mq,) int64
+  m.def("ball_query_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, float radius, int k, bool repeat_first=True, float min_radius=0.) -> (Tensor indices, Tensor counts)");
   // features (B,N,C) float, indices (B,M,K) int64 (outside [0,N): none), weights (B,M,K) features' dtype -> (B,M,C): sum_j weights * features[indices]
   m.def("interpolate(Tensor features, Tensor indices, Tensor weights) -> Tensor");
 
@@ -111,7 +113,8 @@ TORCH_LIBRARY(pointops, m) {
 // Differentiable ops (bev_rasterize, pillar_scatter, voxelize, the distances of knn, ...)
 // register their backward with torch.library.register_autograd in their family's module instead.
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
-  for (const char* name : {"fps", "fps_packed", "hough_planes", "hough_planes_ball", "hough_peaks",
+  for (const char* name : {"fps", "fps_packed", "ball_query_packed", "hough_planes", "hough_planes_ball",
+                           "hough_peaks",
                            "plane_labels", "plane_refit", "edge_points", "hough_circles",
                            "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
                            "circle_detections", "line_detections", "ball_query",

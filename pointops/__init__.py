@@ -9,7 +9,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from ._version import __version__  # noqa: F401
 from ._extension import _C  # noqa: F401,E402  (registers the operators; a clear ImportError when not built)
 
-from . import bev, geometry, hough, io, nn, ppf, sampling, scenes  # noqa: F401,E402  (the families; io loads its format libraries on first use)
+from . import bev, compat, geometry, hough, io, nn, ppf, sampling, scenes  # noqa: F401,E402  (the families; io loads its format libraries on first use)
 from .bev import (  # noqa: E402
     DynamicVoxels,
     Voxels,
@@ -31,6 +31,7 @@ from .geometry import (  # noqa: E402
     voxel_downsample,
     BallQuery,
     ball_query,
+    ball_query_packed,
     group_points,
     interpolate,
     inverse_distance_weights,
@@ -95,6 +96,7 @@ __all__ = [
     "ball_cells",
     "ball_peaks_to_planes",
     "ball_query",
+    "ball_query_packed",
     "BallQuery",
     "bev",
     "bev_grid_size",
@@ -102,6 +104,7 @@ __all__ = [
     "bev_rasterize",
     "circle_perimeter_size",
     "CircleDetections",
+    "compat",
     "decode_keys",
     "detect_circles",
     "detect_lines",

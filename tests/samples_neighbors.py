@@ -54,6 +54,17 @@ def _ball_query_samples(device: str) -> List[tuple]:
         (queries.double(), None, points.double(), lengths, 0.2, 4, True),
         (big_queries, None, big_points, big_lengths, 0.15, 16, True),
         (queries, None, points, None, 0.0, 3, False),
+        (queries, query_lengths, points, lengths, 0.5, 6, True, 0.2),  # min_radius
+        (big_queries, None, big_points, big_lengths, 0.4, 48, False, 0.1),  # dense balls, k > 32
+    ]
+
+
+def _ball_query_packed_samples(device: str) -> List[tuple]:
+    queries, query_offsets, points, offsets, _ = _knn_packed_samples(device)[0]
+    return [
+        (queries, query_offsets, points, offsets, 0.3, 6, True),
+        (queries.double(), query_offsets, points.double(), offsets, 0.5, 40, False, 0.2),
+        (queries.half(), query_offsets, points.half(), offsets, 0.25, 4, True, 0.0),
     ]
 
 
@@ -73,6 +84,7 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "knn": _knn_samples,
     "knn_packed": _knn_packed_samples,
     "ball_query": _ball_query_samples,
+    "ball_query_packed": _ball_query_packed_samples,
     "interpolate": _interpolate_samples,
 }
 
@@ -91,6 +103,11 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         pointops.ball_query,
         lambda d: (_clouds(d, 2, 30, 24), _clouds(d, 2, 200, 25), 0.25, 8, torch.tensor([30, 12], device=d),
                    torch.tensor([200, 60], device=d), "minus_one"),
+    ),
+    "ball_query_packed": WrapperCase(
+        pointops.ball_query_packed,
+        lambda d: (_clouds(d, 1, 30, 30)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 90, 31)[0],
+                   torch.tensor([0, 50, 90], device=d), 0.3, 8, "first", 0.1),
     ),
     "three_nn": WrapperCase(pointops.three_nn, lambda d: (_clouds(d, 2, 40, 26), _clouds(d, 2, 15, 27))),
     "interpolate": WrapperCase(pointops.interpolate, lambda d: _interpolate_samples(d)[0]),

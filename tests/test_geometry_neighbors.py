@@ -4,7 +4,8 @@ CPU == CUDA bit for bit; edge cases and error messages.
 
 The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
 pick_strategy): on the CPU, clouds of at most 128 points or at most 8 queries per cloud take brute
-force; on CUDA, queries x points per cloud up to 2^27. The `strategy` fixture makes every search of
+force; on CUDA, queries x points per cloud up to 2^27 (2^29 for ball queries, whose brute force
+runs a warp per query). The `strategy` fixture makes every search of
 a test take the strategy it names: rows past the lengths (which change no result) push the sizes
 to the grid, and calls of at most 8 queries per cloud keep the CPU on brute force (the tests' sizes
 keep CUDA there)."""
@@ -17,6 +18,7 @@ from tests.conftest import DEVICES
 
 STRATEGIES = ["brute", "grid"]
 CUDA_BRUTE_LIMIT = 2**27  # queries x points per cloud
+CUDA_BALL_BRUTE_LIMIT = 2**29  # ball_query_cuda.cu's kBruteScale = 4
 
 
 def assert_same(actual, expected):
@@ -31,30 +33,30 @@ def _pad_rows(t, rows, dim):
     return torch.cat([t, t.new_zeros(extra)], dim) if extra[dim] > 0 else t
 
 
-def _grid_rows(cuda, clouds, queries, points):
+def _grid_rows(cuda, clouds, queries, points, limit):
     """Rows (queries, points) per cloud, at least the given ones, for which the sizes pick the grid."""
     points = max(points, 16384 if cuda else 129)
     queries = max(queries, 9)
     if cuda:
-        queries = max(queries, CUDA_BRUTE_LIMIT // (clouds * points) + 1)
+        queries = max(queries, limit // (clouds * points) + 1)
     return queries, points
 
 
-def _padded_search(strategy, call, queries, points, query_lengths, lengths):
+def _padded_search(strategy, call, queries, points, query_lengths, lengths, limit=CUDA_BRUTE_LIMIT):
     """call(queries, points, query_lengths, lengths) -> a tuple of (B, M, ...) outputs, made with the
     given strategy."""
     b, m, n = queries.shape[0], queries.shape[1], points.shape[1]
     if b == 0:
         return call(queries, points, query_lengths, lengths)
     if strategy == "grid":
-        m_rows, n_rows = _grid_rows(queries.is_cuda, b, m, n)
+        m_rows, n_rows = _grid_rows(queries.is_cuda, b, m, n, limit)
         every = torch.ones(b, dtype=torch.int64, device=queries.device)
         ql = every * m if query_lengths is None else query_lengths.clamp(0, m)
         pl = every * n if lengths is None else lengths.clamp(0, n)
         out = call(_pad_rows(queries, m_rows, 1), _pad_rows(points, n_rows, 1), ql, pl)
         return type(out)(*(t[:, :m] for t in out))
     if queries.is_cuda:
-        assert b * m * n <= CUDA_BRUTE_LIMIT, "too large for brute force on CUDA"
+        assert b * m * n <= limit, "too large for brute force on CUDA"
     if queries.is_cuda or n <= 128 or m <= 8:
         return call(queries, points, query_lengths, lengths)
     parts = []
@@ -65,7 +67,7 @@ def _padded_search(strategy, call, queries, points, query_lengths, lengths):
     return type(parts[0])(*(torch.cat(ts, 1) for ts in zip(*parts)))
 
 
-def _packed_search(strategy, call, queries, query_offsets, points, offsets):
+def _packed_search(strategy, call, queries, query_offsets, points, offsets, limit=CUDA_BRUTE_LIMIT):
     """call(queries, query_offsets, points, offsets) -> a tuple of (Mq, ...) outputs, made with the
     given strategy."""
     b, m, n = offsets.numel() - 1, queries.shape[0], points.shape[0]
@@ -75,11 +77,11 @@ def _packed_search(strategy, call, queries, query_offsets, points, offsets):
     qo = torch.cummax(query_offsets.clamp(0, m), 0).values
     po = torch.cummax(offsets.clamp(0, n), 0).values
     if strategy == "grid":
-        m_rows, n_rows = _grid_rows(queries.is_cuda, b, -(-m // b), -(-n // b))
+        m_rows, n_rows = _grid_rows(queries.is_cuda, b, -(-m // b), -(-n // b), limit)
         out = call(_pad_rows(queries, m_rows * b, 0), qo, _pad_rows(points, n_rows * b, 0), po)
         return type(out)(*(t[:m] for t in out))
     if queries.is_cuda:
-        assert m * (n // b) <= CUDA_BRUTE_LIMIT, "too large for brute force on CUDA"
+        assert m * (n // b) <= limit, "too large for brute force on CUDA"
     if queries.is_cuda or n // b <= 128 or m // b <= 8:
         return call(queries, query_offsets, points, offsets)
     parts = []
@@ -89,11 +91,12 @@ def _packed_search(strategy, call, queries, query_offsets, points, offsets):
     return type(parts[0])(*(torch.cat(ts, 0) for ts in zip(*parts)))
 
 
-_SEARCHES = {name: getattr(pointops, name) for name in ("knn", "knn_packed", "ball_query", "three_nn")}
+_SEARCHES = {name: getattr(pointops, name) for name in ("knn", "knn_packed", "ball_query", "ball_query_packed",
+                                                         "three_nn")}
 
 
 def use_strategy(monkeypatch, strategy):
-    """Make pointops' searches (knn, knn_packed, ball_query, three_nn) take `strategy`."""
+    """Make pointops' searches (knn, knn_packed, ball_query, ball_query_packed, three_nn) take `strategy`."""
     def knn(queries, points, k, query_lengths=None, lengths=None, max_distance=None):
         return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["knn"](q, p, k, ql, pl, max_distance),
                               queries, points, query_lengths, lengths)
@@ -102,14 +105,20 @@ def use_strategy(monkeypatch, strategy):
         return _packed_search(strategy, lambda q, qo, p, po: _SEARCHES["knn_packed"](q, qo, p, po, k),
                               queries, query_offsets, points, offsets)
 
-    def ball_query(queries, points, radius, k, query_lengths=None, lengths=None, pad="first"):
-        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["ball_query"](q, p, radius, k, ql, pl, pad),
-                              queries, points, query_lengths, lengths)
+    def ball_query(queries, points, radius, k, query_lengths=None, lengths=None, pad="first", min_radius=0.0):
+        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["ball_query"](q, p, radius, k, ql, pl, pad,
+                                                                                      min_radius),
+                              queries, points, query_lengths, lengths, CUDA_BALL_BRUTE_LIMIT)
+
+    def ball_query_packed(queries, query_offsets, points, offsets, radius, k, pad="first", min_radius=0.0):
+        return _packed_search(strategy, lambda q, qo, p, po: _SEARCHES["ball_query_packed"](q, qo, p, po, radius, k,
+                                                                                            pad, min_radius),
+                              queries, query_offsets, points, offsets, CUDA_BALL_BRUTE_LIMIT)
 
     def three_nn(queries, points, query_lengths=None, lengths=None):
         return _padded_search(strategy, _SEARCHES["three_nn"], queries, points, query_lengths, lengths)
 
-    for search in (knn, knn_packed, ball_query, three_nn):
+    for search in (knn, knn_packed, ball_query, ball_query_packed, three_nn):
         monkeypatch.setattr(pointops, search.__name__, search)
 
 

@@ -5,7 +5,11 @@ chunks of 4,096 queries, pointops.reference.neighbors.knn_cdist_topk); for ball_
 the classic one-thread-per-query kernels of OpenPCDet's pointnet2_batch, written again in
 tools/baselines/neighbors_classic.cu and compiled here on first use. On CUDA the knn rows also check
 the grid against brute force on the first queries (the sizes pick the strategy: 2,048 queries per
-cloud take the grid, 64 brute force). Without a GPU, CPU rows time pointops' CPU kernels against Open3D's CPU
+cloud take the grid, 64 brute force). The ball_query rows cover PointNet++ / PointRCNN / PV-RCNN's
+configurations (unit-cube radii 0.1 / 0.2 / 0.4 with 16 to 128 samples, PointRCNN's four set
+abstraction levels on 16,384-point front-view scans, PV-RCNN's keypoint radii on packed scans),
+against the classic kernel on the same clouds (packed clouds padded for it, the layout OpenPCDet's
+stack kernel walks the same way). Without a GPU, CPU rows time pointops' CPU kernels against Open3D's CPU
 NearestNeighborSearch (knn_search, its KD-tree, in the same process) when open3d imports, in wall
 time (ms) and in CPU time of all threads (cpu_ms: the fairer figure on a shared machine).
 
@@ -45,10 +49,20 @@ def uniform(b, n, device, seed):
     return torch.rand(b, n, 3, device=device, generator=g)
 
 
+_scans = {}
+
+
+def scan(seed, beams=64):
+    """One generated street scan (cached: the knn and ball_query rows share them)."""
+    if (seed, beams) not in _scans:
+        _scans[seed, beams] = lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed), n_beams=beams, seed=seed).points
+    return _scans[seed, beams]
+
+
 def lidar(b, device, beams=64):
     """Spinning-LiDAR scans of generated street scenes (dense near the sensor, sparse far away),
     padded to the longest with lengths."""
-    scans = [lidar_scenes.lidar_scan(lidar_scenes.make_scene(seed), n_beams=beams, seed=seed).points for seed in range(b)]
+    scans = [scan(seed, beams) for seed in range(b)]
     n = max(len(s) for s in scans)
     points = torch.zeros(b, n, 3)
     for i, s in enumerate(scans):
@@ -162,6 +176,69 @@ BALL_CASES = [
     ("uniform", 16, 16_384, 4096, 0.05, 32, 0.6),
     ("uniform", 2, 120_000, 4096, 0.04, 32, None),
 ]
+# PointNet++ radii on 16 x 16,384 unit-cube points, 1,024 centres a cloud: (radius, nsample)
+CUBE_BALLS = [(r, k) for r in (0.1, 0.2, 0.4) for k in (16, 32, 64, 128)]
+# PointRCNN's set abstraction levels (tools/cfgs/kitti_models/pointrcnn.yaml): points, centres and
+# the (radius, nsample) of each scale; each level's points are the previous level's centres
+POINTRCNN_LEVELS = [
+    (16_384, 4096, [(0.1, 16), (0.5, 32)]),
+    (4096, 1024, [(0.5, 16), (1.0, 32)]),
+    (1024, 256, [(1.0, 16), (2.0, 32)]),
+    (256, 64, [(2.0, 16), (4.0, 32)]),
+]
+# PV-RCNN's voxel set abstraction (tools/cfgs/kitti_models/pv_rcnn.yaml): 2,048 keypoints a scan,
+# the POOL_RADIUS / NSAMPLE pairs of its sources, on the scans' raw points (packed)
+PV_RCNN_BALLS = [(0.4, 16), (0.8, 16), (1.2, 16), (2.4, 32), (4.8, 32)]
+PV_RCNN_KEYPOINTS = 2048
+
+
+def front_view_scans(b, n=None, seed=0):
+    """KITTI-like scans: the generated 64-beam street scans cropped to the front 90 degrees within
+    70 m (as KITTI's labelled field of view), then n points drawn from each (with replacement when
+    a scan has fewer, as PointRCNN's sampling does); n None keeps every point (padded, lengths)."""
+    scans = []
+    for i in range(b):
+        pts = scan(seed + i)
+        keep = (pts[:, 0] > 0) & (pts[:, 1].abs() < pts[:, 0]) & (pts[:, :2].norm(dim=1) < 70)
+        pts = pts[keep]
+        if n is not None:
+            g = torch.Generator().manual_seed(seed + i)
+            pick = (torch.randperm(len(pts), generator=g)[:n] if len(pts) >= n
+                    else torch.randint(0, len(pts), (n,), generator=g))
+            pts = pts[pick]
+        scans.append(pts)
+    return scans
+
+
+def fps_centres(points, m):
+    picks, _ = torch.ops.pointops.fps(points, None, None, m)
+    return torch.gather(points, 1, picks.unsqueeze(-1).expand(-1, -1, 3)).contiguous()
+
+
+def ball_row(results, name, row, queries, points, radius, k, packed=None):
+    """Time pointops' ball query (the search its sizes pick) against the classic kernel on the padded clouds; `packed` = (queries, query_offsets, points, offsets) runs
+    ball_query_packed instead, the classic kernel still on the padded clouds."""
+    if packed is None:
+        def op():
+            return torch.ops.pointops.ball_query(queries, None, points, None, radius, k, True)
+    else:
+        def op():
+            return torch.ops.pointops.ball_query_packed(*packed, radius, k, True)
+    ours = op()
+    classic = classic_module().classic_ball_query(queries, points, radius, k)
+    if packed is None:
+        mine = ours[0].clamp(min=0).int()
+    else:  # packed indices -> indices within each padded cloud
+        offsets = packed[3]
+        cloud = torch.searchsorted(packed[1][1:], torch.arange(len(ours[0]), device=offsets.device), right=True)
+        mine = torch.where(ours[0] >= 0, ours[0] - offsets[cloud, None], 0).int().view(classic.shape)
+    row.update({"op": "ball_query", "device": name, "radius": radius, "k": k,
+                "baseline": "classic one-thread-per-centre kernel (OpenPCDet pointnet2_batch style)",
+                "rows_equal_to_classic": round((mine == classic).all(-1).float().mean().item(), 6),
+                "mean_hits": round(ours[1].float().mean().item(), 2)})
+    row["ms"] = time_ms(op, "cuda")
+    row["baseline_ms"] = time_ms(lambda: classic_module().classic_ball_query(queries, points, radius, k), "cuda")
+    emit(results, row)
 
 
 def bench_ball_query(device, quick, results):
@@ -175,18 +252,38 @@ def bench_ball_query(device, quick, results):
     name = torch.cuda.get_device_name()
     for case, b, n, m, radius, k, floor in BALL_CASES[:1] if quick else BALL_CASES:
         points = uniform(b, n, "cuda", 4)
-        picks, _ = torch.ops.pointops.fps(points, None, None, m)
-        centres = torch.gather(points, 1, picks.unsqueeze(-1).expand(-1, -1, 3))
-        row = {"op": "ball_query", "case": case, "B": b, "N": n, "M": m, "radius": radius, "k": k, "device": name,
-               "floor_ms": floor, "baseline": "classic one-thread-per-centre kernel (OpenPCDet pointnet2_batch style)"}
-        ours = pointops.ball_query(centres, points, radius, k)
-        classic = classic_module().classic_ball_query(centres, points, radius, k)
-        row["rows_equal_to_classic"] = round(
-            (ours.indices.clamp(min=0).int() == classic).all(-1).float().mean().item(), 6)
-        row["mean_hits"] = round(ours.counts.float().mean().item(), 2)
-        row["ms"] = time_ms(lambda: torch.ops.pointops.ball_query(centres, None, points, None, radius, k, True), "cuda")
-        row["baseline_ms"] = time_ms(lambda: classic_module().classic_ball_query(centres, points, radius, k), "cuda")
-        emit(results, row)
+        centres = fps_centres(points, m)
+        ball_row(results, name, {"case": case, "B": b, "N": n, "M": m, "floor_ms": floor}, centres, points, radius, k)
+    # PointNet++ radii in the unit cube (the issue's large-radius configurations)
+    points = uniform(16, 16_384, "cuda", 7)
+    centres = fps_centres(points, 1024)
+    for radius, k in CUBE_BALLS[2:3] if quick else CUBE_BALLS:
+        ball_row(results, name, {"case": "pointnet2_cube", "B": 16, "N": 16_384, "M": 1024, "floor_ms": None},
+                 centres, points, radius, k)
+    if quick:
+        return
+    # PointRCNN on 16,384-point front-view scans, B = 4
+    points = torch.stack(front_view_scans(4, 16_384)).cuda()
+    for level, (n, m, scales) in enumerate(POINTRCNN_LEVELS, 1):
+        centres = fps_centres(points, m)
+        for radius, k in scales:
+            ball_row(results, name, {"case": "pointrcnn_sa%d" % level, "B": 4, "N": n, "M": m, "floor_ms": None},
+                     centres, points, radius, k)
+        points = centres
+    # PV-RCNN's keypoint balls on two packed front-view scans (every point kept)
+    scans = front_view_scans(2)
+    keypoints = [fps_centres(s[None].cuda(), PV_RCNN_KEYPOINTS)[0] for s in scans]
+    counts = [len(s) for s in scans]
+    offsets = torch.tensor([0, counts[0], sum(counts)], device="cuda")
+    key_offsets = torch.tensor([0, PV_RCNN_KEYPOINTS, 2 * PV_RCNN_KEYPOINTS], device="cuda")
+    packed = (torch.cat(keypoints), key_offsets, torch.cat(scans).cuda(), offsets)
+    n = max(counts)
+    padded = torch.full((2, n, 3), 1e6, device="cuda")  # padding far from every keypoint
+    for i, s in enumerate(scans):
+        padded[i, :len(s)] = s.cuda()
+    for radius, k in PV_RCNN_BALLS:
+        ball_row(results, name, {"case": "pv_rcnn_vsa_packed", "B": 2, "N": counts, "M": PV_RCNN_KEYPOINTS,
+                                 "floor_ms": None}, torch.stack(keypoints), padded, radius, k, packed=packed)
 
 
 def bench_three_nn(device, quick, results):

@@ -17,12 +17,10 @@
 namespace pointops {
 namespace neighbors {
 
-void check_ball_query_args(const at::Tensor& queries,
-                           const std::optional<at::Tensor>& query_lengths,
-                           const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                           double radius, int64_t k) {
-  check_padded_pair("ball_query", queries, query_lengths, points, lengths);
+void check_ball_query_args(double radius, int64_t k, double min_radius) {
   TORCH_CHECK(std::isfinite(radius) && radius >= 0, "radius must be finite and >= 0, got ", radius);
+  TORCH_CHECK(std::isfinite(min_radius) && min_radius >= 0,
+              "min_radius must be finite and >= 0, got ", min_radius);
   check_nonnegative(k, "k");
   check_output_fits(points.device(), "k = " + std::to_string(k), {queries.size(0), queries.size(1), k}, 8);
 }
@@ -31,6 +29,7 @@ void check_ball_query_args(const at::Tensor& queries,
 
 namespace {
 
+using neighbors::BallTest;
 using neighbors::CloudRows;
 using neighbors::CpuGrid;
 using neighbors::SortedPoint;
@@ -45,6 +44,7 @@ struct BallProblem {
   CloudRows point_rows;
   int64_t total_points;
   acc_t radius;
+  acc_t min_radius;
   int64_t k;
   bool repeat_first;
   int64_t* out_index;
@@ -56,7 +56,7 @@ void ball_search_cpu(const BallProblem<acc_t>& pb, Strategy strategy,
                      const std::vector<CpuGrid<acc_t>>& grids,
                      const std::vector<SortedPoint<acc_t>>& row_points,
                      const std::vector<int64_t>& order) {
-  const acc_t radius2 = multiply(pb.radius, pb.radius);
+  const BallTest<acc_t> test{multiply(pb.radius, pb.radius), multiply(pb.min_radius, pb.min_radius)};
   at::parallel_for(0, pb.total_queries, 64, [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
       const int64_t row = order.empty() ? t : order[t];
@@ -70,11 +70,11 @@ void ball_search_cpu(const BallProblem<acc_t>& pb, Strategy strategy,
         list.init(pb.k);
         if (strategy == Strategy::kBrute) {
           neighbors::ball_brute(row_points.data() + pb.point_rows.begin(b), pb.point_rows.length(b),
-                                q[0], q[1], q[2], radius2, pb.k, list);
+                                q[0], q[1], q[2], test, pb.k, list);
         } else {
           const CpuGrid<acc_t>& grid = grids[b];
           neighbors::ball_grid(grid.grid, grid.cell_start.data(), grid.points.data(), q[0], q[1],
-                               q[2], pb.radius, radius2, list);
+                               q[2], pb.radius, test, list);
         }
         pb.out_count[row] = neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b),
                                                       pb.repeat_first, out_index);
@@ -92,7 +92,7 @@ void ball_search_cpu(const BallProblem<acc_t>& pb, Strategy strategy,
 
 template <typename acc_t>
 void ball_query_cpu_impl(const BallProblem<acc_t>& pb) {
-  if (pb.k == 0 || pb.total_queries == 0) return;
+  if (pb.k == 0 || pb.total_queries == 0 || pb.point_rows.batch == 0) return;
   const Strategy strategy = neighbors::pick_strategy(false, pb.point_rows.batch, pb.total_queries,
                                                      pb.total_points);
   std::vector<CpuGrid<acc_t>> grids;
@@ -119,19 +119,30 @@ void ball_query_cpu_impl(const BallProblem<acc_t>& pb) {
   }
 }
 
+// Outputs before the search: rows of -1 and zero counts, which the search overwrites where a
+// query is searched.
+std::tuple<at::Tensor, at::Tensor> empty_ball_outputs(at::IntArrayRef rows, int64_t k,
+                                                      const at::Tensor& points) {
+  std::vector<int64_t> shape(rows.begin(), rows.end());
+  const auto options = points.options().dtype(at::kLong);
+  at::Tensor counts = at::zeros(shape, options);
+  shape.push_back(k);
+  return {at::full(shape, -1, options), counts};
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                                   const std::optional<at::Tensor>& query_lengths,
                                                   const at::Tensor& points,
                                                   const std::optional<at::Tensor>& lengths,
-                                                  double radius, int64_t k, bool repeat_first) {
-  neighbors::check_ball_query_args(queries, query_lengths, points, lengths, radius, k);
+                                                  double radius, int64_t k, bool repeat_first,
+                                                  double min_radius) {
+  neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
+  neighbors::check_ball_query_args(radius, k, min_radius);
   const int64_t batch = points.size(0);
-  const auto options = points.options().dtype(at::kLong);
-  at::Tensor indices = at::full({batch, queries.size(1), k}, -1, options);
-  at::Tensor counts = at::zeros({batch, queries.size(1)}, options);
-  if (batch == 0 || queries.size(1) == 0) return {indices, counts};
+  auto outputs = empty_ball_outputs({batch, queries.size(1)}, k, points);
+  if (batch == 0 || queries.size(1) == 0) return outputs;
   const at::Tensor q = neighbors::compute_coords(queries);
   const at::Tensor p = neighbors::compute_coords(points);
   const CloudLengths qlen = contiguous_lengths(query_lengths);
@@ -144,15 +155,52 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                    CloudRows{plen.data, batch, points.size(1), false},
                                    batch * points.size(1),
                                    static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
                                    k,
                                    repeat_first,
-                                   indices.data_ptr<int64_t>(),
-                                   counts.data_ptr<int64_t>()};
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
     ball_query_cpu_impl(pb);
   });
-  return {indices, counts};
+  return outputs;
 }
 
-TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("ball_query", &ball_query_cpu); }
+std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queries,
+                                                         const at::Tensor& query_offsets,
+                                                         const at::Tensor& points,
+                                                         const at::Tensor& offsets, double radius,
+                                                         int64_t k, bool repeat_first,
+                                                         double min_radius) {
+  neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
+  neighbors::check_ball_query_args(radius, k, min_radius);
+  auto outputs = empty_ball_outputs({queries.size(0)}, k, points);
+  const int64_t batch = offsets.size(0) - 1;
+  if (batch == 0 || queries.size(0) == 0) return outputs;
+  const at::Tensor q = neighbors::compute_coords(queries);
+  const at::Tensor p = neighbors::compute_coords(points);
+  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
+  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_packed_cpu", [&] {
+    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
+                                   CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
+                                   queries.size(0),
+                                   p.data_ptr<scalar_t>(),
+                                   CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
+                                   points.size(0),
+                                   static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
+                                   k,
+                                   repeat_first,
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
+    ball_query_cpu_impl(pb);
+  });
+  return outputs;
+}
+
+TORCH_LIBRARY_IMPL(pointops, CPU, m) {
+  m.impl("ball_query", &ball_query_cpu);
+  m.impl("ball_query_packed", &ball_query_packed_cpu);
+}
 
 }  // namespace pointops

@@ -1,16 +1,22 @@
 // Ball query on CUDA (rules in ball_query.h; the CPU twin is ball_query_cpu.cpp).
 //
-// One thread per query keeps the k smallest hit indices in registers (k <= 32; larger k keeps
-// them in the output row) and runs a search of grid.h:
-//   * brute force (queries x points per cloud <= 2^27): the cloud's points in index order from a
-//     compact copy, read in lockstep by the warp, stopping at the k-th hit as OpenPCDet does;
+// Two searches, chosen by pick_strategy from the sizes alone; both return the first k hits by
+// index under grid.h's BallTest, so their rows are identical to each other and to the CPU's:
+//   * brute force (queries x points per cloud <= 2^29): one warp per query walks its cloud in
+//     index order, 32 consecutive points a step (coalesced loads of the coordinates as given),
+//     and a ballot ranks the step's hits, which go straight to their place in the output row;
+//     the warp stops at the k-th hit. This is the classic kernel's scan with its points spread
+//     over the lanes: a query costs about k / (hit fraction of the cloud) / 32 steps, and there
+//     are 32 times as many threads in flight, so a batch of a few thousand centres fills the GPU.
 //   * grid: one uniform grid per cloud with cells of at least the radius (at most 2 cells per
-//     point), queries sorted by cell; each scans the 8 to 27 cells that can hold a hit, skips
-//     cells bounded away from the ball, and stops scanning a cell at the k-th smallest hit
-//     index found so far (a cell lists its points by index), so a dense ball costs about k
-//     hits per cell rather than every point in it.
-// What bounds it: at the bench's sizes (16 x 16,384 points, 4,096 centres) the grid build's
-// fixed chain of ~25 launches dominates; the search reads ~27 cells of a few points per query.
+//     point), queries sorted by cell; one thread per query walks the 8 to 27 cells that can hold
+//     a hit together in index order (ball_grid in grid.h) and stops once k hits are kept, so a
+//     dense ball costs about k / (hit fraction of those cells) point tests and its hits are
+//     appended in order; k <= 32 keeps the list in registers, larger k in the output row.
+// What bounds it: at the bench's sizes (16 x 16,384 points) the grid build's fixed chain of ~25
+// launches; the search of a ball with h hits among c candidates costs min(c, k c / h) point
+// tests plus ~c / 64 passes over its cells. At a radius that is large against the cloud (the
+// ball covers much of it) brute force needs only ~k / h of the cloud and no build.
 #include "geometry/ball_query.h"
 
 #include <ATen/Dispatch.h>
@@ -26,12 +32,19 @@
 namespace pointops {
 namespace {
 
+using neighbors::BallTest;
 using neighbors::CloudRows;
 using neighbors::GridCloud;
 using neighbors::SortedPoint;
 using neighbors::Strategy;
 
 constexpr int kSearchThreads = 128;
+// pick_strategy's size threshold (queries x points per cloud <= 2^27 for brute force) was set for
+// kNN's one-thread-per-query scan; ball query's brute force runs a warp per query and stops at the
+// k-th hit, so it takes problems this many times larger (2^29: the bench's 16 x 1,024 centres in
+// 16 x 16,384 points, where a large radius needs a few hundred points of the cloud and the grid's
+// ~25 build launches would cost more than the whole search). The bench times both searches.
+constexpr int64_t kBruteScale = 4;
 
 template <typename acc_t>
 struct BallProblem {
@@ -40,26 +53,31 @@ struct BallProblem {
   int64_t total_queries;
   CloudRows point_rows;
   acc_t radius;
+  acc_t min_radius;
   int64_t k;
   bool repeat_first;
   int64_t* out_index;
   int64_t* out_count;
+
+  __device__ BallTest<acc_t> test() const {
+    return BallTest<acc_t>{multiply(radius, radius), multiply(min_radius, min_radius)};
+  }
 };
 
 template <typename acc_t>
-struct SearchData {
-  const int32_t* order;  // query rows by cell (grid), or null
+struct GridData {
+  const int32_t* order;  // query rows by cell
   const GridCloud* clouds;
   const int32_t* cell_start;
   const SortedPoint<acc_t>* points;
 };
 
-template <typename acc_t, int K, bool kGrid>
+template <typename acc_t, int K>
 __global__ void __launch_bounds__(kSearchThreads)
-    ball_search_kernel(BallProblem<acc_t> pb, SearchData<acc_t> data) {
+    ball_grid_kernel(BallProblem<acc_t> pb, GridData<acc_t> data) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= pb.total_queries) return;
-  const int64_t row = data.order != nullptr ? data.order[t] : t;
+  const int64_t row = data.order[t];
   int64_t* out_index = pb.out_index + row * pb.k;
   int64_t local = 0;
   const int64_t b = pb.query_rows.cloud_of(row, &local);
@@ -71,16 +89,11 @@ __global__ void __launch_bounds__(kSearchThreads)
     pb.out_count[row] = 0;
     return;
   }
-  const acc_t radius2 = multiply(pb.radius, pb.radius);
+  const BallTest<acc_t> test = pb.test();
   auto search = [&](auto& list) {
     list.init(pb.k);
-    if constexpr (kGrid) {
-      neighbors::ball_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, pb.radius,
-                           radius2, list);
-    } else {
-      neighbors::ball_brute(data.points + pb.point_rows.begin(b), pb.point_rows.length(b), qx, qy,
-                            qz, radius2, pb.k, list);
-    }
+    neighbors::ball_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, pb.radius, test,
+                         list);
     pb.out_count[row] = neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b),
                                                   pb.repeat_first, out_index);
   };
@@ -93,37 +106,83 @@ __global__ void __launch_bounds__(kSearchThreads)
   }
 }
 
-template <typename acc_t, bool kGrid>
-void launch_search(const BallProblem<acc_t>& pb, const SearchData<acc_t>& data) {
+// One warp per query row: the brute-force search of ball_brute (grid.h) with the points of a
+// step spread over the lanes. `points` are the coordinates as given (rows, 3): a point with a
+// NaN/Inf coordinate has a NaN or +inf squared distance from a finite query, so BallTest rejects
+// it as the CPU's NaN-marked copy does.
+template <typename acc_t>
+__global__ void __launch_bounds__(kSearchThreads)
+    ball_brute_warp_kernel(BallProblem<acc_t> pb, const acc_t* __restrict__ points) {
+  const int lane = threadIdx.x % cuda::kWarpSize;
+  const int64_t row =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize;
+  if (row >= pb.total_queries) return;  // the whole warp: row is the same for its lanes
+  int64_t* out_index = pb.out_index + row * pb.k;
+  int64_t local = 0;
+  const int64_t b = pb.query_rows.cloud_of(row, &local);
+  const acc_t qx = pb.queries[row * 3];
+  const acc_t qy = pb.queries[row * 3 + 1];
+  const acc_t qz = pb.queries[row * 3 + 2];
+  int64_t found = 0;
+  int64_t first = -1;
+  int64_t base = 0;
+  if (b >= 0 && neighbors::is_finite3(qx, qy, qz)) {
+    const BallTest<acc_t> test = pb.test();
+    const int64_t n = pb.point_rows.length(b);
+    base = pb.point_rows.index_base(b);
+    const acc_t* cloud = points + pb.point_rows.begin(b) * 3;
+    for (int64_t step = 0; step < n && found < pb.k; step += cuda::kWarpSize) {
+      const int64_t j = step + lane;
+      bool hit = false;
+      if (j < n) {
+        const acc_t* p = cloud + j * 3;
+        hit = test.hit(squared_distance3(qx, qy, qz, p[0], p[1], p[2]));
+      }
+      const unsigned mask = __ballot_sync(cuda::kFullMask, hit);
+      if (mask != 0u && found == 0) first = step + (__ffs(mask) - 1);
+      const int64_t slot = found + __popc(mask & ((1u << lane) - 1u));
+      if (hit && slot < pb.k) out_index[slot] = j + base;
+      found += __popc(mask);
+    }
+  }
+  const int64_t count = found < pb.k ? found : pb.k;
+  const int64_t pad = pb.repeat_first && count > 0 ? first + base : -1;
+  for (int64_t j = count + lane; j < pb.k; j += cuda::kWarpSize) out_index[j] = pad;
+  if (lane == 0) pb.out_count[row] = count;
+}
+
+template <typename acc_t>
+void launch_grid_search(const BallProblem<acc_t>& pb, const GridData<acc_t>& data) {
   const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(pb.total_queries, kSearchThreads));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (pb.k <= 4) {
-    ball_search_kernel<acc_t, 4, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    ball_grid_kernel<acc_t, 4><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
   } else if (pb.k <= 8) {
-    ball_search_kernel<acc_t, 8, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    ball_grid_kernel<acc_t, 8><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
   } else if (pb.k <= 16) {
-    ball_search_kernel<acc_t, 16, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    ball_grid_kernel<acc_t, 16><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
   } else if (pb.k <= 32) {
-    ball_search_kernel<acc_t, 32, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    ball_grid_kernel<acc_t, 32><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
   } else {
-    ball_search_kernel<acc_t, 0, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    ball_grid_kernel<acc_t, 0><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// q, p: contiguous (rows, 3) in the compute type.
 template <typename acc_t>
 void ball_query_cuda_impl(const BallProblem<acc_t>& pb, const at::Tensor& q, const at::Tensor& p,
                           int64_t total_points) {
   if (pb.total_queries == 0) return;
   cuda::check_cub_items(pb.total_queries, "ball_query: total queries");
   const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries,
-                                                     total_points);
-  if (strategy == Strategy::kBrute || pb.k == 0) {
-    const at::Tensor points = neighbors::grid_cuda::row_points<acc_t>(p, pb.point_rows, total_points);
-    const SearchData<acc_t> data{
-        nullptr, nullptr, nullptr,
-        reinterpret_cast<const SortedPoint<acc_t>*>(points.data_ptr<uint8_t>())};
-    launch_search<acc_t, false>(pb, data);
+                                                     total_points / kBruteScale);
+  if (strategy == Strategy::kBrute || pb.k == 0 || pb.point_rows.batch == 0) {
+    const int64_t threads = pb.total_queries * cuda::kWarpSize;
+    const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(threads, kSearchThreads));
+    ball_brute_warp_kernel<acc_t><<<blocks, kSearchThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        pb, p.data_ptr<acc_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
   const neighbors::CellBudget budget{2, 1};
@@ -131,9 +190,19 @@ void ball_query_cuda_impl(const BallProblem<acc_t>& pb, const at::Tensor& q, con
       p, pb.point_rows, total_points, static_cast<double>(pb.radius), budget);
   const at::Tensor order =
       neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
-  const SearchData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
-                               grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
-  launch_search<acc_t, true>(pb, data);
+  const GridData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
+                             grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
+  launch_grid_search<acc_t>(pb, data);
+}
+
+std::tuple<at::Tensor, at::Tensor> ball_outputs(at::IntArrayRef rows, int64_t k,
+                                                const at::Tensor& points) {
+  std::vector<int64_t> shape(rows.begin(), rows.end());
+  const auto options = points.options().dtype(at::kLong);
+  // Every row and count is written by the search kernels, empty ones included.
+  at::Tensor counts = at::empty(shape, options);
+  shape.push_back(k);
+  return {at::empty(shape, options), counts};
 }
 
 }  // namespace
@@ -142,15 +211,14 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
                                                    const std::optional<at::Tensor>& query_lengths,
                                                    const at::Tensor& points,
                                                    const std::optional<at::Tensor>& lengths,
-                                                   double radius, int64_t k, bool repeat_first) {
-  neighbors::check_ball_query_args(queries, query_lengths, points, lengths, radius, k);
+                                                   double radius, int64_t k, bool repeat_first,
+                                                   double min_radius) {
+  neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
+  neighbors::check_ball_query_args(radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   const int64_t batch = points.size(0);
-  const auto options = points.options().dtype(at::kLong);
-  // Every row and count is written by the search kernel, empty ones included.
-  at::Tensor indices = at::empty({batch, queries.size(1), k}, options);
-  at::Tensor counts = at::empty({batch, queries.size(1)}, options);
+  auto outputs = ball_outputs({batch, queries.size(1)}, k, points);
   const at::Tensor q = neighbors::compute_coords(queries);
   const at::Tensor p = neighbors::compute_coords(points);
   const CloudLengths qlen = contiguous_lengths(query_lengths);
@@ -161,15 +229,51 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
                                    batch * queries.size(1),
                                    CloudRows{plen.data, batch, points.size(1), false},
                                    static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
                                    k,
                                    repeat_first,
-                                   indices.data_ptr<int64_t>(),
-                                   counts.data_ptr<int64_t>()};
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
     ball_query_cuda_impl(pb, q, p, batch * points.size(1));
   });
-  return {indices, counts};
+  return outputs;
 }
 
-TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("ball_query", &ball_query_cuda); }
+std::tuple<at::Tensor, at::Tensor> ball_query_packed_cuda(const at::Tensor& queries,
+                                                          const at::Tensor& query_offsets,
+                                                          const at::Tensor& points,
+                                                          const at::Tensor& offsets, double radius,
+                                                          int64_t k, bool repeat_first,
+                                                          double min_radius) {
+  neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
+  neighbors::check_ball_query_args(radius, k, min_radius);
+  check_device_type(points, "points", at::kCUDA);
+  const c10::cuda::CUDAGuard device_guard(points.device());
+  auto outputs = ball_outputs({queries.size(0)}, k, points);
+  const at::Tensor q = neighbors::compute_coords(queries);
+  const at::Tensor p = neighbors::compute_coords(points);
+  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
+  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
+  const int64_t batch = offsets.size(0) - 1;
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_packed_cuda", [&] {
+    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
+                                   CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
+                                   queries.size(0),
+                                   CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
+                                   static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
+                                   k,
+                                   repeat_first,
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
+    ball_query_cuda_impl(pb, q, p, points.size(0));
+  });
+  return outputs;
+}
+
+TORCH_LIBRARY_IMPL(pointops, CUDA, m) {
+  m.impl("ball_query", &ball_query_cuda);
+  m.impl("ball_query_packed", &ball_query_packed_cuda);
+}
 
 }  // namespace pointops

@@ -8,10 +8,11 @@
 // Exactness. A candidate's squared distance is common/squared_distance.h's formula in the compute
 // type acc_t (float32, or float64 for float64 points). kNN keeps the k smallest (distance, index)
 // pairs in lexicographic order, which is a property of the set of points, not of the visit
-// order. Ball query keeps the k smallest indices among points with distance < radius^2. The
-// grid only decides which points need not be looked at, and it only skips a point when a lower
-// bound L on that point's *computed* squared distance proves it cannot enter the result:
-// kNN skips when L > the current k-th distance, ball query when L >= radius^2.
+// order. Ball query keeps the k smallest indices among points that pass its hit rule (BallTest:
+// distance < radius^2, and >= min_radius^2 unless 0). The grid only decides which points need
+// not be looked at, and it only skips a point when a lower bound L on that point's *computed*
+// squared distance proves it cannot enter the result: kNN skips when L > the current k-th
+// distance, ball query when L >= radius^2.
 //
 // The lower bounds. A point is in cell c = clamp(floor((p - origin) / size), 0, dims - 1) on each
 // axis, computed in float64. Rounding makes this a fuzzy statement about p, so every bound below
@@ -461,27 +462,46 @@ POINTOPS_UNROLL
   }
 };
 
+// The k smallest indices, ascending, for any k, kept in memory the caller owns (the output row
+// itself) with the number filled so far: an index above every kept one is appended, so the
+// index-ordered searches below insert at the end and move nothing.
 template <typename index_t>
 struct SpanIndexList {
   index_t* index;
   int64_t k;
+  int64_t count = 0;
 
-  POINTOPS_HOST_DEVICE void init(int64_t) {
-    for (int64_t j = 0; j < k; ++j) index[j] = std::numeric_limits<index_t>::max();
+  POINTOPS_HOST_DEVICE void init(int64_t) { count = 0; }
+  POINTOPS_HOST_DEVICE int64_t bound() const {
+    return count < k ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(index[k - 1]);
   }
-  POINTOPS_HOST_DEVICE int64_t bound() const { return index[k - 1]; }
 
   POINTOPS_HOST_DEVICE void push(int64_t i) {
-    if (i >= index[k - 1]) return;
-    int64_t j = k - 1;
-    while (j > 0 && i < index[j - 1]) {
+    if (count == k && i >= static_cast<int64_t>(index[k - 1])) return;
+    int64_t j = count < k ? count++ : k - 1;
+    while (j > 0 && i < static_cast<int64_t>(index[j - 1])) {
       index[j] = index[j - 1];
       --j;
     }
     index[j] = static_cast<index_t>(i);
   }
   POINTOPS_HOST_DEVICE int64_t result_index(int64_t, int64_t j) const {
-    return index[j] == std::numeric_limits<index_t>::max() ? -1 : index[j];
+    return j < count ? static_cast<int64_t>(index[j]) : -1;
+  }
+};
+
+// The ball-query hit rule of every search, CPU and CUDA: squared distance d2 < radius^2 and, with
+// a minimum radius (mmcv's dilated ball query), d2 >= min_radius^2 or d2 == 0 (a point at the
+// centre itself always counts, as in mmcv). Both radii are rounded to acc_t and squared there; a
+// NaN distance (a point with a NaN/Inf coordinate) is never a hit. min_radius2 = 0 is the plain
+// ball: every d2 >= 0.
+template <typename acc_t>
+struct BallTest {
+  acc_t radius2;
+  acc_t min_radius2;
+
+  POINTOPS_HOST_DEVICE bool hit(acc_t d2) const {
+    return d2 < radius2 && (d2 >= min_radius2 || d2 == acc_t(0));
   }
 };
 
@@ -500,12 +520,12 @@ POINTOPS_HOST_DEVICE inline void knn_brute(const SortedPoint<acc_t>* points, int
 // Ball query by brute force: points in index order, stopping at the k-th hit.
 template <typename acc_t, typename List>
 POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx,
-                                            acc_t qy, acc_t qz, acc_t radius2, int64_t k,
-                                            List& list) {
+                                            acc_t qy, acc_t qz, const BallTest<acc_t>& test,
+                                            int64_t k, List& list) {
   int64_t hits = 0;
   for (int64_t j = 0; j < n && hits < k; ++j) {
     const SortedPoint<acc_t> p = points[j];
-    if (squared_distance3(qx, qy, qz, p.x, p.y, p.z) < radius2) {
+    if (test.hit(squared_distance3(qx, qy, qz, p.x, p.y, p.z))) {
       list.push(j);
       ++hits;
     }
@@ -645,26 +665,41 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
   }
 }
 
-// Ball query over a grid: every cell that can hold a point within the radius (the box of
-// half-width radius (1 + 2^-16) + 4 slack: beyond it, L > radius^2 by the margin), cells bounded
-// away by L >= radius^2 skipped, and each cell's points scanned in index order only while their
-// index is below the k-th smallest hit so far.
-template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* cell_start,
-                                           const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
-                                           acc_t qz, acc_t radius, acc_t radius2, List& list) {
-  const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
-  const double slack = query_slack(g, q);
-  const double reach = static_cast<double>(radius) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
-  int64_t lo[3], hi[3];
+// The candidate cells the index-ordered ball search keeps track of. Cells are at least the
+// radius wide, so the box of half-width radius (1 + 2^-16) + 4 slack spans at most 4 cells on an
+// axis unless the slack is comparable to a cell (coordinates some 2^40 cell sizes from the
+// origin); such a box is searched cell by cell (ball_grid_cells) instead.
+constexpr int kBallCells = 64;
+// Candidate points per index window of the ordered ball search (see ball_grid): each window
+// costs a pass over the cells, and its hits, which reach the list out of order among themselves,
+// cost a shift each over the later hits of the window (in the output row for k > 32); 64
+// balances the two at PointNet++'s densities (a ball holds about 15 % of its box's candidates).
+constexpr int64_t kBallWindowPoints = 64;
+
+// The ball's box of cells [lo, hi] per axis; false when the ball misses the grid.
+POINTOPS_HOST_DEVICE inline bool ball_box(const GridCloud& g, const double q[3], double reach,
+                                          int64_t lo[3], int64_t hi[3]) {
   for (int d = 0; d < 3; ++d) {
     const double first = floor_value((q[d] - reach - g.origin[d]) / g.size);
     const double last = floor_value((q[d] + reach - g.origin[d]) / g.size);
     const double top = static_cast<double>(g.dims[d] - 1);
-    if (!(last >= 0.0) || !(first <= top)) return;  // the ball misses the grid
+    if (!(last >= 0.0) || !(first <= top)) return false;
     lo[d] = first > 0.0 ? static_cast<int64_t>(first) : 0;
     hi[d] = last < top ? static_cast<int64_t>(last) : g.dims[d] - 1;
   }
+  return true;
+}
+
+// Ball query over a grid, cell by cell in space order: each candidate cell's points in index
+// order while their index is below the k-th smallest hit so far. Exact, but a dense ball costs
+// most of its candidates (the k-th index found drops slowly when cells come in space order); the
+// fallback of ball_grid for boxes of more than kBallCells cells.
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void ball_grid_cells(const GridCloud& g, const int32_t* cell_start,
+                                                 const SortedPoint<acc_t>* points, const double q[3],
+                                                 double slack, const int64_t lo[3],
+                                                 const int64_t hi[3], acc_t qx, acc_t qy, acc_t qz,
+                                                 const BallTest<acc_t>& test, List& list) {
   for (int64_t z = lo[2]; z <= hi[2]; ++z) {
     const double gz = g.axis_gap(2, q[2], z, z, slack);
     for (int64_t y = lo[1]; y <= hi[1]; ++y) {
@@ -674,16 +709,106 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
       for (int64_t x = lo[0]; x <= hi[0]; ++x) {
         const int64_t end = cell_start[row + x + 1];
         if (end > begin &&
-            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < radius2) {
+            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
           for (int64_t j = begin; j < end; ++j) {
             const SortedPoint<acc_t> p = points[j];
             if (static_cast<int64_t>(p.index) >= list.bound()) break;
-            if (squared_distance3(qx, qy, qz, p.x, p.y, p.z) < radius2) list.push(p.index);
+            if (test.hit(squared_distance3(qx, qy, qz, p.x, p.y, p.z))) list.push(p.index);
           }
         }
         begin = end;
       }
     }
+  }
+}
+
+// Ball query over a grid, in index order. The candidates are the points of every cell that can
+// hold a hit: the cells of the box of half-width radius (1 + 2^-16) + 4 slack (beyond it,
+// L > radius^2 by the margin), less those bounded away by L >= radius^2. A cell lists its points
+// by index, so the search walks all candidate cells together through windows of consecutive
+// indices [lo, lo + width), each cell from where the last window left it: hits reach the list
+// nearly in ascending order (a push then moves nothing), and once k are kept, every point not
+// yet visited has a larger index than the k-th and the search stops. A dense ball thus costs
+// about k / (hit fraction of the candidates) point tests, where a scan cell by cell costs every
+// candidate below the k-th hit found so far (in spatial order, most of them). `width` aims at
+// kBallWindowPoints candidates a window (candidates / index span of the cells); a window with
+// none skips to the next candidate index, so the walk costs at most about candidates / 64
+// passes over the cells on top of its point tests.
+template <typename acc_t, typename List>
+POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* cell_start,
+                                           const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
+                                           acc_t qz, acc_t radius, const BallTest<acc_t>& test,
+                                           List& list) {
+  const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
+  const double slack = query_slack(g, q);
+  const double reach = static_cast<double>(radius) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
+  int64_t lo[3], hi[3];
+  if (!ball_box(g, q, reach, lo, hi)) return;
+  const int64_t nx = hi[0] - lo[0] + 1;
+  const int64_t ny = hi[1] - lo[1] + 1;
+  const int64_t nz = hi[2] - lo[2] + 1;
+  if (nx > kBallCells || ny > kBallCells || nz > kBallCells || nx * ny * nz > kBallCells) {
+    ball_grid_cells(g, cell_start, points, q, slack, lo, hi, qx, qy, qz, test, list);
+    return;
+  }
+  // The candidate cells: [cursor, stop) of each is its part not yet visited.
+  int32_t cursor[kBallCells];
+  int32_t stop[kBallCells];
+  int cells = 0;
+  int64_t candidates = 0;
+  int64_t first_index = std::numeric_limits<int64_t>::max();
+  int64_t last_index = -1;
+  for (int64_t z = lo[2]; z <= hi[2]; ++z) {
+    const double gz = g.axis_gap(2, q[2], z, z, slack);
+    for (int64_t y = lo[1]; y <= hi[1]; ++y) {
+      const double gy = g.axis_gap(1, q[1], y, y, slack);
+      const int64_t row = g.base + (z * g.dims[1] + y) * g.dims[0];
+      int32_t begin = cell_start[row + lo[0]];
+      for (int64_t x = lo[0]; x <= hi[0]; ++x) {
+        const int32_t end = cell_start[row + x + 1];
+        if (end > begin &&
+            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
+          cursor[cells] = begin;
+          stop[cells] = end;
+          ++cells;
+          candidates += end - begin;
+          const int64_t a = points[begin].index;
+          const int64_t b = points[end - 1].index;
+          if (a < first_index) first_index = a;
+          if (b > last_index) last_index = b;
+        }
+        begin = end;
+      }
+    }
+  }
+  if (cells == 0) return;
+  const int64_t span = last_index - first_index + 1;
+  int64_t width = candidates <= kBallWindowPoints
+                      ? span
+                      : (span * kBallWindowPoints + candidates - 1) / candidates;
+  if (width < 1) width = 1;
+  int64_t window = first_index;
+  for (;;) {
+    const int64_t end_index = window + width;
+    int64_t next = std::numeric_limits<int64_t>::max();  // the smallest index not yet visited
+    for (int c = 0; c < cells; ++c) {
+      int32_t j = cursor[c];
+      const int32_t stop_c = stop[c];
+      for (; j < stop_c; ++j) {
+        const SortedPoint<acc_t> p = points[j];
+        const int64_t i = p.index;
+        if (i >= end_index || i >= list.bound()) {
+          if (i < next) next = i;
+          break;
+        }
+        if (test.hit(squared_distance3(qx, qy, qz, p.x, p.y, p.z))) list.push(i);
+      }
+      cursor[c] = j;
+    }
+    // Every point left has an index >= next, and next >= end_index unless the list is full with
+    // a k-th index <= next: either way nothing left can enter once next >= the bound.
+    if (next >= list.bound()) return;
+    window = next;
   }
 }
 

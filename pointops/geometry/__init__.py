@@ -5,6 +5,7 @@ from .neighbors import (  # noqa: F401
     KNN,
     BallQuery,
     ball_query,
+    ball_query_packed,
     group_points,
     interpolate,
     inverse_distance_weights,

@@ -95,12 +95,14 @@ def ball_query(
     query_lengths: Optional[Tensor] = None,
     lengths: Optional[Tensor] = None,
     pad: str = "first",
+    min_radius: float = 0.0,
 ) -> BallQuery:
     """The first k points (in index order) within ``radius`` of every query.
 
-    A point is a hit when its squared distance is < radius^2 (strict, as OpenPCDet and pytorch3d
-    compare), with radius rounded to the compute type (float32, or float64 for float64 inputs)
-    and squared there; radius 0 finds nothing.
+    A point is a hit when its squared distance d2 is < radius^2 (strict, as OpenPCDet, mmcv and
+    pytorch3d compare) and, with ``min_radius`` (mmcv's dilated ball query), d2 >= min_radius^2
+    or d2 == 0; both radii are rounded to the compute type (float32, or float64 for float64
+    inputs) and squared there; radius 0 finds nothing.
 
     Args:
         queries: (B, M, 3) float32/float64/float16/bfloat16 (the ball centres).
@@ -111,6 +113,7 @@ def ball_query(
         pad: what fills a row past its hits: ``"first"`` repeats the first hit (OpenPCDet's
             PointNet++), ``"minus_one"`` writes -1 (pytorch3d). A row with no hit is all -1 in both
             (``pointops.nn.ball_query`` turns it into OpenPCDet's zeros).
+        min_radius: finite, >= 0; points nearer than it (other than the centre itself) are not hits.
 
     Returns:
         :class:`BallQuery`: indices (B, M, k) int64 into ``points[b]``, hits ascending; counts
@@ -119,7 +122,32 @@ def ball_query(
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = _common_dtype(queries, points)
-    indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first")
+    indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first",
+                                                    min_radius)
+    return BallQuery(indices, counts)
+
+
+def ball_query_packed(
+    queries: Tensor,
+    query_offsets: Tensor,
+    points: Tensor,
+    offsets: Tensor,
+    radius: float,
+    k: int,
+    pad: str = "first",
+    min_radius: float = 0.0,
+) -> BallQuery:
+    """:func:`ball_query` for packed clouds (OpenPCDet's and mmcv's "stack" layout): cloud b is
+    rows [offsets[b], offsets[b + 1]) of points (P, 3) and rows [query_offsets[b],
+    query_offsets[b + 1]) of queries (Mq, 3); offsets are (B + 1,) int64, clamped to [0, rows]
+    and made non-decreasing by a running maximum, as :func:`knn_packed`. Returns indices (Mq, k)
+    int64 into the rows of ``points`` (hits ascending, then the padding of ``pad``) and counts
+    (Mq,) int64; query rows outside every cloud get rows of -1 and count 0."""
+    if pad != "first" and pad != "minus_one":
+        raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
+    queries, points = _common_dtype(queries, points)
+    indices, counts = torch.ops.pointops.ball_query_packed(queries, query_offsets, points, offsets, radius, k,
+                                                           pad == "first", min_radius)
     return BallQuery(indices, counts)
 
 
@@ -364,16 +392,35 @@ def _knn_packed_fake(queries, query_offsets, points, offsets, k):
     return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
 
 
+def _check_ball_args(radius: float, k: int, min_radius: float) -> None:
+    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    torch._check(math.isfinite(radius) and radius >= 0, lambda: f"radius must be finite and >= 0, got {radius}")
+    torch._check(math.isfinite(min_radius) and min_radius >= 0,
+                 lambda: f"min_radius must be finite and >= 0, got {min_radius}")
+
+
 @torch.library.register_fake("pointops::ball_query")
-def _ball_query_fake(queries, query_lengths, points, lengths, radius, k, repeat_first=True):
+def _ball_query_fake(queries, query_lengths, points, lengths, radius, k, repeat_first=True, min_radius=0.0):
     _check_pair(queries, points, 3)
     check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
     check_optional_batch_vector(query_lengths, "query_lengths", points.shape[0], points)
-    torch._check(math.isfinite(radius) and radius >= 0, lambda: f"radius must be finite and >= 0, got {radius}")
-    torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
+    _check_ball_args(radius, k, min_radius)
     batch, m = queries.shape[0], queries.shape[1]
     _check_neighbour_output(points, (batch, m, k), k, index_only=True)
     return points.new_empty((batch, m, k), dtype=torch.int64), points.new_empty((batch, m), dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::ball_query_packed")
+def _ball_query_packed_fake(queries, query_offsets, points, offsets, radius, k, repeat_first=True, min_radius=0.0):
+    _check_pair(queries, points, 2)
+    _check_offsets(offsets, "offsets", points)
+    _check_offsets(query_offsets, "query_offsets", points)
+    torch._check(query_offsets.shape[0] == offsets.shape[0],
+                 lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}")
+    _check_ball_args(radius, k, min_radius)
+    m = queries.shape[0]
+    _check_neighbour_output(points, (m, k), k, index_only=True)
+    return points.new_empty((m, k), dtype=torch.int64), points.new_empty((m,), dtype=torch.int64)
 
 
 @torch.library.register_fake("pointops::interpolate")

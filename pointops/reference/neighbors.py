@@ -89,14 +89,18 @@ def ball_query(
     query_lengths: Optional[Tensor] = None,
     lengths: Optional[Tensor] = None,
     pad: str = "first",
+    min_radius: float = 0.0,
 ) -> Tuple[Tensor, Tensor]:
     """(indices (B, M, k) int64, counts (B, M) int64): the k lowest point indices with squared
-    distance < radius^2 (radius rounded to the compute type, squared there), then the first hit
-    repeated (pad="first") or -1 (pad="minus_one"); rows without a hit are all -1."""
+    distance d2 < radius^2 and (d2 >= min_radius^2 or d2 == 0) (radii rounded to the compute
+    type, squared there), then the first hit repeated (pad="first") or -1 (pad="minus_one"); rows
+    without a hit are all -1."""
     dtype = _compute_dtype(points)
     n = points.shape[1]
     r = torch.tensor(radius, dtype=dtype)
-    hit = squared_distances(queries, points) < r * r
+    r_min = torch.tensor(min_radius, dtype=dtype)
+    d2 = squared_distances(queries, points)
+    hit = (d2 < r * r) & ((d2 >= r_min * r_min) | (d2 == 0))
     hit = hit & _valid_rows(points, lengths)[:, None, :] & _valid_rows(queries, query_lengths)[:, :, None]
     rows = torch.arange(n, device=points.device).expand_as(hit)
     keys = torch.sort(torch.where(hit, rows, torch.full_like(rows, n)), dim=2).values[..., :k]
@@ -107,6 +111,23 @@ def ball_query(
     first = torch.where(counts > 0, keys[..., 0] if k > 0 else counts, torch.full_like(counts, -1))
     fill = first[..., None].expand_as(keys) if pad == "first" else torch.full_like(keys, -1)
     return torch.where(found, keys, fill), counts
+
+
+def ball_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, radius: float, k: int,
+                      pad: str = "first", min_radius: float = 0.0) -> Tuple[Tensor, Tensor]:
+    """Packed ball query as a loop of padded single-cloud calls (offsets clamped, then running
+    maximum); indices into the packed rows, rows outside every cloud -1 with count 0."""
+    qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
+    poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()
+    indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
+    counts = torch.zeros(queries.shape[0], dtype=torch.int64, device=queries.device)
+    for b in range(len(poff) - 1):
+        q = queries[qoff[b]:qoff[b + 1]][None]
+        p = points[poff[b]:poff[b + 1]][None]
+        idx, cnt = ball_query(q, p, radius, k, pad=pad, min_radius=min_radius)
+        indices[qoff[b]:qoff[b + 1]] = torch.where(idx[0] >= 0, idx[0] + poff[b], idx[0])
+        counts[qoff[b]:qoff[b + 1]] = cnt[0]
+    return indices, counts
 
 
 def three_nn(queries: Tensor, points: Tensor, query_lengths=None, lengths=None) -> Tuple[Tensor, Tensor]:

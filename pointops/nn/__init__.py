@@ -1,15 +1,25 @@
-"""Drop-in replacements for OpenPCDet's PointNet++ ops and modules (``pcdet.ops.pointnet2.
-pointnet2_batch``: ``pointnet2_utils`` and ``pointnet2_modules``), on pointops' exact kernels.
+"""Drop-in replacements for OpenPCDet's PointNet++ ops and modules: ``pcdet.ops.pointnet2.
+pointnet2_batch`` here (``pointnet2_utils`` and ``pointnet2_modules``), ``pointnet2_stack`` (packed
+clouds with per-cloud counts, PV-RCNN's voxel set abstraction) in :mod:`pointops.nn.stack`, on
+pointops' exact kernels.
 
 A model switches by changing one import::
 
     # from pcdet.ops.pointnet2.pointnet2_batch import pointnet2_modules, pointnet2_utils
     from pointops import nn as pointnet2_modules
     from pointops import nn as pointnet2_utils
+    # from pcdet.ops.pointnet2.pointnet2_stack import pointnet2_modules, pointnet2_utils
+    from pointops.nn import stack as pointnet2_stack_modules
+    from pointops.nn import stack as pointnet2_stack_utils
 
 Every function takes OpenPCDet's arguments in OpenPCDet's order and returns its shapes and dtypes:
 (B, C, N) feature layout, int32 indices from ``furthest_point_sample``, ``ball_query`` and
-``three_nn``, Euclidean (not squared) distances from ``three_nn``. The modules build the same
+``three_nn``, Euclidean (not squared) distances from ``three_nn``. The autograd ``Function``
+classes OpenPCDet defines are here under their names too (``FarthestPointSampling``,
+``GatherOperation``, ``ThreeNN``, ``ThreeInterpolate``, ``GroupingOperation``, ``BallQuery``),
+with OpenPCDet's gradients; the lower-case names (``farthest_point_sample`` =
+``furthest_point_sample``, ``gather_operation``, ...) are plain functions that return the same
+values, so that the modules built on them also run under TorchScript. The modules build the same
 layers (so their ``state_dict`` keys match and OpenPCDet checkpoints load) and compute the same
 formulas. What differs, on purpose:
 
@@ -23,7 +33,8 @@ formulas. What differs, on purpose:
   sync, and works under ``torch.compile(fullgraph=True)``, ``torch.export`` and TorchScript;
 * gradients reach ``features`` through ``gather_operation``, ``grouping_operation`` and
   ``three_interpolate`` (and the weights of ``three_interpolate`` too) as plain torch ops or a
-  registered formula, so ``torch.autograd.gradcheck`` applies;
+  registered formula, so ``torch.autograd.gradcheck`` applies; ``three_nn``'s distances carry
+  none, as in OpenPCDet;
 * ``PointnetSAModuleMSG`` does not add 3 to the caller's ``mlps`` lists in place (it copies them).
 """
 import math
@@ -33,23 +44,32 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd import Function
 
-from .geometry.neighbors import ball_query as _ball_query
-from .geometry.neighbors import interpolate as _interpolate
-from .geometry.neighbors import knn as _knn
+from ..geometry.neighbors import ball_query as _ball_query
+from ..geometry.neighbors import interpolate as _interpolate
+from ..geometry.neighbors import knn as _knn
 
 __all__ = [
     "furthest_point_sample",
+    "farthest_point_sample",
     "gather_operation",
     "three_nn",
     "three_interpolate",
     "grouping_operation",
     "ball_query",
+    "FarthestPointSampling",
+    "GatherOperation",
+    "ThreeNN",
+    "ThreeInterpolate",
+    "GroupingOperation",
+    "BallQuery",
     "QueryAndGroup",
     "GroupAll",
     "PointnetSAModuleMSG",
     "PointnetSAModule",
     "PointnetFPModule",
+    "stack",
 ]
 
 
@@ -65,10 +85,22 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     return torch.gather(indices, 1, slot).clamp(min=0).int()
 
 
+farthest_point_sample = furthest_point_sample
+
+
+def _summing_type(features: Tensor) -> Tensor:
+    """float16 / bfloat16 features widened to float32 before a gather, so that the gradients of
+    the gathered copies add up in float32 and round once (the gather itself is exact)."""
+    if features.dtype == torch.float16 or features.dtype == torch.bfloat16:
+        return features.float()
+    return features
+
+
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint) indices -> (B, C, npoint)."""
     channels = features.shape[1]
-    return torch.gather(features, 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+    out = torch.gather(_summing_type(features), 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+    return out.to(features.dtype)
 
 
 def _exact_sqrt(distances: Tensor) -> Tensor:
@@ -83,7 +115,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     the Euclidean distances, idx (B, n, 3) int32). With fewer than 3 known points the missing
     neighbours get index 0 and distance +inf, as in OpenPCDet."""
     indices, distances = _knn(unknown, known, 3)
-    return _exact_sqrt(distances), indices.clamp(min=0).int()
+    return _exact_sqrt(distances.detach()), indices.clamp(min=0).int()
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
@@ -97,7 +129,8 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample)."""
     batch, channels = features.shape[0], features.shape[1]
     flat = idx.long().reshape(batch, 1, -1).expand(-1, channels, -1)
-    return torch.gather(features, 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+    out = torch.gather(_summing_type(features), 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+    return out.to(features.dtype)
 
 
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
@@ -110,6 +143,119 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
         raise ValueError("radius must be finite and >= 0, got " + str(radius))
     indices, _ = _ball_query(new_xyz, xyz, radius, nsample, pad="first")
     return indices.clamp(min=0).int()
+
+
+# ---- OpenPCDet's autograd Functions, by name: the values of the functions above, its gradients ----
+
+
+class FarthestPointSampling(Function):
+    """``FarthestPointSampling.apply(xyz (B, N, 3), npoint)`` -> (B, npoint) int32, no gradient."""
+
+    @staticmethod
+    def forward(ctx, xyz: Tensor, npoint: int) -> Tensor:
+        idx = furthest_point_sample(xyz, npoint)
+        ctx.mark_non_differentiable(idx)
+        return idx
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None
+
+
+class GatherOperation(Function):
+    """``GatherOperation.apply(features (B, C, N), idx (B, npoint))`` -> (B, C, npoint); the
+    gradient of features is the output's gradient added back at the gathered columns."""
+
+    @staticmethod
+    def forward(ctx, features: Tensor, idx: Tensor) -> Tensor:
+        ctx.save_for_backward(idx)
+        ctx.n = features.shape[2]
+        return gather_operation(features, idx)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (idx,) = ctx.saved_tensors
+        batch, channels, _ = grad_out.shape
+        index = idx.long().unsqueeze(1).expand(-1, channels, -1)
+        grad = grad_out.new_zeros((batch, channels, ctx.n)).scatter_add_(2, index, grad_out.contiguous())
+        return grad, None
+
+
+class ThreeNN(Function):
+    """``ThreeNN.apply(unknown (B, n, 3), known (B, m, 3))`` -> (dist (B, n, 3), idx (B, n, 3)
+    int32), no gradient (as OpenPCDet)."""
+
+    @staticmethod
+    def forward(ctx, unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
+        dist, idx = three_nn(unknown, known)
+        ctx.mark_non_differentiable(dist, idx)
+        return dist, idx
+
+    @staticmethod
+    def backward(ctx, a=None, b=None):
+        return None, None
+
+
+def _scatter_columns(grad_out: Tensor, idx: Tensor, weight: Optional[Tensor], n: int) -> Tensor:
+    """(B, C, n): sum over the rows j of grad_out[..., j] (times weight[..., j]) at column idx[..., j]
+    of each (B, M, J) index row: the gradient of a gather along the last dimension."""
+    batch, channels = grad_out.shape[0], grad_out.shape[1]
+    grad = grad_out.new_zeros((batch, channels, n))
+    for j in range(idx.shape[-1]):
+        term = grad_out if weight is None else grad_out * weight[:, None, :, j].to(grad_out.dtype)
+        grad = grad.scatter_add(2, idx[:, None, :, j].long().expand(-1, channels, -1), term)
+    return grad
+
+
+class ThreeInterpolate(Function):
+    """``ThreeInterpolate.apply(features (B, C, m), idx (B, n, 3), weight (B, n, 3))`` -> (B, C, n);
+    the gradient reaches ``features`` only, as in OpenPCDet (the plain ``three_interpolate`` also
+    differentiates the weights)."""
+
+    @staticmethod
+    def forward(ctx, features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
+        ctx.save_for_backward(idx, weight)
+        ctx.m = features.shape[2]
+        return three_interpolate(features, idx, weight)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        idx, weight = ctx.saved_tensors
+        return _scatter_columns(grad_out.contiguous(), idx, weight, ctx.m), None, None
+
+
+class GroupingOperation(Function):
+    """``GroupingOperation.apply(features (B, C, N), idx (B, npoint, nsample))`` ->
+    (B, C, npoint, nsample), differentiable in ``features``."""
+
+    @staticmethod
+    def forward(ctx, features: Tensor, idx: Tensor) -> Tensor:
+        ctx.save_for_backward(idx)
+        ctx.n = features.shape[2]
+        return grouping_operation(features, idx)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (idx,) = ctx.saved_tensors
+        batch, channels = grad_out.shape[0], grad_out.shape[1]
+        flat = grad_out.reshape(batch, channels, -1)
+        index = idx.reshape(batch, -1, 1)
+        return _scatter_columns(flat, index, None, ctx.n), None
+
+
+class BallQuery(Function):
+    """``BallQuery.apply(radius, nsample, xyz (B, N, 3), new_xyz (B, npoint, 3))`` ->
+    (B, npoint, nsample) int32, no gradient."""
+
+    @staticmethod
+    def forward(ctx, radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+        idx = ball_query(radius, nsample, xyz, new_xyz)
+        ctx.mark_non_differentiable(idx)
+        return idx
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None, None, None
 
 
 class QueryAndGroup(nn.Module):
@@ -250,3 +396,6 @@ class PointnetFPModule(nn.Module):
         else:
             new_features = interpolated_feats
         return self.mlp(new_features.unsqueeze(-1)).squeeze(-1)
+
+
+from . import stack  # noqa: E402,F401  (OpenPCDet's pointnet2_stack)

@@ -1,0 +1,370 @@
+"""mmcv.ops' point ops, called exactly as mmcv calls them, on pointops' kernels::
+
+    # from mmcv.ops import ball_query, furthest_point_sample, grouping_operation, knn, Voxelization
+    from pointops.compat.mmcv import ball_query, furthest_point_sample, grouping_operation, knn, Voxelization
+
+Every function takes mmcv's arguments in mmcv's order (``ball_query(min_radius, max_radius,
+sample_num, xyz, center_xyz, xyz_batch_cnt=None, center_xyz_batch_cnt=None)``, ``knn(k, xyz,
+center_xyz=None, transposed=False)``, ...) and returns mmcv's shapes and dtypes (int32 indices,
+(B, C, N) features, Euclidean distances from ``three_nn``); the autograd ``Function`` classes are
+here under mmcv's names too, with mmcv's gradients. Packed ("stack") inputs with per-cloud counts
+run in one call of pointops' packed ops. What differs, on purpose:
+
+* ties go to the lowest index (mmcv's FPS, kNN heap and three_nn break them by thread order or
+  heap order), distances use pointops' exact formula (every rounding step on its own, the same
+  on CPU and CUDA), and everything runs on the CPU too;
+* ``furthest_point_sample`` never picks a point twice (past a cloud's last point it repeats its
+  picks in order); points with a NaN/Inf coordinate are never picked or found;
+* the stack ``ball_query`` applies ``min_radius`` (mmcv's stack kernel ignores it) and keeps the
+  point at the centre itself as the batch kernel does;
+* ``grouping_operation`` of stacked clouds gives zeros for any index outside its cloud (mmcv
+  checks only the upper end of the whole batch); ``knn`` accepts any k >= 1 (mmcv: k < 100);
+* ``Voxelization`` is always deterministic: ``deterministic=False`` gives the deterministic
+  result, which is one of the results mmcv's non-deterministic mode may give; dynamic
+  voxelization marks a point outside the range with -1 in all three columns (mmcv: the first
+  column that fails and those before it);
+* ``QueryAndGroup(uniform_sample=True)`` draws its resampling with torch's generator on the
+  points' device, in one vectorized step (mmcv loops over every region in Python), and its
+  ``unique_cnt`` stays on that device.
+"""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+from torch.autograd import Function
+
+from .. import nn as _pointnet2
+from ..bev.ops import voxelize as _voxelize
+from ..bev.ops import voxelize_dynamic as _voxelize_dynamic
+from ..nn import stack as _stack
+
+__all__ = [
+    "furthest_point_sample",
+    "furthest_point_sample_with_dist",
+    "ball_query",
+    "knn",
+    "three_nn",
+    "three_interpolate",
+    "gather_points",
+    "grouping_operation",
+    "QueryAndGroup",
+    "GroupAll",
+    "voxelization",
+    "Voxelization",
+    "FurthestPointSampling",
+    "FurthestPointSamplingWithDist",
+    "BallQuery",
+    "KNN",
+    "ThreeNN",
+    "ThreeInterpolate",
+    "GatherPoints",
+    "GroupingOperation",
+]
+
+
+def furthest_point_sample(points_xyz: Tensor, num_points: int) -> Tensor:
+    """(B, N, 3) -> (B, num_points) int32 indices of farthest point sampling from point 0."""
+    return _pointnet2.furthest_point_sample(points_xyz, num_points)
+
+
+def furthest_point_sample_with_dist(points_dist: Tensor, num_points: int) -> Tensor:
+    """Farthest point sampling by a given (B, N, N) distance matrix (mmcv's F-FPS): from point 0,
+    each step keeps every point's smallest distance to the picks (rows of the matrix, from 1e10)
+    and picks the largest, the lowest index on ties -> (B, num_points) int32. One small step per
+    pick (the matrix is all the input there is; no host sync)."""
+    batch, n = points_dist.shape[0], points_dist.shape[1]
+    rows = torch.arange(batch, device=points_dist.device)
+    temp = torch.full((batch, n), 1e10, dtype=points_dist.dtype, device=points_dist.device)
+    old = torch.zeros(batch, dtype=torch.int64, device=points_dist.device)
+    picks = [old]
+    for _ in range(1, num_points):
+        temp = torch.minimum(temp, points_dist[rows, old])
+        old = torch.argmax(temp, dim=1)
+        picks.append(old)
+    if num_points <= 0:
+        return torch.zeros((batch, 0), dtype=torch.int32, device=points_dist.device)
+    return torch.stack(picks, dim=1).int()
+
+
+def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tensor, center_xyz: Tensor,
+               xyz_batch_cnt: Optional[Tensor] = None, center_xyz_batch_cnt: Optional[Tensor] = None) -> Tensor:
+    """The first ``sample_num`` points (by index) of ``xyz`` with squared distance d2 to each centre
+    below max_radius^2 and at least min_radius^2, or 0 (the centre itself).
+
+    Batch: xyz (B, N, 3), center_xyz (B, npoint, 3) -> (B, npoint, sample_num) int32, a short row
+    padded with its first hit, a centre with no hit all zeros. Stack (both counts given): xyz
+    (N1 + N2 + ..., 3), center_xyz (M1 + M2 + ..., 3), counts (B,) -> (M, sample_num) int32
+    indices within each centre's cloud; a centre with no hit gets -1 then zeros, as mmcv."""
+    assert min_radius < max_radius
+    if xyz_batch_cnt is not None and center_xyz_batch_cnt is not None:
+        offsets = _stack.batch_offsets(xyz_batch_cnt)
+        center_offsets = _stack.batch_offsets(center_xyz_batch_cnt)
+        indices, counts = torch.ops.pointops.ball_query_packed(center_xyz, center_offsets, xyz, offsets, max_radius,
+                                                               sample_num, True, min_radius)
+        start = offsets[_stack.row_clouds(center_offsets, center_xyz.shape[0])]
+        local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
+        if sample_num > 0:
+            first = torch.where(counts == 0, torch.full_like(counts, -1), local[:, 0])
+            local = torch.cat([first[:, None], local[:, 1:]], dim=1)
+        return local.int()
+    indices, _ = torch.ops.pointops.ball_query(center_xyz, None, xyz, None, max_radius, sample_num, True, min_radius)
+    return indices.clamp(min=0).int()
+
+
+def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bool = False) -> Tensor:
+    """The k nearest points of ``xyz`` (B, N, 3) to each centre (B, npoint, 3) (``xyz`` itself when
+    None; (B, 3, N) and (B, 3, npoint) when ``transposed``) -> (B, k, npoint) int32, nearest first;
+    with fewer than k points the rest are 0, as mmcv."""
+    if center_xyz is None:
+        center_xyz = xyz
+    if transposed:
+        xyz = xyz.transpose(2, 1).contiguous()
+        center_xyz = center_xyz.transpose(2, 1).contiguous()
+    indices, _ = torch.ops.pointops.knn(center_xyz, None, xyz, None, k, None)
+    return indices.clamp(min=0).int().transpose(2, 1).contiguous()
+
+
+def three_nn(target: Tensor, source: Tensor) -> Tuple[Tensor, Tensor]:
+    """The 3 nearest ``source`` (B, M, 3) points of each ``target`` (B, N, 3) point -> (dist (B, N, 3)
+    Euclidean, idx (B, N, 3) int32); with fewer than 3 source points, index 0 and distance +inf."""
+    return _pointnet2.three_nn(target, source)
+
+
+def three_interpolate(features: Tensor, indices: Tensor, weight: Tensor) -> Tensor:
+    """(B, C, M) features, (B, n, 3) indices and weights -> (B, C, n), differentiable."""
+    return _pointnet2.three_interpolate(features, indices, weight)
+
+
+def gather_points(features: Tensor, indices: Tensor) -> Tensor:
+    """(B, C, N) features, (B, M) indices -> (B, C, M), differentiable in features."""
+    return _pointnet2.gather_operation(features, indices)
+
+
+def grouping_operation(features: Tensor, indices: Tensor, features_batch_cnt: Optional[Tensor] = None,
+                       indices_batch_cnt: Optional[Tensor] = None) -> Tensor:
+    """Batch: (B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample). Stack
+    (both counts given): (N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each
+    row's cloud -> (M, C, nsample), zeros where an index is outside its cloud. Differentiable in
+    features."""
+    if features_batch_cnt is not None and indices_batch_cnt is not None:
+        return _stack.grouping_operation(features, features_batch_cnt, indices, indices_batch_cnt)
+    return _pointnet2.grouping_operation(features, indices)
+
+
+def _uniform_resample(idx: Tensor, sample_num: int) -> Tuple[Tensor, Tensor]:
+    """mmcv's uniform_sample: each row's distinct indices (ascending), then random picks among
+    them to fill the row; and the count of distinct indices per row (float32)."""
+    ordered = idx.sort(dim=-1).values
+    distinct = torch.ones_like(ordered, dtype=torch.bool)
+    distinct[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    unique_cnt = distinct.sum(-1)
+    front = torch.gather(ordered, -1, (~distinct).to(torch.int64).argsort(dim=-1, stable=True))
+    slot = torch.arange(sample_num, device=idx.device)
+    draw = (torch.rand(idx.shape, device=idx.device) * unique_cnt[..., None]).to(torch.int64)
+    pick = torch.where(slot < unique_cnt[..., None], slot, torch.minimum(draw, unique_cnt[..., None] - 1))
+    return torch.gather(front, -1, pick), unique_cnt.float()
+
+
+class QueryAndGroup(nn.Module):
+    """mmcv's QueryAndGroup: a ball query between ``min_radius`` and ``max_radius`` (kNN when
+    max_radius is None) keeping ``sample_num`` points, then their coordinates relative to the
+    centre (divided by max_radius with ``normalize_xyz``) and features."""
+
+    def __init__(self, max_radius: Optional[float], sample_num: int, min_radius: float = 0.0, use_xyz: bool = True,
+                 return_grouped_xyz: bool = False, normalize_xyz: bool = False, uniform_sample: bool = False,
+                 return_unique_cnt: bool = False, return_grouped_idx: bool = False):
+        super().__init__()
+        self.max_radius = max_radius
+        self.min_radius = min_radius
+        self.sample_num = sample_num
+        self.use_xyz = use_xyz
+        self.return_grouped_xyz = return_grouped_xyz
+        self.normalize_xyz = normalize_xyz
+        self.uniform_sample = uniform_sample
+        self.return_unique_cnt = return_unique_cnt
+        self.return_grouped_idx = return_grouped_idx
+        if self.return_unique_cnt:
+            assert self.uniform_sample, "uniform_sample should be True when returning the count of unique samples"
+        if self.max_radius is None:
+            assert not self.normalize_xyz, "can not normalize grouped xyz when max_radius is None"
+
+    def forward(self, points_xyz: Tensor, center_xyz: Tensor,
+                features: Optional[Tensor] = None) -> Union[Tensor, Tuple[Tensor, ...]]:
+        """points_xyz (B, N, 3), center_xyz (B, npoint, 3), features (B, C, N) ->
+        (B, 3 + C, npoint, sample_num), then whichever of grouped_xyz, unique_cnt, grouped idx the
+        flags ask for."""
+        if self.max_radius is None:
+            idx = knn(self.sample_num, points_xyz, center_xyz, False).transpose(1, 2).contiguous()
+        else:
+            idx = ball_query(self.min_radius, self.max_radius, self.sample_num, points_xyz, center_xyz)
+        unique_cnt = None
+        if self.uniform_sample:
+            idx, unique_cnt = _uniform_resample(idx, self.sample_num)
+            idx = idx.int()
+        xyz_trans = points_xyz.transpose(1, 2).contiguous()
+        grouped_xyz = grouping_operation(xyz_trans, idx)  # (B, 3, npoint, sample_num)
+        grouped_xyz_diff = grouped_xyz - center_xyz.transpose(1, 2).unsqueeze(-1)
+        if self.normalize_xyz:
+            grouped_xyz_diff = grouped_xyz_diff / self.max_radius
+        if features is not None:
+            grouped_features = grouping_operation(features, idx)
+            new_features = torch.cat([grouped_xyz_diff, grouped_features], dim=1) if self.use_xyz else grouped_features
+        else:
+            assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
+            new_features = grouped_xyz_diff
+        ret = [new_features]
+        if self.return_grouped_xyz:
+            ret.append(grouped_xyz)
+        if self.return_unique_cnt:
+            ret.append(unique_cnt)
+        if self.return_grouped_idx:
+            ret.append(idx)
+        return ret[0] if len(ret) == 1 else tuple(ret)
+
+
+class GroupAll(nn.Module):
+    """mmcv's GroupAll: every point of the cloud as one group."""
+
+    def __init__(self, use_xyz: bool = True):
+        super().__init__()
+        self.use_xyz = use_xyz
+
+    def forward(self, xyz: Tensor, new_xyz: Optional[Tensor], features: Optional[Tensor] = None) -> Tensor:
+        """xyz (B, N, 3), features (B, C, N) -> (B, 3 + C, 1, N)."""
+        grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
+        if features is not None:
+            grouped_features = features.unsqueeze(2)
+            return torch.cat([grouped_xyz, grouped_features], dim=1) if self.use_xyz else grouped_features
+        return grouped_xyz
+
+
+# ---- voxelization ---------------------------------------------------------------------------------
+
+
+def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coors_range: Union[Sequence[float], float],
+                 max_points: int = 35, max_voxels: int = 20000,
+                 deterministic: bool = True) -> Union[Tensor, Tuple[Tensor, Tensor, Tensor]]:
+    """mmcv's voxelization of one cloud ``points`` (N, C) (columns x, y, z, features), on
+    :func:`pointops.voxelize` (mmcv's deterministic semantics: voxels in order of their first
+    point, a voxel's first ``max_points`` points in point order).
+
+    Hard (max_points and max_voxels > 0): (voxels (M, max_points, C), coors (M, 3) int32 (z, y, x),
+    num_points_per_voxel (M,) int32), M the voxels found, at most max_voxels (read back to the
+    host, as mmcv does). Dynamic (max_points or max_voxels == -1): coors (N, 3) int32 per point,
+    -1 for a point outside the range."""
+    voxel_size = [float(v) for v in (voxel_size.tolist() if isinstance(voxel_size, Tensor) else voxel_size)]
+    coors_range = [float(v) for v in (coors_range.tolist() if isinstance(coors_range, Tensor) else coors_range)]
+    if max_points == -1 or max_voxels == -1:
+        point_voxel, coords, _ = _voxelize_dynamic(points[None], voxel_size, coors_range)
+        per_point = coords[0][point_voxel[0].clamp(min=0)]
+        return torch.where((point_voxel[0] >= 0)[:, None], per_point, torch.full_like(per_point, -1))
+    voxels, coords, num_points, num_voxels, _ = _voxelize(points[None], voxel_size, coors_range, max_points,
+                                                          max_voxels)
+    count = int(num_voxels[0])
+    return voxels[0, :count], coords[0, :count], num_points[0, :count]
+
+
+class Voxelization(nn.Module):
+    """mmcv's Voxelization module: ``max_voxels`` an int or a (training, testing) pair;
+    ``max_num_points`` -1 for dynamic voxelization. ``deterministic`` is accepted; the result is
+    always the deterministic one."""
+
+    def __init__(self, voxel_size: List[float], point_cloud_range: List[float], max_num_points: int,
+                 max_voxels: Union[Tuple[int, int], int] = 20000, deterministic: bool = True):
+        super().__init__()
+        self.voxel_size = voxel_size
+        self.point_cloud_range = point_cloud_range
+        self.max_num_points = max_num_points
+        self.max_voxels = max_voxels if isinstance(max_voxels, tuple) else (max_voxels, max_voxels)
+        self.deterministic = deterministic
+        point_cloud_range = torch.tensor(point_cloud_range, dtype=torch.float32)
+        voxel_size = torch.tensor(voxel_size, dtype=torch.float32)
+        grid_size = torch.round((point_cloud_range[3:] - point_cloud_range[:3]) / voxel_size).long()
+        self.grid_size = grid_size
+        self.pcd_shape = [*grid_size[:2], 1][::-1]
+
+    def forward(self, input: Tensor):
+        max_voxels = self.max_voxels[0] if self.training else self.max_voxels[1]
+        return voxelization(input, self.voxel_size, self.point_cloud_range, self.max_num_points, max_voxels,
+                            self.deterministic)
+
+    def __repr__(self):
+        return (f"{self.__class__.__name__}(voxel_size={self.voxel_size}, point_cloud_range={self.point_cloud_range}, "
+                f"max_num_points={self.max_num_points}, max_voxels={self.max_voxels}, "
+                f"deterministic={self.deterministic})")
+
+
+# ---- mmcv's autograd Functions by name ----------------------------------------------------------------
+
+
+class FurthestPointSampling(Function):
+    @staticmethod
+    def forward(ctx, points_xyz: Tensor, num_points: int) -> Tensor:
+        out = furthest_point_sample(points_xyz, num_points)
+        ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None
+
+
+class FurthestPointSamplingWithDist(Function):
+    @staticmethod
+    def forward(ctx, points_dist: Tensor, num_points: int) -> Tensor:
+        out = furthest_point_sample_with_dist(points_dist, num_points)
+        ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None
+
+
+class BallQuery(Function):
+    @staticmethod
+    def forward(ctx, min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt=None,
+                center_xyz_batch_cnt=None):
+        out = ball_query(min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt)
+        ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None, None, None, None, None, None
+
+
+class KNN(Function):
+    @staticmethod
+    def forward(ctx, k, xyz, center_xyz=None, transposed=False):
+        out = knn(k, xyz, center_xyz, transposed)
+        ctx.mark_non_differentiable(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, a=None):
+        return None, None, None, None
+
+
+ThreeNN = _pointnet2.ThreeNN
+ThreeInterpolate = _pointnet2.ThreeInterpolate
+GatherPoints = _pointnet2.GatherOperation
+
+
+class GroupingOperation(Function):
+    """mmcv's GroupingOperation: batch or stacked inputs, the gradient of the features."""
+
+    @staticmethod
+    def forward(ctx, features, indices, features_batch_cnt=None, indices_batch_cnt=None):
+        ctx.save_for_backward(indices, features_batch_cnt, indices_batch_cnt)
+        ctx.shape, ctx.dtype = features.shape, features.dtype
+        return grouping_operation(features, indices, features_batch_cnt, indices_batch_cnt)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        indices, features_batch_cnt, indices_batch_cnt = ctx.saved_tensors
+        with torch.enable_grad():
+            features = torch.zeros(ctx.shape, dtype=ctx.dtype, device=grad_out.device, requires_grad=True)
+            out = grouping_operation(features, indices, features_batch_cnt, indices_batch_cnt)
+            (grad,) = torch.autograd.grad(out, features, grad_out)
+        return grad, None, None, None

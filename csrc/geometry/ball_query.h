@@ -54,9 +54,10 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queri
 
 namespace neighbors {
 
-// Checks of the radii and k shared by both backends and layouts (defined in
-// ball_query_cpu.cpp); the caller checks the clouds (check_padded_pair / check_packed_pair).
-void check_ball_query_args(double radius, int64_t k, double min_radius);
+// Checks of the radii and k shared by both backends and layouts, and that the (rows, k) indices
+// fit in the device's memory (defined in ball_query_cpu.cpp); the caller checks the clouds
+// (check_padded_pair / check_packed_pair).
+void check_ball_query_args(const at::Tensor& points, int64_t rows, double radius, int64_t k, double min_radius);
 
 }  // namespace neighbors
 }  // namespace pointops

@@ -17,12 +17,12 @@
 namespace pointops {
 namespace neighbors {
 
-void check_ball_query_args(double radius, int64_t k, double min_radius) {
+void check_ball_query_args(const at::Tensor& points, int64_t rows, double radius, int64_t k, double min_radius) {
   TORCH_CHECK(std::isfinite(radius) && radius >= 0, "radius must be finite and >= 0, got ", radius);
   TORCH_CHECK(std::isfinite(min_radius) && min_radius >= 0,
               "min_radius must be finite and >= 0, got ", min_radius);
   check_nonnegative(k, "k");
-  check_output_fits(points.device(), "k = " + std::to_string(k), {queries.size(0), queries.size(1), k}, 8);
+  check_output_fits(points.device(), "k = " + std::to_string(k), {rows, k}, 8);
 }
 
 }  // namespace neighbors
@@ -139,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                                   double radius, int64_t k, bool repeat_first,
                                                   double min_radius) {
   neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
-  neighbors::check_ball_query_args(radius, k, min_radius);
+  neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
   const int64_t batch = points.size(0);
   auto outputs = empty_ball_outputs({batch, queries.size(1)}, k, points);
   if (batch == 0 || queries.size(1) == 0) return outputs;
@@ -172,7 +172,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queri
                                                          int64_t k, bool repeat_first,
                                                          double min_radius) {
   neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
-  neighbors::check_ball_query_args(radius, k, min_radius);
+  neighbors::check_ball_query_args(points, queries.size(0), radius, k, min_radius);
   auto outputs = empty_ball_outputs({queries.size(0)}, k, points);
   const int64_t batch = offsets.size(0) - 1;
   if (batch == 0 || queries.size(0) == 0) return outputs;

@@ -214,7 +214,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
                                                    double radius, int64_t k, bool repeat_first,
                                                    double min_radius) {
   neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
-  neighbors::check_ball_query_args(radius, k, min_radius);
+  neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   const int64_t batch = points.size(0);
@@ -246,7 +246,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cuda(const at::Tensor& quer
                                                           int64_t k, bool repeat_first,
                                                           double min_radius) {
   neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
-  neighbors::check_ball_query_args(radius, k, min_radius);
+  neighbors::check_ball_query_args(points, queries.size(0), radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = ball_outputs({queries.size(0)}, k, points);

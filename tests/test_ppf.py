@@ -565,29 +565,6 @@ def test_matcher_batches_scenes_and_models():
     torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
 
 
-@pytest.mark.cuda
-def test_matcher_graph_replay_equals_the_eager_refinement():
-    from pointops.pipelines.ppf import PPFMatcher
-
-    mp, mn, sp, sn, _ = two_instance_scene()
-    matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
-    matcher.cuda_graphs = False
-    eager = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)
-    matcher.cuda_graphs = True
-    first = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)  # a new shape runs eagerly
-    assert not matcher._graphed.graphs
-    captured = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)  # warm-up, capture, replay
-    assert len(matcher._graphed.graphs) == 1 and not matcher._graphed.failed
-    for out in (first, captured):
-        for a, b in zip(out, eager):
-            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
-    # another scene of the same size replays the same graph on its own inputs
-    other = matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)
-    matcher.cuda_graphs = False
-    for a, b in zip(other, matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)):
-        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
-
-
 def test_matcher_turned_hypotheses_add_only_new_clusters():
     from pointops.pipelines.ppf import PPFMatcher
 
@@ -643,11 +620,11 @@ def test_off_parser_and_sampling():
 
 
 def test_refinement_and_rescoring():
-    """The pipeline's refinement (geometry icp on the sensor-facing model points) pulls a
+    """The pipeline's refinement (the geometry icp op on the sensor-facing model points) pulls a
     perturbed hypothesis back; re-scoring ranks the true pose above one in front of the surface
     the sensor saw."""
     from pointops import datasets_ppf as dp
-    from pointops.pipelines.ppf import PPFMatcher, range_image, refine_icp
+    from pointops.pipelines.ppf import PPFMatcher, range_image, refine_poses
 
     mesh = dp.blob_mesh(seed=1, subdivisions=2)
     mp, mn = dp.sample_surface(mesh, 1500, seed=0)
@@ -664,7 +641,7 @@ def test_refinement_and_rescoring():
     poses = torch.stack([truth @ nudge, truth, torch.full((4, 4), NAN)])[None]  # nudged about the model
     mp, mn = mp.float()[None], mn.float()[None]
     lengths, scene_lengths = torch.tensor([1500]), torch.tensor([sp.shape[1]])
-    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, 0.05)
+    refined = refine_poses(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, 0.05 / 3)
     assert rotation_error_deg(poses[0, 0], truth) > 4.0
     assert rotation_error_deg(refined[0, 0], truth) < 1.0 and (refined[0, 0, :3, 3] - truth[:3, 3]).norm() < 0.005
     assert torch.isnan(refined[0, 2]).all()

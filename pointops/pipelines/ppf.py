@@ -30,7 +30,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from ..geometry import estimate_normals, knn, voxel_downsample
+from ..geometry import estimate_normals, icp, knn, voxel_downsample
 from ..ppf import (
     PPF_PRESETS,
     PoseClusters,
@@ -96,137 +96,33 @@ def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_dist
     return found.distances[..., 0].sqrt(), found.indices[..., 0]
 
 
-# ICP: a model point and its nearest scene point correspond when their normals are within 60
-# degrees.
-_NORMAL_AGREEMENT = 0.5
+# The refinement's correspondences: a model point and its nearest scene point pair when their
+# normals are within 60 degrees; a step turning by more than 0.5 rad, or moving the inliers'
+# centroid by more than 3 correspondence distances, stops the hypothesis.
+_NORMAL_ANGLE = math.pi / 3
+_MAX_STEP_ANGLE = 0.5
+_MAX_STEP_SHIFT = 3.0
 
 
-def _skew(v: Tensor) -> Tensor:
-    zero = torch.zeros_like(v[..., 0])
-    return torch.stack([zero, -v[..., 2], v[..., 1], v[..., 2], zero, -v[..., 0], -v[..., 1], v[..., 0], zero],
-                       -1).reshape(v.shape[:-1] + (3, 3))
-
-
-def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-               scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-               max_distance: float) -> Tensor:
+def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
+           scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int, max_distance: float) -> Tensor:
     """Point-to-plane ICP of every hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b
-    at once. A model point takes part when it faces the sensor (at the origin) under the current
-    pose, and corresponds to its nearest scene point (``geometry.knn``) when they are within
-    ``max_distance`` and their normals within 60 degrees: on a partial view the model's far side,
-    and the occluders and support in front of or under it, would otherwise pull the model off.
-    (``geometry.icp`` has no such tests, which cost it most of the coarse hypotheses of occluded
-    targets in our trials, hence this loop over the same ops.) Each iteration solves the
-    linearized (small-angle) problem about the correspondences' centroid; a hypothesis with fewer
-    than 6 correspondences, or whose step would turn it by more than 0.5 rad or move it by more
-    than 3 max_distance, stops. No host sync; non-finite poses come back unchanged."""
-    batch, hyps = poses.shape[:2]
-    n = model_points.shape[1]
-    finite = torch.isfinite(poses).flatten(2).all(2)
-    eye = torch.eye(4, device=poses.device, dtype=poses.dtype)
-    pose = torch.where(finite[..., None, None], poses, eye)
-    active = finite.clone()
-    valid = (torch.arange(n, device=poses.device)[None, :] < model_lengths[:, None])[:, None, :]  # (B, 1, N)
-    limit = torch.full((batch, 1, 1), float(max_distance), device=poses.device)
-    for _ in range(iterations):
-        rot, shift = pose[..., :3, :3], pose[..., :3, 3]
-        moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
-        moved_n = model_normals[:, None] @ rot.transpose(-1, -2)
-        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
-                                        float(max_distance))
-        gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
-        dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
-        dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
-        facing = (moved * moved_n).sum(-1) < 0
-        keep = (dist.reshape(batch, hyps, n) <= limit) & ((moved_n * dst_n).sum(-1) >= _NORMAL_AGREEMENT) & valid
-        keep = keep & facing
-        w = keep.to(moved.dtype)
-        count = w.sum(-1)  # (B, H)
-        centre = (moved * w[..., None]).sum(2) / count.clamp(min=1)[..., None]
-        a = torch.cat([torch.linalg.cross(moved - centre[..., None, :], dst_n, dim=-1), dst_n], -1)  # (B, H, N, 6)
-        rhs = ((dst - moved) * dst_n).sum(-1)
-        a = a.double() * w[..., None].double()
-        ata = a.transpose(-1, -2) @ a + 1e-9 * torch.eye(6, device=a.device, dtype=a.dtype)
-        atb = (a * rhs[..., None].double()).sum(2)
-        # solve_ex: no host sync to check for singular systems (the diagonal term keeps them
-        # regular; a non-finite step fails the tests below)
-        x = torch.linalg.solve_ex(ata, atb, check_errors=False)[0].to(pose.dtype)  # (B, H, 6)
-        w_rot, t = x[..., :3], x[..., 3:]
-        angle = w_rot.norm(dim=-1)
-        go = active & (count >= 6) & (angle <= 0.5) & (t.norm(dim=-1) <= 3 * limit[..., 0])
-        axis = w_rot / angle.clamp(min=1e-12)[..., None]
-        k = _skew(axis)
-        step_rot = (torch.eye(3, device=pose.device) + torch.sin(angle)[..., None, None] * k
-                    + (1 - torch.cos(angle))[..., None, None] * (k @ k))
-        step = eye.expand(batch, hyps, 4, 4).clone()
-        step[..., :3, :3] = step_rot
-        step[..., :3, 3] = centre + t - (step_rot @ centre[..., None])[..., 0]
-        pose = torch.where(go[..., None, None], step @ pose, pose)
-        active = go
-    return torch.where(finite[..., None, None], pose, poses)
-
-
-def refine_coarse_to_fine(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-                          scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-                          max_distance: float) -> Tensor:
-    """:func:`refine_icp` at 3 x ``max_distance`` (a wide capture range), then at ``max_distance``."""
+    at once: ``iterations`` steps with correspondences within 3 ``max_distance`` (a wide capture
+    range), then ``iterations`` more within ``max_distance``, each stage one call of the
+    ``geometry.icp`` op (every step of every hypothesis inside it, no host sync). A model point
+    takes part when it faces the sensor at the origin under the current pose, and pairs with its
+    nearest scene point when their normals are within 60 degrees: on a partial view the model's
+    far side, and the occluders and support in front of it or under it, would otherwise pull it
+    off. Steps turn about the inliers' centroid; a hypothesis with fewer than 6 pairs, or whose
+    step would turn it by more than 0.5 rad or move it by more than 3 correspondence distances,
+    stops for the stage. Non-finite poses come back unchanged."""
     for reach in (3.0, 1.0):
-        poses = refine_icp(model_points, model_normals, model_lengths, scene_points, scene_normals, scene_lengths,
-                           poses, iterations, max_distance * reach)
+        distance = max_distance * reach
+        poses = icp(model_points, scene_points, distance, model_lengths, scene_lengths, poses, scene_normals,
+                    "point_to_plane", iterations, source_normals=model_normals, max_normal_angle=_NORMAL_ANGLE,
+                    viewpoint=[0.0, 0.0, 0.0], centered=True, max_step_angle=_MAX_STEP_ANGLE,
+                    max_step_translation=_MAX_STEP_SHIFT * distance).poses
     return poses
-
-
-class GraphedRefinement:
-    """:func:`refine_coarse_to_fine` on CUDA replayed from a CUDA graph, one per input shape.
-
-    The refinement is a few hundred small launches (about 40 ops an ICP step) and no host sync,
-    so its cost on a GPU is the host's launching, not the GPU's work. A shape's first call runs
-    eagerly; its second runs it once on a side stream (warm-up), captures it into a graph over
-    static copies of the inputs and replays; later calls copy the inputs in and replay, returning
-    the same bits as the eager loop (the same kernels run). So scenes of ever-changing sizes cost
-    no captures, and at most ``capacity`` graphs (with their memory) are kept, the oldest dropped
-    first. A shape whose capture fails runs eagerly from then on."""
-
-    def __init__(self, capacity: int = 8):
-        self.capacity = capacity
-        self.graphs: Dict[tuple, Tuple[object, List[Tensor], Tensor]] = {}
-        self.seen: Dict[tuple, int] = {}
-        self.failed: set = set()
-
-    def __call__(self, *inputs: Tensor, iterations: int, max_distance: float) -> Tensor:
-        def run(*tensors: Tensor) -> Tensor:
-            return refine_coarse_to_fine(*tensors, iterations, max_distance)
-
-        key = tuple((t.shape, t.dtype, t.device) for t in inputs) + (iterations, max_distance)
-        if key in self.failed:
-            return run(*inputs)
-        if key not in self.graphs:
-            self.seen[key] = self.seen.get(key, 0) + 1
-            if self.seen[key] < 2 or self.capacity <= 0:
-                if len(self.seen) > 64 * max(self.capacity, 1):
-                    self.seen.clear()
-                return run(*inputs)
-            if len(self.graphs) >= self.capacity:
-                del self.graphs[next(iter(self.graphs))]
-            static = [t.clone() for t in inputs]
-            side = torch.cuda.Stream(inputs[0].device)
-            side.wait_stream(torch.cuda.current_stream(inputs[0].device))
-            with torch.cuda.stream(side):
-                run(*static)  # warm-up: library handles and workspaces are made outside the capture
-            torch.cuda.current_stream(inputs[0].device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            try:
-                with torch.cuda.graph(graph):
-                    output = run(*static)
-            except RuntimeError:
-                self.failed.add(key)
-                return run(*inputs)
-            self.graphs[key] = (graph, static, output)
-        graph, static, output = self.graphs[key]
-        for target, source in zip(static, inputs):
-            target.copy_(source)
-        graph.replay()
-        return output.clone()
 
 
 class RangeImage(NamedTuple):
@@ -337,8 +233,6 @@ class PPFMatcher:
         # sync between voting and re-scoring (its GPU work then overlaps the launches)
         steps = self.model.distance_step.cpu()
         self.step_range = (float(steps.min()), float(steps.max())) if steps.numel() else (0.0, 0.0)
-        self.cuda_graphs = True  # replay the ICP refinement from CUDA graphs on CUDA (GraphedRefinement)
-        self._graphed = GraphedRefinement()
 
     @property
     def num_models(self) -> int:
@@ -458,13 +352,9 @@ class PPFMatcher:
         inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
         inlier_range = (self.step_range[0] * float(cfg["inlier_distance"]), self.step_range[1] * float(cfg["inlier_distance"]))
         if refine and int(cfg["icp_iterations"]) > 0:
-            inputs = (model_points, model_normals, model_lengths, sp, sn, sl, poses.contiguous())
             with _stage("ppf.refine"):
-                if poses.is_cuda and self.cuda_graphs:
-                    poses = self._graphed(*inputs, iterations=int(cfg["icp_iterations"]),
-                                          max_distance=inlier_range[0])
-                else:
-                    poses = refine_coarse_to_fine(*inputs, int(cfg["icp_iterations"]), inlier_range[0])
+                poses = refine_poses(model_points, model_normals, model_lengths, sp, sn, sl, poses,
+                                     int(cfg["icp_iterations"]), inlier_range[0])
         with _stage("ppf.verify"):
             scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
                                  float(cfg["inlier_normal_deg"]), inlier_range[1])

@@ -12,8 +12,10 @@ max_instances=...)`` finds them in one or more scenes:
    the ``hypotheses`` best clusters at distinct places (at least ``suppression`` diameters
    apart) are kept, and ``turned_hypotheses`` more that may share a place with them but are
    turned by more than ``suppression_angle_deg``;
-4. each hypothesis is refined by ICP and re-scored by its inlier fraction: the share of model
-   points that land within ``inlier_distance`` distance steps of a scene point;
+4. each hypothesis is refined by ICP (the ``geometry.icp`` op, every step of every hypothesis in
+   one call per stage) and re-scored by its inlier fraction: the share of model points that land
+   within ``inlier_distance`` distance steps of a scene point, less those the sensor saw
+   through;
 5. the ``max_instances`` best-scored hypotheses per (scene, model) are returned.
 
 Models are centred on their bounding box inside the matcher, and returned poses map the
@@ -21,8 +23,9 @@ caller's model coordinates into the scene.
 
 Downsampling, normal estimation, nearest neighbours and ICP are the geometry family's ops
 (``pointops.geometry``). Every step is batched over scenes and models and runs on the inputs'
-device; ``prepare_scene`` reads the downsampled clouds' sizes once (the voxel op keeps the input's
-capacity), the range image of the visibility test is built per scene.
+device, and ``match`` reads nothing back to the host: the downsampled scene has a fixed capacity
+(``max_scene_points``), the visibility test's range image a fixed size (``range_image_cells``),
+so at fixed input sizes a whole match can be captured in one CUDA graph.
 """
 import math
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
@@ -71,19 +74,29 @@ def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
     return lengths.clamp(0, points.shape[1])
 
 
-def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float
-               ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float,
+               capacity: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """``geometry.voxel_downsample`` at one voxel size, normals averaged per voxel (then made unit;
-    zero where they cancel), trimmed to the largest cloud (one read of the lengths: the op keeps
-    the input's capacity)."""
+    zero where they cancel). The op keeps the input's capacity N; the result has ``capacity``
+    rows (at most N) with no host sync: a cloud of more voxels keeps ``capacity`` of them evenly
+    spread over the op's voxel order (voxel floor(j * count / capacity) for row j: every other
+    voxel along a row of the grid, and so on), its length becomes ``capacity``. None trims to the
+    largest cloud instead, which reads the lengths back once (the model build)."""
     out = voxel_downsample(points.float(), [voxel] * 3, lengths, normals.float() if normals is not None else None)
-    size = int(out.lengths.max()) if out.lengths.numel() else 0
-    pts = out.points[:, :size].contiguous()
     nrm = None
     if normals is not None:
-        nrm = out.features[:, :size]
-        nrm = nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-    return pts, nrm, out.lengths
+        nrm = out.features / out.features.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    if capacity is None:
+        size = int(out.lengths.max()) if out.lengths.numel() else 0
+        return out.points[:, :size].contiguous(), None if nrm is None else nrm[:, :size], out.lengths
+    size = min(int(capacity), points.shape[1])
+    count = out.lengths[:, None]  # (B, 1)
+    rows = torch.arange(size, device=points.device)[None, :]
+    pick = torch.where(count > size, rows * count // max(size, 1), rows)  # (B, size)
+    pts = out.points.gather(1, pick[..., None].expand(-1, -1, 3))
+    if nrm is not None:
+        nrm = nrm.gather(1, pick[..., None].expand(-1, -1, 3))
+    return pts, nrm, out.lengths.clamp(max=size)
 
 
 def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None
@@ -126,53 +139,74 @@ def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Ten
 
 
 class RangeImage(NamedTuple):
-    """Nearest range seen per direction from a sensor at the origin: cell (row, col) of an
-    (azimuth, elevation) grid of ``cell`` radians starting at ``start``; inf where nothing was
-    seen."""
+    """Nearest range seen per direction from a sensor at the origin, for S scenes: an (azimuth,
+    elevation) grid of ``cells`` x ``cells`` square cells of ``cell[s]`` radians centred on the
+    optical axis +z (azimuth atan2(x, z), elevation atan2(y, |(x, z)|)); inf where nothing was
+    seen. Its size is fixed by ``cells``, its cell by the scene (on the device)."""
 
-    ranges: Tensor  # (rows * cols,) float32
-    start: Tuple[float, float]
-    cell: float
-    cols: int
-    rows: int
+    ranges: Tensor  # (S, cells * cells) float32, row-major by elevation
+    cell: Tensor  # (S,) float32 radians; NaN for a scene with no finite point
+    cells: int
 
 
 def _directions(points: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """(azimuth, elevation, range) of points seen from the origin, the optical axis along z."""
-    azimuth = torch.atan2(points[:, 0], points[:, 2])
-    elevation = torch.atan2(points[:, 1], points[:, [0, 2]].norm(dim=1))
-    return azimuth, elevation, points.norm(dim=1)
+    """(azimuth, elevation, range) of points (..., 3) seen from the origin, the optical axis along z."""
+    azimuth = torch.atan2(points[..., 0], points[..., 2])
+    elevation = torch.atan2(points[..., 1], torch.hypot(points[..., 0], points[..., 2]))
+    return azimuth, elevation, points.norm(dim=-1)
 
 
-def range_image(points: Tensor, cell_size: float) -> RangeImage:
-    """The range image of one scene's raw points (N, 3) with cells of ``cell_size`` at the
-    median range."""
-    p = points[torch.isfinite(points).all(1)].float()
-    if p.shape[0] == 0:
-        return RangeImage(torch.full((1,), float("inf"), device=points.device), (0.0, 0.0), 1.0, 1, 1)
+def _image_cells(azimuth: Tensor, elevation: Tensor, cell: Tensor, cells: int) -> Tuple[Tensor, Tensor]:
+    """Flat cell index (row * cells + col, 0 outside) and whether the direction lies in the image;
+    cell broadcasts against the directions. NaN directions or cells lie outside."""
+    col = torch.floor(azimuth / cell) + cells // 2
+    row = torch.floor(elevation / cell) + cells // 2
+    inside = (col >= 0) & (col < cells) & (row >= 0) & (row < cells)
+    flat = torch.where(inside, row * cells + col, torch.zeros_like(col)).long()
+    return flat, inside
+
+
+def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = None, cells: int = 1024) -> RangeImage:
+    """The range image of scenes' raw points (S, N, 3) (or one scene (N, 3)), rows past
+    ``lengths`` and non-finite points left out: a cell spans ``cell_size`` at the scene's median
+    range (computed on the device), the image ``cells`` cells each way about the optical axis.
+    Points outside it are not drawn (and a model point there is never seen through). No host
+    sync: the image has the same size for every scene."""
+    p = _as_batch(points).float()
+    scenes, n = p.shape[:2]
+    valid = torch.isfinite(p).all(-1)
+    if lengths is not None:
+        valid = valid & (torch.arange(n, device=p.device)[None, :] < lengths[:, None])
     azimuth, elevation, ranges = _directions(p)
-    cell = cell_size / max(float(ranges.median()), 1e-12)
-    start = (float(azimuth.min()), float(elevation.min()))
-    col = ((azimuth - start[0]) / cell).long()
-    row = ((elevation - start[1]) / cell).long()
-    cols, rows = int(col.max()) + 1, int(row.max()) + 1
-    image = torch.full((rows * cols,), float("inf"), device=p.device)
-    image.scatter_reduce_(0, row * cols + col, ranges, reduce="amin")
-    return RangeImage(image, start, cell, cols, rows)
+    median = torch.where(valid, ranges, torch.full_like(ranges, float("nan"))).nanmedian(dim=1).values  # (S,)
+    cell = cell_size / median.clamp(min=1e-12)
+    flat, inside = _image_cells(azimuth, elevation, cell[:, None], cells)
+    inside = inside & valid
+    size = cells * cells
+    # every point outside the image lands in one spare cell past the last scene's
+    target = torch.where(inside, flat + torch.arange(scenes, device=p.device)[:, None] * size,
+                         torch.full_like(flat, scenes * size))
+    image = torch.full((scenes * size + 1,), float("inf"), device=p.device)
+    image.scatter_reduce_(0, target.reshape(-1), torch.where(inside, ranges, torch.full_like(ranges, float("inf"))).reshape(-1),
+                          reduce="amin")
+    return RangeImage(image[: scenes * size].view(scenes, size), cell, cells)
 
 
-def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: float) -> Tensor:
-    """(..., N) bool: model points (..., N, 3) facing the sensor where the sensor saw a surface
-    more than ``margin`` behind them, i.e. through where the model would be (free-space
-    violations of a wrong pose; points hidden behind the scene are not counted)."""
-    flat = points.reshape(-1, 3)
-    azimuth, elevation, ranges = _directions(flat)
-    col = ((azimuth - image.start[0]) / image.cell).floor().long()
-    row = ((elevation - image.start[1]) / image.cell).floor().long()
-    inside = (col >= 0) & (col < image.cols) & (row >= 0) & (row < image.rows)
-    seen = image.ranges[(row.clamp(0, image.rows - 1) * image.cols + col.clamp(0, image.cols - 1))]
-    facing = (normals.reshape(-1, 3) * flat).sum(1) < 0
-    through = inside & facing & torch.isfinite(seen) & (seen > ranges + margin)
+def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: Tensor,
+                scene_index: Optional[Tensor] = None) -> Tensor:
+    """(B, ...) bool: model points (B, ..., 3) facing the sensor where the sensor saw a surface
+    more than ``margin[b]`` behind them, i.e. through where the model would be (free-space
+    violations of a wrong pose; points hidden behind the scene, or outside the image, are not
+    counted). Entry b reads the image of scene ``scene_index[b]`` (None: b)."""
+    batch = points.shape[0]
+    flat_points = points.reshape(batch, -1, 3)
+    if scene_index is None:
+        scene_index = torch.arange(batch, device=points.device)
+    azimuth, elevation, ranges = _directions(flat_points)
+    index, inside = _image_cells(azimuth, elevation, image.cell[scene_index][:, None], image.cells)
+    seen = image.ranges.reshape(-1)[scene_index[:, None] * (image.cells * image.cells) + index]
+    facing = (normals.reshape(batch, -1, 3) * flat_points).sum(-1) < 0
+    through = inside & facing & torch.isfinite(seen) & (seen > ranges + margin[:, None])
     return through.reshape(points.shape[:-1])
 
 
@@ -197,11 +231,29 @@ class PPFMatcher:
             fine for closed, roughly star-shaped models; give real normals where you have them).
         model_lengths: (M,) int64 points per model; None = all N.
         preset: a name in :data:`pointops.ppf.PPF_PRESETS` (configs/ppf.yaml).
+        max_scene_points: the capacity of a downsampled scene (what ``match`` votes with): a
+            scene with more voxels of the model's step keeps this many, evenly spread over its
+            voxels (see :func:`downsample`). Fixed, so that ``match`` reads nothing back and can
+            be captured in a CUDA graph; a 640 x 480 depth frame of a tabletop downsamples to
+            2,000-7,000 points at the presets' steps.
+        range_image_cells: the visibility test's range image is this many cells each way (a cell
+            spans 0.7 of the smallest model step at the scene's median range), centred on the
+            optical axis +z; scene points outside it are not drawn, and model points outside it
+            are never counted as seen through. The image spans 1024 x 0.7 tau_d diameters /
+            range radians: at tau_d 0.035 about 140 degrees from 10 model diameters away, 48
+            degrees from 30.
         **config: explicit values of the preset's options, which override it.
     """
 
     def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
-                 model_lengths: Optional[Tensor] = None, preset: str = "default", **config):
+                 model_lengths: Optional[Tensor] = None, preset: str = "default", max_scene_points: int = 16384,
+                 range_image_cells: int = 1024, **config):
+        if max_scene_points < 1:
+            raise ValueError(f"max_scene_points must be >= 1, got {max_scene_points}")
+        if range_image_cells < 1:
+            raise ValueError(f"range_image_cells must be >= 1, got {range_image_cells}")
+        self.max_scene_points = int(max_scene_points)
+        self.range_image_cells = int(range_image_cells)
         self.config = resolve_ppf_config(preset, **config)
         cfg = self.config
         points = _as_batch(model_points).float()
@@ -246,7 +298,8 @@ class PPFMatcher:
 
     def prepare_scene(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
                       scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
-        """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,)."""
+        """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,), N' =
+        min(N, max_scene_points), with no host sync."""
         points = _as_batch(scene_points).float()
         lengths = _lengths(points, scene_lengths)
         if scene_normals is None:
@@ -258,7 +311,8 @@ class PPFMatcher:
         else:
             normals = _as_batch(scene_normals).float()
         with _stage("ppf.downsample"):
-            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0])
+            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0],
+                                                          self.max_scene_points)
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
@@ -332,14 +386,12 @@ class PPFMatcher:
             points, normals = _as_batch(scene_points).float(), _as_batch(scene_normals).float()
             lengths = _lengths(points, scene_lengths)
         scenes, models = points.shape[0], self.num_models
-        images = None
-        if bool(cfg["visibility"]):  # before voting: building the range images reads sizes back
+        image = None
+        if bool(cfg["visibility"]):
             with _stage("ppf.range_image"):
                 raw = _as_batch(scene_points).float()
-                raw_lengths = _lengths(raw, scene_lengths).tolist()
-                cell = self.step_range[0] * 0.7
-                per_scene = [range_image(raw[k, : raw_lengths[k]], cell) for k in range(scenes)]
-                images = [per_scene[k] for k in range(scenes) for _ in range(models)]  # scene-major, as scene_idx
+                image = range_image(raw, self.step_range[0] * 0.7, _lengths(raw, scene_lengths),
+                                    self.range_image_cells)
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
@@ -356,8 +408,8 @@ class PPFMatcher:
                 poses = refine_poses(model_points, model_normals, model_lengths, sp, sn, sl, poses,
                                      int(cfg["icp_iterations"]), inlier_range[0])
         with _stage("ppf.verify"):
-            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
-                                 float(cfg["inlier_normal_deg"]), inlier_range[1])
+            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, image,
+                                 float(cfg["inlier_normal_deg"]), inlier_range[1], scene_idx)
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
@@ -376,14 +428,15 @@ class PPFMatcher:
     @staticmethod
     def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
-               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0,
-               search_radius: Optional[float] = None) -> Tensor:
+               image: Optional[RangeImage] = None, normal_deg: float = 25.0,
+               search_radius: Optional[float] = None, image_index: Optional[Tensor] = None) -> Tensor:
         """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
         clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
         is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
-        violation (with ``images``, one range image per b) a model point facing the sensor where
-        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses.
-        ``search_radius`` (>= every threshold, or None) bounds the nearest-neighbour search."""
+        violation (with a range ``image``, entry b reading its scene ``image_index[b]``, None: b)
+        a model point facing the sensor where the sensor saw a surface more than threshold[b]
+        behind it. 0 for non-finite poses. ``search_radius`` (>= every threshold, or None) bounds
+        the nearest-neighbour search. All entries at once, no host sync."""
         batch, hyps = poses.shape[:2]
         n = model_points.shape[1]
         finite = torch.isfinite(poses).flatten(2).all(2)
@@ -397,10 +450,9 @@ class PPFMatcher:
         agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
         valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
         hits = (((dist <= threshold[:, None]) & agree).reshape(batch, hyps, n) & valid).sum(2).float()
-        if images is not None:
-            for b in range(batch):
-                through = see_through(images[b], moved[b], moved_n[b], float(threshold[b]))
-                hits[b] -= (through & valid[b]).sum(1).float()
+        if image is not None:
+            through = see_through(image, moved, moved_n, threshold, image_index)  # (B, H, N)
+            hits = hits - (through & valid).sum(2).float()
         score = (hits / model_lengths.clamp(min=1)[:, None].float()).clamp(min=0)
         return torch.where(finite, score, torch.zeros_like(score))
 

@@ -83,20 +83,19 @@ def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel
     voxel along a row of the grid, and so on), its length becomes ``capacity``. None trims to the
     largest cloud instead, which reads the lengths back once (the model build)."""
     out = voxel_downsample(points.float(), [voxel] * 3, lengths, normals.float() if normals is not None else None)
-    nrm = None
-    if normals is not None:
-        nrm = out.features / out.features.norm(dim=-1, keepdim=True).clamp(min=1e-12)
     if capacity is None:
         size = int(out.lengths.max()) if out.lengths.numel() else 0
-        return out.points[:, :size].contiguous(), None if nrm is None else nrm[:, :size], out.lengths
-    size = min(int(capacity), points.shape[1])
-    count = out.lengths[:, None]  # (B, 1)
-    rows = torch.arange(size, device=points.device)[None, :]
-    pick = torch.where(count > size, rows * count // max(size, 1), rows)  # (B, size)
-    pts = out.points.gather(1, pick[..., None].expand(-1, -1, 3))
-    if nrm is not None:
-        nrm = nrm.gather(1, pick[..., None].expand(-1, -1, 3))
-    return pts, nrm, out.lengths.clamp(max=size)
+        pts, nrm, kept = out.points[:, :size].contiguous(), out.features[:, :size], out.lengths
+    else:
+        size = min(int(capacity), points.shape[1])
+        count = out.lengths[:, None]  # (B, 1)
+        rows = torch.arange(size, device=points.device)[None, :]
+        pick = torch.where(count > size, rows * count // max(size, 1), rows)[..., None].expand(-1, -1, 3)
+        pts, kept = out.points.gather(1, pick), out.lengths.clamp(max=size)
+        nrm = out.features.gather(1, pick) if normals is not None else out.features
+    if normals is None:
+        return pts, None, kept
+    return pts, nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12), kept
 
 
 def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None

@@ -296,6 +296,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cpu(
   return {poses_out, rmse, fraction, converged_out};
 }
 
+// Every hypothesis goes through the passes in lockstep: a pass first finds the correspondences of
+// all (hypothesis, source) rows in parallel, then sums each hypothesis's terms in icp.h's lane
+// order (hypotheses in parallel), so one hypothesis of many sources uses every core too.
 template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
 void fit_cpu_typed(const FitInputs& in, const std::vector<neighbors::CpuGrid<tgt_t>>& grids, at::Tensor& poses_out,
                    at::Tensor& rmse, at::Tensor& fraction, at::Tensor& converged_out) {
@@ -305,59 +308,76 @@ void fit_cpu_typed(const FitInputs& in, const std::vector<neighbors::CpuGrid<tgt
   const src_t* source_normals = in.source_normals.defined() ? in.source_normals.data_ptr<src_t>() : nullptr;
   const tgt_t* targets = in.targets.data_ptr<tgt_t>();
   const tgt_t* target_normals = in.target_normals.defined() ? in.target_normals.data_ptr<tgt_t>() : nullptr;
-  const pose_t* poses = in.poses.data_ptr<pose_t>();
+  const pose_t* poses_in = in.poses.data_ptr<pose_t>();
   pose_t* poses_next = poses_out.data_ptr<pose_t>();
   stat_t* rmse_ptr = rmse.data_ptr<stat_t>();
   stat_t* fraction_ptr = fraction.data_ptr<stat_t>();
   bool* converged_ptr = converged_out.data_ptr<bool>();
-  const int64_t n = in.n, m = in.m, h = in.hypotheses;
-  at::parallel_for(0, in.batch * h, 1, [&](int64_t first, int64_t last) {
-    std::vector<double> lanes(static_cast<size_t>(kLanes * kTerms));
-    for (int64_t bh = first; bh < last; ++bh) {
-      const int64_t b = bh / h;
-      const pose_t* pose_in = poses + 16 * bh;
-      if (!pose_finite(pose_in)) {
-        std::copy(pose_in, pose_in + 16, poses_next + 16 * bh);
-        rmse_ptr[bh] = fraction_ptr[bh] = stat_t(0);
-        converged_ptr[bh] = false;
-        continue;
+  const int64_t n = in.n, m = in.m, h = in.hypotheses, count = in.batch * h;
+  std::vector<Pose> pose(static_cast<size_t>(count));
+  std::vector<double> origin(static_cast<size_t>(3 * count), 0.0);
+  std::vector<char> finite(static_cast<size_t>(count)), stopped(static_cast<size_t>(count), 0),
+      runs(static_cast<size_t>(count));
+  std::vector<int32_t> matches(static_cast<size_t>(count * n));
+  for (int64_t bh = 0; bh < count; ++bh) {
+    finite[bh] = pose_finite(poses_in + 16 * bh);
+    if (finite[bh]) pose[bh] = load_pose(poses_in + 16 * bh);
+  }
+  for (int64_t pass = 0; pass <= rules.iterations; ++pass) {
+    const bool update = pass < rules.iterations;
+    bool any = false;
+    for (int64_t bh = 0; bh < count; ++bh) {
+      runs[bh] = finite[bh] && !(update && stopped[bh]);
+      any = any || runs[bh];
+      for (int d = 0; d < 3; ++d) origin[3 * bh + d] = rules.centered ? pose[bh].t[d] : 0.0;
+    }
+    if (!any) continue;
+    at::parallel_for(0, count * n, 256, [&](int64_t first, int64_t last) {
+      for (int64_t row = first; row < last; ++row) {
+        const int64_t bh = row / n, i = row - bh * n, b = bh / h;
+        if (!runs[bh] || i >= cloud_length(in.query_lengths.data, b, n)) continue;
+        const neighbors::CpuGrid<tgt_t>* grid = grids.empty() ? nullptr : &grids[b];
+        matches[row] = fit_match(pose[bh], rules, sources + 3 * (b * n + i),
+                                 source_normals != nullptr ? source_normals + 3 * (b * n + i) : nullptr,
+                                 targets + 3 * b * m, target_normals != nullptr ? target_normals + 3 * b * m : nullptr,
+                                 grid != nullptr ? &grid->grid : nullptr,
+                                 grid != nullptr ? grid->cell_start.data() : nullptr,
+                                 grid != nullptr ? grid->points.data() : nullptr);
       }
-      const int64_t length = cloud_length(in.query_lengths.data, b, n);
-      const src_t* src = sources + 3 * b * n;
-      const src_t* src_n = source_normals != nullptr ? source_normals + 3 * b * n : nullptr;
-      const tgt_t* tgt = targets + 3 * b * m;
-      const tgt_t* tgt_n = target_normals != nullptr ? target_normals + 3 * b * m : nullptr;
-      const neighbors::CpuGrid<tgt_t>* grid = grids.empty() ? nullptr : &grids[b];
-      Pose pose = load_pose(pose_in);
-      bool stopped = false;
-      for (int64_t pass = 0; pass <= rules.iterations; ++pass) {
-        const bool update = pass < rules.iterations;
-        if (update && stopped) continue;
-        double origin[3] = {0.0, 0.0, 0.0};
-        if (rules.centered) {
-          for (int d = 0; d < 3; ++d) origin[d] = pose.t[d];
-        }
+    });
+    at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
+      std::vector<double> lanes(static_cast<size_t>(kLanes * kTerms));
+      for (int64_t bh = first; bh < last; ++bh) {
+        if (!runs[bh]) continue;
+        const int64_t b = bh / h;
+        const int64_t length = cloud_length(in.query_lengths.data, b, n);
         std::fill(lanes.begin(), lanes.end(), 0.0);
-        // Source i goes to lane i % kLanes, each lane in increasing order (the CUDA block's threads).
+        // Source i goes to lane i % kLanes, each lane in increasing order (the CUDA block's lanes).
         for (int64_t i = 0; i < length; ++i) {
-          const int32_t match = fit_match(pose, rules, src + 3 * i, src_n != nullptr ? src_n + 3 * i : nullptr, tgt,
-                                          tgt_n, grid != nullptr ? &grid->grid : nullptr,
-                                          grid != nullptr ? grid->cell_start.data() : nullptr,
-                                          grid != nullptr ? grid->points.data() : nullptr);
-          add_fit_terms<kPlane>(pose, origin, rules.centered, src + 3 * i, match, tgt, tgt_n,
+          add_fit_terms<kPlane>(pose[bh], origin.data() + 3 * bh, rules.centered, sources + 3 * (b * n + i),
+                                matches[bh * n + i], targets + 3 * b * m,
+                                target_normals != nullptr ? target_normals + 3 * b * m : nullptr,
                                 lanes.data() + (i % kLanes) * kTerms);
         }
         combine_lanes(lanes.data(), kTerms);
         if (update) {
-          stopped = fit_update<kPlane>(lanes.data(), origin, rules, &pose);
+          stopped[bh] = fit_update<kPlane>(lanes.data(), origin.data() + 3 * bh, rules, &pose[bh]);
         } else {
           fit_statistics(lanes.data(), rmse_ptr + bh, fraction_ptr + bh);
         }
       }
-      store_pose(pose, poses_next + 16 * bh);
-      converged_ptr[bh] = stopped;
+    });
+  }
+  for (int64_t bh = 0; bh < count; ++bh) {
+    if (finite[bh]) {
+      store_pose(pose[bh], poses_next + 16 * bh);
+      converged_ptr[bh] = stopped[bh] != 0;
+    } else {
+      std::copy(poses_in + 16 * bh, poses_in + 16 * bh + 16, poses_next + 16 * bh);
+      rmse_ptr[bh] = fraction_ptr[bh] = stat_t(0);
+      converged_ptr[bh] = false;
     }
-  });
+  }
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cpu(

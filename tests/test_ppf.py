@@ -617,6 +617,18 @@ def test_matcher_scene_capacity_and_range_image():
     assert sorted(seen.tolist()) == [float(raw[0, 2].norm()), 2.0]
 
 
+def test_matcher_empty_scenes_find_nothing():
+    from pointops.pipelines.ppf import PPFMatcher
+
+    mp, mn, sp, _, _ = two_instance_scene()
+    matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=3, icp_iterations=2)
+    for points, lengths in ((torch.zeros(1, 0, 3), None), (sp[None], torch.tensor([0])),
+                            (torch.full((1, 5, 3), NAN), None)):
+        out = matcher.match(points, None, lengths, max_instances=2)
+        assert out.poses.shape == (1, 1, 2, 4, 4) and torch.isnan(out.poses).all()
+        assert (out.scores == 0).all() and (out.votes == 0).all()
+
+
 @pytest.mark.cuda
 def test_matcher_match_replays_from_one_cuda_graph():
     """At fixed capacities a whole match (normals, downsampling, range image, voting, clustering,

@@ -173,6 +173,10 @@ def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = No
     sync: the image has the same size for every scene."""
     p = _as_batch(points).float()
     scenes, n = p.shape[:2]
+    size = cells * cells
+    if n == 0:
+        return RangeImage(torch.full((scenes, size), float("inf"), device=p.device),
+                          torch.full((scenes,), float("nan"), device=p.device), cells)
     valid = torch.isfinite(p).all(-1)
     if lengths is not None:
         valid = valid & (torch.arange(n, device=p.device)[None, :] < lengths[:, None])
@@ -181,7 +185,6 @@ def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = No
     cell = cell_size / median.clamp(min=1e-12)
     flat, inside = _image_cells(azimuth, elevation, cell[:, None], cells)
     inside = inside & valid
-    size = cells * cells
     # every point outside the image lands in one spare cell past the last scene's
     target = torch.where(inside, flat + torch.arange(scenes, device=p.device)[:, None] * size,
                          torch.full_like(flat, scenes * size))
@@ -445,8 +448,11 @@ class PPFMatcher:
         moved_n = model_normals[:, None] @ rot
         dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
                                         search_radius)
-        nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
-        agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
+        if scene_points.shape[1] > 0:
+            nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
+            agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
+        else:  # empty scenes: no neighbour at all
+            agree = torch.zeros_like(dist, dtype=torch.bool)
         valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
         hits = (((dist <= threshold[:, None]) & agree).reshape(batch, hyps, n) & valid).sum(2).float()
         if image is not None:

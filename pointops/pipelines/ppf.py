@@ -77,11 +77,11 @@ def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
 def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float,
                capacity: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """``geometry.voxel_downsample`` at one voxel size, normals averaged per voxel (then made unit;
-    zero where they cancel). The op keeps the input's capacity N; the result has ``capacity``
-    rows (at most N) with no host sync: a cloud of more voxels keeps ``capacity`` of them evenly
-    spread over the op's voxel order (voxel floor(j * count / capacity) for row j: every other
-    voxel along a row of the grid, and so on), its length becomes ``capacity``. None trims to the
-    largest cloud instead, which reads the lengths back once (the model build)."""
+    zero where they cancel). The op keeps the input's capacity N; the result has min(capacity,
+    N) rows with no host sync: a cloud of more voxels keeps that many, evenly spread over the
+    op's voxel order (row j is voxel floor(j * count / capacity)), and its length becomes the
+    capacity. None trims to the largest cloud instead, which reads the lengths back once (the
+    model build)."""
     out = voxel_downsample(points.float(), [voxel] * 3, lengths, normals.float() if normals is not None else None)
     if capacity is None:
         size = int(out.lengths.max()) if out.lengths.numel() else 0
@@ -117,7 +117,8 @@ _MAX_STEP_SHIFT = 3.0
 
 
 def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-           scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int, max_distance: float) -> Tensor:
+                 scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
+                 max_distance: float) -> Tensor:
     """Point-to-plane ICP of every hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b
     at once: ``iterations`` steps with correspondences within 3 ``max_distance`` (a wide capture
     range), then ``iterations`` more within ``max_distance``, each stage one call of the
@@ -189,8 +190,8 @@ def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = No
     target = torch.where(inside, flat + torch.arange(scenes, device=p.device)[:, None] * size,
                          torch.full_like(flat, scenes * size))
     image = torch.full((scenes * size + 1,), float("inf"), device=p.device)
-    image.scatter_reduce_(0, target.reshape(-1), torch.where(inside, ranges, torch.full_like(ranges, float("inf"))).reshape(-1),
-                          reduce="amin")
+    seen = torch.where(inside, ranges, torch.full_like(ranges, float("inf")))
+    image.scatter_reduce_(0, target.reshape(-1), seen.reshape(-1), reduce="amin")
     return RangeImage(image[: scenes * size].view(scenes, size), cell, cells)
 
 

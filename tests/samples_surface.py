@@ -1,4 +1,4 @@
-"""Registration samples of voxel_downsample, estimate_normals, transform_points and icp_step (merged
+"""Registration samples of voxel_downsample, estimate_normals, transform_points, icp_step and icp (merged
 into tests/op_samples.py), plus helpers the surface tests share: real meshes from CGAL's data
 and whether the knn op is there."""
 import io
@@ -126,6 +126,34 @@ def _icp_step_samples(device: str) -> List[tuple]:
     ]
 
 
+def _icp_samples(device: str) -> List[tuple]:
+    sources, targets, normals, poses, _ = _icp_problem(device)
+    source_normals = torch.nn.functional.normalize(_cloud(device, 2, 50, 20), dim=-1)
+    lengths = torch.tensor([50, 30], device=device)
+    target_lengths = torch.tensor([40, 50], device=device)
+    broken = poses.clone()
+    broken[1, 2, 3, 1] = float("inf")  # the last row is not read (NaN poses: test_icp, opcheck has no equal_nan)
+    return [
+        (sources, source_normals, lengths, targets, normals, target_lengths, poses, 3, 0.5, 0.0, True, 1.0,
+         [0.0, 0.0, -3.0], True, 0.5, 0.3),
+        (sources, None, None, targets, None, None, poses.float(), 2, float("inf"), 1e-3, False, None, None, False,
+         None, None),
+        (sources.double(), source_normals.double(), None, targets.double(), normals.double(), target_lengths, broken,
+         4, 0.3, 0.0, False, 1.2, None, True, None, 0.2),
+        (sources.half(), None, lengths, targets.half(), normals.half(), None, poses, 2, 0.5, 0.0, True, None, None,
+         False, None, None),
+        (sources, None, None, targets, None, None, poses[:, :0], 3, 1.0, 0.0, False, None, None, False, None, None),
+        (sources, None, None, targets[:, :0], None, None, poses, 3, 1.0, 0.0, False, None, None, False, None, None),
+    ]
+
+
+def _icp_options_args(device: str) -> tuple:
+    sources, targets, normals, poses, _ = _icp_problem(device)
+    source_normals = torch.nn.functional.normalize(_cloud(device, 2, 50, 21), dim=-1)
+    return (sources, targets, 0.5, torch.tensor([50, 40], device=device), None, poses, normals, "point_to_plane", 3,
+            0.0, source_normals, 1.0, [0.0, 0.0, -3.0], True, 0.5, 0.3)
+
+
 def _icp_wrapper_args(device: str) -> tuple:
     sources, targets, normals, poses, _ = _icp_problem(device)
     return (sources, targets, 0.5, torch.tensor([50, 40], device=device), None, poses, normals, "point_to_plane", 3)
@@ -136,6 +164,7 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "estimate_normals": _estimate_normals_samples,
     "transform_points": _transform_points_samples,
     "icp_step": _icp_step_samples,
+    "icp": _icp_samples,
 }
 
 WRAPPER_CASES: Dict[str, object] = {}
@@ -164,6 +193,7 @@ def _wrapper_cases() -> None:
                        torch.tensor([0.0, 0.0, 3.0], device=d)),
         )
         WRAPPER_CASES["icp"] = WrapperCase(pointops.icp, _icp_wrapper_args)
+        WRAPPER_CASES["icp_partial_view"] = WrapperCase(pointops.icp, _icp_options_args)
 
 
 _wrapper_cases()

@@ -118,7 +118,7 @@ def test_icp_recovers_known_poses_from_several_hypotheses(plane):
         assert rmse[0, h] < 1e-6 and fraction[0, h] == 1.0
     assert not torch.allclose(poses[0, 2], truth, atol=1e-2) and rmse[0, 2] > 1e-3
     # the float64 NumPy ICP lands on the same poses
-    expected, expected_rmse, _ = reference.icp(sources, targets, init, 1.0, 30, normals if plane else None)
+    expected, expected_rmse, _, _ = reference.icp(sources, targets, init, 1.0, 30, normals if plane else None)
     np.testing.assert_allclose(poses[0, :2].numpy(), expected[0, :2], rtol=0, atol=1e-7)
 
 
@@ -375,3 +375,185 @@ def test_half_inputs_compute_as_their_float32_values(device):
         assert all(torch.equal(x, y) for x, y in zip(a, b)) and b[1].dtype == torch.float32
         moved = torch.ops.pointops.transform_points(low[0], None, poses)
         assert torch.equal(moved, torch.ops.pointops.transform_points(low[0].float(), None, poses))
+
+
+# ---- the icp op's options: what registering a model to a partial view needs ---------------------
+
+def partial_view(dtype=torch.float64, seed=20):
+    """A bumpy closed model (outward normals) placed 3 units in front of a sensor at the origin,
+    the side the sensor sees as targets with their normals, a wall behind it; and the truth."""
+    model = wavy(600, seed=seed)
+    normals = sphere_normals(model[None])[0]
+    truth = pose([1, -2, 0.5], 0.6, [0.2, -0.1, 3.0])
+    placed = model @ truth[:3, :3].T + truth[:3, 3]
+    placed_n = normals @ truth[:3, :3].T
+    seen = (placed * placed_n).sum(1) < 0
+    g = torch.Generator().manual_seed(seed)
+    wall = torch.cat([torch.rand(300, 2, generator=g, dtype=torch.float64) * 4 - 2,
+                      torch.full((300, 1), 4.6, dtype=torch.float64)], 1)
+    targets = torch.cat([placed[seen], wall])
+    target_normals = torch.cat([placed_n[seen], torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64).expand(300, 3)])
+    return (model[None].to(dtype), normals[None].to(dtype), targets[None].to(dtype), target_normals[None].to(dtype),
+            truth)
+
+
+def nudged(truth, hypotheses=3):
+    out = [truth @ pose([0, 1, 1], 0.08 * (h + 1), [0.03 * h, -0.02, 0.04]) for h in range(hypotheses)]
+    return torch.stack(out)[None]
+
+
+PPF_OPTIONS = dict(max_normal_angle=math.pi / 3, viewpoint=[0.0, 0.0, 0.0], max_step_angle=0.5,
+                   max_step_translation=0.6)
+
+
+@pytest.mark.parametrize("centered", [False, True])
+@pytest.mark.parametrize("method", ["point_to_plane", "point_to_point"])
+def test_icp_options_match_the_numpy_reference(device, centered, method):
+    sources, source_normals, targets, target_normals, truth = partial_view()
+    init = nudged(truth)
+    init[0, 2, :3, 3] += torch.tensor([0.0, 0.0, -1.5], dtype=torch.float64)  # in front of the view: too far
+    to = lambda t: t.to(device)  # noqa: E731
+    out = pointops.icp(to(sources), to(targets), 0.2, init_poses=to(init), target_normals=to(target_normals),
+                       method=method, iterations=15, source_normals=to(source_normals), centered=centered,
+                       **PPF_OPTIONS)
+    expected, rmse, fraction, stopped = reference.icp(sources, targets, init, 0.2, 15, target_normals, source_normals,
+                                                      centered=centered, point_to_plane=method == "point_to_plane",
+                                                      **PPF_OPTIONS)
+    np.testing.assert_allclose(out.poses.cpu().numpy(), expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(out.rmse.cpu().numpy(), rmse, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out.inlier_fraction.cpu().numpy(), fraction, rtol=1e-12, atol=0)
+    assert out.converged.cpu().tolist() == stopped.tolist()
+    for h in (0, 1):  # the nudged hypotheses come home, the far one stops where it was
+        assert torch.allclose(out.poses[0, h].cpu(), truth, atol=1e-6), (h, out.poses[0, h].cpu() - truth)
+    assert torch.equal(out.poses[0, 2].cpu(), init[0, 2]) and bool(out.converged[0, 2])
+
+
+def two_sheets(dtype=torch.float64):
+    """A thin plate seen from the origin: its front sheet faces the sensor, its back sheet (0.02
+    behind, normals away) does not. The targets are the front sheet as seen."""
+    g = torch.Generator().manual_seed(21)
+    xy = torch.rand(200, 2, generator=g, dtype=torch.float64) - 0.5
+    front = torch.cat([xy, torch.full((200, 1), 2.0, dtype=torch.float64)], 1)
+    back = front + torch.tensor([0.0, 0.0, 0.02], dtype=torch.float64)
+    toward = torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64).expand(200, 3)
+    sources = torch.cat([front, back])[None].to(dtype)
+    source_normals = torch.cat([toward, -toward])[None].to(dtype)
+    return sources, source_normals, front[None].to(dtype), toward[None].contiguous().to(dtype)
+
+
+def test_icp_facing_and_normal_tests_leave_out_the_far_side(device):
+    sources, source_normals, targets, target_normals = two_sheets()
+    eye = torch.eye(4, dtype=torch.float64).view(1, 1, 4, 4)
+    args = [t.to(device) for t in (sources, targets)]
+
+    def fraction(**options):
+        out = pointops.icp(*args, 0.05, init_poses=eye.to(device), target_normals=target_normals.to(device),
+                           iterations=0, source_normals=source_normals.to(device), **options)
+        return float(out.inlier_fraction[0, 0])
+
+    assert fraction() == 1.0  # the back sheet pairs with the front one, 0.02 away
+    assert fraction(viewpoint=[0.0, 0.0, 0.0]) == 0.5
+    assert fraction(viewpoint=[0.0, 0.0, 10.0]) == 0.5  # seen from behind, only the back sheet takes part...
+    assert fraction(max_normal_angle=math.pi / 3) == 0.5  # ...and the normal test keeps the front one
+    assert fraction(viewpoint=[0.0, 0.0, 10.0], max_normal_angle=math.pi / 3) == 0.0
+    assert fraction(max_normal_angle=math.pi) == 1.0  # every nonzero pair of normals agrees
+    zero = source_normals.clone()
+    zero[0, :200] = 0.0  # a zero normal never agrees and never faces anything
+    out = pointops.icp(*args, 0.05, init_poses=eye.to(device), target_normals=target_normals.to(device),
+                       iterations=0, source_normals=zero.to(device), max_normal_angle=math.pi)
+    assert float(out.inlier_fraction[0, 0]) == 0.5
+
+
+def test_icp_step_bounds_stop_a_hypothesis_where_it_is(device):
+    sources, source_normals, targets, target_normals, truth = partial_view()
+    init = nudged(truth, 1).to(device)
+    common = dict(init_poses=init, target_normals=target_normals.to(device), iterations=10,
+                  source_normals=source_normals.to(device), viewpoint=[0.0, 0.0, 0.0], centered=True)
+    free = pointops.icp(sources.to(device), targets.to(device), 0.2, **common)
+    assert not torch.equal(free.poses, init) and not bool(free.converged[0, 0])
+    for bound in (dict(max_step_angle=1e-4), dict(max_step_translation=1e-4)):
+        out = pointops.icp(sources.to(device), targets.to(device), 0.2, **common, **bound)
+        assert torch.equal(out.poses, init) and bool(out.converged[0, 0]), bound
+    # a generous bound changes nothing
+    out = pointops.icp(sources.to(device), targets.to(device), 0.2, **common, max_step_angle=3.0,
+                       max_step_translation=10.0)
+    assert torch.equal(out.poses, free.poses)
+
+
+def test_icp_leaves_non_finite_poses_as_given(device):
+    sources, source_normals, targets, target_normals, truth = partial_view(torch.float32)
+    init = nudged(truth, 3).float().to(device)
+    init[0, 1, 0, 2] = NAN
+    init[0, 2, 3] = torch.tensor([INF, 1.0, 2.0, 3.0])  # the last row is not read: this one moves
+    out = pointops.icp(sources.to(device), targets.to(device), 0.2, init_poses=init,
+                       target_normals=target_normals.to(device), iterations=3)
+    torch.testing.assert_close(out.poses[0, 1], init[0, 1], rtol=0, atol=0, equal_nan=True)
+    assert out.rmse[0, 1] == 0 and out.inlier_fraction[0, 1] == 0 and not bool(out.converged[0, 1])
+    assert torch.isfinite(out.poses[0, 2]).all() and out.poses[0, 2, 3].tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_icp_centered_steps_turn_about_the_inliers():
+    """Far from the origin, a turn linearised about the origin drags the model sideways; about
+    the inliers' centroid it turns in place: centered gets closer in the same few steps."""
+    sources, source_normals, targets, target_normals, truth = partial_view()
+    init = (truth @ pose([0, 0, 1], 0.25, [0, 0, 0]))[None, None]
+
+    def error(centered):
+        out = pointops.icp(sources, targets, 0.3, init_poses=init, target_normals=target_normals, iterations=3,
+                           centered=centered)
+        return float((out.poses[0, 0, :3, 3] - truth[:3, 3]).norm())
+
+    assert error(True) < error(False)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"source_normals": None, "max_normal_angle": 1.0}, "source_normals are required for max_normal_angle"),
+        ({"source_normals": None, "viewpoint": [0.0, 0.0, 0.0]}, "source_normals are required for viewpoint"),
+        ({"target_normals": None, "plane": False, "max_normal_angle": 1.0},
+         "target_normals are required for max_normal_angle"),
+        ({"source_normals": torch.rand(1, 4, 3)}, r"source_normals must have shape \[1, 5, 3\]"),
+        ({"viewpoint": [0.0, 1.0]}, r"viewpoint must have 3 values \[x, y, z\], got 2"),
+        ({"viewpoint": [0.0, NAN, 1.0]}, "viewpoint must be finite"),
+        ({"max_normal_angle": -0.1}, "max_normal_angle must be >= 0"),
+        ({"max_step_angle": -1.0}, "max_step_angle must be >= 0"),
+        ({"max_step_translation": NAN}, "max_step_translation must be >= 0"),
+        ({"iterations": -1}, "iterations must be >= 0, got -1"),
+        ({"lengths": torch.tensor([3, 3])}, r"lengths must have shape \[1\]"),
+    ],
+)
+def test_bad_icp_arguments_raise_clear_errors(change, message):
+    args = {"sources": torch.rand(1, 5, 3), "source_normals": torch.rand(1, 5, 3), "targets": torch.rand(1, 6, 3),
+            "target_normals": torch.rand(1, 6, 3), "lengths": None, "iterations": 2, "plane": True,
+            "max_normal_angle": None, "viewpoint": None, "max_step_angle": None, "max_step_translation": None}
+    args.update(change)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.pointops.icp(args["sources"], args["source_normals"], None, args["targets"], args["target_normals"],
+                               args["lengths"], torch.eye(4).view(1, 1, 4, 4), args["iterations"], 1.0, 0.0,
+                               args["plane"], args["max_normal_angle"], args["viewpoint"], False,
+                               args["max_step_angle"], args["max_step_translation"])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_icp_options_match_cpu_bitwise(dtype):
+    sources, source_normals, targets, target_normals, truth = partial_view(dtype)
+    batch = 3
+    g = torch.Generator().manual_seed(22)
+    init = torch.stack([torch.stack([truth @ pose(torch.randn(3, generator=g).tolist(), 0.1 * h,
+                                                  (0.05 * torch.randn(3, generator=g)).tolist()) for h in range(9)])
+                        for _ in range(batch)])
+    init[1, 4, 1, 1] = NAN
+    args = dict(query_lengths=torch.tensor([600, 300, 0]), lengths=torch.tensor([targets.shape[1], 200, 50]),
+                init_poses=init.to(dtype), target_normals=target_normals.expand(batch, -1, -1).contiguous(),
+                iterations=12, source_normals=source_normals.expand(batch, -1, -1).contiguous(), **PPF_OPTIONS)
+    for centered in (False, True):
+        for method in ("point_to_plane", "point_to_point"):
+            cpu = pointops.icp(sources.expand(batch, -1, -1), targets.expand(batch, -1, -1), 0.2, method=method,
+                               centered=centered, **args)
+            cuda = pointops.icp(sources.expand(batch, -1, -1).cuda(), targets.expand(batch, -1, -1).cuda(), 0.2,
+                                method=method, centered=centered,
+                                **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+            for a, b in zip(cpu, cuda):
+                torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0, equal_nan=True)

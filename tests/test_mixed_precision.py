@@ -44,6 +44,7 @@ def _cases():
     # come back in the initial poses' dtype (both documented)
     cases["voxel_downsample"] = _wrapper_case("voxel_downsample", promoted=False)
     cases["icp"] = _wrapper_case("icp", promoted=False)
+    cases["icp_partial_view"] = _wrapper_case("icp_partial_view", promoted=False)
     cases["hough_planes"] = MixedCase(
         lambda p, w: pointops.hough_planes(p, 0.1, 2.0, None, 8, 8, w),
         lambda d: (torch.rand(2, 50, 3, generator=_g(1)).to(d), torch.rand(2, 50, generator=_g(2)).to(d)), [0, 1], True)

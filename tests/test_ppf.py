@@ -559,27 +559,115 @@ def test_matcher_batches_scenes_and_models():
     torch.testing.assert_close(alone.poses[0], out.poses[0], equal_nan=True)
 
 
+def test_matcher_match_reads_nothing_back():
+    """match() on fake tensors (no data at all): any .item(), .tolist(), int(tensor),
+    float(tensor) or data-dependent shape would raise; estimated or given normals, several scenes
+    and models, with and without downsampling."""
+    from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                               FakeTensorMode)
+    from pointops.ppf.matcher import PPFMatcher
+
+    mp, mn, sp, sn, _ = two_instance_scene()
+    matcher = PPFMatcher(torch.stack([mp, mp * 0.8]), torch.stack([mn, mn]), tau_d=0.07, hypotheses=3,
+                         turned_hypotheses=2, icp_iterations=2)
+    scenes = torch.stack([sp, sp.flip(0)])
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        syncs = (DataDependentOutputException, DynamicOutputShapeException)
+        for read_back in (lambda t: float(t.sum()), lambda t: t.tolist(), lambda t: int(t.max()),
+                          lambda t: t.nonzero()):  # the harness sees each kind of sync
+            with pytest.raises(syncs):
+                read_back(mode.from_tensor(sp))
+        points, normals = mode.from_tensor(scenes), mode.from_tensor(torch.stack([sn, sn.flip(0)]))
+        lengths = mode.from_tensor(torch.tensor([sp.shape[0], 1000]))
+        for out in (matcher.match(points, None, lengths, max_instances=2),
+                    matcher.match(points, normals, max_instances=1),
+                    matcher.match(points, normals, lengths, max_instances=3, downsample=False)):
+            assert out.poses.shape[:2] == (2, 2) and out.scores.shape[:2] == (2, 2)
+
+
+def test_matcher_scene_capacity_and_range_image():
+    from pointops.ppf.matcher import PPFMatcher, range_image
+
+    mp, mn, sp, sn, _ = two_instance_scene()
+    roomy = PPFMatcher(mp, mn, tau_d=0.07)
+    points, _, lengths = roomy.prepare_scene(sp, sn)
+    assert points.shape[1] == sp.shape[0] and int(lengths[0]) < 1500  # capacity min(N, 16384), no trim
+    tight = PPFMatcher(mp, mn, tau_d=0.07, max_scene_points=500)
+    few, few_normals, few_lengths = tight.prepare_scene(sp, sn)
+    assert few.shape == (1, 500, 3) and int(few_lengths[0]) == 500
+    # an even spread over the voxels: voxel floor(j * count / 500) for row j
+    count = int(lengths[0])
+    pick = torch.arange(500) * count // 500
+    torch.testing.assert_close(few[0], points[0, pick], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="max_scene_points must be >= 1"):
+        PPFMatcher(mp, mn, max_scene_points=0)
+    # the range image: fixed size, a cell of cell_size at the median range, centred on +z
+    raw = torch.tensor([[[0.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.2, 0.0, 1.0], [5.0, 0.0, -1.0], [NAN, 0.0, 1.0],
+                         [0.0, 0.0, 0.5]]])
+    image = range_image(raw, 0.02, torch.tensor([5]), cells=64)  # the last row is past the length
+    assert image.ranges.shape == (1, 64 * 64) and math.isclose(float(image.cell[0]), 0.01, rel_tol=1e-6)
+    seen = image.ranges[0][torch.isfinite(image.ranges[0])]
+    # the two points on the axis share a cell (the nearer wins), the one behind the sensor lies outside
+    assert sorted(seen.tolist()) == [float(raw[0, 2].norm()), 2.0]
+
+
+def test_matcher_empty_scenes_find_nothing():
+    from pointops.ppf.matcher import PPFMatcher
+
+    mp, mn, sp, _, _ = two_instance_scene()
+    matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=3, icp_iterations=2)
+    for points, lengths in ((torch.zeros(1, 0, 3), None), (sp[None], torch.tensor([0])),
+                            (torch.full((1, 5, 3), NAN), None)):
+        out = matcher.match(points, None, lengths, max_instances=2)
+        assert out.poses.shape == (1, 1, 2, 4, 4) and torch.isnan(out.poses).all()
+        assert (out.scores == 0).all() and (out.votes == 0).all()
+
+
 @pytest.mark.cuda
-def test_matcher_graph_replay_equals_the_eager_refinement():
+def test_matcher_match_replays_from_one_cuda_graph():
+    """At fixed capacities a whole match (normals, downsampling, range image, voting, clustering,
+    ICP, re-scoring, selection) is captured in one CUDA graph; replays equal eager matches, also
+    of another frame copied into the captured input."""
     from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, _ = two_instance_scene()
     matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
-    matcher.cuda_graphs = False
-    eager = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)
-    matcher.cuda_graphs = True
-    first = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)  # a new shape runs eagerly
-    assert not matcher._graphed.graphs
-    captured = matcher.match(sp.cuda(), sn.cuda(), max_instances=2)  # warm-up, capture, replay
-    assert len(matcher._graphed.graphs) == 1 and not matcher._graphed.failed
-    for out in (first, captured):
-        for a, b in zip(out, eager):
-            torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
-    # another scene of the same size replays the same graph on its own inputs
-    other = matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)
-    matcher.cuda_graphs = False
-    for a, b in zip(other, matcher.match(sp.flip(0).cuda(), sn.flip(0).cuda(), max_instances=2)):
-        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    frame = sp.cuda().clone()
+    eager = matcher.match(frame, max_instances=2)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # library handles and workspaces are made outside the capture
+        matcher.match(frame, max_instances=2)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = matcher.match(frame, max_instances=2)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same(captured, eager)
+    other = sp.flip(0) @ torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # turned about the axis
+    frame.copy_(other.cuda())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same(captured, matcher.match(other.cuda(), max_instances=2))
+
+
+@pytest.mark.cuda
+def test_matcher_match_does_not_sync_on_cuda():
+    from pointops.ppf.matcher import PPFMatcher
+
+    mp, mn, sp, sn, _ = two_instance_scene()
+    matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
+    expected = matcher.match(sp.cuda(), max_instances=2)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = matcher.match(sp.cuda(), max_instances=2)
+        given = matcher.match(sp.cuda(), sn.cuda(), max_instances=1)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert_same(out, expected)
+    assert given.poses.shape == (1, 1, 1, 4, 4)
 
 
 def test_matcher_turned_hypotheses_add_only_new_clusters():
@@ -637,12 +725,12 @@ def test_sampling_a_square():
 
 
 def test_refinement_and_rescoring():
-    """The pipeline's refinement (geometry icp on the sensor-facing model points) pulls a
+    """The pipeline's refinement (the geometry icp op on the sensor-facing model points) pulls a
     perturbed hypothesis back; re-scoring ranks the true pose above one in front of the surface
     the sensor saw."""
     from pointops import scenes
+    from pointops.ppf.matcher import PPFMatcher, range_image, refine_poses
     from pointops.scenes import tabletop
-    from pointops.ppf.matcher import PPFMatcher, range_image, refine_icp
 
     mesh = scenes.blob_mesh(seed=1, subdivisions=2)
     mp, mn, _ = scenes.sample_surface(mesh, 1500, seed=0)
@@ -659,15 +747,15 @@ def test_refinement_and_rescoring():
     poses = torch.stack([truth @ nudge, truth, torch.full((4, 4), NAN)])[None]  # nudged about the model
     mp, mn = mp.float()[None], mn.float()[None]
     lengths, scene_lengths = torch.tensor([1500]), torch.tensor([sp.shape[1]])
-    refined = refine_icp(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, 0.05)
+    refined = refine_poses(mp, mn, lengths, sp, sn, scene_lengths, poses, 15, 0.05 / 3)
     assert rotation_error_deg(poses[0, 0], truth) > 4.0
     assert rotation_error_deg(refined[0, 0], truth) < 1.0 and (refined[0, 0, :3, 3] - truth[:3, 3]).norm() < 0.005
     assert torch.isnan(refined[0, 2]).all()
     shifted = truth.clone()
     shifted[:3, 3] += torch.tensor([0.0, 0.0, -0.3])  # in front of the surface the sensor saw
-    image = range_image(sp[0], 0.03)
+    image = range_image(sp, 0.03, scene_lengths)
     scores = PPFMatcher.verify(mp, mn, lengths, sp, sn, scene_lengths, torch.stack([truth, shifted])[None],
-                               torch.tensor([0.05]), [image])
+                               torch.tensor([0.05]), image)
     assert float(scores[0, 0]) > 0.3 and float(scores[0, 1]) == 0.0
 
 

@@ -12,9 +12,9 @@ scene point a reference. Rows:
   pose_cluster     the lookup's candidate poses; baseline: the all-pairs cluster scores in plain
                    PyTorch (cdist of translations and quaternion dots);
   ppf_lookup       ppf_vote + pose_cluster (floor 10 ms), and the same for 16 models x 1 scene
-                   (floor 100 ms); ppf_match: + ICP + re-scoring (floor 25 ms; on CUDA also with
-                   the refinement launched op by op instead of replayed from a CUDA graph), and
-                   the whole match with the default preset (what tools/eval_ppf.py measures).
+                   (floor 100 ms); ppf_match: + ICP (two calls of the icp op) + re-scoring (floor
+                   25 ms), and the whole match with the default preset (what tools/eval_ppf.py
+                   measures).
 
 The scene is taken as given (match(downsample=False)): 15,000 points thinned at random from the
 camera's returns, denser than a scene downsampled to the model's step, so each reference point has
@@ -176,12 +176,7 @@ def run(device, quick, ops, results):
         def match():
             return matcher.match(points, normals, lengths, max_instances=1, downsample=False)
         _row(results, "ppf_match", device, sizes, time_ms(match, device, min_reps=3), floor=25.0 if cuda else None,
-             note="lookup + ICP (2 x 10 steps, 14 hypotheses, replayed from a CUDA graph on CUDA) + re-score")
-        if cuda:
-            matcher.cuda_graphs = False
-            _row(results, "ppf_match", device, dict(sizes, refinement="eager"), time_ms(match, device, min_reps=3),
-                 note="as above, the ICP refinement launched op by op")
-            matcher.cuda_graphs = True
+             note="lookup + ICP (2 x 10 steps, 14 hypotheses: two icp op calls) + re-score")
         # the eval's own setting: the default preset on the scene as the camera returned it
         accurate = PPFMatcher(mp, mn)
 

@@ -5,8 +5,9 @@ table, about 300,000 returns) and models of about 30,000 surface samples each. F
 (one model with the default and the fast preset, sixteen models) it prints the wall time of
 ``PPFMatcher.match`` (median of several calls, synchronized), then one profiled call split by the
 matcher's stages (``ppf.*`` record_function scopes): the host time of each stage, the device
-(kernel) time inside it, its kernel launches and its host syncs (device-to-host copies and
-synchronizations that block the host).
+(kernel) time inside it, its kernel launches, its host syncs (device-to-host copies and
+synchronizations that block the host) and its operator calls (outermost ``aten::`` /
+``pointops::`` calls: on the CPU, where nothing is launched, what the host dispatches).
 
     python tools/profile_ppf_frame.py [--device cuda] [--repeats 5] [--workloads one fast sixteen]
                                       [--width 640 --height 480] [--model-points 30000] [--json f]
@@ -99,9 +100,10 @@ def main():
         print(f"\n{name}: {count} model(s), preset {preset}, model {row['matcher_model_points']} points after "
               f"downsampling: median {row['ms_median']:.1f} ms over {args.repeats} calls "
               f"(min {min(times):.1f}, max {max(times):.1f}); best score {row['score']:.3f}")
-        print(f"  {'stage':22} {'host ms':>9} {'device ms':>10} {'launches':>9} {'syncs':>6}")
+        print(f"  {'stage':22} {'host ms':>9} {'device ms':>10} {'launches':>9} {'syncs':>6} {'ops':>6}")
         for stage, s in stages.items():
-            print(f"  {stage:22} {s['host_ms']:>9.2f} {s['device_ms']:>10.2f} {s['launches']:>9} {s['syncs']:>6}")
+            print(f"  {stage:22} {s['host_ms']:>9.2f} {s['device_ms']:>10.2f} {s['launches']:>9} {s['syncs']:>6}"
+                  f" {s['ops']:>6}")
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -119,9 +121,13 @@ def device_us(event):
     return 0.0
 
 
+def is_operator(event):
+    return event.name.startswith(("aten::", "pointops::"))
+
+
 def stage_table(prof, cuda):
-    """Per ``ppf.*`` scope: host time, device time of the kernels it launched, launches, syncs;
-    'total' spans the profiled call."""
+    """Per ``ppf.*`` scope: host time, device time of the kernels it launched, launches, syncs,
+    operator calls (those not inside another operator); 'total' spans the profiled call."""
     events = list(prof.events())
     scopes = [e for e in events if e.name.startswith("ppf.")]
     table = {}
@@ -130,8 +136,10 @@ def stage_table(prof, cuda):
         return scope.time_range.start <= e.time_range.start and e.time_range.end <= scope.time_range.end
 
     runtime = [e for e in events if e.name in LAUNCH_NAMES or e.name.startswith(SYNC_NAMES)]
+    operators = [e for e in events if is_operator(e) and not (e.cpu_parent is not None and is_operator(e.cpu_parent))]
     for scope in scopes:
-        s = table.setdefault(scope.name, {"host_ms": 0.0, "device_ms": 0.0, "launches": 0, "syncs": 0})
+        s = table.setdefault(scope.name, {"host_ms": 0.0, "device_ms": 0.0, "launches": 0, "syncs": 0, "ops": 0})
+        s["ops"] += sum(e.thread == scope.thread and inside(e, scope) for e in operators)
         s["host_ms"] += scope.time_range.elapsed_us() / 1e3
         s["device_ms"] += device_us(scope) / 1e3
         for e in runtime:
@@ -143,7 +151,8 @@ def stage_table(prof, cuda):
     totals = {"host_ms": sum(e.time_range.elapsed_us() for e in scopes if e.name == "ppf.match") / 1e3,
               "device_ms": sum(device_us(e) for e in scopes if e.name == "ppf.match") / 1e3,
               "launches": sum(e.name in LAUNCH_NAMES for e in runtime),
-              "syncs": sum(e.name.startswith(SYNC_NAMES) and e.name != "cudaMemcpyAsync" for e in runtime)}
+              "syncs": sum(e.name.startswith(SYNC_NAMES) and e.name != "cudaMemcpyAsync" for e in runtime),
+              "ops": sum(inside(e, scope) for e in operators for scope in scopes if scope.name == "ppf.match")}
     table.pop("ppf.match", None)
     table = {k.split(".", 1)[1]: {kk: round(vv, 3) if isinstance(vv, float) else vv for kk, vv in v.items()}
              for k, v in sorted(table.items(), key=lambda kv: -kv[1]["host_ms"])}

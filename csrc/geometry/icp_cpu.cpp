@@ -7,10 +7,15 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "common/checks.h"
+#include "geometry/grid_cpu.h"
+#include "geometry/knn.h"
 
 namespace pointops {
 namespace icp_detail {
@@ -84,6 +89,100 @@ StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at
           targets.size(1),
           h,
           multiply(max_correspondence_distance, max_correspondence_distance)};
+}
+
+FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,
+                             const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
+                             const std::optional<at::Tensor>& target_normals,
+                             const std::optional<at::Tensor>& lengths, const at::Tensor& poses, int64_t iterations,
+                             double max_correspondence_distance, double tolerance, bool point_to_plane,
+                             std::optional<double> max_normal_angle, std::optional<at::ArrayRef<double>> viewpoint,
+                             bool centered, std::optional<double> max_step_angle,
+                             std::optional<double> max_step_translation) {
+  check_dim(sources, "sources", 3, "(B, N, 3)");
+  check_floating(sources, "sources");
+  TORCH_CHECK(sources.size(2) == 3, "sources must have shape (B, N, 3), got shape ", sources.sizes());
+  check_optional_batch_vector(query_lengths, "query_lengths", sources.size(0), sources, "sources");
+  check_dim(targets, "targets", 3, "(B, M, 3)");
+  check_floating(targets, "targets");
+  TORCH_CHECK(targets.size(0) == sources.size(0) && targets.size(2) == 3,
+              "targets must have shape (B, M, 3) with B = ", sources.size(0),
+              " (as sources), got shape ", targets.sizes());
+  check_same_device(targets, "targets", sources, "sources");
+  check_optional_batch_vector(lengths, "lengths", sources.size(0), sources, "sources");
+  check_fits_int32(targets.size(1), "targets.size(1) (targets per cloud)");
+  check_poses(poses, sources, "sources");
+  TORCH_CHECK(iterations >= 0, "iterations must be >= 0, got ", iterations);
+  TORCH_CHECK(max_correspondence_distance >= 0, "max_correspondence_distance must be >= 0, got ",
+              max_correspondence_distance);
+  TORCH_CHECK(tolerance >= 0, "tolerance must be >= 0, got ", tolerance);
+  const bool check_normals = max_normal_angle.has_value();
+  if (check_normals) {
+    TORCH_CHECK(*max_normal_angle >= 0, "max_normal_angle must be >= 0 (radians) or None, got ", *max_normal_angle);
+  }
+  const bool check_facing = viewpoint.has_value();
+  if (check_facing) {
+    TORCH_CHECK(viewpoint->size() == 3, "viewpoint must have 3 values [x, y, z], got ", viewpoint->size(), ": ",
+                *viewpoint);
+    TORCH_CHECK(std::isfinite((*viewpoint)[0]) && std::isfinite((*viewpoint)[1]) && std::isfinite((*viewpoint)[2]),
+                "viewpoint must be finite, got ", *viewpoint);
+  }
+  if (max_step_angle.has_value()) {
+    TORCH_CHECK(*max_step_angle >= 0, "max_step_angle must be >= 0 (radians) or None, got ", *max_step_angle);
+  }
+  if (max_step_translation.has_value()) {
+    TORCH_CHECK(*max_step_translation >= 0, "max_step_translation must be >= 0 or None, got ",
+                *max_step_translation);
+  }
+  // Normals are checked whenever given, and kept where a rule reads them.
+  const bool need_target_normals = point_to_plane || check_normals;
+  TORCH_CHECK(!need_target_normals || target_normals.has_value(), "target_normals are required for ",
+              point_to_plane ? "point-to-plane ICP" : "max_normal_angle");
+  if (target_normals.has_value()) {
+    check_dtype(*target_normals, "target_normals (the dtype of targets)", targets.scalar_type());
+    check_shape(*target_normals, "target_normals", targets.sizes());
+    check_same_device(*target_normals, "target_normals", sources, "sources");
+  }
+  const bool need_source_normals = check_normals || check_facing;
+  TORCH_CHECK(!need_source_normals || source_normals.has_value(), "source_normals are required for ",
+              check_normals ? "max_normal_angle" : "viewpoint");
+  if (source_normals.has_value()) {
+    check_dtype(*source_normals, "source_normals (the dtype of sources)", sources.scalar_type());
+    check_shape(*source_normals, "source_normals", sources.sizes());
+    check_same_device(*source_normals, "source_normals", sources, "sources");
+  }
+  auto widen = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat).contiguous()
+                                                                           : t.contiguous();
+  };
+  FitInputs in;
+  in.sources = widen(sources);
+  in.source_normals = need_source_normals ? widen(*source_normals) : at::Tensor();
+  in.targets = widen(targets);
+  in.target_normals = need_target_normals ? widen(*target_normals) : at::Tensor();
+  in.poses = poses.contiguous();
+  in.query_lengths = contiguous_lengths(query_lengths);
+  in.lengths = contiguous_lengths(lengths);
+  in.batch = sources.size(0);
+  in.n = sources.size(1);
+  in.m = targets.size(1);
+  in.hypotheses = poses.size(1);
+  in.plane = point_to_plane;
+  FitRules& r = in.rules;
+  r.iterations = iterations;
+  r.max_distance = max_correspondence_distance;
+  r.max_d2 = multiply(max_correspondence_distance, max_correspondence_distance);
+  r.tolerance = tolerance;
+  r.check_normals = check_normals;
+  r.normal_cosine = check_normals ? std::cos(*max_normal_angle) : -1.0;
+  r.check_facing = check_facing;
+  for (int d = 0; d < 3; ++d) r.viewpoint[d] = check_facing ? (*viewpoint)[d] : 0.0;
+  r.centered = centered;
+  constexpr double kPi = 3.14159265358979323846;
+  r.max_chord = max_step_angle.has_value() && *max_step_angle < kPi ? 2.0 * std::sin(0.5 * *max_step_angle)
+                                                                     : std::numeric_limits<double>::infinity();
+  r.max_shift = max_step_translation.has_value() ? *max_step_translation : std::numeric_limits<double>::infinity();
+  return in;
 }
 
 }  // namespace icp_detail
@@ -202,11 +301,137 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cpu(
   return {poses_out, rmse, fraction, converged_out};
 }
 
+// Every hypothesis goes through the passes in lockstep: a pass first finds the correspondences of
+// all (hypothesis, source) rows in parallel, then sums each hypothesis's terms in icp.h's lane
+// order (hypotheses in parallel), so one hypothesis of many sources uses every core too.
+template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
+void fit_cpu_typed(const FitInputs& in, const std::vector<neighbors::CpuGrid<tgt_t>>& grids, at::Tensor& poses_out,
+                   at::Tensor& rmse, at::Tensor& fraction, at::Tensor& converged_out) {
+  constexpr int kTerms = kPlane ? kFitPlaneTerms : kPointTerms;
+  const FitRules rules = in.rules;
+  const src_t* sources = in.sources.data_ptr<src_t>();
+  const src_t* source_normals = in.source_normals.defined() ? in.source_normals.data_ptr<src_t>() : nullptr;
+  const tgt_t* targets = in.targets.data_ptr<tgt_t>();
+  const tgt_t* target_normals = in.target_normals.defined() ? in.target_normals.data_ptr<tgt_t>() : nullptr;
+  const pose_t* poses_in = in.poses.data_ptr<pose_t>();
+  pose_t* poses_next = poses_out.data_ptr<pose_t>();
+  stat_t* rmse_ptr = rmse.data_ptr<stat_t>();
+  stat_t* fraction_ptr = fraction.data_ptr<stat_t>();
+  bool* converged_ptr = converged_out.data_ptr<bool>();
+  const int64_t n = in.n, m = in.m, h = in.hypotheses, count = in.batch * h;
+  std::vector<Pose> pose(static_cast<size_t>(count));
+  std::vector<double> origin(static_cast<size_t>(3 * count), 0.0);
+  std::vector<char> finite(static_cast<size_t>(count)), stopped(static_cast<size_t>(count), 0),
+      runs(static_cast<size_t>(count));
+  std::vector<int32_t> matches(static_cast<size_t>(count * n));
+  for (int64_t bh = 0; bh < count; ++bh) {
+    finite[bh] = pose_finite(poses_in + 16 * bh);
+    if (finite[bh]) pose[bh] = load_pose(poses_in + 16 * bh);
+  }
+  for (int64_t pass = 0; pass <= rules.iterations; ++pass) {
+    const bool update = pass < rules.iterations;
+    bool any = false;
+    for (int64_t bh = 0; bh < count; ++bh) {
+      runs[bh] = finite[bh] && !(update && stopped[bh]);
+      any = any || runs[bh];
+      for (int d = 0; d < 3; ++d) origin[3 * bh + d] = rules.centered ? pose[bh].t[d] : 0.0;
+    }
+    if (!any) continue;
+    at::parallel_for(0, count * n, 256, [&](int64_t first, int64_t last) {
+      for (int64_t row = first; row < last; ++row) {
+        const int64_t bh = row / n, i = row - bh * n, b = bh / h;
+        if (!runs[bh] || i >= cloud_length(in.query_lengths.data, b, n)) continue;
+        const neighbors::CpuGrid<tgt_t>* grid = grids.empty() ? nullptr : &grids[b];
+        matches[row] = fit_match(pose[bh], rules, sources + 3 * (b * n + i),
+                                 source_normals != nullptr ? source_normals + 3 * (b * n + i) : nullptr,
+                                 targets + 3 * b * m, target_normals != nullptr ? target_normals + 3 * b * m : nullptr,
+                                 grid != nullptr ? &grid->grid : nullptr,
+                                 grid != nullptr ? grid->cell_start.data() : nullptr,
+                                 grid != nullptr ? grid->points.data() : nullptr);
+      }
+    });
+    at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
+      std::vector<double> lanes(static_cast<size_t>(kLanes * kTerms));
+      for (int64_t bh = first; bh < last; ++bh) {
+        if (!runs[bh]) continue;
+        const int64_t b = bh / h;
+        const int64_t length = cloud_length(in.query_lengths.data, b, n);
+        std::fill(lanes.begin(), lanes.end(), 0.0);
+        // Source i goes to lane i % kLanes, each lane in increasing order (the CUDA block's lanes).
+        for (int64_t i = 0; i < length; ++i) {
+          add_fit_terms<kPlane>(pose[bh], origin.data() + 3 * bh, rules.centered, sources + 3 * (b * n + i),
+                                matches[bh * n + i], targets + 3 * b * m,
+                                target_normals != nullptr ? target_normals + 3 * b * m : nullptr,
+                                lanes.data() + (i % kLanes) * kTerms);
+        }
+        combine_lanes(lanes.data(), kTerms);
+        if (update) {
+          stopped[bh] = fit_update<kPlane>(lanes.data(), origin.data() + 3 * bh, rules, &pose[bh]);
+        } else {
+          fit_statistics(lanes.data(), rmse_ptr + bh, fraction_ptr + bh);
+        }
+      }
+    });
+  }
+  for (int64_t bh = 0; bh < count; ++bh) {
+    if (finite[bh]) {
+      store_pose(pose[bh], poses_next + 16 * bh);
+      converged_ptr[bh] = stopped[bh] != 0;
+    } else {
+      std::copy(poses_in + 16 * bh, poses_in + 16 * bh + 16, poses_next + 16 * bh);
+      rmse_ptr[bh] = fraction_ptr[bh] = stat_t(0);
+      converged_ptr[bh] = false;
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cpu(
+    const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,
+    const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
+    const std::optional<at::Tensor>& target_normals, const std::optional<at::Tensor>& lengths, const at::Tensor& poses,
+    int64_t iterations, double max_correspondence_distance, double tolerance, bool point_to_plane,
+    std::optional<double> max_normal_angle, std::optional<at::ArrayRef<double>> viewpoint, bool centered,
+    std::optional<double> max_step_angle, std::optional<double> max_step_translation) {
+  const FitInputs in = prepare_fit_inputs(sources, source_normals, query_lengths, targets, target_normals, lengths,
+                                          poses, iterations, max_correspondence_distance, tolerance, point_to_plane,
+                                          max_normal_angle, viewpoint, centered, max_step_angle,
+                                          max_step_translation);
+  const auto stat_type = sources.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor poses_out = at::empty_like(in.poses);
+  at::Tensor rmse = at::empty({in.batch, in.hypotheses}, sources.options().dtype(stat_type));
+  at::Tensor fraction = at::empty_like(rmse);
+  at::Tensor converged = at::empty({in.batch, in.hypotheses}, sources.options().dtype(at::kBool));
+  if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged};
+  AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_cpu", [&] {
+    using src_t = scalar_t;
+    using stat_t = std::conditional_t<std::is_same_v<src_t, double>, double, float>;
+    AT_DISPATCH_FLOATING_TYPES(in.targets.scalar_type(), "icp_cpu", [&] {
+      using tgt_t = scalar_t;
+      std::vector<neighbors::CpuGrid<tgt_t>> grids;
+      if (in.m > 0) {
+        const int64_t cell_points = neighbors::knn_cell_points(1);
+        grids = neighbors::build_grids_cpu(in.targets.data_ptr<tgt_t>(),
+                                           neighbors::CloudRows{in.lengths.data, in.batch, in.m, false}, 0.0,
+                                           neighbors::CellBudget{1, cell_points}, static_cast<double>(cell_points));
+      }
+      AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_cpu", [&] {
+        if (in.plane) {
+          fit_cpu_typed<true, src_t, tgt_t, scalar_t, stat_t>(in, grids, poses_out, rmse, fraction, converged);
+        } else {
+          fit_cpu_typed<false, src_t, tgt_t, scalar_t, stat_t>(in, grids, poses_out, rmse, fraction, converged);
+        }
+      });
+    });
+  });
+  return {poses_out, rmse, fraction, converged};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) {
   m.impl("transform_points", &transform_points_cpu);
   m.impl("icp_step", &icp_step_cpu);
+  m.impl("icp", &icp_cpu);
 }
 
 }  // namespace pointops

@@ -22,7 +22,7 @@ purpose:
   methods (``points_padded``, ``num_points_per_cloud``, ``normals_padded``); with all weights 0 and
   ``batch_reduction=None`` it returns zeros of shape (N,) (pytorch3d broadcasts them to (N, N)).
 """
-from typing import List, NamedTuple, Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F

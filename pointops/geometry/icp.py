@@ -1,18 +1,23 @@
 """Rigid transforms and batched multi-hypothesis ICP (wraps csrc/geometry/icp*).
 
-``icp`` refines H initial poses per cloud pair at once: each iteration moves the sources under
-every pose (``transform_points``), finds each moved source's nearest target (``knn``, k = 1) and
-runs one ``icp_step``, whose float64 sums run in a fixed order, so CPU and CUDA return the same
-bits and repeated calls agree. The loop is Python over ops with a fixed iteration count and no
-host sync: a hypothesis that meets ``tolerance`` simply stops changing.
+``icp`` refines H initial poses per cloud pair at once in one call of the ``icp`` op: every
+iteration of every hypothesis runs inside it (on CUDA a block per hypothesis), each moved
+source finds its nearest target in a grid of the targets built once per call (the ``knn`` op's
+search, bounded by the correspondence distance), and the step's float64 sums run in a fixed
+order, so CPU and CUDA return the same bits and repeated calls agree. With its default options
+it returns what a loop of ``transform_points``, ``knn`` (k = 1) and ``icp_step`` returns, bit for
+bit; the options add what registering a model to a partial view needs (PPF's refinement): a
+normal-agreement test, a test on facing the sensor, a linearisation about the inliers' centroid
+and bounds on a step. No host sync: a hypothesis that meets ``tolerance`` simply stops changing.
 """
-from typing import NamedTuple, Optional
+import math
+from typing import List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_dim, check_dtype, check_floating, check_output_fits, check_padded_clouds,
-                       check_same_device, check_shape)
+from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
+                       check_padded_clouds, check_same_device, check_shape)
 
 
 class ICPResult(NamedTuple):
@@ -48,29 +53,55 @@ def icp(
     method: str = "point_to_plane",
     iterations: int = 30,
     tolerance: float = 0.0,
+    source_normals: Optional[Tensor] = None,
+    max_normal_angle: Optional[float] = None,
+    viewpoint: Optional[List[float]] = None,
+    centered: bool = False,
+    max_step_angle: Optional[float] = None,
+    max_step_translation: Optional[float] = None,
 ) -> ICPResult:
     """Iterative closest point from several initial poses at once, batched over cloud pairs.
 
     Args:
         sources: (B, N, 3) float, moved onto ``targets`` (cloud b is rows [0, query_lengths[b])).
         targets: (B, M, 3) float (cloud b is rows [0, lengths[b])).
-        max_correspondence_distance: pairs farther apart are rejected (``inf`` keeps all).
+        max_correspondence_distance: pairs farther apart are rejected (``inf`` keeps all); the
+            nearest-neighbour search stops at about this distance, so a pose far from the
+            targets costs little.
         query_lengths, lengths: (B,) int64 sizes of the sources and the targets, or None.
         init_poses: (B, H, 4, 4) float32/float64 initial poses, H hypotheses per pair; None is
-            the identity (H = 1).
+            the identity (H = 1). A pose with a NaN/Inf entry (of its 3 x 4 part) is returned as
+            given, with rmse and inlier_fraction 0 and converged False.
         target_normals: (B, M, 3) float (another dtype than the targets' promotes both to the
-            wider one); required for ``"point_to_plane"``
+            wider one); required for ``"point_to_plane"`` and ``max_normal_angle``
             (``pointops.estimate_normals(targets, k).normals``).
         method: ``"point_to_plane"`` (linearised least squares of Chen & Medioni) or
             ``"point_to_point"`` (Horn's closed form).
         iterations: ICP steps; every hypothesis runs them all (no host sync decides to stop).
         tolerance: a hypothesis whose step rotates by at most ``tolerance`` (2 sin(angle / 2))
             and translates by at most ``tolerance`` stops changing; 0 runs every step.
+        source_normals: (B, N, 3), the sources' dtype; required for ``max_normal_angle`` and
+            ``viewpoint``.
+        max_normal_angle: radians; a pair is a correspondence only when the source's normal
+            under the pose lies within this angle of the target's (normals of any length; a
+            zero or NaN normal never agrees). None: no test.
+        viewpoint: [x, y, z] of the sensor; a source takes part only when its normal under the
+            pose faces it (n' . (R s + t - viewpoint) < 0): the far side of a model does not
+            pull on a partial view. None: every source takes part. Sources that do not take part
+            still count in ``inlier_fraction``'s denominator.
+        centered: point-to-plane steps linearise the rotation about the inliers' centroid (not
+            the origin: a far-off model turns about itself), and a step's translation, for
+            ``tolerance`` and ``max_step_translation``, is how far it moves that centroid.
+        max_step_angle: radians; a step that would turn a hypothesis by more stops it instead
+            (its pose stays), as does one with fewer than 3 (point to point) or 6 (point to
+            plane) inliers. None: no bound.
+        max_step_translation: likewise for a step's translation. None: no bound.
 
     Returns:
         :class:`ICPResult`; ``rmse`` and ``inlier_fraction`` (Open3D's ``inlier_rmse`` and
-        ``fitness``) are measured at the final poses. Poses compose in float64 and are rounded to
-        the initial poses' dtype at the end. ICP carries no gradient (its correspondences are
+        ``fitness``) are measured at the final poses; ``converged`` says the hypothesis stopped
+        (within tolerance, or no step could be taken). Poses compose in float64 and are rounded
+        to the initial poses' dtype at the end. ICP carries no gradient (its correspondences are
         discrete choices); the inputs are detached.
     """
     if method != "point_to_plane" and method != "point_to_point":
@@ -89,30 +120,24 @@ def icp(
             # mixed precision: both in the wider type
             common = torch.promote_types(normals.dtype, targets.dtype)
             normals, targets = normals.to(common), targets.to(common)
-    batch, n = sources.shape[0], sources.shape[1]
+    turned: Optional[Tensor] = None
+    if source_normals is not None:
+        turned = source_normals.detach()
+        if turned.dtype != sources.dtype and turned.is_floating_point() and sources.is_floating_point():
+            common = torch.promote_types(turned.dtype, sources.dtype)
+            turned, sources = turned.to(common), sources.to(common)
     if init_poses is None:
-        out_dtype = torch.float32
-        poses = torch.eye(4, dtype=torch.float64, device=sources.device).expand(batch, 1, 4, 4).contiguous()
+        poses = torch.eye(4, dtype=torch.float32, device=sources.device).expand(sources.shape[0], 1, 4, 4).contiguous()
     else:
-        out_dtype = init_poses.dtype
-        poses = init_poses.detach().to(torch.float64)
-    hypotheses = poses.shape[1]
-    converged = torch.zeros((batch, hypotheses), dtype=torch.bool, device=sources.device)
-    rmse = torch.zeros((batch, hypotheses), dtype=torch.float64 if sources.dtype == torch.float64 else torch.float32,
-                       device=sources.device)
-    fraction = rmse
-    # One more pass than steps: the last only measures the final poses.
-    for step in range(iterations + 1):
-        moved = torch.ops.pointops.transform_points(sources, query_lengths, poses)
-        queries = moved.view(batch, hypotheses * n, 3)
-        if queries.dtype != targets.dtype:
-            queries = queries.to(targets.dtype)
-        nearest = torch.ops.pointops.knn(queries, None, targets, lengths, 1)[0]
-        poses, rmse, fraction, converged = torch.ops.pointops.icp_step(
-            sources, query_lengths, targets, normals, poses, nearest.view(batch, hypotheses, n), converged,
-            max_correspondence_distance, tolerance, plane, step < iterations,
-        )
-    return ICPResult(poses.to(out_dtype), rmse, fraction, converged)
+        poses = init_poses.detach()
+    pose_dtype = poses.dtype
+    if pose_dtype in (torch.float16, torch.bfloat16):  # the op refines float32 or float64 poses
+        poses = poses.to(torch.float32)
+    poses, rmse, fraction, converged = torch.ops.pointops.icp(
+        sources, turned, query_lengths, targets, normals, lengths, poses, iterations, max_correspondence_distance,
+        tolerance, plane, max_normal_angle, viewpoint, centered, max_step_angle, max_step_translation,
+    )
+    return ICPResult(poses.to(pose_dtype), rmse, fraction, converged)
 
 
 def _check_poses(poses: Tensor, points: Tensor, points_name: str) -> None:
@@ -170,6 +195,54 @@ def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indic
         sources.new_empty(shape, dtype=dtype),
         sources.new_empty(shape, dtype=dtype),
         converged.new_empty(shape),
+    )
+
+
+@torch.library.register_fake("pointops::icp")
+def _icp_fake(sources, source_normals, query_lengths, targets, target_normals, lengths, poses, iterations,
+              max_correspondence_distance, tolerance=0.0, point_to_plane=False, max_normal_angle=None, viewpoint=None,
+              centered=False, max_step_angle=None, max_step_translation=None):
+    check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
+    check_dim(targets, "targets", 3, "(B, M, 3)")
+    check_floating(targets, "targets")
+    torch._check(targets.shape[0] == sources.shape[0] and targets.shape[2] == 3,
+                 lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
+                         f"{tuple(targets.shape)}")
+    check_same_device(targets, "targets", sources, "sources")
+    check_optional_batch_vector(lengths, "lengths", sources.shape[0], sources, "sources")
+    _check_poses(poses, sources, "sources")
+    torch._check(iterations >= 0, lambda: f"iterations must be >= 0, got {iterations}")
+    torch._check(max_correspondence_distance >= 0,
+                 lambda: f"max_correspondence_distance must be >= 0, got {max_correspondence_distance}")
+    torch._check(tolerance >= 0, lambda: f"tolerance must be >= 0, got {tolerance}")
+    torch._check(max_normal_angle is None or max_normal_angle >= 0,
+                 lambda: f"max_normal_angle must be >= 0 (radians) or None, got {max_normal_angle}")
+    torch._check(viewpoint is None or (len(viewpoint) == 3 and all(math.isfinite(v) for v in viewpoint)),
+                 lambda: f"viewpoint must have 3 finite values [x, y, z], got {viewpoint}")
+    torch._check(max_step_angle is None or max_step_angle >= 0,
+                 lambda: f"max_step_angle must be >= 0 (radians) or None, got {max_step_angle}")
+    torch._check(max_step_translation is None or max_step_translation >= 0,
+                 lambda: f"max_step_translation must be >= 0 or None, got {max_step_translation}")
+    torch._check(not (point_to_plane or max_normal_angle is not None) or target_normals is not None,
+                 lambda: "target_normals are required for " + ("point-to-plane ICP" if point_to_plane else "max_normal_angle"))
+    if target_normals is not None:
+        check_dtype(target_normals, "target_normals (the dtype of targets)", targets.dtype)
+        check_shape(target_normals, "target_normals", targets.shape)
+        check_same_device(target_normals, "target_normals", sources, "sources")
+    torch._check(not (max_normal_angle is not None or viewpoint is not None) or source_normals is not None,
+                 lambda: "source_normals are required for " + ("max_normal_angle" if max_normal_angle is not None
+                                                               else "viewpoint"))
+    if source_normals is not None:
+        check_dtype(source_normals, "source_normals (the dtype of sources)", sources.dtype)
+        check_shape(source_normals, "source_normals", sources.shape)
+        check_same_device(source_normals, "source_normals", sources, "sources")
+    dtype = torch.float64 if sources.dtype == torch.float64 else torch.float32
+    shape = (poses.shape[0], poses.shape[1])
+    return (
+        torch.empty_like(poses, memory_format=torch.contiguous_format),
+        sources.new_empty(shape, dtype=dtype),
+        sources.new_empty(shape, dtype=dtype),
+        sources.new_empty(shape, dtype=torch.bool),
     )
 
 

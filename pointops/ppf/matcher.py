@@ -12,8 +12,10 @@ max_instances=...)`` finds them in one or more scenes:
    the ``hypotheses`` best clusters at distinct places (at least ``suppression`` diameters
    apart) are kept, and ``turned_hypotheses`` more that may share a place with them but are
    turned by more than ``suppression_angle_deg``;
-4. each hypothesis is refined by ICP and re-scored by its inlier fraction: the share of model
-   points that land within ``inlier_distance`` distance steps of a scene point;
+4. each hypothesis is refined by ICP (the ``geometry.icp`` op, every step of every hypothesis in
+   one call per stage) and re-scored by its inlier fraction: the share of model points that land
+   within ``inlier_distance`` distance steps of a scene point, less those the sensor saw
+   through;
 5. the ``max_instances`` best-scored hypotheses per (scene, model) are returned.
 
 Models are centred on their bounding box inside the matcher, and returned poses map the
@@ -21,16 +23,17 @@ caller's model coordinates into the scene.
 
 Downsampling, normal estimation, nearest neighbours and ICP are the geometry family's ops
 (``pointops.geometry``). Every step is batched over scenes and models and runs on the inputs'
-device; ``prepare_scene`` reads the downsampled clouds' sizes once (the voxel op keeps the input's
-capacity), the range image of the visibility test is built per scene.
+device, and ``match`` reads nothing back to the host: the downsampled scene has a fixed capacity
+(``max_scene_points``), the visibility test's range image a fixed size (``range_image_cells``),
+so at fixed input sizes a whole match can be captured in one CUDA graph.
 """
 import math
-from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from ..geometry import estimate_normals, knn, voxel_downsample
+from ..geometry import estimate_normals, icp, knn, voxel_downsample
 from ..presets import ppf_preset
 from .ops import (
     PoseClusters,
@@ -41,7 +44,7 @@ from .ops import (
     ppf_model,
     ppf_vote,
 )
-from .validation import check_scene, has_valid_point, no_instances, valid_model
+from .validation import check_scene, valid_model
 
 
 def resolve_ppf_config(preset: str = "default", **overrides) -> Dict[str, Union[int, float, bool, str]]:
@@ -70,19 +73,28 @@ def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
     return lengths.clamp(0, points.shape[1])
 
 
-def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float
-               ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float,
+               capacity: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """``geometry.voxel_downsample`` at one voxel size, normals averaged per voxel (then made unit;
-    zero where they cancel), trimmed to the largest cloud (one read of the lengths: the op keeps
-    the input's capacity)."""
+    zero where they cancel). The op keeps the input's capacity N; the result has min(capacity,
+    N) rows with no host sync: a cloud of more voxels keeps that many, evenly spread over the
+    op's voxel order (row j is voxel floor(j * count / capacity)), and its length becomes the
+    capacity. None trims to the largest cloud instead, which reads the lengths back once (the
+    model build)."""
     out = voxel_downsample(points.float(), [voxel] * 3, lengths, normals.float() if normals is not None else None)
-    size = int(out.lengths.max()) if out.lengths.numel() else 0
-    pts = out.points[:, :size].contiguous()
-    nrm = None
-    if normals is not None:
-        nrm = out.features[:, :size]
-        nrm = nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-    return pts, nrm, out.lengths
+    if capacity is None:
+        size = int(out.lengths.max()) if out.lengths.numel() else 0
+        pts, nrm, kept = out.points[:, :size].contiguous(), out.features[:, :size], out.lengths
+    else:
+        size = min(int(capacity), points.shape[1])
+        count = out.lengths[:, None]  # (B, 1)
+        rows = torch.arange(size, device=points.device)[None, :]
+        pick = torch.where(count > size, rows * count // max(size, 1), rows)[..., None].expand(-1, -1, 3)
+        pts, kept = out.points.gather(1, pick), out.lengths.clamp(max=size)
+        nrm = out.features.gather(1, pick) if normals is not None else out.features
+    if normals is None:
+        return pts, None, kept
+    return pts, nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12), kept
 
 
 def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None
@@ -95,195 +107,108 @@ def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_dist
     return found.distances[..., 0].sqrt(), found.indices[..., 0]
 
 
-# ICP: a model point and its nearest scene point correspond when their normals are within 60
-# degrees.
-_NORMAL_AGREEMENT = 0.5
+# The refinement's correspondences: a model point and its nearest scene point pair when their
+# normals are within 60 degrees; a step turning by more than 0.5 rad, or moving the inliers'
+# centroid by more than 3 correspondence distances, stops the hypothesis.
+_NORMAL_ANGLE = math.pi / 3
+_MAX_STEP_ANGLE = 0.5
+_MAX_STEP_SHIFT = 3.0
 
 
-def _skew(v: Tensor) -> Tensor:
-    zero = torch.zeros_like(v[..., 0])
-    return torch.stack([zero, -v[..., 2], v[..., 1], v[..., 2], zero, -v[..., 0], -v[..., 1], v[..., 0], zero],
-                       -1).reshape(v.shape[:-1] + (3, 3))
-
-
-def refine_icp(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-               scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-               max_distance: float) -> Tensor:
+def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
+                 scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
+                 max_distance: float) -> Tensor:
     """Point-to-plane ICP of every hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b
-    at once. A model point takes part when it faces the sensor (at the origin) under the current
-    pose, and corresponds to its nearest scene point (``geometry.knn``) when they are within
-    ``max_distance`` and their normals within 60 degrees: on a partial view the model's far side,
-    and the occluders and support in front of or under it, would otherwise pull the model off.
-    (``geometry.icp`` has no such tests, which cost it most of the coarse hypotheses of occluded
-    targets in our trials, hence this loop over the same ops.) Each iteration solves the
-    linearized (small-angle) problem about the correspondences' centroid; a hypothesis with fewer
-    than 6 correspondences, or whose step would turn it by more than 0.5 rad or move it by more
-    than 3 max_distance, stops. No host sync; non-finite poses come back unchanged."""
-    batch, hyps = poses.shape[:2]
-    n = model_points.shape[1]
-    finite = torch.isfinite(poses).flatten(2).all(2)
-    eye = torch.eye(4, device=poses.device, dtype=poses.dtype)
-    pose = torch.where(finite[..., None, None], poses, eye)
-    active = finite.clone()
-    valid = (torch.arange(n, device=poses.device)[None, :] < model_lengths[:, None])[:, None, :]  # (B, 1, N)
-    limit = torch.full((batch, 1, 1), float(max_distance), device=poses.device)
-    for _ in range(iterations):
-        rot, shift = pose[..., :3, :3], pose[..., :3, 3]
-        moved = model_points[:, None] @ rot.transpose(-1, -2) + shift[..., None, :]  # (B, H, N, 3)
-        moved_n = model_normals[:, None] @ rot.transpose(-1, -2)
-        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
-                                        float(max_distance))
-        gather = index.clamp(min=0)[..., None].expand(-1, -1, 3)
-        dst = torch.gather(scene_points, 1, gather).reshape(batch, hyps, n, 3)
-        dst_n = torch.gather(scene_normals, 1, gather).reshape(batch, hyps, n, 3)
-        facing = (moved * moved_n).sum(-1) < 0
-        keep = (dist.reshape(batch, hyps, n) <= limit) & ((moved_n * dst_n).sum(-1) >= _NORMAL_AGREEMENT) & valid
-        keep = keep & facing
-        w = keep.to(moved.dtype)
-        count = w.sum(-1)  # (B, H)
-        centre = (moved * w[..., None]).sum(2) / count.clamp(min=1)[..., None]
-        a = torch.cat([torch.linalg.cross(moved - centre[..., None, :], dst_n, dim=-1), dst_n], -1)  # (B, H, N, 6)
-        rhs = ((dst - moved) * dst_n).sum(-1)
-        a = a.double() * w[..., None].double()
-        ata = a.transpose(-1, -2) @ a + 1e-9 * torch.eye(6, device=a.device, dtype=a.dtype)
-        atb = (a * rhs[..., None].double()).sum(2)
-        # solve_ex: no host sync to check for singular systems (the diagonal term keeps them
-        # regular; a non-finite step fails the tests below)
-        x = torch.linalg.solve_ex(ata, atb, check_errors=False)[0].to(pose.dtype)  # (B, H, 6)
-        w_rot, t = x[..., :3], x[..., 3:]
-        angle = w_rot.norm(dim=-1)
-        go = active & (count >= 6) & (angle <= 0.5) & (t.norm(dim=-1) <= 3 * limit[..., 0])
-        axis = w_rot / angle.clamp(min=1e-12)[..., None]
-        k = _skew(axis)
-        step_rot = (torch.eye(3, device=pose.device) + torch.sin(angle)[..., None, None] * k
-                    + (1 - torch.cos(angle))[..., None, None] * (k @ k))
-        step = eye.expand(batch, hyps, 4, 4).clone()
-        step[..., :3, :3] = step_rot
-        step[..., :3, 3] = centre + t - (step_rot @ centre[..., None])[..., 0]
-        pose = torch.where(go[..., None, None], step @ pose, pose)
-        active = go
-    return torch.where(finite[..., None, None], pose, poses)
-
-
-def refine_coarse_to_fine(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-                          scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-                          max_distance: float) -> Tensor:
-    """:func:`refine_icp` at 3 x ``max_distance`` (a wide capture range), then at ``max_distance``."""
+    at once: ``iterations`` steps with correspondences within 3 ``max_distance`` (a wide capture
+    range), then ``iterations`` more within ``max_distance``, each stage one call of the
+    ``geometry.icp`` op (every step of every hypothesis inside it, no host sync). A model point
+    takes part when it faces the sensor at the origin under the current pose, and pairs with its
+    nearest scene point when their normals are within 60 degrees: on a partial view the model's
+    far side, and the occluders and support in front of it or under it, would otherwise pull it
+    off. Steps turn about the inliers' centroid; a hypothesis with fewer than 6 pairs, or whose
+    step would turn it by more than 0.5 rad or move it by more than 3 correspondence distances,
+    stops for the stage. Non-finite poses come back unchanged."""
     for reach in (3.0, 1.0):
-        poses = refine_icp(model_points, model_normals, model_lengths, scene_points, scene_normals, scene_lengths,
-                           poses, iterations, max_distance * reach)
+        distance = max_distance * reach
+        poses = icp(model_points, scene_points, distance, model_lengths, scene_lengths, poses, scene_normals,
+                    "point_to_plane", iterations, source_normals=model_normals, max_normal_angle=_NORMAL_ANGLE,
+                    viewpoint=[0.0, 0.0, 0.0], centered=True, max_step_angle=_MAX_STEP_ANGLE,
+                    max_step_translation=_MAX_STEP_SHIFT * distance).poses
     return poses
 
 
-class GraphedRefinement:
-    """:func:`refine_coarse_to_fine` on CUDA replayed from a CUDA graph, one per input shape.
-
-    The refinement is a few hundred small launches (about 40 ops an ICP step) and no host sync,
-    so its cost on a GPU is the host's launching, not the GPU's work. A shape's first call runs
-    eagerly; its second runs it once on a side stream (warm-up), captures it into a graph over
-    static copies of the inputs and replays; later calls copy the inputs in and replay, returning
-    the same bits as the eager loop (the same kernels run). So scenes of ever-changing sizes cost
-    no captures, and at most ``capacity`` graphs (with their memory) are kept, the oldest dropped
-    first. A shape whose capture fails runs eagerly from then on."""
-
-    def __init__(self, capacity: int = 8):
-        self.capacity = capacity
-        self.graphs: Dict[tuple, Tuple[object, List[Tensor], Tensor]] = {}
-        self.seen: Dict[tuple, int] = {}
-        self.failed: set = set()
-
-    def __call__(self, *inputs: Tensor, iterations: int, max_distance: float) -> Tensor:
-        def run(*tensors: Tensor) -> Tensor:
-            return refine_coarse_to_fine(*tensors, iterations, max_distance)
-
-        key = tuple((t.shape, t.dtype, t.device) for t in inputs) + (iterations, max_distance)
-        if key in self.failed:
-            return run(*inputs)
-        if key not in self.graphs:
-            self.seen[key] = self.seen.get(key, 0) + 1
-            if self.seen[key] < 2 or self.capacity <= 0:
-                if len(self.seen) > 64 * max(self.capacity, 1):
-                    self.seen.clear()
-                return run(*inputs)
-            if len(self.graphs) >= self.capacity:
-                del self.graphs[next(iter(self.graphs))]
-            static = [t.clone() for t in inputs]
-            side = torch.cuda.Stream(inputs[0].device)
-            side.wait_stream(torch.cuda.current_stream(inputs[0].device))
-            with torch.cuda.stream(side):
-                run(*static)  # warm-up: library handles and workspaces are made outside the capture
-            torch.cuda.current_stream(inputs[0].device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            try:
-                with torch.cuda.graph(graph):
-                    output = run(*static)
-            except RuntimeError:
-                self.failed.add(key)
-                return run(*inputs)
-            self.graphs[key] = (graph, static, output)
-        graph, static, output = self.graphs[key]
-        for target, source in zip(static, inputs):
-            target.copy_(source)
-        graph.replay()
-        return output.clone()
-
-
 class RangeImage(NamedTuple):
-    """Nearest range seen per direction from a sensor at the origin: cell (row, col) of an
-    (azimuth, elevation) grid of ``cell`` radians starting at ``start``; inf where nothing was
-    seen."""
+    """Nearest range seen per direction from a sensor at the origin, for S scenes: an (azimuth,
+    elevation) grid of ``cells`` x ``cells`` square cells of ``cell[s]`` radians centred on the
+    optical axis +z (azimuth atan2(x, z), elevation atan2(y, |(x, z)|)); inf where nothing was
+    seen. Its size is fixed by ``cells``, its cell by the scene (on the device)."""
 
-    ranges: Tensor  # (rows * cols,) float32
-    start: Tuple[float, float]
-    cell: float
-    cols: int
-    rows: int
+    ranges: Tensor  # (S, cells * cells) float32, row-major by elevation
+    cell: Tensor  # (S,) float32 radians; NaN for a scene with no finite point
+    cells: int
 
 
 def _directions(points: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """(azimuth, elevation, range) of points seen from the origin, the optical axis along z."""
-    azimuth = torch.atan2(points[:, 0], points[:, 2])
-    elevation = torch.atan2(points[:, 1], points[:, [0, 2]].norm(dim=1))
-    return azimuth, elevation, points.norm(dim=1)
+    """(azimuth, elevation, range) of points (..., 3) seen from the origin, the optical axis along z."""
+    azimuth = torch.atan2(points[..., 0], points[..., 2])
+    elevation = torch.atan2(points[..., 1], torch.hypot(points[..., 0], points[..., 2]))
+    return azimuth, elevation, points.norm(dim=-1)
 
 
-# Most cells of a range image (16 MiB of float32 ranges): a scene seen over wide angles at a fine
-# cell (points far apart around a close median) gets coarser cells instead of a huge image.
-MAX_RANGE_CELLS = 1 << 22
+def _image_cells(azimuth: Tensor, elevation: Tensor, cell: Tensor, cells: int) -> Tuple[Tensor, Tensor]:
+    """Flat cell index (row * cells + col, 0 outside) and whether the direction lies in the image;
+    cell broadcasts against the directions. NaN directions or cells lie outside."""
+    col = torch.floor(azimuth / cell) + cells // 2
+    row = torch.floor(elevation / cell) + cells // 2
+    inside = (col >= 0) & (col < cells) & (row >= 0) & (row < cells)
+    flat = torch.where(inside, row * cells + col, torch.zeros_like(col)).long()
+    return flat, inside
 
 
-def range_image(points: Tensor, cell_size: float) -> RangeImage:
-    """The range image of one scene's raw points (N, 3) with cells of ``cell_size`` at the
-    median range, coarsened (doubled) until it has at most :data:`MAX_RANGE_CELLS` cells."""
-    p = points[torch.isfinite(points).all(1)].float()
-    if p.shape[0] == 0:
-        return RangeImage(torch.full((1,), float("inf"), device=points.device), (0.0, 0.0), 1.0, 1, 1)
+def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = None, cells: int = 1024) -> RangeImage:
+    """The range image of scenes' raw points (S, N, 3) (or one scene (N, 3)), rows past
+    ``lengths`` and non-finite points left out: a cell spans ``cell_size`` at the scene's median
+    range (computed on the device), the image ``cells`` cells each way about the optical axis.
+    Points outside it are not drawn (and a model point there is never seen through). No host
+    sync: the image has the same size for every scene."""
+    p = _as_batch(points).float()
+    scenes, n = p.shape[:2]
+    size = cells * cells
+    if n == 0:
+        return RangeImage(torch.full((scenes, size), float("inf"), device=p.device),
+                          torch.full((scenes,), float("nan"), device=p.device), cells)
+    valid = torch.isfinite(p).all(-1)
+    if lengths is not None:
+        valid = valid & (torch.arange(n, device=p.device)[None, :] < lengths[:, None])
     azimuth, elevation, ranges = _directions(p)
-    cell = cell_size / max(float(ranges.median()), 1e-12)
-    start = (float(azimuth.min()), float(elevation.min()))
-    span = (float(azimuth.max()) - start[0], float(elevation.max()) - start[1])
-    while (math.floor(span[0] / cell) + 1) * (math.floor(span[1] / cell) + 1) > MAX_RANGE_CELLS:
-        cell *= 2.0
-    col = ((azimuth - start[0]) / cell).long()
-    row = ((elevation - start[1]) / cell).long()
-    cols, rows = int(col.max()) + 1, int(row.max()) + 1
-    image = torch.full((rows * cols,), float("inf"), device=p.device)
-    image.scatter_reduce_(0, row * cols + col, ranges, reduce="amin")
-    return RangeImage(image, start, cell, cols, rows)
+    median = torch.where(valid, ranges, torch.full_like(ranges, float("nan"))).nanmedian(dim=1).values  # (S,)
+    cell = cell_size / median.clamp(min=1e-12)
+    flat, inside = _image_cells(azimuth, elevation, cell[:, None], cells)
+    inside = inside & valid
+    # every point outside the image lands in one spare cell past the last scene's
+    target = torch.where(inside, flat + torch.arange(scenes, device=p.device)[:, None] * size,
+                         torch.full_like(flat, scenes * size))
+    image = torch.full((scenes * size + 1,), float("inf"), device=p.device)
+    seen = torch.where(inside, ranges, torch.full_like(ranges, float("inf")))
+    image.scatter_reduce_(0, target.reshape(-1), seen.reshape(-1), reduce="amin")
+    return RangeImage(image[: scenes * size].view(scenes, size), cell, cells)
 
 
-def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: float) -> Tensor:
-    """(..., N) bool: model points (..., N, 3) facing the sensor where the sensor saw a surface
-    more than ``margin`` behind them, i.e. through where the model would be (free-space
-    violations of a wrong pose; points hidden behind the scene are not counted)."""
-    flat = points.reshape(-1, 3)
-    azimuth, elevation, ranges = _directions(flat)
-    col = ((azimuth - image.start[0]) / image.cell).floor().long()
-    row = ((elevation - image.start[1]) / image.cell).floor().long()
-    inside = (col >= 0) & (col < image.cols) & (row >= 0) & (row < image.rows)
-    seen = image.ranges[(row.clamp(0, image.rows - 1) * image.cols + col.clamp(0, image.cols - 1))]
-    facing = (normals.reshape(-1, 3) * flat).sum(1) < 0
-    through = inside & facing & torch.isfinite(seen) & (seen > ranges + margin)
+def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: Tensor,
+                scene_index: Optional[Tensor] = None) -> Tensor:
+    """(B, ...) bool: model points (B, ..., 3) facing the sensor where the sensor saw a surface
+    more than ``margin[b]`` behind them, i.e. through where the model would be (free-space
+    violations of a wrong pose; points hidden behind the scene, or outside the image, are not
+    counted). Entry b reads the image of scene ``scene_index[b]`` (None: b)."""
+    batch = points.shape[0]
+    flat_points = points.reshape(batch, -1, 3)
+    if scene_index is None:
+        scene_index = torch.arange(batch, device=points.device)
+    azimuth, elevation, ranges = _directions(flat_points)
+    index, inside = _image_cells(azimuth, elevation, image.cell[scene_index][:, None], image.cells)
+    seen = image.ranges.reshape(-1)[scene_index[:, None] * (image.cells * image.cells) + index]
+    facing = (normals.reshape(batch, -1, 3) * flat_points).sum(-1) < 0
+    through = inside & facing & torch.isfinite(seen) & (seen > ranges + margin[:, None])
     return through.reshape(points.shape[:-1])
 
 
@@ -308,11 +233,29 @@ class PPFMatcher:
             fine for closed, roughly star-shaped models; give real normals where you have them).
         model_lengths: (M,) int64 points per model; None = all N.
         preset: a name of :func:`pointops.ppf_preset` (configs/ppf.yaml).
+        max_scene_points: the capacity of a downsampled scene (what ``match`` votes with): a
+            scene with more voxels of the model's step keeps this many, evenly spread over its
+            voxels (see :func:`downsample`). Fixed, so that ``match`` reads nothing back and can
+            be captured in a CUDA graph; a 640 x 480 depth frame of a tabletop downsamples to
+            2,000-7,000 points at the presets' steps.
+        range_image_cells: the visibility test's range image is this many cells each way (a cell
+            spans 0.7 of the smallest model step at the scene's median range), centred on the
+            optical axis +z; scene points outside it are not drawn, and model points outside it
+            are never counted as seen through. The image spans 1024 x 0.7 tau_d diameters /
+            range radians: at tau_d 0.035 about 140 degrees from 10 model diameters away, 48
+            degrees from 30.
         **config: explicit values of the preset's options, which override it.
     """
 
     def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
-                 model_lengths: Optional[Tensor] = None, preset: str = "default", **config):
+                 model_lengths: Optional[Tensor] = None, preset: str = "default", max_scene_points: int = 16384,
+                 range_image_cells: int = 1024, **config):
+        if max_scene_points < 1:
+            raise ValueError(f"max_scene_points must be >= 1, got {max_scene_points}")
+        if range_image_cells < 1:
+            raise ValueError(f"range_image_cells must be >= 1, got {range_image_cells}")
+        self.max_scene_points = int(max_scene_points)
+        self.range_image_cells = int(range_image_cells)
         self.config = resolve_ppf_config(preset, **config)
         cfg = self.config
         # each model's valid rows first (as if its NaN / Inf rows were absent); degenerate models refused
@@ -342,8 +285,6 @@ class PPFMatcher:
         # sync between voting and re-scoring (its GPU work then overlaps the launches)
         steps = self.model.distance_step.cpu()
         self.step_range = (float(steps.min()), float(steps.max())) if steps.numel() else (0.0, 0.0)
-        self.cuda_graphs = True  # replay the ICP refinement from CUDA graphs on CUDA (GraphedRefinement)
-        self._graphed = GraphedRefinement()
 
     @property
     def num_models(self) -> int:
@@ -357,7 +298,8 @@ class PPFMatcher:
 
     def prepare_scene(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
                       scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
-        """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,)."""
+        """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,), N' =
+        min(N, max_scene_points), with no host sync."""
         points = _as_batch(scene_points).float()
         lengths = _lengths(points, scene_lengths)
         if scene_normals is None:
@@ -369,7 +311,8 @@ class PPFMatcher:
         else:
             normals = _as_batch(scene_normals).float()
         with _stage("ppf.downsample"):
-            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0])
+            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0],
+                                                          self.max_scene_points)
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
@@ -430,9 +373,6 @@ class PPFMatcher:
             :class:`PPFMatches` with K = max_instances.
         """
         check_scene(scene_points, scene_normals, scene_lengths, max_instances, self.model.points.device)
-        if not has_valid_point(scene_points, scene_normals, scene_lengths):
-            scenes = 1 if scene_points.dim() == 2 else scene_points.shape[0]
-            return PPFMatches(*no_instances(scenes, self.num_models, max_instances, scene_points.device))
         with _stage("ppf.match"):
             return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)
 
@@ -447,14 +387,12 @@ class PPFMatcher:
             points, normals = _as_batch(scene_points).float(), _as_batch(scene_normals).float()
             lengths = _lengths(points, scene_lengths)
         scenes, models = points.shape[0], self.num_models
-        images = None
-        if bool(cfg["visibility"]):  # before voting: building the range images reads sizes back
+        image = None
+        if bool(cfg["visibility"]):
             with _stage("ppf.range_image"):
                 raw = _as_batch(scene_points).float()
-                raw_lengths = _lengths(raw, scene_lengths).tolist()
-                cell = self.step_range[0] * 0.7
-                per_scene = [range_image(raw[k, : raw_lengths[k]], cell) for k in range(scenes)]
-                images = [per_scene[k] for k in range(scenes) for _ in range(models)]  # scene-major, as scene_idx
+                image = range_image(raw, self.step_range[0] * 0.7, _lengths(raw, scene_lengths),
+                                    self.range_image_cells)
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
@@ -467,16 +405,12 @@ class PPFMatcher:
         inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
         inlier_range = (self.step_range[0] * float(cfg["inlier_distance"]), self.step_range[1] * float(cfg["inlier_distance"]))
         if refine and int(cfg["icp_iterations"]) > 0:
-            inputs = (model_points, model_normals, model_lengths, sp, sn, sl, poses.contiguous())
             with _stage("ppf.refine"):
-                if poses.is_cuda and self.cuda_graphs:
-                    poses = self._graphed(*inputs, iterations=int(cfg["icp_iterations"]),
-                                          max_distance=inlier_range[0])
-                else:
-                    poses = refine_coarse_to_fine(*inputs, int(cfg["icp_iterations"]), inlier_range[0])
+                poses = refine_poses(model_points, model_normals, model_lengths, sp, sn, sl, poses,
+                                     int(cfg["icp_iterations"]), inlier_range[0])
         with _stage("ppf.verify"):
-            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
-                                 float(cfg["inlier_normal_deg"]), inlier_range[1])
+            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, image,
+                                 float(cfg["inlier_normal_deg"]), inlier_range[1], scene_idx)
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
@@ -495,14 +429,15 @@ class PPFMatcher:
     @staticmethod
     def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
                scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
-               images: Optional[List[RangeImage]] = None, normal_deg: float = 25.0,
-               search_radius: Optional[float] = None) -> Tensor:
+               image: Optional[RangeImage] = None, normal_deg: float = 25.0,
+               search_radius: Optional[float] = None, image_index: Optional[Tensor] = None) -> Tensor:
         """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
         clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
         is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
-        violation (with ``images``, one range image per b) a model point facing the sensor where
-        the sensor saw a surface more than threshold[b] behind it. 0 for non-finite poses.
-        ``search_radius`` (>= every threshold, or None) bounds the nearest-neighbour search."""
+        violation (with a range ``image``, entry b reading its scene ``image_index[b]``, None: b)
+        a model point facing the sensor where the sensor saw a surface more than threshold[b]
+        behind it. 0 for non-finite poses. ``search_radius`` (>= every threshold, or None) bounds
+        the nearest-neighbour search. All entries at once, no host sync."""
         batch, hyps = poses.shape[:2]
         n = model_points.shape[1]
         finite = torch.isfinite(poses).flatten(2).all(2)
@@ -512,13 +447,15 @@ class PPFMatcher:
         moved_n = model_normals[:, None] @ rot
         dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
                                         search_radius)
-        nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
-        agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
+        if scene_points.shape[1] > 0:
+            nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
+            agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))
+        else:  # empty scenes: no neighbour at all
+            agree = torch.zeros_like(dist, dtype=torch.bool)
         valid = torch.arange(n, device=poses.device)[None, None, :] < model_lengths[:, None, None]
         hits = (((dist <= threshold[:, None]) & agree).reshape(batch, hyps, n) & valid).sum(2).float()
-        if images is not None:
-            for b in range(batch):
-                through = see_through(images[b], moved[b], moved_n[b], float(threshold[b]))
-                hits[b] -= (through & valid[b]).sum(1).float()
+        if image is not None:
+            through = see_through(image, moved, moved_n, threshold, image_index)  # (B, H, N)
+            hits = hits - (through & valid).sum(2).float()
         score = (hits / model_lengths.clamp(min=1)[:, None].float()).clamp(min=0)
         return torch.where(finite, score, torch.zeros_like(score))

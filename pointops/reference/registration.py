@@ -245,18 +245,112 @@ def icp_step(sources: Tensor, targets: Tensor, poses: Tensor, indices: Tensor, m
     return nxt, rmse, fraction
 
 
+def _quaternion_step(w: np.ndarray) -> np.ndarray:
+    """The op's rotation of a linearised solution w: the unit quaternion (1, w / 2) / |.|."""
+    q = np.concatenate([[1.0], 0.5 * w])
+    q /= np.linalg.norm(q)
+    qw, a, b, c = q
+    return np.array([[1 - 2 * (b * b + c * c), 2 * (a * b - qw * c), 2 * (a * c + qw * b)],
+                     [2 * (a * b + qw * c), 1 - 2 * (a * a + c * c), 2 * (b * c - qw * a)],
+                     [2 * (a * c - qw * b), 2 * (b * c + qw * a), 1 - 2 * (a * a + b * b)]])
+
+
+def _chord(rotation: np.ndarray) -> float:
+    """2 sin(angle / 2) of a rotation matrix (the op's measure of a step's turn)."""
+    cos = np.clip((np.trace(rotation) - 1) / 2, -1.0, 1.0)
+    return float(2 * np.sin(np.arccos(cos) / 2))
+
+
 def icp(sources: Tensor, targets: Tensor, init_poses: Tensor, max_correspondence_distance: float,
-        iterations: int, target_normals: Optional[Tensor] = None):
-    """Float64 NumPy ICP (brute-force nearest neighbours in float64): final poses (B, H, 4, 4),
-    rmse and inlier fraction at the final poses."""
-    poses = init_poses.detach().cpu().double()
-    src = sources.detach().cpu().double()
-    tgt = targets.detach().cpu().double()
-    for step in range(iterations + 1):
-        batch, hyps = poses.shape[:2]
-        moved = transform_points(src, poses)
-        nearest = nearest_neighbors(moved.reshape(batch, -1, 3), tgt, 1).view(batch, hyps, -1)
-        nxt, rmse, fraction = icp_step(src, tgt, poses, nearest, max_correspondence_distance, target_normals)
-        if step < iterations:
-            poses = torch.from_numpy(nxt)
-    return poses.numpy(), rmse, fraction
+        iterations: int, target_normals: Optional[Tensor] = None, source_normals: Optional[Tensor] = None,
+        max_normal_angle: Optional[float] = None, viewpoint: Optional[List[float]] = None, centered: bool = False,
+        max_step_angle: Optional[float] = None, max_step_translation: Optional[float] = None,
+        point_to_plane: Optional[bool] = None):
+    """Float64 NumPy ICP (brute-force nearest neighbours in float64), the icp op's rules:
+    final poses (B, H, 4, 4), rmse and inlier fraction at the final poses, and whether each
+    hypothesis stopped. A source takes part when it faces ``viewpoint`` under the pose, pairs
+    with its nearest target, and is an inlier within the distance and, with
+    ``max_normal_angle``, the normals' angle. Point to plane solves its least squares about the
+    origin, or with ``centered`` about the inliers' centroid (the step's translation then being
+    the centroid's motion); a step with too few inliers or beyond the step bounds stops the
+    hypothesis where it is. Non-finite poses come back as given. ``point_to_plane`` defaults to
+    whether ``target_normals`` are given."""
+    plane = target_normals is not None if point_to_plane is None else point_to_plane
+    poses = init_poses.detach().cpu().double().numpy().copy()
+    src = sources.detach().cpu().double().numpy()
+    tgt = targets.detach().cpu().double().numpy()
+    tn = None if target_normals is None else target_normals.detach().cpu().double().numpy()
+    sn = None if source_normals is None else source_normals.detach().cpu().double().numpy()
+    batch, hyps = poses.shape[:2]
+    rmse = np.zeros((batch, hyps))
+    fraction = np.zeros((batch, hyps))
+    stopped = np.zeros((batch, hyps), dtype=bool)
+    max_d2 = max_correspondence_distance ** 2
+    cosine = None if max_normal_angle is None else np.cos(max_normal_angle)
+    for b in range(batch):
+        s = src[b]
+        finite = np.isfinite(s).all(1)
+        for h in range(hyps):
+            pose = poses[b, h]
+            if not np.isfinite(pose[:3]).all():
+                continue
+            pose[3] = [0.0, 0.0, 0.0, 1.0]
+            for step in range(iterations + 1):
+                update = step < iterations
+                if update and stopped[b, h]:
+                    continue
+                moved = s @ pose[:3, :3].T + pose[:3, 3]
+                ok = finite.copy()
+                if sn is not None:
+                    turned = sn[b] @ pose[:3, :3].T
+                if viewpoint is not None:
+                    ok &= ((moved - np.asarray(viewpoint)) * turned).sum(1) < 0
+                if tgt.shape[1]:
+                    d2 = ((moved[:, None, :] - tgt[b][None]) ** 2).sum(-1)
+                    d2 = np.where(np.isfinite(d2), d2, np.inf)
+                    j = d2.argmin(1)
+                    best = d2[np.arange(len(j)), j]
+                else:
+                    j, best = np.zeros(len(s), dtype=np.int64), np.full(len(s), np.inf)
+                ok &= best <= max_d2
+                if cosine is not None:
+                    a, c = turned, tn[b][j]
+                    scale = np.sqrt((a * a).sum(1) * (c * c).sum(1))
+                    ok &= (scale > 0) & ((a * c).sum(1) >= cosine * scale)
+                inliers = int(ok.sum())
+                if not update:
+                    rmse[b, h] = np.sqrt(best[ok].sum() / inliers) if inliers else 0.0
+                    fraction[b, h] = inliers / finite.sum() if finite.sum() else 0.0
+                    continue
+                m, q = moved[ok], tgt[b][j[ok]] if inliers else np.zeros((0, 3))
+                increment = np.eye(4)
+                if not plane:  # Horn: about the centroids already
+                    if inliers < 3:
+                        stopped[b, h] = True
+                        continue
+                    increment = _pose_increment(m, q, None)
+                    shift = np.linalg.norm(q.mean(0) - m.mean(0)) if centered else np.linalg.norm(increment[:3, 3])
+                    angle = _chord(increment[:3, :3])
+                else:
+                    if inliers < 6:
+                        stopped[b, h] = True
+                        continue
+                    n = tn[b][j[ok]]
+                    n = np.where(np.isfinite(n), n, 0.0)
+                    centre = m.mean(0) if centered else np.zeros(3)
+                    jac = np.concatenate([np.cross(m - centre, n), n], 1)
+                    res = ((m - q) * n).sum(1)
+                    x = np.linalg.lstsq(jac, -res, rcond=1e-10)[0]
+                    rot = _quaternion_step(x[:3])
+                    increment[:3, :3] = rot
+                    increment[:3, 3] = centre + x[3:] - rot @ centre
+                    shift = np.linalg.norm(x[3:])
+                    angle = _chord(rot)
+                if max_step_angle is not None and angle > 2 * np.sin(min(max_step_angle, np.pi) / 2):
+                    stopped[b, h] = True
+                    continue
+                if max_step_translation is not None and shift > max_step_translation:
+                    stopped[b, h] = True
+                    continue
+                pose[:] = increment @ pose
+    return poses, rmse, fraction, stopped

@@ -11,6 +11,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_cloud, check_tensor
+
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -30,6 +32,7 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     float32 (float64 for float64 points); rows past ``lengths`` are 0. Differentiable with
     respect to the points and the poses.
     """
+    check_tensor(points, "points", "(B, N, 3)")
     return torch.ops.pointops.transform_points(points, lengths, poses)
 
 
@@ -68,6 +71,10 @@ def icp(
         the initial poses' dtype at the end. ICP carries no gradient (its correspondences are
         discrete choices); the inputs are detached.
     """
+    check_tensor(sources, "sources", "(B, N, 3)")
+    check_tensor(targets, "targets", "(B, M, 3)")
+    check_cloud(sources, "sources", "(B, N, 3)")
+    check_cloud(targets, "targets", "(B, M, 3)")
     if method != "point_to_plane" and method != "point_to_point":
         raise ValueError(f"method must be 'point_to_plane' or 'point_to_point', got '{method}'")
     if iterations < 0:

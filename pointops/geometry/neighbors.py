@@ -14,6 +14,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_cloud, check_tensor
+
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -49,6 +51,8 @@ def knn(
         :class:`KNN` of (B, M, k) int64 indices into ``points[b]`` and squared distances (float64 for
         float64 inputs, float32 otherwise), ascending, ties to the lowest index.
     """
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
 
@@ -58,6 +62,8 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     and rows [query_offsets[b], query_offsets[b + 1]) of queries (Mq, 3). Offsets are (B + 1,) int64,
     clamped to [0, rows] and made non-decreasing by a running maximum. Returns (Mq, k) indices into
     the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
+    check_tensor(queries, "queries", "(Mq, 3)")
+    check_tensor(points, "points", "(P, 3)")
     indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
     return KNN(indices, distances)
 
@@ -99,6 +105,8 @@ def ball_query(
         :class:`BallQuery`: indices (B, M, k) int64 into ``points[b]``, hits ascending; counts
         (B, M) int64 = min(hits, k).
     """
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first")
@@ -114,6 +122,8 @@ def three_nn(
     """The 3 nearest points of every query (PointNet++ feature propagation): :func:`knn` with
     k = 3. Distances are squared, as everywhere in pointops (OpenPCDet's ``three_nn`` returns
     their square roots; ``pointops.nn.three_nn`` does)."""
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     return knn(queries, points, 3, query_lengths, lengths)
 
 
@@ -146,6 +156,7 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         with every product and sum rounded on its own (float32, float64 for float64), identical on
         CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
+    check_tensor(features, "features", "(B, N, C)")
     return torch.ops.pointops.interpolate(features, indices, weights)
 
 
@@ -153,6 +164,8 @@ def group_points(features: Tensor, indices: Tensor) -> Tensor:
     """Gather per-point features by neighbour index: ``features`` (B, N, C) and ``indices``
     (B, *S) int64 give (B, *S, C); an index outside [0, N) (-1 padding) gives a row of zeros.
     Plain torch (a gather), so gradients reach ``features``."""
+    check_tensor(features, "features", "(B, N, C)")
+    check_cloud(features, "features", "(B, N, C)", -1)
     batch, n, channels = features.shape
     flat = indices.reshape(batch, -1)
     valid = (flat >= 0) & (flat < n)

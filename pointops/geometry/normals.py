@@ -12,6 +12,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_cloud, check_tensor
+
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -66,6 +68,8 @@ def estimate_normals(
         and curvature 0. The normals and curvature are differentiable with respect to the points
         (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_cloud(points, "points")
     if orientation == "none":
         mode = 0
     elif orientation == "viewpoint":

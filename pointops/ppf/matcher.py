@@ -30,6 +30,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .._checks import check_optional_tensor, check_tensor
 from ..geometry import estimate_normals, knn, voxel_downsample
 from ..presets import ppf_preset
 from .ops import (
@@ -304,6 +305,8 @@ class PPFMatcher:
 
     def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
                  model_lengths: Optional[Tensor] = None, preset: str = "default", **config):
+        check_tensor(model_points, "model_points", "(N, 3) or (M, N, 3)")
+        check_optional_tensor(model_normals, "model_normals", "(N, 3) or (M, N, 3)")
         self.config = resolve_ppf_config(preset, **config)
         cfg = self.config
         points = _as_batch(model_points).float()
@@ -351,6 +354,8 @@ class PPFMatcher:
     def prepare_scene(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
                       scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
         """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,)."""
+        check_tensor(scene_points, "scene_points", "(N, 3) or (S, N, 3)")
+        check_optional_tensor(scene_normals, "scene_normals", "(N, 3) or (S, N, 3)")
         points = _as_batch(scene_points).float()
         lengths = _lengths(points, scene_lengths)
         if scene_normals is None:
@@ -422,6 +427,8 @@ class PPFMatcher:
         Returns:
             :class:`PPFMatches` with K = max_instances.
         """
+        check_tensor(scene_points, "scene_points", "(N, 3) or (S, N, 3)")
+        check_optional_tensor(scene_normals, "scene_normals", "(N, 3) or (S, N, 3)")
         with _stage("ppf.match"):
             return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)
 

@@ -2,12 +2,14 @@
 
 Install with the torch you already have (docs/install.md):
     pip install --no-build-isolation .          # or -e . for a development install
-    POINTOPS_NO_CUDA=1 pip install --no-build-isolation .   # CPU-only, a few minutes
-CPU sources are always compiled. CUDA sources are added when the build can compile them
-(a CUDA build of torch and a CUDA toolkit) or FORCE_CUDA=1; POINTOPS_NO_CUDA=1 forces a
-CPU-only build. Whether to compile CUDA never depends on a GPU being present: a build machine
-without one (CI, Docker) still compiles and links the CUDA kernels, by default for Hopper
-(TORCH_CUDA_ARCH_LIST=9.0+PTX), and for the visible GPUs when there are some.
+    FORCE_CUDA=1 pip install --no-build-isolation .   # CUDA kernels too, with no GPU in sight
+CPU sources are always compiled. CUDA sources are added when a GPU is visible to the build (and
+torch is a CUDA build and a CUDA toolkit is found), or whenever FORCE_CUDA=1; POINTOPS_NO_CUDA=1
+forces a CPU-only build. So a machine without a GPU compiles the C++ sources only (a few
+minutes on 2 cores), and a build machine that ships or checks the CUDA kernels without a GPU (CI,
+Docker) sets FORCE_CUDA=1, as torch_cluster, mmcv and pytorch3d ask too. Without a GPU the CUDA
+kernels are built for Hopper (TORCH_CUDA_ARCH_LIST=9.0+PTX) unless TORCH_CUDA_ARCH_LIST says
+otherwise; with GPUs, for the visible ones. The build prints one line saying which it does and why.
 
 Objects are kept in build/temp.* for every way of building (setup.py build_ext --inplace,
 pip install ., pip install -e .), and ninja recompiles only the sources whose text, headers
@@ -58,12 +60,19 @@ def _env_flag(name):
     return os.environ.get(name, "0") not in ("", "0", "false", "False")
 
 
-def _with_cuda():
+def _cuda_choice():
+    """(compile the CUDA sources?, why); the build prints both (every run of setup.py decides anew)."""
     if _env_flag("POINTOPS_NO_CUDA"):
-        return False
+        return False, "POINTOPS_NO_CUDA is set"
     if _env_flag("FORCE_CUDA"):
-        return True
-    return torch.version.cuda is not None and CUDA_HOME is not None
+        return True, "FORCE_CUDA is set"
+    if torch.version.cuda is None:
+        return False, f"torch {torch.__version__} is a CPU-only build"
+    if CUDA_HOME is None:
+        return False, "no CUDA toolkit (nvcc) was found; set CUDA_HOME"
+    if not torch.cuda.is_available():
+        return False, "no GPU is visible; FORCE_CUDA=1 compiles the CUDA kernels anyway"
+    return True, "a GPU is visible"
 
 
 def _set_cuda_arch_list():
@@ -106,12 +115,18 @@ def _extension():
     cpp_sources = _sources("*.cpp")
     cuda_sources = _sources("*.cu")
     headers = _sources("*.h", "*.cuh")
-    cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
+    # Python's own CFLAGS carry -g; debug information is a quarter of a C++ source's compile time
+    # and 40 times the object's size, and nobody debugs a release build: -g0 unless DEBUG=1.
+    cxx_flags = ["-O0", "-g"] if debug else ["-O3", "-g0"]
     # Host arithmetic must round like the device's (csrc/common/portable_math.h): never let g++
     # fuse a * b + c on its own, even when CFLAGS enable FMA instructions.
     cxx_flags += ["-fdiagnostics-color=always", "-ffp-contract=off"]
     include_dirs = [os.path.join(ROOT, "csrc")]
-    if not _with_cuda():
+    with_cuda, why = _cuda_choice()
+    sources = len(cpp_sources) + (len(cuda_sources) if with_cuda else 0)
+    kind = "CPU and CUDA" if with_cuda else "CPU"
+    print(f"pointops: compiling the {kind} kernels ({sources} sources): {why}", file=sys.stderr)
+    if not with_cuda:
         return CppExtension(
             "pointops._C", cpp_sources, include_dirs=include_dirs, depends=headers,
             extra_compile_args={"cxx": cxx_flags},

@@ -120,7 +120,8 @@ def main():
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.detach())  # float() of a tensor that requires grad warns; read once, after the loop
+    losses = [float(loss) for loss in losses]
 
     os.makedirs(args.out, exist_ok=True)
     per_frame = {f: {k: v[i].cpu() for k, v in outputs.items() if v.dim() > 0} for i, f in enumerate(frames)}

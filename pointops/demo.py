@@ -622,7 +622,7 @@ def run(out: str, device: str, settings: Settings = Settings(), only: Optional[S
     try:
         import matplotlib  # noqa: F401
     except ImportError as error:
-        raise ImportError("the demo draws with matplotlib, an optional extra: pip install '.[demo]'") from error
+        raise ImportError("the demo draws with matplotlib, which is not installed: pip install 'matplotlib==3.11.2'") from error
     names = list(PICTURES) if not only else list(only)
     unknown = [name for name in names if name not in PICTURES]
     if unknown:

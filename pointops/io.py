@@ -14,7 +14,7 @@ of CPU tensors:
 ========================  ===================================================================
 
 The formats are decoded by the libraries the field maintains for them (plyfile, pypcd4, laspy
-with lazrs for LAZ, trimesh); they are the optional ``io`` extra (``pip install .[io]``) and are
+with lazrs for LAZ, trimesh); they are optional (:data:`FORMAT_PACKAGES`, the ``io`` extra) and are
 imported inside the functions that need them, so ``import pointops`` loads none of them. Only
 what no library does is written here: XYZ/PTS text and KITTI ``.bin`` (a numpy call each), the
 ascii body of PCD files (see :func:`read_pcd`), and the consistency checks below.
@@ -115,18 +115,34 @@ class Mesh(NamedTuple):
 # shared helpers
 
 
+# The format libraries and the versions pointops is tested with: setup.py's "io" extra (a test holds
+# the two equal). A missing one is named with its pin, for pip, whichever way pointops was installed.
+FORMAT_PACKAGES = {
+    "plyfile": "plyfile==1.1.5",
+    "pypcd4": "pypcd4==1.5.1",
+    "laspy": "laspy==2.7.0",
+    "lazrs": "lazrs==0.8.2",
+    "trimesh": "trimesh==5.2.0",
+}
+
+
+def _missing_library(package: str, needed_for: str) -> ImportError:
+    pin = FORMAT_PACKAGES.get(package, package)
+    return ImportError(
+        f"{needed_for} needs the '{package}' package, which is not installed: pip install '{pin}' "
+        f"(all of pointops.io's format libraries: pip install {' '.join(repr(p) for p in FORMAT_PACKAGES.values())})"
+    )
+
+
 def _library(module: str, function: str):
-    """Import an optional format library, or say which extra provides it."""
+    """Import an optional format library, or say which package to install, with its version."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as e:
         package = {"lzf": "python-neo-lzf"}.get(module, module)
-        raise ImportError(
-            f"pointops.io.{function} needs the '{package}' package, which is part of pointops' "
-            f"optional io extra: pip install '.[io]' (from the pointops source folder)"
-        ) from e
+        raise _missing_library(package, f"pointops.io.{function}") from e
 
 
 def _existing_file(path: PathLike) -> str:
@@ -872,8 +888,7 @@ def read_las(
         las = laspy.read(path)
     except laspy.errors.LaspyException as e:
         if "LazBackend" in str(e) or "lazrs" in str(e).lower():
-            raise ImportError(f"pointops.io.read_las needs the 'lazrs' package to decompress {path}; it is part of "
-                              "pointops' optional io extra: pip install '.[io]'") from e
+            raise _missing_library("lazrs", f"pointops.io.read_las, to decompress {path},") from e
         raise FileFormatError(path, f"malformed LAS file: {e}") from e
     except (ValueError, RuntimeError, EOFError, OSError) as e:  # numpy and lazrs errors on short data
         if isinstance(e, FileNotFoundError):

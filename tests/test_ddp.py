@@ -50,3 +50,28 @@ def test_ranks_equal_one_process(tmp_path):
     for name, value in ranks[0]["weights"].items():
         torch.testing.assert_close(value, ranks[1]["weights"][name], rtol=0, atol=0)  # DDP keeps ranks in step
     assert ranks[0]["losses"][-1] < ranks[0]["losses"][0]
+
+
+def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
+    """tools/bench_ddp.py on the CPU (gloo) at tiny sizes: one run per rank count, the frames
+    split over the ranks, and a table with the scaling (docs/multi_gpu.md; the lead measures it
+    on GPUs)."""
+    import json
+
+    out = tmp_path / "rows.jsonl"
+    command = [sys.executable, os.path.join(ROOT, "tools", "bench_ddp.py"), "--device", "cpu", "--gpus", "1", "2",
+               "--frames", "4", "--beams", "8", "--azimuth", "256", "--batch", "1", "--workers", "0", "--pool", "2",
+               "--warmup", "1", "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["ranks"] for r in rows] == [1, 2]
+    assert [r["frames"] for r in rows] == [3, 2]  # 4 frames, 1 per batch, the first batch of each rank untimed
+    assert rows[0]["scaling"] == 1.0 and rows[1]["scaling"] > 0
+    assert all(r["frames_per_s"] > 0 and r["preprocess_ms"] > 0 and r["train_ms"] > 0 for r in rows)
+    lines = result.stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("ranks  device")):]
+    assert table[0].split()[:4] == ["ranks", "device", "frames", "s"] and "scaling" in table[0]
+    assert table[2].split()[0] == "1" and table[3].split()[0] == "2"
+    assert table[4].startswith("per frame and rank, ") and "grew most from 1 to 2 ranks" in table[4]

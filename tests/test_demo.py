@@ -37,7 +37,7 @@ def test_demo_writes_every_picture(tmp_path, capsys):
         assert image.std() > 0.05, f"{path} is (nearly) blank"
 
 
-def test_command_line_and_registry(tmp_path, capsys, monkeypatch):
+def test_command_line_and_registry(tmp_path, capsys, request):
     @demo.picture("test_extra")
     def draw_extra(scene):
         fig = demo.figure(4, 4)
@@ -45,8 +45,7 @@ def test_command_line_and_registry(tmp_path, capsys, monkeypatch):
         demo.top_view(ax, scene, "an added picture")
         return fig, f"{scene.n} points"
 
-    monkeypatch.delitem(demo.PICTURES, "test_extra")  # undone at teardown: registered only for this test
-    demo.PICTURES["test_extra"] = draw_extra
+    request.addfinalizer(lambda: demo.PICTURES.pop("test_extra", None))  # registered only for this test
     demo.main(["--out", str(tmp_path / "pictures"), "--device", "cpu", "--beams", "8", "--azimuth", "256",
                "--only", "fps", "test_extra"])
     out = capsys.readouterr().out
@@ -65,3 +64,24 @@ def test_cuda_draws_the_same_pictures(tmp_path):
     cuda = demo.run(str(tmp_path / "cuda"), "cuda", FAST, only=only, dpi=60)
     for a, b in zip(cpu, cuda):
         assert (pixels(a) == pixels(b)).all(), f"{b} differs from the CPU's picture"
+
+
+def test_committed_pictures_are_what_the_demo_draws(tmp_path):
+    """docs/pictures/*.png are what `python -m pointops.demo --out docs/pictures --device cpu` draws
+    (docs/demo.md): the same pixels, picture by picture (the files' bytes may differ in metadata
+    where matplotlib's version does). The PPF picture needs Debian's libcgal-demo meshes; without
+    them the demo draws procedural blobs instead, so that picture is not compared."""
+    import glob
+    import os
+
+    from pointops.scenes import tabletop
+
+    pictures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "pictures")
+    committed = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(pictures, "*.png")))
+    assert committed == sorted(demo.PICTURES), "docs/pictures holds other pictures than the demo draws"
+    only = [name for name in demo.PICTURES if name != "ppf" or tabletop.cgal_available()]
+    for path in demo.run(str(tmp_path), "cpu", demo.Settings(), only=only):
+        name = os.path.basename(path)
+        assert (pixels(path) == pixels(os.path.join(pictures, name))).all(), (
+            f"docs/pictures/{name} is not what the demo draws now: redraw the pictures with "
+            "python -m pointops.demo --out docs/pictures --device cpu")

@@ -19,7 +19,7 @@ CGAL_DOC = "/usr/share/doc/libcgal-dev"
 
 
 def need(module):
-    return pytest.importorskip(module, reason=f"{module} is not installed (pointops' io extra: pip install '.[io]')")
+    return pytest.importorskip(module, reason=f"{module} is not installed (pip install '{pio.FORMAT_PACKAGES[module]}')")
 
 
 def same(a, b):
@@ -126,7 +126,22 @@ def test_missing_library_says_which_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "plyfile", None)  # makes `import plyfile` fail
     with pytest.raises(ImportError) as e:
         pio.read_ply(path)
-    assert "plyfile" in str(e.value) and ".[io]" in str(e.value)
+    message = str(e.value)
+    assert message.startswith("pointops.io.read_ply needs the 'plyfile' package, which is not installed: "
+                              "pip install 'plyfile==1.1.5' (all of pointops.io's format libraries: pip install "), message
+    assert "'trimesh==5.2.0'" in message and ".[io]" not in message
+
+
+def test_format_packages_are_the_io_extra():
+    """pointops.io names the packages a user installs with the pins of setup.py's io extra."""
+    import ast
+    import re
+
+    setup = os.path.join(ROOT, "setup.py")
+    if not os.path.isfile(setup):
+        pytest.skip("needs the source checkout (setup.py)")
+    extras = ast.literal_eval(re.search(r"^EXTRAS = (\{.*?^\})", open(setup).read(), re.M | re.S).group(1))
+    assert sorted(pio.FORMAT_PACKAGES.values()) == sorted(extras["io"])
 
 
 def test_bad_dtype():

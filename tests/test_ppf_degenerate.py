@@ -97,7 +97,7 @@ def test_model_arguments_are_checked():
         PPFMatcher(p, model_lengths=torch.tensor([40, 3]))
     with pytest.raises(ValueError, match="model_normals must be on the device"):
         PPFMatcher(p, p.to("meta"))
-    with pytest.raises(TypeError, match="model_points must be a tensor"):
+    with pytest.raises(TypeError, match="model_points must be a torch.Tensor"):
         PPFMatcher([[0.0, 0.0, 0.0]] * 5)
 
 

@@ -17,18 +17,25 @@ per chunk of points, then one bincount); for hough_peaks, max-pool NMS (no seam)
 voxelize, the sort-based pure PyTorch voxelization a user would write (voxelize_baseline, checked
 equal to the op before timing).
 
-    python tools/bench.py [--ops fps bev_rasterize pillar_scatter hough_planes hough_peaks voxelize]
-                          [--quick] [--json f] [--plot f]
+Every row prints as a JSON line as it is measured (one line per row: the progress), and the run
+ends with a table of all rows: op, case, sizes, device, median ms, baseline ms and their ratio.
+
+    python tools/bench.py [--ops fps bev_rasterize pillar_scatter hough_planes hough_peaks voxelize ...]
+                          [--quick] [--device cpu] [--json f] [--plot f]
 """
-import argparse
 import json
-import math
 import os
 import statistics
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
+
+if __name__ == "__main__":
+    ARGS = cli.bench_parser(__doc__).parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: E402,F401
@@ -440,53 +447,45 @@ def plot(results, path):
 
 
 def family_benches():
-    """tools/bench_<family>.py modules: each has OPS (the op names it times) and
-    run(device, quick, ops, results), which appends its rows to results."""
-    import glob
+    """tools/bench_<family>.py modules with rows for this bench: each has OPS (the op names it
+    times) and run(device, quick, ops, results), which appends its rows to results."""
     import importlib
 
-    modules = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "bench_*.py"))):
-        sys.path.insert(0, ROOT)
-        modules.append(importlib.import_module(os.path.splitext(os.path.basename(path))[0]))
-    return modules
+    sys.path.insert(0, ROOT)
+    return [importlib.import_module(name) for name in cli.family_ops()]
 
 
-def main():
+def run(args):
+    """Time args.ops on args.device (default: cuda when available) and print the rows as JSON lines,
+    then as a table."""
+    device = cli.default_device(args.device)
     families = family_benches()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", nargs="*",
-                        default=["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize",
-                                 "plane_refit", "detect_planes"] + [op for m in families for op in m.OPS])
-    parser.add_argument("--quick", action="store_true", help="the first sizes only")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--json", help="also write the JSON lines here")
-    parser.add_argument("--plot", help="write a PNG of the ratios here")
-    args = parser.parse_args()
     results = []
     if "fps" in args.ops:
-        bench_fps(args.device, args.quick, results)
+        bench_fps(device, args.quick, results)
     if "bev_rasterize" in args.ops:
-        bench_bev(args.device, args.quick, results)
+        bench_bev(device, args.quick, results)
     if "pillar_scatter" in args.ops:
-        bench_pillar_scatter(args.device, args.quick, results)
+        bench_pillar_scatter(device, args.quick, results)
     if "hough_planes" in args.ops or "hough_peaks" in args.ops:
-        bench_hough(args.device, args.quick, args.ops, results)
+        bench_hough(device, args.quick, args.ops, results)
     if "voxelize" in args.ops:
-        bench_voxelize(args.device, args.quick, results)
+        bench_voxelize(device, args.quick, results)
     if "plane_refit" in args.ops:
-        bench_plane_fit(args.device, args.quick, results)
+        bench_plane_fit(device, args.quick, results)
     if "detect_planes" in args.ops:
-        bench_detect_planes(args.device, args.quick, results)
+        bench_detect_planes(device, args.quick, results)
     for module in families:
         if any(op in args.ops for op in module.OPS):
-            module.run(args.device, args.quick, args.ops, results)
+            module.run(device, args.quick, args.ops, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)
     if args.plot:
         plot(results, args.plot)
+    print(cli.bench_table(results), flush=True)
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    run(ARGS)

@@ -11,28 +11,43 @@ core (points x orientations / cpu_ms).
     python tools/bench.py --device cpu --ops cpu_kernels     # the same rows from the main bench
 
 Every baseline is the one tools/bench.py times on the GPU; voxelize's is checked equal to the op.
-The rows call the raw torch.ops.pointops operators, which the public wrappers call.
+The rows call the raw torch.ops.pointops operators, which the public wrappers call. The run ends
+with a table of the rows.
 """
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (also puts the repository first on sys.path)
-import pointops  # noqa: E402,F401  (registers the operators)
-
-ops = torch.ops.pointops
+import cli  # noqa: E402  (imports nothing heavy)
 
 # The name tools/bench.py knows these rows by (`--ops cpu_kernels`); the rows themselves carry the
 # op names.
 OPS = ["cpu_kernels"]
 ROW_OPS = ["hough_planes", "hough_peaks", "fps", "bev_rasterize", "voxelize", "pillar_scatter",
            "plane_labels", "plane_refit"]
+
+
+def parse_args(argv=None):
+    parser = cli.parser(__doc__)
+    parser.add_argument("--quick", action="store_true", help="the smallest size of each op")
+    parser.add_argument("--ops", nargs="*", default=ROW_OPS, choices=ROW_OPS, metavar="OP",
+                        help=f"the ops to time (default: all of {' '.join(ROW_OPS)})")
+    parser.add_argument("--json", help="also write the JSON lines here")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
+
+import bench  # noqa: E402  (also puts the repository first on sys.path)
+import pointops  # noqa: E402,F401  (registers the operators)
+
+ops = torch.ops.pointops
 
 
 def cpu_time_ms(fn, min_reps=3, budget_ms=3000.0):
@@ -199,18 +214,14 @@ def run(device, quick, ops, results):
         torch.set_num_threads(threads)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the smallest size of each op")
-    parser.add_argument("--ops", nargs="*", default=ROW_OPS, choices=ROW_OPS)
-    parser.add_argument("--json", help="also write the JSON lines here")
-    args = parser.parse_args()
+def main(args):
     results = []
     run("cpu", args.quick, args.ops, results)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)
+    print(cli.bench_table(results), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

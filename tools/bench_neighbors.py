@@ -1,4 +1,4 @@
-"""Benchmark rows of the neighbourhood ops (knn, ball_query, three_nn), run by tools/bench.py.
+"""Time of knn, ball_query and three_nn against plain PyTorch, OpenPCDet's kernels and Open3D.
 
 Each row is timed against a baseline in the same run: for knn, plain PyTorch (cdist + topk over
 chunks of 4,096 queries, pointops.reference.neighbors.knn_cdist_topk); for ball_query and three_nn,
@@ -13,22 +13,31 @@ stack kernel walks the same way). Without a GPU, CPU rows time pointops' CPU ker
 NearestNeighborSearch (knn_search, its KD-tree, in the same process) when open3d imports, in wall
 time (ms) and in CPU time of all threads (cpu_ms: the fairer figure on a shared machine).
 
-    python tools/bench.py --ops knn ball_query three_nn [--quick] [--json f]
+    python tools/bench_neighbors.py [--quick] [--device cpu] [--json f]
+    python tools/bench.py --ops knn ball_query three_nn      # the same rows
 """
 import json
 import os
 import statistics
+import sys
 import time
 
-import torch
-
-from bench import time_ms
-
-import pointops
-from pointops.scenes import lidar as lidar_scenes
-from pointops.reference.neighbors import knn_cdist_topk
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
 
 OPS = ["knn", "ball_query", "three_nn"]
+
+if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
+    sys.exit(cli.run_bench_rows(__doc__, OPS))
+
+import torch  # noqa: E402
+
+from bench import time_ms  # noqa: E402
+
+import pointops  # noqa: E402
+from pointops.scenes import lidar as lidar_scenes  # noqa: E402
+from pointops.reference.neighbors import knn_cdist_topk  # noqa: E402
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 _classic = None

@@ -1,6 +1,7 @@
-"""PPF benchmark rows (discovered by tools/bench.py; run alone: python tools/bench_ppf.py [--quick]).
+"""Time of the PPF ops (model description, voting, pose clustering) and of PPFMatcher's match.
 
-The issue's sizes: a model of about 2,000 points (tau_d = 0.025 in the matcher rows) (a lumpy procedural mesh, scenes.blob_mesh,
+Run alone (python tools/bench_ppf.py [--quick] [--device cpu] [--json f]) or by tools/bench.py.
+Sizes: a model of about 2,000 points (tau_d = 0.025 in the matcher rows) (a lumpy procedural mesh, scenes.blob_mesh,
 sampled uniformly with exact normals), a depth-camera scene of 15,000 points (the model among
 distractors on a table, scenes.tabletop.make_ppf_scene, randomly thinned to 15,000), every 5th
 scene point a reference. Rows:
@@ -8,11 +9,11 @@ scene point a reference. Rows:
   ppf_model        one 2,000-point model (4M pairs); baseline: the description in plain PyTorch
                    (the reference's float32 features of all pairs, torch.sort, unique_consecutive);
   ppf_vote         one model x one scene, dense and sort backends, each the other's baseline, with
-                   peak device memory (floor: 10 ms for the whole lookup, 2 GB);
+                   peak device memory (target: 10 ms for the whole lookup, 2 GB);
   pose_cluster     the lookup's candidate poses; baseline: the all-pairs cluster scores in plain
                    PyTorch (cdist of translations and quaternion dots);
-  ppf_lookup       ppf_vote + pose_cluster (floor 10 ms), and the same for 16 models x 1 scene
-                   (floor 100 ms); ppf_match: + ICP (two calls of the icp op) + re-scoring (floor
+  ppf_lookup       ppf_vote + pose_cluster (target 10 ms), and the same for 16 models x 1 scene
+                   (target 100 ms); ppf_match: + ICP (two calls of the icp op) + re-scoring (target
                    25 ms), and the whole match with the default preset (what tools/eval_ppf.py
                    measures).
 
@@ -28,10 +29,17 @@ import math
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402  (imports nothing heavy)
+
+OPS = ["ppf_model", "ppf_vote", "pose_cluster", "ppf_lookup", "ppf_match"]
+
+if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
+    sys.exit(cli.run_bench_rows(__doc__, OPS))
+
+import torch  # noqa: E402
+
 from bench import time_ms  # noqa: E402
 
 from pointops import scenes  # noqa: E402
@@ -40,7 +48,6 @@ from pointops.ppf import ops as ppf  # noqa: E402
 from pointops.ppf.matcher import PPFMatcher  # noqa: E402
 from pointops.reference import ppf as ref  # noqa: E402
 
-OPS = ["ppf_model", "ppf_vote", "pose_cluster", "ppf_lookup", "ppf_match"]
 
 
 def _inputs(device, quick):
@@ -185,13 +192,3 @@ def run(device, quick, ops, results):
         _row(results, "ppf_match", device, dict(sizes, preset="default", model_points=int(accurate.model.lengths[0])),
              time_ms(match_default, device, min_reps=3),
              note="default preset (tau_d 0.035, stride 2, spread, 10 peaks) with downsampling, on the thinned scene")
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--ops", nargs="*", default=OPS)
-    run(parser.parse_args().device, parser.parse_args().quick, parser.parse_args().ops, [])

@@ -2,6 +2,9 @@
 # Compile CUDA sources on their own, with setup.py's flags, to catch build breaks without
 # rebuilding the whole extension (no GPU needed). Objects go to a temporary folder.
 #   bash tools/check_cuda_compile.sh csrc/geometry/knn_cuda.cu [more.cu ...]
+
+# --help: the comment block above, at once
+case "${1:-}" in -h|--help) sed -n -E '2,/^([^#]|$)/s/^# ?//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}

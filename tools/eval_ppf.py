@@ -9,16 +9,17 @@ neighbours, turned towards the camera; the meshes' exact normals with --exact-no
 returns its best pose of the target. A pose is correct when
 
   * ADD-S < 0.1 diameter (mean distance from each model point under the found pose to the
-    nearest model point under the true pose), the floor's criterion; and, reported beside it,
+    nearest model point under the true pose), the usual criterion; and, reported beside it,
   * rotation error < 12 degrees and translation error < 0.1 diameter.
 
 Recall is reported per occlusion bucket (measured occlusion: the share of the target's pixels the
-rest of the scene hides), with the time per lookup (match) and per model build (train).
+rest of the scene hides), with the time per lookup (match) and per model build (train). One JSON
+line per (model, scene, method) as it is measured, with an estimate of the time left on stderr;
+then the table of recall by occlusion. The CGAL meshes come from Debian's libcgal-demo.
 
     python tools/eval_ppf.py [--models bunny00 elephant ...] [--scenes 20] [--opencv] [--device cpu]
                              [--exact-normals] [--preset default] [--json out.jsonl] [--seed 0]
 """
-import argparse
 import json
 import math
 import os
@@ -26,9 +27,34 @@ import statistics
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def parse_args(argv=None):
+    parser = cli.parser(__doc__)
+    parser.add_argument("--models", nargs="*", default=["bunny00", "elephant", "camel", "cow", "dino"],
+                        help="CGAL meshes to look for, one after another")
+    parser.add_argument("--scenes", type=int, default=20, help="scenes per model")
+    parser.add_argument("--opencv", action="store_true", help="also run cv2.ppf_match_3d.PPF3DDetector")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--exact-normals", action="store_true", help="give both methods the meshes' exact normals")
+    parser.add_argument("--preset", default="default", help="PPFMatcher preset (default, fast)")
+    parser.add_argument("--model-samples", type=int, default=20000, help="surface samples of a model")
+    parser.add_argument("--noise", type=float, default=0.005, help="depth noise in diameters")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write one JSON line per (model, scene, method) here")
+    parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
+    parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
+
+sys.path.insert(0, cli.ROOT)
 from pointops import scenes  # noqa: E402
 from pointops.scenes import tabletop  # noqa: E402
 from pointops.ppf.matcher import PPFMatcher  # noqa: E402
@@ -81,21 +107,7 @@ class OpenCVDetector:
         return torch.tensor(np.asarray(results[0].pose), dtype=torch.float32)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=["bunny00", "elephant", "camel", "cow", "dino"])
-    parser.add_argument("--scenes", type=int, default=20, help="scenes per model")
-    parser.add_argument("--opencv", action="store_true", help="also run cv2.ppf_match_3d.PPF3DDetector")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--exact-normals", action="store_true", help="give both methods the meshes' exact normals")
-    parser.add_argument("--preset", default="default")
-    parser.add_argument("--model-samples", type=int, default=20000, help="surface samples of a model")
-    parser.add_argument("--noise", type=float, default=0.005, help="depth noise in diameters")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="also write one JSON line per (model, scene, method) here")
-    parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
-    parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
-    args = parser.parse_args()
+def main(args):
     if not scenes.mesh.cgal_available():
         sys.exit(f"{scenes.mesh.CGAL_DATA} is missing: install Debian's libcgal-demo")
 
@@ -106,6 +118,7 @@ def main():
     meshes = {name: scenes.load_mesh(name) for name in args.models}
     others = [scenes.load_mesh(name) for name in scenes.mesh.EVAL_MESHES if name not in args.models][:3]
     rows = []
+    progress = cli.Progress(len(args.models) * args.scenes, "scenes")
     for mi, name in enumerate(args.models):
         mesh = meshes[name]
         model_p, model_n, _ = scenes.sample_surface(mesh, args.model_samples, seed=args.seed + mi)
@@ -152,6 +165,9 @@ def main():
                        "build_s": build_s if detector is None else detector.train_s}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+            progress.step(f"{name} scene {s} ({scene.occlusion:.0%} occluded): "
+                          + ", ".join(f"{r['method']} {'right' if r['correct'] else 'wrong'} in {r['match_s']:.2f} s"
+                                      for r in rows[-len(methods):]))
     if args.scene_cache:
         torch.save(cache, args.scene_cache)
     if args.json:
@@ -179,4 +195,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

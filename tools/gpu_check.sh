@@ -3,6 +3,9 @@
 #   PYTEST_ARGS  extra pytest arguments (default: -q)
 #   BENCH_ARGS   extra tools/bench.py arguments
 # Usage: bash tools/gpu_check.sh [--build-only]
+
+# --help: the comment block above, at once
+case "${1:-}" in -h|--help) sed -n -E '2,/^([^#]|$)/s/^# ?//p' "$0"; exit 0 ;; esac
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

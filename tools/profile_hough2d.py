@@ -3,14 +3,25 @@
 
     python tools/profile_hough2d.py [--rows 10]
 """
-import argparse
 import os
 import sys
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
+
+
+def parse_args(argv=None):
+    parser = cli.parser(__doc__)
+    parser.add_argument("--rows", type=int, default=10, help="kernels shown per case")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
+
+sys.path.insert(0, cli.ROOT)
 import pointops  # noqa: E402
 from bench_hough2d import CIRCLE_CASES, LINE_CASE, circle_image, line_image  # noqa: E402
 
@@ -30,10 +41,9 @@ def profile(fn, rows):
         print(f"   {e.self_device_time_total:9.1f} us  x{e.count:<3d} {e.key[:110]}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10)
-    args = parser.parse_args()
+def main(args):
+    if not torch.cuda.is_available():
+        sys.exit("tools/profile_hough2d.py profiles CUDA kernels: it needs a GPU")
     for batch, size, (r_lo, r_hi), target, _ in CIRCLE_CASES:
         radii = list(range(r_lo, r_hi + 1))
         edges = torch.stack([circle_image(size, (r_lo, r_hi), target, seed=s) for s in range(batch)]).cuda()
@@ -46,4 +56,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

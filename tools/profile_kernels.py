@@ -1,4 +1,4 @@
-"""One call of each named bench case between cudaProfilerStart/Stop, for Nsight Compute:
+"""One warm call of each named bench case between cudaProfilerStart/Stop, for Nsight Compute.
 
     ncu --profile-from-start off --clock-control none --section SpeedOfLight \\
         python tools/profile_kernels.py bev_a hough_1m fps_b16
@@ -6,17 +6,13 @@
 Every case runs once before profiling starts, so the profiled call is a warm one. With
 --kernel-times, each case instead runs 20 times under torch.profiler and the mean time of each
 kernel (and memset) is printed: warm caches, as in tools/bench.py, which ncu's cache flushes
-between kernels are not.
+between kernels are not. Needs a GPU.
 """
-import argparse
 import os
 import sys
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import pointops  # noqa: E402
-from tools.bench import lidar_clouds  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
 
 
 def bev_case(b, n, preset, channels):
@@ -67,11 +63,27 @@ def kernel_times(name, call, reps=20):
     print(f"  {total:9.2f} us  per call, summed")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="+", choices=sorted(CASES))
-    parser.add_argument("--kernel-times", action="store_true")
-    args = parser.parse_args()
+def parse_args(argv=None):
+    parser = cli.parser(__doc__)
+    parser.add_argument("cases", nargs="+", choices=sorted(CASES), help="bench cases to profile")
+    parser.add_argument("--kernel-times", action="store_true",
+                        help="print each kernel's mean time over 20 calls instead of profiling for ncu")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
+
+sys.path.insert(0, cli.ROOT)
+import pointops  # noqa: E402
+from tools.bench import lidar_clouds  # noqa: E402
+
+
+def main(args):
+    if not torch.cuda.is_available():
+        sys.exit("tools/profile_kernels.py profiles CUDA kernels: it needs a GPU")
     calls = [CASES[name]() for name in args.cases]
     if args.kernel_times:
         for name, call in zip(args.cases, calls):
@@ -88,4 +100,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

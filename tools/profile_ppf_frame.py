@@ -12,17 +12,18 @@ synchronizations that block the host) and its operator calls (outermost ``aten::
     python tools/profile_ppf_frame.py [--device cuda] [--repeats 5] [--workloads one fast sixteen]
                                       [--width 640 --height 480] [--model-points 30000] [--json f]
 """
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
+
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser(__doc__)
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per workload (median reported)")
     parser.add_argument("--workloads", nargs="*", default=["one", "fast", "sixteen"],

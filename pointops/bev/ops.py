@@ -19,12 +19,12 @@ to the lowest index; a mean to every point of the cell); ``voxelize`` from ``vox
 points stored there. Counts, density, occupancy, slices, coordinates and indices have none.
 """
 import math
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_output_fits, check_same_device
+from .._checks import check_floating, check_output_fits, check_same_device, check_tensor, per_axis
 from ..presets import bev_preset
 
 CHANNELS = (
@@ -44,7 +44,7 @@ FEATURE_LIMIT = 2.0**30  # feature channels clamp features to +-2^30 (csrc/bev/r
 
 
 def _resolve_grid(
-    preset: Optional[str], point_range: Optional[List[float]], cell_size: Optional[List[float]]
+    preset: Optional[str], point_range: Optional[List[float]], cell_size: Optional[Union[float, List[float]]]
 ) -> Tuple[List[float], List[float]]:
     if preset is not None:
         preset_range, preset_cell = bev_preset(preset)
@@ -56,11 +56,12 @@ def _resolve_grid(
         raise ValueError("pass point_range (and cell_size) or a preset name")
     if cell_size is None:
         raise ValueError("pass cell_size (and point_range) or a preset name")
-    return point_range, cell_size
+    return point_range, per_axis(cell_size, 2, "cell_size")
 
 
 def bev_grid_size(
-    point_range: Optional[List[float]] = None, cell_size: Optional[List[float]] = None, preset: Optional[str] = None
+    point_range: Optional[List[float]] = None, cell_size: Optional[Union[float, List[float]]] = None,
+    preset: Optional[str] = None
 ) -> Tuple[int, int]:
     """``(H, W)`` of a grid: cells along y and along x, as the kernels compute them."""
     point_range, cell_size = _resolve_grid(preset, point_range, cell_size)
@@ -74,7 +75,7 @@ def bev_rasterize(
     channels: List[str],
     lengths: Optional[Tensor] = None,
     point_range: Optional[List[float]] = None,
-    cell_size: Optional[List[float]] = None,
+    cell_size: Optional[Union[float, List[float]]] = None,
     preset: Optional[str] = None,
     feature_column: int = 3,
     density_base: float = 64.0,
@@ -93,7 +94,8 @@ def bev_rasterize(
             of each of ``height_slices`` equal slices of [z_min, z_max), lowest first; it expands to
             that many channels).
         lengths: (B,) int64, cloud b is rows [0, lengths[b]); None means all N.
-        point_range, cell_size, preset: the grid (see the module docstring and configs/bev.yaml).
+        point_range, cell_size, preset: the grid (see the module docstring and configs/bev.yaml);
+            one number for ``cell_size`` is square cells.
         feature_column: the column the feature channels read (3: the first after x, y, z). NaN
             features read as 0 and features are clamped to +-2^30.
         density_base: the log base of ``density`` (> 1).
@@ -105,6 +107,7 @@ def bev_rasterize(
         (B, n_channels, H, W) float32 (or (B, n_channels, W, H) with ``forward_up``). Empty cells
         hold 0 in every channel. Points outside the range or with NaN/Inf x, y, z are ignored.
     """
+    check_tensor(points, "points", "(B, N, C)")
     if isinstance(channels, str):  # a str is a list of its letters to the op: name the mistake instead
         raise ValueError("channels must be a list of channel names, e.g. ['" + channels + "'], got the str '"
                          + channels + "'")
@@ -118,7 +121,7 @@ def height_image(
     points: Tensor,
     lengths: Optional[Tensor] = None,
     point_range: Optional[List[float]] = None,
-    cell_size: Optional[List[float]] = None,
+    cell_size: Optional[Union[float, List[float]]] = None,
     preset: Optional[str] = None,
     forward_up: bool = True,
 ) -> Tensor:
@@ -129,6 +132,7 @@ def height_image(
     Returns (B, W, H) uint8 as a person reads a top view (row 0 = farthest x, column 0 = leftmost
     y: x pointing up), or (B, H, W) in the OpenPCDet layout with ``forward_up=False``.
     """
+    check_tensor(points, "points", "(B, N, C)")
     point_range, cell_size = _resolve_grid(preset, point_range, cell_size)
     image = torch.ops.pointops.bev_rasterize(
         points, lengths, point_range, cell_size, ["max_z", "occupancy"], 3, 64.0, 0, forward_up
@@ -159,6 +163,7 @@ def pillar_scatter(
         Pillars past num_voxels[b] or outside the grid are ignored; when several pillars share a
         cell the lowest index wins. Differentiable in ``features``.
     """
+    check_tensor(features, "features", "(B, P, F)")
     if height is None or width is None:
         if preset is None:
             raise ValueError("pass height and width, or a preset name")
@@ -182,7 +187,7 @@ class Voxels(NamedTuple):
 
 def voxelize(
     points: Tensor,
-    voxel_size: List[float],
+    voxel_size: Union[float, List[float]],
     point_range: List[float],
     max_points_per_voxel: int,
     max_voxels: int,
@@ -199,7 +204,7 @@ def voxelize(
 
     Args:
         points: (B, N, C) float32/float64/float16/bfloat16, C >= 3, columns x, y, z, features.
-        voxel_size: [dx, dy, dz] > 0.
+        voxel_size: [dx, dy, dz] > 0, or one number for cubes.
         point_range: [x_min, y_min, z_min, x_max, y_max, z_max].
         max_points_per_voxel: K, points stored per voxel (the first K in point order).
         max_voxels: V, voxels kept per cloud (the first V by first appearance).
@@ -214,8 +219,9 @@ def voxelize(
         ``num_points[b, :nv]`` with ``nv = int(num_voxels[b])`` (that read is the one host sync).
         ``voxels`` is differentiable in ``points``.
     """
+    check_tensor(points, "points", "(B, N, C)")
     voxels, coords, num_points, num_voxels, point_voxel = torch.ops.pointops.voxelize(
-        points, lengths, voxel_size, point_range, max_points_per_voxel, max_voxels
+        points, lengths, per_axis(voxel_size, 3, "voxel_size"), point_range, max_points_per_voxel, max_voxels
     )
     return Voxels(voxels, coords, num_points, num_voxels, point_voxel)
 
@@ -230,7 +236,7 @@ class DynamicVoxels(NamedTuple):
 
 def voxelize_dynamic(
     points: Tensor,
-    voxel_size: List[float],
+    voxel_size: Union[float, List[float]],
     point_range: List[float],
     lengths: Optional[Tensor] = None,
 ) -> DynamicVoxels:
@@ -240,8 +246,9 @@ def voxelize_dynamic(
     ``coords[b, point_voxel[b, i]]``; voxels are numbered by first appearance. Per-voxel
     reductions follow with ``scatter_reduce`` over ``point_voxel``.
     """
+    check_tensor(points, "points", "(B, N, C)")
     _, coords, _, num_voxels, point_voxel = torch.ops.pointops.voxelize(
-        points, lengths, voxel_size, point_range, 0, points.shape[1]
+        points, lengths, per_axis(voxel_size, 3, "voxel_size"), point_range, 0, points.shape[1]
     )
     return DynamicVoxels(point_voxel, coords, num_voxels)
 

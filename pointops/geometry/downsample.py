@@ -7,12 +7,12 @@ at the origin when no ``point_range`` is given; voxels are listed by their (z, y
 voxel's points are summed in increasing index order in float64 and divided by their count.
 Outputs have the input's capacity N and a count per cloud, so nothing syncs with the host.
 """
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
-from .._checks import check_dim, check_floating, check_padded_clouds, check_same_device
+from .._checks import check_dim, check_floating, check_padded_clouds, check_same_device, check_tensor, per_axis
 
 
 class VoxelDownsample(NamedTuple):
@@ -26,7 +26,7 @@ class VoxelDownsample(NamedTuple):
 
 def voxel_downsample(
     points: Tensor,
-    voxel_size: List[float],
+    voxel_size: Union[float, List[float]],
     lengths: Optional[Tensor] = None,
     features: Optional[Tensor] = None,
     point_range: Optional[List[float]] = None,
@@ -35,7 +35,7 @@ def voxel_downsample(
 
     Args:
         points: (B, N, 3) float32/float64/float16/bfloat16.
-        voxel_size: [dx, dy, dz] > 0.
+        voxel_size: [dx, dy, dz] > 0, or one number for cubes.
         lengths: (B,) int64, cloud b is rows [0, lengths[b]) (clamped to [0, N]); None = all N.
         features: (B, N, F) float or None: per-point values averaged per voxel (normals,
             colours). Averaged normals are not renormalised.
@@ -55,8 +55,9 @@ def voxel_downsample(
     Open3D's ``voxel_down_sample`` anchors its grid at ``min_bound - voxel_size / 2`` of each
     cloud; ``point_range=[*(cloud.min(0) - voxel_size / 2), inf, inf, inf]`` reproduces its cells.
     """
+    check_tensor(points, "points", "(B, N, 3)")
     centroids, mean_features, new_lengths, point_voxel = torch.ops.pointops.voxel_downsample(
-        points, lengths, features, voxel_size, point_range
+        points, lengths, features, per_axis(voxel_size, 3, "voxel_size"), point_range
     )
     return VoxelDownsample(centroids, mean_features, new_lengths, point_voxel)
 

@@ -16,8 +16,8 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_padded_clouds, check_same_device, check_shape)
+from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
+                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor)
 
 
 class ICPResult(NamedTuple):
@@ -37,6 +37,7 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     float64 (float16 / bfloat16 poses are taken as float32). Differentiable with respect to the
     points and the poses.
     """
+    check_tensor(points, "points", "(B, N, 3)")
     if poses.dtype == torch.float16 or poses.dtype == torch.bfloat16:
         poses = poses.to(torch.float32)  # the poses compose in float64 anyway
     return torch.ops.pointops.transform_points(points, lengths, poses)
@@ -104,6 +105,10 @@ def icp(
         to the initial poses' dtype at the end. ICP carries no gradient (its correspondences are
         discrete choices); the inputs are detached.
     """
+    check_tensor(sources, "sources", "(B, N, 3)")
+    check_tensor(targets, "targets", "(B, M, 3)")
+    check_cloud(sources, "sources", "(B, N, 3)")
+    check_cloud(targets, "targets", "(B, M, 3)")
     if method != "point_to_plane" and method != "point_to_point":
         raise ValueError(f"method must be 'point_to_plane' or 'point_to_point', got '{method}'")
     if iterations < 0:

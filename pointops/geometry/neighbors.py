@@ -15,8 +15,9 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape)
+from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
+                       check_output_fits, check_same_device, check_shape, check_tensor)
+
 
 
 def _common_dtype(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
@@ -64,6 +65,8 @@ def knn(
         float64 inputs, float32 otherwise), ascending, ties to the lowest index. The distances are
         differentiable with respect to ``queries`` and ``points``.
     """
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
@@ -74,6 +77,8 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     and rows [query_offsets[b], query_offsets[b + 1]) of queries (Mq, 3). Offsets are (B + 1,) int64,
     clamped to [0, rows] and made non-decreasing by a running maximum. Returns (Mq, k) indices into
     the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
+    check_tensor(queries, "queries", "(Mq, 3)")
+    check_tensor(points, "points", "(P, 3)")
     queries, points = _common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
     return KNN(indices, distances)
@@ -119,6 +124,8 @@ def ball_query(
         :class:`BallQuery`: indices (B, M, k) int64 into ``points[b]``, hits ascending; counts
         (B, M) int64 = min(hits, k).
     """
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = _common_dtype(queries, points)
@@ -160,6 +167,8 @@ def three_nn(
     """The 3 nearest points of every query (PointNet++ feature propagation): :func:`knn` with
     k = 3. Distances are squared, as everywhere in pointops (OpenPCDet's ``three_nn`` returns
     their square roots; ``pointops.nn.three_nn`` does)."""
+    check_tensor(queries, "queries", "(B, M, 3)")
+    check_tensor(points, "points", "(B, N, 3)")
     return knn(queries, points, 3, query_lengths, lengths)
 
 
@@ -194,6 +203,7 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         summed in order of j with every product and sum rounded on its own (float32, float64 for
         float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
+    check_tensor(features, "features", "(B, N, C)")
     features, weights = _common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
@@ -203,6 +213,8 @@ def group_points(features: Tensor, indices: Tensor) -> Tensor:
     (B, *S) int64 (the same B: a batch dimension is required) give (B, *S, C); an index outside
     [0, N) (-1 padding) gives a row of zeros. Plain torch (a gather), so gradients reach
     ``features``."""
+    check_tensor(features, "features", "(B, N, C)")
+    check_cloud(features, "features", "(B, N, C)", -1)
     if features.dim() != 3:
         raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))
     if indices.dim() < 2 or indices.shape[0] != features.shape[0]:

@@ -12,7 +12,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .._checks import check_dim, check_dtype, check_floating, check_padded_clouds, check_same_device, check_shape
+from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_padded_clouds, check_same_device,
+                       check_shape, check_tensor)
 from ..clouds import bounding_box
 
 
@@ -58,6 +59,8 @@ def estimate_normals(
         and curvature 0. The normals and curvature are differentiable with respect to the points
         (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_cloud(points, "points")
     if orientation == "none":
         mode = 0
     elif orientation == "viewpoint":

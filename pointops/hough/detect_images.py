@@ -12,6 +12,8 @@ from typing import List, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_tensor
+
 from .images import hough_circles_max, hough_lines, line_angles
 
 
@@ -34,6 +36,7 @@ def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
     (or the same with a lower row-major index), and its score is above ``threshold`` (default: half
     the image's best score). Circles come in descending score order.
     """
+    check_tensor(acc, "acc", "(B, R, H, W)")
     batch, n_radii, height, width = acc.shape
     if n_radii == 0:
         return CircleDetections(torch.full((batch, k, 3), math.nan, device=acc.device),
@@ -69,6 +72,7 @@ def detect_circles(
     Returns:
         CircleDetections(circles (B, k, 3) float32 (x, y, r), votes (B, k) float32).
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     if len(radii) == 0:
         return CircleDetections(torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
                                 torch.zeros(edges.shape[0], k, device=edges.device))
@@ -108,6 +112,7 @@ def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_dis
     (rho, theta) is (-rho, theta + pi), so angle bin T - 1 neighbours bin 0 with rho mirrored;
     ties keep the same order across the seam. Other angle lists do not wrap.
     """
+    check_tensor(acc, "acc", "(B, n_rho, T)")
     angles = line_angles(acc.shape[2]) if theta is None else theta
     lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
                                                       spans_half_turn(angles))
@@ -140,6 +145,7 @@ def detect_lines(
         LineDetections(lines (B, k, 2) float32 (rho, theta), votes (B, k) float32): the line is
         x cos(theta) + y sin(theta) = rho with (x, y) = (column, row).
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     angles = line_angles(180) if theta is None else theta  # computed once for both ops
     acc = hough_lines(edges, angles, weighted=weighted)
     lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,

@@ -9,13 +9,15 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
+from .._checks import check_tensor
+
 from .planes import (ball_peaks_to_planes, hough_peaks, hough_plane_peaks, hough_planes, hough_planes_ball,
                      peaks_to_planes, plane_labels, rho_bins)
 from ..presets import plane_preset
 
 
 class PlaneDetections(NamedTuple):
-    planes: Tensor  # (B, k, 4) float32: unit normal and offset, n . p = offset; NaN rows: no plane
+    planes: Tensor  # (B, k, 4) float32: unit normal and offset, n . p = offset >= 0; NaN rows: no plane
     votes: Tensor  # (B, k) float32: the accumulator votes of each plane's peak; 0 where none
     labels: Tensor  # (B, N) int64: the strongest plane within the distance threshold, else -1
 
@@ -95,8 +97,14 @@ def detect_planes(
             (n_phi, n_theta, rho_step, rho_max: the accumulator; distance_threshold: inlier band;
             min_inliers: the smallest share of the cloud's points a plane must hold).
     Returns:
-        PlaneDetections(planes (B, k, 4), votes (B, k), labels (B, N)).
+        PlaneDetections(planes (B, k, 4), votes (B, k), labels (B, N)). A plane is (n, d) with
+        n . p = d, |n| = 1 and d >= 0 (the normal points away from the origin, as the ground truth
+        of ``pointops.scenes.lidar`` does; a plane through the origin keeps the normal it was found
+        with), in descending vote order; rows past the planes found are NaN. Two results are
+        equal, NaN rows included, when ``torch.equal(a.planes.nan_to_num(), b.planes.nan_to_num())``
+        (``torch.equal`` alone is False wherever a NaN is).
     """
+    check_tensor(points, "points", "(B, N, 3)")
     if points.dim() != 3 or points.shape[2] < 3:
         raise ValueError("points must have shape (B, N, 3) (extra columns are ignored), got "
                          + str(list(points.shape)))
@@ -168,4 +176,7 @@ def detect_planes(
             voters = torch.where(on_plane.unsqueeze(-1), torch.full_like(pts, math.nan), voters)
 
     planes = _fit(pts, planes, threshold)
+    # One sign for every plane, the one pointops.scenes' ground truth has: offset >= 0, the normal
+    # pointing away from the origin (the sensor); the peaks' half-turn of orientations gives either.
+    planes = torch.where(planes[..., 3:] < 0, -planes, planes)
     return PlaneDetections(planes, votes, plane_labels(pts, planes, threshold))

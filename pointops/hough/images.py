@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape)
+                       check_same_device, check_shape, check_tensor)
 from .._tables import host_table
 
 # ---- fake kernels (output shapes from the arguments only; the checks of csrc/hough/*_cpu.cpp) ----
@@ -181,6 +181,7 @@ def edge_points(edges: Tensor, capacity: int = -1) -> Tuple[Tensor, Tensor]:
         points (B, C, 2) int32 (x, y) = (column, row) in row-major order (numpy.nonzero's), -1
         past the image's count; lengths (B,) int64, min(edge pixels, C).
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     return torch.ops.pointops.edge_points(edges, capacity)
 
 
@@ -254,6 +255,7 @@ def hough_circles(
     reads the map itself (on CUDA the map packed into bits, 32 centres counted per lane; the same
     bits as the point lists).
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     if not weighted and gradients is None:  # an edge map's plain votes: no point list needed
         _check_map(edges)
         acc = torch.ops.pointops.hough_circles_map(edges, radii)
@@ -283,6 +285,7 @@ def hough_circles_max(
         ``hough_circles(edges, radii, ...).max(1)`` bit for bit. Plain votes go through
         ``pointops::hough_circles_max_map``, as :func:`hough_circles`.
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     if not weighted and gradients is None:
         _check_map(edges)
         return torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
@@ -304,6 +307,7 @@ def hough_circles_points(
     """:func:`hough_circles` of point lists: points (B, P, 2) int32/int64 (x, y), lengths (B,)
     int64 or None, image_size [H, W]; weights (B, P) and gradients (B, P, 2) per point. Points
     outside the image cast no vote; repeated points vote once each."""
+    check_tensor(points, "points", "(B, P, 2)")
     acc = torch.ops.pointops.hough_circles(points, lengths, weights, gradients, image_size[0], image_size[1], radii,
                                            max_angle)
     return _normalized(acc, radii) if normalize else acc
@@ -324,6 +328,7 @@ def hough_lines(edges: Tensor, theta: Optional[List[float]] = None, weighted: bo
         = d - offset, (x, y) = (column, row), rounding halves away from zero
         (:func:`line_distances` gives the rho of each bin).
     """
+    check_tensor(edges, "edges", "(B, H, W)")
     angles = line_angles(180) if theta is None else theta
     points, lengths, weights, _ = _edge_inputs(edges, weighted, None)
     return torch.ops.pointops.hough_lines(points, lengths, weights, edges.shape[1], edges.shape[2], angles)
@@ -337,5 +342,6 @@ def hough_lines_points(
     weights: Optional[Tensor] = None,
 ) -> Tensor:
     """:func:`hough_lines` of point lists (see :func:`hough_circles_points`)."""
+    check_tensor(points, "points", "(B, P, 2)")
     angles = line_angles(180) if theta is None else theta
     return torch.ops.pointops.hough_lines(points, lengths, weights, image_size[0], image_size[1], angles)

@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_output_fits, check_same_device
+from .._checks import check_floating, check_output_fits, check_same_device, check_tensor
 from .._tables import host_table
 
 
@@ -60,6 +60,7 @@ def hough_planes(
     Returns:
         (B, n_phi, n_theta, n_rho) int32 counts, or float32 weight sums.
     """
+    check_tensor(points, "points", "(B, N, 3)")
     return torch.ops.pointops.hough_planes(points, lengths, weights, n_phi, n_theta, rho_step, rho_max)
 
 
@@ -75,6 +76,7 @@ def hough_planes_ball(
     """Plane Hough accumulator on the equal-area ball: ring i (phi_i as in :func:`hough_planes`)
     has max(1, round(n_theta sin phi_i)) theta cells over the half-turn. Returns (B, n_cells,
     n_rho); :func:`ball_cells` gives each cell's (phi, theta) centre."""
+    check_tensor(points, "points", "(B, N, 3)")
     return torch.ops.pointops.hough_planes_ball(points, lengths, weights, n_phi, n_theta, rho_step, rho_max)
 
 
@@ -117,6 +119,7 @@ def hough_peaks(
         votes (B, k) in acc's dtype, descending (ties to the lower flat index), and indices
         (B, k, ndim) int64; missing peaks are votes 0, indices -1.
     """
+    check_tensor(acc, "acc", "(B, *dims)")
     if periodic is None:
         periodic = [False] * (acc.dim() - 1)
     votes, indices = torch.ops.pointops.hough_peaks(acc, radius, periodic, min_votes, k, plane_seam)
@@ -126,6 +129,7 @@ def hough_peaks(
 def hough_plane_peaks(acc: Tensor, k: int, radius: Optional[List[int]] = None, min_votes: float = 1.0) -> Peaks:
     """:func:`hough_peaks` of a :func:`hough_planes` grid with the sphere's seams glued
     (default radius one bin in phi, theta and rho)."""
+    check_tensor(acc, "acc", "(B, n_phi, n_theta, n_rho)")
     if radius is None:
         radius = [1, 1, 1]
     votes, indices = torch.ops.pointops.hough_peaks(acc, radius, [False, False, False], min_votes, k, True)
@@ -221,6 +225,8 @@ def plane_labels(points: Tensor, planes: Tensor, threshold: float, lengths: Opti
         (B, N) int64: the lowest k with |n_k . p - d_k| <= threshold; -1 for points on no plane,
         past lengths[b], or with a NaN/Inf coordinate. Identical on CPU and CUDA.
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_tensor(planes, "planes", "(B, K, 4)")
     return torch.ops.pointops.plane_labels(points, lengths, planes, threshold)
 
 
@@ -242,6 +248,8 @@ def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optio
         :class:`PlaneFit` (planes (B, K, 4) float32, inliers (B, K) int64); identical on CPU and
         CUDA (the moments are exact integer sums; see csrc/hough/plane_fit.h).
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_tensor(planes, "planes", "(B, K, 4)")
     fitted, inliers = torch.ops.pointops.plane_refit(points, lengths, planes, threshold)
     return PlaneFit(fitted, inliers)
 

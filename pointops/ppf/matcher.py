@@ -33,6 +33,7 @@ from typing import Dict, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .._checks import check_optional_tensor, check_tensor
 from ..geometry import estimate_normals, icp, knn, voxel_downsample
 from ..presets import ppf_preset
 from .ops import (
@@ -250,6 +251,8 @@ class PPFMatcher:
     def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
                  model_lengths: Optional[Tensor] = None, preset: str = "default", max_scene_points: int = 16384,
                  range_image_cells: int = 1024, **config):
+        check_tensor(model_points, "model_points", "(N, 3) or (M, N, 3)")
+        check_optional_tensor(model_normals, "model_normals", "(N, 3) or (M, N, 3)")
         if max_scene_points < 1:
             raise ValueError(f"max_scene_points must be >= 1, got {max_scene_points}")
         if range_image_cells < 1:
@@ -300,6 +303,8 @@ class PPFMatcher:
                       scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
         """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,), N' =
         min(N, max_scene_points), with no host sync."""
+        check_tensor(scene_points, "scene_points", "(N, 3) or (S, N, 3)")
+        check_optional_tensor(scene_normals, "scene_normals", "(N, 3) or (S, N, 3)")
         points = _as_batch(scene_points).float()
         lengths = _lengths(points, scene_lengths)
         if scene_normals is None:
@@ -372,6 +377,8 @@ class PPFMatcher:
         Returns:
             :class:`PPFMatches` with K = max_instances.
         """
+        check_tensor(scene_points, "scene_points", "(N, 3) or (S, N, 3)")
+        check_optional_tensor(scene_normals, "scene_normals", "(N, 3) or (S, N, 3)")
         check_scene(scene_points, scene_normals, scene_lengths, max_instances, self.model.points.device)
         with _stage("ppf.match"):
             return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape)
+                       check_same_device, check_shape, check_tensor)
 from ..clouds import bounding_box
 
 # ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
@@ -123,6 +123,8 @@ def ppf_features(
         coincident points); keys (B, P) int64, -1 where there is none; alpha (B, P) float32, the
         angle of d about n1 in the first point's frame, NaN with the features).
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_tensor(normals, "normals", "(B, N, 3)")
     return torch.ops.pointops.ppf_features(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins)
 
 
@@ -219,6 +221,8 @@ def ppf_model(
         and a nonzero finite normal that do not coincide is listed under its key, by (i, j)
         within a key; identical on CPU and CUDA.
     """
+    check_tensor(points, "points", "(B, N, 3)")
+    check_tensor(normals, "normals", "(B, N, 3)")
     if not 0.0 < tau_d <= 1.0:
         raise ValueError(f"tau_d must be in (0, 1], got {tau_d}")
     batch, n = points.shape[0], points.shape[1]
@@ -325,6 +329,8 @@ def ppf_vote(
     Returns:
         :class:`PPFVotes`; identical on CPU and CUDA, bit for bit.
     """
+    check_tensor(scene_points, "scene_points", "(B, N, 3)")
+    check_tensor(scene_normals, "scene_normals", "(B, N, 3)")
     return PPFVotes(*torch.ops.pointops.ppf_vote(
         scene_points, scene_normals, scene_lengths, model.points, model.normals, model.key_offsets, model.pair_ref,
         model.pair_alpha, model.distance_step, model.diameter, model.angle_bins, model.distance_bins, stride, k,

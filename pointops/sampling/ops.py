@@ -10,7 +10,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_output_fits, check_same_device, distance_dtype
+from .._checks import check_floating, check_output_fits, check_same_device, check_tensor, distance_dtype
 
 
 class SampledIndices(NamedTuple):
@@ -80,6 +80,7 @@ def farthest_point_sampling(
         from each pick to the points picked before it (+inf for the first pick, -1 past the
         cloud's end), float64 for float64 points, float32 otherwise.
     """
+    check_tensor(points, "points", "(B, N, D)")
     start = _resolve_start(start, random_start, lengths, points.shape[0], points.shape[1], points.device)
     indices, distances = torch.ops.pointops.fps(points, lengths, start, k)
     return _apply_pad(indices, distances, pad)
@@ -98,6 +99,7 @@ def farthest_point_sampling_packed(
     ``offsets`` must be non-decreasing: the CPU kernel raises an error otherwise; the CUDA kernel,
     which cannot look without a host sync, treats a decreasing pair as an empty cloud.
     Otherwise as :func:`farthest_point_sampling`."""
+    check_tensor(points, "points", "(P, D)")
     lengths: Optional[Tensor] = None
     if random_start:
         lengths = offsets[1:] - offsets[:-1]
@@ -132,6 +134,7 @@ def sample_farthest_points(
         batch size. Checking lengths reads one value on the host (as pytorch3d does); a list or
         tensor K reads its maximum (one sync, as pytorch3d); an int K and lengths=None sync nothing.
     """
+    check_tensor(points, "points", "(B, N, D)")
     batch, size = points.shape[0], points.shape[1]
     if lengths is not None:
         if lengths.shape != (batch,):

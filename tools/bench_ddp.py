@@ -1,0 +1,282 @@
+"""Frames per second of the DDP example's preprocessing and training, on 1 and on N GPUs, and the scaling.
+
+Each run starts one process per rank (torch.multiprocessing, NCCL on CUDA, gloo on the CPU), and
+every rank does what examples/ddp_pipeline.py does, frame after frame from a DataLoader: its
+workers serve generated LiDAR frames (a pool of scans of pointops.scenes.lidar street scenes,
+each frame one of them turned by its own yaw, x y z intensity), collated into a padded batch with
+lengths in pinned memory; the rank copies the batch to its GPU, preprocesses it (voxelize into
+pillars, a BEV image, farthest point sampling, plane detection) and takes one training step of the
+example's PointPillars-style model under DistributedDataParallel. The frames are split over the
+ranks (DistributedSampler), so the total work is the same for every rank count and the scaling
+from 1 to N ranks is the ratio of the totals' frames per second.
+
+Defaults: on CUDA, KITTI-size frames (64 beams x 2048 firings, about 120k points) and 512 frames,
+4 per batch, 4 DataLoader workers per rank; on the CPU, small frames so that the harness runs in a
+minute (the CPU figures are not the product's). The first batches of each rank are a warm-up and
+are not timed. The table gives, per rank count: frames per second in all and per rank, the
+scaling and its efficiency (scaling / ranks), and where a rank's time goes per frame (waiting for
+the DataLoader, preprocessing, training, as measured on the host after each stage synchronizes:
+--no-split times the loop without those syncs).
+
+    python tools/bench_ddp.py --gpus 1 2                      # on a machine with 2 GPUs
+    python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (imports nothing heavy)
+
+CUDA_DEFAULTS = {"frames": 512, "beams": 64, "azimuth": 2048, "batch": 4, "workers": 4, "pool": 32, "warmup": 2}
+CPU_DEFAULTS = {"frames": 16, "beams": 16, "azimuth": 512, "batch": 2, "workers": 1, "pool": 4, "warmup": 1}
+
+
+def parse_args(argv=None):
+    parser = cli.parser(__doc__)
+    parser.add_argument("--gpus", type=int, nargs="+", default=None,
+                        help="rank counts to run, one run each (default: 1 and every visible GPU; on the CPU 1 2)")
+    parser.add_argument("--device", help="cuda or cpu (default: cuda when a GPU is visible)")
+    for name, help_text in [("frames", "frames per run, split over the ranks"), ("beams", "LiDAR beams of a frame"),
+                            ("azimuth", "LiDAR firings per revolution"), ("batch", "frames per batch and rank"),
+                            ("workers", "DataLoader workers per rank"), ("pool", "distinct scans the frames turn"),
+                            ("warmup", "untimed batches per rank")]:
+        parser.add_argument(f"--{name}", type=int,
+                            help=f"{help_text} (default: {CUDA_DEFAULTS[name]} on CUDA, {CPU_DEFAULTS[name]} on the CPU)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed batches per rank at most (default: all the rank's frames)")
+    parser.add_argument("--no-split", action="store_true",
+                        help="time the loop without synchronizing after each stage (no per-stage split)")
+    parser.add_argument("--json", help="also write one JSON line per run here")
+    parser.add_argument("--cache", help="keep the generated frames in this file (made if missing)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # --help answers here, before torch loads
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+sys.path.insert(0, cli.ROOT)
+sys.path.insert(0, os.path.join(cli.ROOT, "examples"))
+import pointops  # noqa: E402
+import ddp_pipeline  # noqa: E402  (the example: frame_cloud, preprocess, PillarNet, the pillar grid)
+
+
+def make_pool(count, beams, azimuth, cache=None):
+    """(count, N_max, 4) float32 x y z intensity scans of generated street scenes, and their lengths."""
+    if cache and os.path.isfile(cache):
+        saved = torch.load(cache)
+        if saved["settings"] == [count, beams, azimuth]:
+            return saved["points"], saved["lengths"]
+    clouds = []
+    progress = cli.Progress(count, "scans")
+    for seed in range(count):
+        clouds.append(ddp_pipeline.frame_cloud(seed, beams, azimuth))
+        progress.step(f"scan {seed}: {clouds[-1].shape[0]:,} points")
+    lengths = torch.tensor([c.shape[0] for c in clouds])
+    points = torch.zeros(count, int(lengths.max()), 4)
+    for i, c in enumerate(clouds):
+        points[i, : c.shape[0]] = c
+    if cache:
+        torch.save({"settings": [count, beams, azimuth], "points": points, "lengths": lengths}, cache)
+    return points, lengths
+
+
+class Frames(torch.utils.data.Dataset):
+    """Frame i: scan i % pool turned by a yaw of its own (so no two frames are the same points)."""
+
+    def __init__(self, points, lengths, frames):
+        self.points, self.lengths, self.frames = points, lengths, frames
+
+    def __len__(self):
+        return self.frames
+
+    def __getitem__(self, i):
+        scan = self.points[i % len(self.points), : int(self.lengths[i % len(self.points)])]
+        yaw = torch.tensor(2.399963 * i)  # the golden angle: the turns never repeat
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        x, y = scan[:, 0] * c - scan[:, 1] * s, scan[:, 0] * s + scan[:, 1] * c
+        return torch.stack([x, y, scan[:, 2], scan[:, 3]], 1)
+
+
+def collate(clouds):
+    return ddp_pipeline.pad(clouds)
+
+
+def rank_main(rank, world, settings, port, points, lengths, results):
+    device_type = settings["device"]
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    if device_type == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    dataset = Frames(points, lengths, settings["frames"])
+    sampler = torch.utils.data.distributed.DistributedSampler(dataset, world, rank, shuffle=False)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=settings["batch"], sampler=sampler,
+                                         num_workers=settings["workers"], collate_fn=collate,
+                                         pin_memory=device.type == "cuda",
+                                         prefetch_factor=4 if settings["workers"] else None)
+    torch.manual_seed(0)
+    model = ddp_pipeline.PillarNet().to(device)
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    grid = pointops.bev_grid_size(ddp_pipeline.PILLAR_RANGE, ddp_pipeline.PILLAR_SIZE[:2])
+
+    split = not settings["no_split"]
+    timed = {"frames": 0, "wait_s": 0.0, "preprocess_s": 0.0, "train_s": 0.0}
+    losses = []
+    batches = iter(loader)
+    step = 0
+    start = None
+    while True:
+        if step == settings["warmup"]:
+            sync()
+            dist.barrier()
+            start = time.perf_counter()
+        if settings["steps"] is not None and step >= settings["warmup"] + settings["steps"]:
+            break
+        t0 = time.perf_counter()
+        try:
+            cloud, length = next(batches)
+        except StopIteration:
+            break
+        cloud = cloud.to(device, non_blocking=True)
+        length = length.to(device, non_blocking=True)
+        t1 = time.perf_counter()
+        outputs = ddp_pipeline.preprocess(cloud, length)
+        if split:
+            sync()
+        t2 = time.perf_counter()
+        target = (outputs["bev"][:, 1:2] > 0).float()
+        target = torch.nn.functional.adaptive_max_pool2d(target, grid)
+        optimizer.zero_grad()
+        logits = model(outputs["voxels"], outputs["num_points"], outputs["coords"], outputs["num_voxels"])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+        if split:
+            sync()
+        t3 = time.perf_counter()
+        if start is not None:
+            timed["frames"] += cloud.shape[0]
+            timed["wait_s"] += t1 - t0
+            timed["preprocess_s"] += t2 - t1
+            timed["train_s"] += t3 - t2
+        step += 1
+    sync()
+    dist.barrier()
+    seconds = time.perf_counter() - start if start is not None else 0.0
+    timed["seconds"] = seconds
+    timed["loss_first"], timed["loss_last"] = (float(losses[0]), float(losses[-1])) if losses else (None, None)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, timed)
+    if rank == 0:
+        results.put(gathered)
+    dist.destroy_process_group()
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(world, settings, points, lengths):
+    """Per-rank figures of one run with `world` ranks."""
+    context = mp.get_context("spawn")
+    results = context.SimpleQueue()
+    mp.start_processes(rank_main, args=(world, settings, free_port(), points, lengths, results), nprocs=world,
+                       join=True, start_method="spawn")
+    return results.get()
+
+
+def summarize(world, ranks, settings):
+    frames = sum(r["frames"] for r in ranks)
+    seconds = max(r["seconds"] for r in ranks)
+    per_frame = {k: sum(r[k] for r in ranks) / max(frames, 1) * 1e3 for k in ("wait_s", "preprocess_s", "train_s")}
+    return {"ranks": world, "device": settings["device_name"], "frames": frames, "seconds": round(seconds, 3),
+            "frames_per_s": frames / seconds if seconds else None,
+            "frames_per_s_per_rank": frames / seconds / world if seconds else None,
+            "wait_ms": per_frame["wait_s"] if not settings["no_split"] else None,
+            "preprocess_ms": per_frame["preprocess_s"] if not settings["no_split"] else None,
+            "train_ms": per_frame["train_s"] if not settings["no_split"] else None,
+            "points_per_frame": settings["points_per_frame"], "batch": settings["batch"],
+            "workers": settings["workers"], "loss_first": ranks[0]["loss_first"], "loss_last": ranks[0]["loss_last"]}
+
+
+COLUMNS = [("ranks", "ranks", "d"), ("device", "device", ""), ("frames", "frames", "d"), ("seconds", "s", ".1f"),
+           ("frames_per_s", "frames/s", ".1f"), ("frames_per_s_per_rank", "frames/s per rank", ".1f"),
+           ("scaling", "scaling", ".2f"), ("efficiency", "efficiency", ".0%"), ("wait_ms", "data wait ms/frame", ".1f"),
+           ("preprocess_ms", "preprocess ms/frame", ".1f"), ("train_ms", "train ms/frame", ".1f")]
+
+
+def main(args):
+    device = cli.default_device(args.device)
+    defaults = CUDA_DEFAULTS if device == "cuda" else CPU_DEFAULTS
+    settings = {name: getattr(args, name) if getattr(args, name) is not None else value
+                for name, value in defaults.items()}
+    if args.gpus:
+        counts = args.gpus
+    elif device == "cuda":
+        counts = sorted({1, torch.cuda.device_count()})
+    else:
+        counts = [1, 2]
+    if device == "cuda" and max(counts) > torch.cuda.device_count():
+        sys.exit(f"--gpus {max(counts)} asks for more GPUs than the {torch.cuda.device_count()} visible")
+    settings.update(device=device, steps=args.steps, no_split=args.no_split,
+                    device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu (gloo)")
+    if device == "cuda":
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (docs/multi_gpu.md)
+        os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+        os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+    print(f"generating {settings['pool']} scans of {settings['beams']} beams x {settings['azimuth']} firings "
+          f"for {settings['frames']} frames", file=sys.stderr, flush=True)
+    points, lengths = make_pool(settings["pool"], settings["beams"], settings["azimuth"], args.cache)
+    settings["points_per_frame"] = int(lengths.float().mean())
+    points.share_memory_()
+    rows = []
+    progress = cli.Progress(len(counts), "runs")
+    for world in counts:
+        row = summarize(world, run(world, settings, points, lengths), settings)
+        base = next((r for r in rows if r["ranks"] == 1), row if world == 1 else None)
+        if base is not None and row["frames_per_s"] and base["frames_per_s"]:
+            row["scaling"] = row["frames_per_s"] / base["frames_per_s"]
+            row["efficiency"] = row["scaling"] / world
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        progress.step(f"{world} rank{'s' if world > 1 else ''}: {row['frames_per_s']:.1f} frames/s")
+    if args.json:
+        with open(args.json, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    title = (f"DDP preprocessing + training, {settings['points_per_frame']:,} points per frame on average, "
+             f"{settings['batch']} frames per batch, {settings['workers']} DataLoader workers per rank "
+             f"(scaling: frames/s over the 1-rank run's)")
+    print(cli.table(rows, COLUMNS, title=title), flush=True)
+    if len(rows) > 1 and rows[0]["ranks"] == 1 and not args.no_split:
+        # Per frame and rank, each stage takes as long with N ranks as with one when nothing is
+        # shared; the stage that grew most is what bounds the scaling.
+        one, many = rows[0], rows[-1]
+        stages = [("wait_ms", "waiting for the DataLoader (host cores)"), ("preprocess_ms", "preprocessing"),
+                  ("train_ms", "the training step (with DDP's all-reduce)")]
+        key, what = max(stages, key=lambda stage: many[stage[0]] - one[stage[0]])
+        print(f"per frame and rank, {what} grew most from 1 to {many['ranks']} ranks: "
+              f"{one[key]:.1f} -> {many[key]:.1f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main(ARGS)

@@ -188,7 +188,15 @@ def test_estimate_normals(cloud, k, orientation, data):
     # both say the normal is determined and the neighbourhood is not nearly degenerate
     agree = (normals != 0).any(-1).numpy() == determined
     assert agree.all()
-    close = np.isclose(normals.numpy(), expected, rtol=0, atol=1e-6).all(-1) | (expected_curvature > 0.3)[..., None].all(-1)
+    got = normals.numpy()
+    # a normal (nearly) perpendicular to the ray to the viewpoint has no orientation: the sign of a
+    # dot product of about 1e-16 decides it, and the reference's LAPACK eigenvectors round
+    # differently from the op's Jacobi sweeps, so compare those up to sign
+    ray = -points.numpy()  # the viewpoint is the origin
+    ambiguous = np.abs((expected * ray).sum(-1)) <= 1e-9 * np.linalg.norm(ray, axis=-1)
+    same = np.isclose(got, expected, rtol=0, atol=1e-6).all(-1)
+    flipped = np.isclose(got, -expected, rtol=0, atol=1e-6).all(-1)
+    close = same | (flipped & ambiguous & (orientation != 0)) | (expected_curvature > 0.3)
     assert close.all()
     np.testing.assert_allclose(curvature.numpy(), expected_curvature, rtol=0, atol=1e-9)
 

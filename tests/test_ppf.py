@@ -658,12 +658,13 @@ def test_matcher_match_does_not_sync_on_cuda():
 
     mp, mn, sp, sn, _ = two_instance_scene()
     matcher = PPFMatcher(mp.cuda(), mn.cuda(), tau_d=0.07, hypotheses=3, icp_iterations=3)
-    expected = matcher.match(sp.cuda(), max_instances=2)
+    scene, normals = sp.cuda(), sn.cuda()  # (a copy from pageable host memory is itself a sync)
+    expected = matcher.match(scene, max_instances=2)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        out = matcher.match(sp.cuda(), max_instances=2)
-        given = matcher.match(sp.cuda(), sn.cuda(), max_instances=1)
+        out = matcher.match(scene, max_instances=2)
+        given = matcher.match(scene, normals, max_instances=1)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert_same(out, expected)

@@ -6,7 +6,7 @@ import torch
 
 import pointops
 from pointops.reference import bev as ref_bev
-from pointops.reference import neighbors as ref_neighbors
+from pointops.reference import geometry as ref_geometry
 from tests.op_samples import OP_SAMPLES
 
 DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize", "interpolate", "voxel_downsample", "estimate_normals",
@@ -106,7 +106,7 @@ def test_knn_distance_gradient_equals_autograd_through_the_reference(device):
 
         def theirs(x):
             q, p = (x, points) if wrt == "queries" else (queries, x)
-            d = ref_neighbors.knn(q.cpu(), p.cpu(), 5, query_lengths.cpu(), lengths.cpu())[1]
+            d = ref_geometry.knn(q.cpu(), p.cpu(), 5, query_lengths.cpu(), lengths.cpu())[1]
             return torch.where(torch.isfinite(d), d, torch.zeros_like(d))
 
         x = queries if wrt == "queries" else points

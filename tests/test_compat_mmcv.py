@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pointops.compat import mmcv
-from pointops.reference import neighbors as ref
+from pointops.reference import geometry as ref
 from tests import mmcv_cases as case
 from tests.conftest import DEVICES
 

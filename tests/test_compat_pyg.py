@@ -12,7 +12,7 @@ from torch import Tensor
 
 import pointops
 from pointops.compat.pyg import fps, grid, grid_cluster, knn, knn_graph, nearest, radius, radius_graph
-from pointops.reference import neighbors as ref_neighbors
+from pointops.reference import geometry as ref_geometry
 from tests.conftest import DEVICES
 
 scipy_spatial = pytest.importorskip("scipy.spatial")
@@ -261,7 +261,7 @@ def test_knn_order_and_values_match_the_reference(device, dims):
             d = ((q[:, None, :] - p[None, :, :]) ** 2).sum(-1)
             idx = torch.sort(d, dim=1, stable=True)[1][:, :6]
         else:
-            idx = ref_neighbors.knn(q[None], p[None], min(6, len(xs)))[0][0]
+            idx = ref_geometry.knn(q[None], p[None], min(6, len(xs)))[0][0]
         for i, row in enumerate(idx.tolist()):
             expected_rows += [int(ys[i])] * len(row)
             expected_cols += [int(xs[j]) for j in row]

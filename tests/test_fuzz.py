@@ -15,10 +15,9 @@ import torch
 import pointops
 from pointops.ppf import ops as ppf
 from pointops.reference import bev as ref_bev
-from pointops.reference import hough2d as ref_hough2d
-from pointops.reference import neighbors as ref_neighbors
+from pointops.reference import hough as ref_hough
+from pointops.reference import geometry as ref_geometry
 from pointops.reference import ppf as ref_ppf
-from pointops.reference import registration as ref_registration
 from pointops.reference import sampling as ref_sampling
 
 hypothesis = pytest.importorskip("hypothesis", reason="the fuzz suite needs hypothesis (pointops' test extra)")
@@ -77,7 +76,7 @@ def test_knn(query_cloud, point_cloud, k, max_distance):
     queries, query_lengths = queries[:batch], query_lengths[:batch]
     points, lengths = points[:batch].to(queries.dtype), lengths[:batch]
     actual = pointops.knn(queries, points, k, query_lengths, lengths, max_distance)
-    _same(actual, ref_neighbors.knn(queries, points, k, query_lengths, lengths, max_distance))
+    _same(actual, ref_geometry.knn(queries, points, k, query_lengths, lengths, max_distance))
 
 
 @FUZZ
@@ -90,7 +89,7 @@ def test_knn_packed(query_cloud, point_cloud, k, data):
     offsets = torch.tensor([0] + cuts + [points.shape[0]])
     query_offsets = torch.tensor([0] + qcuts + [queries.shape[0]])
     _same(pointops.knn_packed(queries, query_offsets, points, offsets, k),
-          ref_neighbors.knn_packed(queries, query_offsets, points, offsets, k))
+          ref_geometry.knn_packed(queries, query_offsets, points, offsets, k))
 
 
 @FUZZ
@@ -99,7 +98,7 @@ def test_ball_query(cloud, radius, k, pad):
     points, lengths = cloud
     queries = points.flip(1)
     _same(pointops.ball_query(queries, points, radius, k, lengths, lengths, pad),
-          ref_neighbors.ball_query(queries, points, radius, k, lengths, lengths, pad))
+          ref_geometry.ball_query(queries, points, radius, k, lengths, lengths, pad))
 
 
 @FUZZ
@@ -152,7 +151,7 @@ def pixel_lists(draw, height=12, width=15):
 def test_hough_circles(lists, radii):
     points, lengths, height, width = lists
     actual = torch.ops.pointops.hough_circles(points, lengths, None, None, height, width, radii, 0.0)
-    _same([actual], [ref_hough2d.hough_circles(points, lengths, None, None, height, width, radii)])
+    _same([actual], [ref_hough.hough_circles(points, lengths, None, None, height, width, radii)])
 
 
 @FUZZ
@@ -160,7 +159,7 @@ def test_hough_circles(lists, radii):
 def test_hough_lines(lists, theta):
     points, lengths, height, width = lists
     actual = torch.ops.pointops.hough_lines(points, lengths, None, height, width, theta)
-    _same([actual], [ref_hough2d.hough_lines(points, lengths, None, height, width, theta)])
+    _same([actual], [ref_hough.hough_lines(points, lengths, None, height, width, theta)])
 
 
 @FUZZ
@@ -169,7 +168,7 @@ def test_voxel_downsample(cloud, size, ranged):
     points, lengths = cloud
     point_range = [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0] if ranged else None
     actual = pointops.voxel_downsample(points, [size] * 3, lengths, None, point_range)
-    expected = ref_registration.voxel_downsample(points, [size] * 3, lengths, None, point_range)
+    expected = ref_geometry.voxel_downsample(points, [size] * 3, lengths, None, point_range)
     _same([actual.points, actual.lengths, actual.point_voxel], [expected[0], expected[2], expected[3]])
 
 
@@ -180,9 +179,9 @@ def test_estimate_normals(cloud, k, orientation, data):
     points = points.double()
     if data.draw(st.booleans()) and points.numel():
         points[0, 0, 0] = float("nan")  # a non-finite point gets normal 0 and is no one's neighbour
-    neighbors = ref_registration.nearest_neighbors(points, points, min(k, max(points.shape[1], 1)), lengths, lengths)
+    neighbors = ref_geometry.nearest_neighbors(points, points, min(k, max(points.shape[1], 1)), lengths, lengths)
     normals, curvature = torch.ops.pointops.estimate_normals(points, lengths, neighbors, None, orientation)
-    expected, expected_curvature, determined = ref_registration.estimate_normals(points, neighbors, lengths, None,
+    expected, expected_curvature, determined = ref_geometry.estimate_normals(points, neighbors, lengths, None,
                                                                                  orientation)
     # eigenvectors are defined up to the gap between the two smallest eigenvalues: compare where
     # both say the normal is determined and the neighbourhood is not nearly degenerate

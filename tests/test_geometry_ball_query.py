@@ -1,11 +1,11 @@
 """ball_query's minimum radius, ball_query_packed and the index-ordered grid search, against the
-pure-PyTorch references of pointops.reference.neighbors, on every device and search strategy;
+pure-PyTorch references of pointops.reference.geometry, on every device and search strategy;
 CPU == CUDA bit for bit."""
 import pytest
 import torch
 
 import pointops
-from pointops.reference import neighbors as ref
+from pointops.reference import geometry as ref
 from tests.test_geometry_neighbors import assert_same, lidar_like, rand, strategy  # noqa: F401 (the fixture)
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import pointops
-from pointops.reference import registration as reference
+from pointops.reference import geometry as reference
 from tests.conftest import HAS_CUDA
 
 NAN = float("nan")

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import pointops
-from pointops.reference import registration as reference
-from tests import op_samples  # noqa: F401  (loads samples_surface through the merge first)
-from tests.samples_surface import cgal_mesh, has_knn
+from pointops.reference import geometry as reference
+from tests import op_samples  # noqa: F401  (loads samples_geometry through the merge first)
+from tests.samples_geometry import cgal_mesh, has_knn
 
 NAN = float("nan")
 INF = float("inf")
@@ -363,7 +363,7 @@ def test_wrapper_edge_cases(device):
 
 
 def test_half_inputs_compute_as_their_float32_values(device):
-    from tests.samples_surface import _icp_problem
+    from tests.samples_geometry import _icp_problem
 
     sources, targets, normals, poses, indices = _icp_problem(device)
     converged = torch.zeros(2, 3, dtype=torch.bool, device=device)

@@ -1,5 +1,5 @@
 """Neighbourhood ops (knn, knn_packed, ball_query, three_nn, interpolation, grouping) against the
-pure-PyTorch references of pointops.reference.neighbors, on every device and search strategy;
+pure-PyTorch references of pointops.reference.geometry, on every device and search strategy;
 CPU == CUDA bit for bit; edge cases and error messages.
 
 The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import pointops
-from pointops.reference import neighbors as ref
+from pointops.reference import geometry as ref
 from tests.conftest import DEVICES
 
 STRATEGIES = ["brute", "grid"]

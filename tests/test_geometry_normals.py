@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import pointops
-from pointops.reference import registration as reference
-from tests import op_samples  # noqa: F401  (loads samples_surface through the merge first)
-from tests.samples_surface import cgal_mesh, has_knn
+from pointops.reference import geometry as reference
+from tests import op_samples  # noqa: F401  (loads samples_geometry through the merge first)
+from tests.samples_geometry import cgal_mesh, has_knn
 
 NAN = float("nan")
 

@@ -9,8 +9,8 @@ import torch
 import pointops
 from pointops.hough.detect_images import line_peaks, spans_half_turn
 from pointops.scenes import synthetic_edges
-from pointops.reference import hough2d as reference
-from tests.hough2d_helpers import assert_equal, random_edges
+from pointops.reference import hough as reference
+from tests.hough_helpers import assert_equal, random_edges
 
 skimage_transform = pytest.importorskip("skimage.transform")
 skimage_draw = pytest.importorskip("skimage.draw")

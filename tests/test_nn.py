@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from pointops import nn as pn
-from pointops.reference import neighbors as ref
+from pointops.reference import geometry as ref
 from tests.conftest import DEVICES
 
 

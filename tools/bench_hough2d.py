@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 import pointops  # noqa: E402
 from bench import back_to_back_ms, time_ms  # noqa: E402
-from pointops.reference.hough2d import circle_offsets  # noqa: E402
+from pointops.reference.hough import circle_offsets  # noqa: E402
 
 # (batch, size, radii, edge pixels per image, floor_ms of detect_circles)
 CIRCLE_CASES = [

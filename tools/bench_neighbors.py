@@ -1,7 +1,7 @@
 """Time of knn, ball_query and three_nn against plain PyTorch, OpenPCDet's kernels and Open3D.
 
 Each row is timed against a baseline in the same run: for knn, plain PyTorch (cdist + topk over
-chunks of 4,096 queries, pointops.reference.neighbors.knn_cdist_topk); for ball_query and three_nn,
+chunks of 4,096 queries, pointops.reference.geometry.knn_cdist_topk); for ball_query and three_nn,
 the classic one-thread-per-query kernels of OpenPCDet's pointnet2_batch, written again in
 tools/baselines/neighbors_classic.cu and compiled here on first use. On CUDA the knn rows also check
 the grid against brute force on the first queries (the sizes pick the strategy: 2,048 queries per
@@ -36,7 +36,7 @@ from bench import time_ms  # noqa: E402
 
 import pointops  # noqa: E402
 from pointops.scenes import lidar as lidar_scenes  # noqa: E402
-from pointops.reference.neighbors import knn_cdist_topk  # noqa: E402
+from pointops.reference.geometry import knn_cdist_topk  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 

@@ -16,7 +16,7 @@ class EdgeScene(NamedTuple):
 
 
 def _draw_circle(edges: Tensor, x: int, y: int, r: int, arc: float, start: float) -> None:
-    from ..reference.hough2d import circle_offsets
+    from ..reference.hough import circle_offsets
 
     off = circle_offsets(r)
     if arc < 1.0:

@@ -1,4 +1,5 @@
-"""Registration samples of the 2D Hough ops and wrappers (merged into tests/op_samples.py)."""
+"""Registration samples of the Hough ops (planes, peaks, plane fit; circles, lines and their
+detections) and their wrappers, merged into tests/op_samples.py."""
 from typing import Callable, Dict, List
 
 import torch
@@ -6,6 +7,61 @@ import torch
 import pointops
 from pointops.hough.detect_images import circle_peaks, line_peaks
 from tests.op_samples import WrapperCase
+
+
+def _hough_planes_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(2)
+    points = (torch.rand(2, 40, 3, generator=g) * 2 - 1).to(device)
+    lengths = torch.tensor([40, 11], device=device)
+    weights = torch.rand(2, 40, generator=g).to(device)
+    return [
+        (points, lengths, None, 4, 6, 0.2, 1.5),
+        (points, None, weights, 3, 5, 0.3, 1.0),
+        (points.double(), lengths, weights.double(), 2, 3, 0.25, 1.0),
+    ]
+
+
+def _hough_peaks_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(3)
+    grid = torch.randint(0, 5, (2, 4, 5, 6), generator=g, dtype=torch.int32).to(device)
+    return [
+        (grid, [1, 1, 1], [False, False, False], 1.0, 8, True),
+        (grid.float(), [1, 2, 0], [False, True, False], 2.0, 5, False),
+        (grid[:, 0], [1, 1], [True, False], 0.0, 40, False),
+    ]
+
+
+def _plane_fit_samples(device: str) -> List[tuple]:
+    g = torch.Generator().manual_seed(4)
+    points = (torch.rand(2, 50, 3, generator=g) * 2 - 1).to(device)
+    points[..., 2] *= 0.05  # most points near the plane z = 0
+    # an Inf row matches nothing and comes back as given (a NaN one would too, but opcheck's
+    # comparisons take NaN != NaN)
+    planes = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, float("inf")]]] * 2, device=device)
+    lengths = torch.tensor([50, 17], device=device)
+    return [
+        (points, lengths, planes, 0.1),
+        (points.double(), None, planes.double(), 0.02),
+        (points, None, planes[:, :0], 0.1),
+    ]
+
+
+def _plane_fit_wrapper_args(device: str) -> tuple:
+    points, lengths, planes, threshold = _plane_fit_samples(device)[0]
+    return points, planes, threshold, lengths
+
+
+def _plane_scene(device: str) -> torch.Tensor:
+    """Two clouds of 400 points on three planes (floor, two walls) with a little noise."""
+    g = torch.Generator().manual_seed(5)
+    uv = torch.rand(2, 400, 2, generator=g) * 4 - 2
+    which = torch.arange(400) % 3
+    noise = torch.randn(2, 400, generator=g) * 0.005
+    floor = torch.stack([uv[..., 0], uv[..., 1], noise], -1)
+    wall_x = torch.stack([2.0 + noise, uv[..., 0], uv[..., 1] + 2], -1)
+    wall_y = torch.stack([uv[..., 0], 2.0 + noise, uv[..., 1] + 2], -1)
+    points = torch.where((which == 0).view(1, -1, 1), floor, torch.where((which == 1).view(1, -1, 1), wall_x, wall_y))
+    return points.to(device)
 
 
 def _edges(device: str, batch: int = 2, height: int = 14, width: int = 17, seed: int = 0) -> torch.Tensor:
@@ -104,7 +160,18 @@ def _line_detections_samples(device: str) -> List[tuple]:
     ]
 
 
+
+
+def _scene(device: str) -> torch.Tensor:
+    return pointops.synthetic_edges(40, 48, n_circles=2, radii=(6, 12), n_lines=2, seed=2).edges[None].to(device)
+
+
 OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
+    "hough_planes": _hough_planes_samples,
+    "hough_planes_ball": _hough_planes_samples,
+    "hough_peaks": _hough_peaks_samples,
+    "plane_labels": _plane_fit_samples,
+    "plane_refit": _plane_fit_samples,
     "edge_points": _edge_points_samples,
     "hough_circles": _hough_circles_samples,
     "hough_circles_max": _hough_circles_max_samples,
@@ -115,12 +182,32 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "line_detections": _line_detections_samples,
 }
 
-
-def _scene(device: str) -> torch.Tensor:
-    return pointops.synthetic_edges(40, 48, n_circles=2, radii=(6, 12), n_lines=2, seed=2).edges[None].to(device)
-
-
 WRAPPER_CASES: Dict[str, WrapperCase] = {
+    "hough_planes": WrapperCase(
+        pointops.hough_planes, lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, torch.tensor([30, 9], device=d), 4, 5)
+    ),
+    "hough_planes_ball": WrapperCase(
+        pointops.hough_planes_ball,
+        lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, None, 4, 6, torch.rand(2, 30, device=d)),
+    ),
+    "hough_peaks": WrapperCase(
+        pointops.hough_peaks, lambda d: (torch.randint(0, 4, (2, 6, 7), dtype=torch.int32, device=d), [1, 1], 5)
+    ),
+    "hough_plane_peaks": WrapperCase(
+        pointops.hough_plane_peaks, lambda d: (torch.randint(0, 4, (2, 4, 5, 6), dtype=torch.int32, device=d), 5)
+    ),
+    "peaks_to_planes": WrapperCase(
+        pointops.peaks_to_planes,
+        lambda d: (torch.tensor([[[0, 1, 2], [-1, -1, -1]]], device=d), 4, 5, 0.25, 2.0),
+    ),
+    "ball_peaks_to_planes": WrapperCase(
+        pointops.ball_peaks_to_planes, lambda d: (torch.tensor([[[3, 1], [-1, -1]]], device=d), 4, 6, 0.25, 2.0)
+    ),
+    "plane_labels": WrapperCase(pointops.plane_labels, lambda d: _plane_fit_wrapper_args(d)),
+    "plane_refit": WrapperCase(pointops.plane_refit, lambda d: _plane_fit_wrapper_args(d)),
+    "detect_planes": WrapperCase(
+        pointops.detect_planes, lambda d: (_plane_scene(d), 3, torch.tensor([400, 250], device=d), "indoor")
+    ),
     "edge_points": WrapperCase(pointops.edge_points, lambda d: (_edges(d),)),
     "hough_circles": WrapperCase(pointops.hough_circles, lambda d: (_edges(d), [1, 3, 6])),
     "hough_circles_normalized": WrapperCase(pointops.hough_circles, lambda d: (_edges(d).float(), [2, 4], True, True)),

@@ -1,5 +1,5 @@
 """Helpers shared by tests/test_hough_circles.py and tests/test_hough_lines.py: random edge maps
-and exact comparison. Apart from tests/samples_hough2d.py, which tests/op_samples.py imports while
+and exact comparison. Apart from tests/samples_hough.py, which tests/op_samples.py imports while
 it merges the families: a test file importing the samples module first would enter that merge
 half-initialized."""
 import torch

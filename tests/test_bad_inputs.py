@@ -1,5 +1,5 @@
 """Bad arguments get an error naming the caller's argument and what it implies, before anything is
-allocated; helpers refuse nonsense sizes (the issue's bad-input cases that are not a file, a
+allocated; helpers refuse nonsense sizes (the bad-input cases that are not a file, a
 device move or a degenerate PPF scene: those are in tests/test_io_hostile.py,
 tests/test_operators.py and tests/test_ppf_degenerate.py)."""
 import time

@@ -44,7 +44,12 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-import bench  # noqa: E402  (also puts the repository first on sys.path)
+import bench  # noqa: E402,F401  (puts the repository first on sys.path)
+import bench_bev  # noqa: E402
+from pointops.reference.bev import bev_rasterize_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline  # noqa: E402
+from pointops.reference.hough import (  # noqa: E402
+    hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
+from pointops.reference.sampling import fps_torch_loop  # noqa: E402
 import pointops  # noqa: E402,F401  (registers the operators)
 
 ops = torch.ops.pointops
@@ -87,7 +92,7 @@ def lidar_cloud(n, seed=0):
 
 
 def hough_rows(quick, wanted):
-    # The grid: 180 x 180 orientations, 0.1 m rho bins over +-18 m (360 bins), points in a
+    # A fine grid: 180 x 180 orientations, 0.1 m rho bins over +-18 m (360 bins), points in a
     # 20 m cube (every rho in range).
     n_phi = n_theta = 180
     rho_step, rho_max = 0.1, 18.0
@@ -101,7 +106,7 @@ def hough_rows(quick, wanted):
                 baseline = None
                 if n == 2_000 and not weighted:  # 65 M votes take the baseline seconds already
                     def baseline():
-                        return bench.torch_hough_planes(points[0], n_phi, n_theta, rho_step, rho_max)
+                        return hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max)
                 row = timed_row(dict(op="hough_planes", **sizes, weighted=weighted, device="cpu",
                                      baseline="PyTorch matmul + bincount per 2048 points" if baseline else None),
                                 lambda: ops.hough_planes(points, None, w, n_phi, n_theta, rho_step, rho_max),
@@ -116,13 +121,13 @@ def hough_rows(quick, wanted):
             yield timed_row(dict(op="hough_peaks", **sizes, k=16, radius=2, device="cpu",
                                  baseline="max_pool3d NMS + topk (no seam)"),
                             lambda: ops.hough_peaks(acc, [2, 2, 2], [False] * 3, 1.0, 16, True),
-                            lambda: bench.torch_peaks(acc, 2, 16))
+                            lambda: hough_peaks_baseline(acc, 2, 16))
 
 
 def fps_rows(quick, wanted):
     for n, k in [(16_384, 1_024)] if quick else [(16_384, 1_024), (16_384, 4_096), (120_000, 4_096)]:
         points = lidar_cloud(n)[..., :3].contiguous()
-        baseline = (lambda: bench.torch_loop_fps(points, k)) if n * k <= 16_384 * 4_096 else None
+        baseline = (lambda: fps_torch_loop(points, k)) if n * k <= 16_384 * 4_096 else None
         yield timed_row(dict(op="fps", B=1, N=n, k=k, device="cpu",
                              baseline="PyTorch loop, one vectorized step per pick" if baseline else None),
                         lambda: ops.fps(points, None, None, k), baseline, min_reps=1)
@@ -131,27 +136,27 @@ def fps_rows(quick, wanted):
 def bev_rows(quick, wanted):
     # The 0.1 m KITTI grid (preset kitti_bev): 800 x 704 cells.
     point_range, cell_size, height, width = [0.0, -40.0, -3.0, 70.4, 40.0, 1.0], [0.1, 0.1], 800, 704
-    cases = [["max_z", "top_feature", "density"], bench.EIGHT_CHANNELS]
+    cases = [["max_z", "top_feature", "density"], bench_bev.EIGHT_CHANNELS]
     for channels in cases[:1] if quick else cases:
         points = lidar_cloud(120_000)
         yield timed_row(dict(op="bev_rasterize", B=1, N=120_000, H=height, W=width, channels=channels,
                              device="cpu", baseline="pure PyTorch: bincount + scatter_reduce per channel"),
                         lambda: ops.bev_rasterize(points, None, point_range, cell_size, channels),
-                        lambda: bench.torch_bev(points, point_range, cell_size, channels))
+                        lambda: bev_rasterize_baseline(points, point_range, cell_size, channels))
 
 
 def voxelize_rows(quick, wanted):
     n = 120_000
     g = torch.Generator().manual_seed(0)
-    lo, hi = torch.tensor(bench.VOXEL_RANGE[:3]), torch.tensor(bench.VOXEL_RANGE[3:])
+    lo, hi = torch.tensor(bench_bev.VOXEL_RANGE[:3]), torch.tensor(bench_bev.VOXEL_RANGE[3:])
     points = torch.cat([torch.rand(1, n, 3, generator=g) * (hi - lo) + lo, torch.rand(1, n, 1, generator=g)], 2)
-    args = (bench.VOXEL_SIZE, bench.VOXEL_RANGE, bench.VOXEL_MAX_POINTS, bench.VOXEL_MAX_VOXELS)
-    for actual, expected in zip(torch.ops.pointops.voxelize(points, None, *args), bench.torch_voxelize(points, *args)):
+    args = (bench_bev.VOXEL_SIZE, bench_bev.VOXEL_RANGE, bench_bev.VOXEL_MAX_POINTS, bench_bev.VOXEL_MAX_VOXELS)
+    for actual, expected in zip(torch.ops.pointops.voxelize(points, None, *args), voxelize_baseline(points, *args)):
         assert torch.equal(actual, expected), "voxelize differs from its baseline"
-    yield timed_row(dict(op="voxelize", B=1, N=n, C=4, K=bench.VOXEL_MAX_POINTS, V=bench.VOXEL_MAX_VOXELS,
+    yield timed_row(dict(op="voxelize", B=1, N=n, C=4, K=bench_bev.VOXEL_MAX_POINTS, V=bench_bev.VOXEL_MAX_VOXELS,
                          device="cpu", baseline="sort-based pure PyTorch (torch.unique + stable argsort)"),
                     lambda: torch.ops.pointops.voxelize(points, None, *args),
-                    lambda: bench.torch_voxelize(points, *args))
+                    lambda: voxelize_baseline(points, *args))
 
 
 def pillar_rows(quick, wanted):
@@ -160,11 +165,11 @@ def pillar_rows(quick, wanted):
     features = torch.randn(1, p, f, generator=g)
     cells = torch.randperm(height * width, generator=g)[:p].view(1, p)
     coords = torch.stack([torch.zeros_like(cells), cells // width, cells % width], -1).int()
-    num_voxels = torch.full((1,), p - p // 10, dtype=torch.int32)
+    num_voxels = torch.full((1,), p - p // 10, dtype=torch.int64)
     yield timed_row(dict(op="pillar_scatter", B=1, P=p, F=f, H=height, W=width, device="cpu",
                          baseline="OpenPCDet PointPillarScatter (index_put)"),
                     lambda: ops.pillar_scatter(features, coords, num_voxels, height, width),
-                    lambda: bench.openpcdet_pillar_scatter(features, coords, num_voxels, height, width))
+                    lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width))
 
 
 def plane_fit_rows(quick, wanted):
@@ -182,12 +187,12 @@ def plane_fit_rows(quick, wanted):
         yield timed_row(dict(op="plane_labels", B=1, N=n, K=k, device="cpu",
                              baseline="PyTorch residuals (B, N, K) + argmax"),
                         lambda: ops.plane_labels(points, None, planes, threshold),
-                        lambda: bench.torch_plane_labels(points, planes, threshold))
+                        lambda: plane_labels_baseline(points, planes, threshold))
     if "plane_refit" in wanted:
         yield timed_row(dict(op="plane_refit", B=1, N=n, K=k, device="cpu",
                              baseline="PyTorch one-hot float64 moments + eigh"),
                         lambda: ops.plane_refit(points, None, planes, threshold),
-                        lambda: bench.torch_plane_refit(points, planes, threshold))
+                        lambda: plane_refit_baseline(points, planes, threshold))
 
 
 ROWS = [(("hough_planes", "hough_peaks"), hough_rows), (("fps",), fps_rows), (("bev_rasterize",), bev_rows),

@@ -128,7 +128,7 @@ def run(device, quick, ops, results):
              time_ms(build, device), "plain PyTorch features + torch.sort + unique_consecutive",
              time_ms(lambda: torch_model_description(mp, mn), device, min_reps=3), floor=2.0 if cuda else None)
 
-    # the workload: the "fast" preset (Drost's stride 5, exact bins, 3 peaks) with
+    # the workload: the "fast" preset (Drost's stride 5, exact bins, 3 peaks) with
     # tau_d = 0.025, which keeps the matcher's model near 2,000 points (0.05 would thin it to
     # about 450)
     matcher = PPFMatcher(mp, mn, preset="fast", tau_d=0.025)

@@ -110,11 +110,6 @@ def bench_table(results):
 
 # ---- tools/bench.py and its rows -------------------------------------------------------------
 
-# The ops tools/bench.py times itself; tools/bench_<family>.py add theirs (their OPS lists).
-BENCH_OPS = ["fps", "bev_rasterize", "pillar_scatter", "hough_planes", "hough_peaks", "voxelize", "plane_refit",
-             "detect_planes"]
-
-
 def family_ops():
     """{module name: OPS} of every tools/bench_<family>.py, read from the files (no import)."""
     import ast
@@ -130,7 +125,7 @@ def family_ops():
 
 def bench_parser(doc, ops=None):
     """tools/bench.py's command line; a bench_<family>.py run alone passes its own OPS as the default."""
-    every = BENCH_OPS + [op for family in family_ops().values() for op in family]
+    every = [op for family in family_ops().values() for op in family]
     p = parser(doc)
     p.add_argument("--ops", nargs="*", default=ops or every, metavar="OP",
                    help=f"the ops to time (default: {' '.join(ops or every)})")

@@ -1,6 +1,6 @@
 // Bench-only baselines: the classic PointNet++ ball query and three_nn kernels in the style of
 // OpenPCDet's pointnet2_batch (one thread per query scanning every point of its cloud from global
-// memory, float32, int32 indices). Built by tools/bench_neighbors.py with
+// memory, float32, int32 indices). Built by tools/bench_geometry.py with
 // torch.utils.cpp_extension.load; not part of the pointops package.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>

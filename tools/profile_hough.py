@@ -1,7 +1,7 @@
 """Where the 2D Hough detectors spend their GPU time: torch.profiler's kernel table
 (kernel, calls, total microseconds of one call of the detector) for bench_hough2d's cases.
 
-    python tools/profile_hough2d.py [--rows 10]
+    python tools/profile_hough.py [--rows 10]
 """
 import os
 import sys
@@ -43,7 +43,7 @@ def profile(fn, rows):
 
 def main(args):
     if not torch.cuda.is_available():
-        sys.exit("tools/profile_hough2d.py profiles CUDA kernels: it needs a GPU")
+        sys.exit("tools/profile_hough.py profiles CUDA kernels: it needs a GPU")
     for batch, size, (r_lo, r_hi), target, _ in CIRCLE_CASES:
         radii = list(range(r_lo, r_hi + 1))
         edges = torch.stack([circle_image(size, (r_lo, r_hi), target, seed=s) for s in range(batch)]).cuda()

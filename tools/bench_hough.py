@@ -1,6 +1,12 @@
-"""Time of the 2D circle and line Hough ops, end to end and per accumulator, against plain PyTorch.
+"""Benchmark rows of the Hough family, run by tools/bench.py or alone: the plane accumulators,
+peaks, refits and detector, and the 2D circle and line ops, end to end and per accumulator, against
+plain PyTorch.
 
-Each row carries `ms` (one call from an idle GPU) and on CUDA `ms_back_to_back` (calls queued back
+Planes: for hough_planes the baseline is the plane vote as a user writes it in PyTorch (a matmul
+for rho per chunk of points, then one bincount); for hough_peaks, max-pool NMS (no seam) + topk;
+for plane_refit and the detector's labels, the plain PyTorch refit and labelling.
+
+Circles and lines: each row carries `ms` (one call from an idle GPU) and on CUDA `ms_back_to_back` (calls queued back
 to back: the GPU's own time, the host's dispatch hidden).
 
 Workloads: circle images of 128^2 / 256^2 / 512^2 pixels with ~1.5k / 3.2k / 6k edge pixels and
@@ -13,8 +19,8 @@ the nonzero pixels, one bincount per radius; the lines' rho in float64 for all a
 bincount), plus max-pool NMS and topk for the detectors. On the CPU, scikit-image's hough_circle
 (+ hough_circle_peaks) at 512^2 is timed too.
 
-    python tools/bench_hough2d.py [--quick] [--device cpu] [--json f]
-    python tools/bench.py --ops hough_circles hough_circles_max detect_circles hough_lines detect_lines
+    python tools/bench_hough.py [--quick] [--device cpu] [--json f]
+    python tools/bench.py --ops hough_planes hough_peaks plane_refit detect_planes hough_circles detect_lines ...
 """
 import json
 import math
@@ -24,7 +30,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # noqa: E402  (imports nothing heavy)
 
-OPS = ["hough_circles", "hough_circles_max", "detect_circles", "hough_lines", "detect_lines"]
+OPS = ["hough_planes", "hough_peaks", "plane_refit", "detect_planes", "hough_circles", "hough_circles_max",
+       "detect_circles", "hough_lines", "detect_lines"]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
@@ -33,6 +40,8 @@ import torch  # noqa: E402
 
 import pointops  # noqa: E402
 from bench import back_to_back_ms, time_ms  # noqa: E402
+from pointops.reference.hough import (  # noqa: E402
+    hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
 from pointops.reference.hough import circle_offsets  # noqa: E402
 
 # (batch, size, radii, edge pixels per image, floor_ms of detect_circles)
@@ -200,9 +209,133 @@ def bench_lines(device, quick, ops, results, name):
         time_row(lambda: pointops.detect_lines(edges, 16), device, row, results)
 
 
-def run(device, quick, ops, results):
+def _run_images(device, quick, ops, results):
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     if any(op in ops for op in ("hough_circles", "hough_circles_max", "detect_circles")):
         bench_circles(device, quick, ops, results, name)
     if "hough_lines" in ops or "detect_lines" in ops:
         bench_lines(device, quick, ops, results, name)
+
+
+# ---- planes: accumulators, peaks, refits, the detector ----
+
+# (N, n_phi, n_theta, rho bins, floor_ms: the target time or None)
+HOUGH_CASES = [(1_000_000, 180, 180, 256, 25.0), (23_000_000, 180, 180, 256, 500.0)]
+HOUGH_CASES_CPU = [(20_000, 45, 45, 64, None)]
+
+
+def bench_hough(device, quick, ops, results):
+    cases = HOUGH_CASES if device == "cuda" else HOUGH_CASES_CPU
+    if quick:
+        cases = cases[:1]
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for n, n_phi, n_theta, n_rho, floor in cases:
+        if device == "cuda" and torch.cuda.mem_get_info()[0] < n * 12 * 4 + (2 << 30):
+            print(json.dumps({"op": "hough_planes", "N": n, "skipped": "not enough free GPU memory"}))
+            continue
+        g = torch.Generator(device=device).manual_seed(0)
+        points = torch.rand(1, n, 3, device=device, generator=g) * 20 - 10  # a 20 m cube
+        rho_max = 17.5  # > 10 sqrt(3): every rho is in range
+        rho_step = 2 * rho_max / n_rho
+        acc = pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
+        sizes = {"B": 1, "N": n, "n_phi": n_phi, "n_theta": n_theta, "n_rho": n_rho, "device": name}
+        if "hough_planes" in ops:
+            row = dict(op="hough_planes", **sizes, floor_ms=floor)
+            row["ms"] = time_ms(lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta), device)
+            row["votes_per_s"] = float("%.3g" % (n * n_phi * n_theta / (row["ms"] * 1e-3)))
+            if n <= 1_000_000:
+                row["baseline"] = "PyTorch matmul + bincount per 2048 points"
+                row["baseline_ms"] = time_ms(
+                    lambda: hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1)
+                row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+            if floor is not None:
+                row["meets_floor"] = row["ms"] <= floor
+            results.append(row)
+            print(json.dumps(row), flush=True)
+        if "hough_peaks" in ops and n <= 1_000_000:
+            row = dict(op="hough_peaks", **sizes, k=16, radius=2, floor_ms=None)
+            row["ms"] = time_ms(lambda: pointops.hough_plane_peaks(acc, 16, [2, 2, 2]), device)
+            row["baseline"] = "max_pool3d NMS + topk (no seam)"
+            row["baseline_ms"] = time_ms(lambda: hough_peaks_baseline(acc, 2, 16), device)
+            row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+
+
+# (B, N, k, floor_ms, options): end-to-end rows (one vote, peaks, top-k, refit, labels)
+# with the outdoor presets and with a finer vote grid (180 x 180 orientations, 256 rho bins
+# over the preset's +-50 m). tools/eval_planes.py gives each one's accuracy.
+FINE_GRID = {"n_phi": 180, "n_theta": 180, "rho_step": 100.0 / 256}
+DETECT_CASES = [(b, n, k, floor, options)
+                for options in ({"preset": "outdoor"}, {"preset": "outdoor_fast"}, FINE_GRID)
+                for b, n, k, floor in ((1, 1_000_000, 16, 35.0), (16, 120_000, 8, 60.0))]
+DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
+
+
+
+
+
+
+# (B, N, K): plane_refit on LiDAR scans (tiled to N) with the planes detect_planes finds there,
+# padded with copies to K rows; against the plain PyTorch refit above.
+PLANE_FIT_CASES = [(1, 1_000_000, 16), (16, 120_000, 32)]
+PLANE_FIT_CASES_CPU = [(1, 20_000, 8)]
+
+
+def bench_plane_fit(device, quick, results):
+    from pointops.scenes import lidar
+
+    cases = PLANE_FIT_CASES if device == "cuda" else PLANE_FIT_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for b, n, k in cases[:1] if quick else cases:
+        clouds = []
+        for seed in range(b):
+            scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
+        points = torch.stack(clouds).to(device)
+        found = pointops.detect_planes(points, 8).planes
+        planes = torch.nan_to_num(found, nan=0.0).repeat(1, (k + 7) // 8, 1)[:, :k].contiguous()
+        row = {"op": "plane_refit", "B": b, "N": n, "K": k, "device": name,
+               "baseline": "plain PyTorch: einsum residuals, one-hot float64 moments, eigh",
+               "ms": time_ms(lambda: pointops.plane_refit(points, planes, 0.08), device),
+               "baseline_ms": time_ms(lambda: plane_refit_baseline(points, planes, 0.08), device, min_reps=1)}
+        row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        row["labels_ms"] = time_ms(lambda: pointops.plane_labels(points, planes, 0.08), device)
+        row["labels_baseline_ms"] = time_ms(lambda: plane_labels_baseline(points, planes, 0.08), device)
+        row["labels_ratio"] = round(row["labels_baseline_ms"] / row["labels_ms"], 2)
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def bench_detect_planes(device, quick, results):
+    """detect_planes end to end (one round) on generated LiDAR scans (tiled to N points per cloud),
+    against their target times (no in-repo baseline: the plain PyTorch vote alone does not fit in
+    memory at the outdoor preset's 1,000 rho bins for 1M points)."""
+    from pointops.scenes import lidar
+
+    cases = DETECT_CASES if device == "cuda" else DETECT_CASES_CPU
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    for b, n, k, floor, options in cases[:1] if quick else cases:
+        clouds = []
+        for seed in range(b):
+            scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+            clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
+        points = torch.stack(clouds).to(device)
+        config = options.get("preset", "outdoor") if "n_phi" not in options else "x".join(
+            str(options[key]) for key in ("n_phi", "n_theta"))
+        row = {"op": "detect_planes", "case": config, "B": b, "N": n, "k": k, "device": name, "floor_ms": floor,
+               "ms": time_ms(lambda: pointops.detect_planes(points, k, **options), device)}
+        if floor is not None:
+            row["meets_floor"] = row["ms"] <= floor
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def run(device, quick, ops, results):
+    if "hough_planes" in ops or "hough_peaks" in ops:
+        bench_hough(device, quick, ops, results)
+    if "plane_refit" in ops:
+        bench_plane_fit(device, quick, results)
+    if "detect_planes" in ops:
+        bench_detect_planes(device, quick, results)
+    _run_images(device, quick, ops, results)

@@ -4,7 +4,7 @@
 (:mod:`pointops.hough.images`) and ``circle_detections`` / ``line_detections`` (non-maximum suppression,
 top-k, threshold and decoding in one op, csrc/hough/detections.h): on the edges' device, no host
 sync, fixed output sizes (k rows, NaN padded). They follow scikit-image's ``hough_circle_peaks`` and
-``hough_line_peaks`` where those are well defined; docs/hough2d.md lists where they differ.
+``hough_line_peaks`` where those are well defined; docs/hough.md lists where they differ.
 """
 import math
 from typing import List, NamedTuple, Optional

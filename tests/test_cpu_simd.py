@@ -38,6 +38,16 @@ def outputs():
         dup = p.clone(); dup[:, n // 2:] = dup[:, :1]
         out += list(ops.fps(p, None, None, k)) + list(ops.fps(dup, torch.tensor([n] * b), None, k))
         out += list(ops.fps(p.half(), None, None, k))
+    # ppf_vote: partner counts that are not multiples of 8, NaN normals, a padded scene, spread
+    mp, mn = torch.randn(1, 37, 3, generator=g(5)), torch.randn(1, 37, 3, generator=g(6))
+    model = pointops.ppf.ppf_model(mp, mn, tau_d=0.15, angle_bins=12)
+    sp = torch.cat([mp @ torch.tensor([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]]) + 0.3, torch.randn(1, 50, 3, generator=g(7))], 1)
+    sn = torch.cat([mn @ torch.tensor([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]]), torch.randn(1, 50, 3, generator=g(8))], 1)
+    sn[0, 3] = float("nan")
+    for spread in (False, True):
+        for backend in ("dense", "sort"):
+            out += list(pointops.ppf.ppf_vote(sp, sn, model, torch.tensor([83]), stride=3, k=4, spread=spread,
+                                              backend=backend))
     return out
 """
 

@@ -31,6 +31,7 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 #   peaks: (model point, alpha) peaks kept per reference point.
 #   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
 #   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
+#   max_pairs_per_key: a model key keeps at most this many pairs (0: all); see ppf_model.
 #   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
 #   suppression: two instances' translations are at least this many diameters apart.
 #   hypotheses: clusters refined by ICP and re-scored per (scene, model), at distinct places;
@@ -46,7 +47,7 @@ PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins
     "default": {
         "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "max_pairs_per_key": 0, "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
         "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
@@ -54,7 +55,7 @@ PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     # Drost's parameters (tau_d 0.05, every 5th point, exact bins): about a tenth of the votes
     "fast": {
         "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
-        "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
+        "max_pairs_per_key": 0, "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
         "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
         "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
         "normal_neighbors": 30,
@@ -92,9 +93,10 @@ def _ppf_features_fake(points, normals, pairs, lengths, distance_step, angle_bin
 
 
 @torch.library.register_fake("pointops::ppf_model")
-def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins):
+def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins, max_pairs_per_key=0):
     _check_cloud(points, "points")
     torch._check(0.0 < tau_d <= 1.0, lambda: f"tau_d must be in (0, 1], got {tau_d}")
+    torch._check(max_pairs_per_key >= 0, lambda: f"max_pairs_per_key must be >= 0 (0: no cap), got {max_pairs_per_key}")
     batch, n = points.shape[:2]
     pairs = n * (n - 1) if n > 0 else 0
     keys = key_count(angle_bins, distance_bins)
@@ -220,6 +222,7 @@ def ppf_model(
     tau_d: float = 0.05,
     angle_bins: int = 30,
     diameter: Optional[Tensor] = None,
+    max_pairs_per_key: int = 0,
 ) -> PPFModel:
     """The PPF description of B models at once (Drost's global model description).
 
@@ -232,11 +235,19 @@ def ppf_model(
         diameter: (B,) the model diameters; None = each model's bounding-box diagonal (computed
             in the op, in float32). Pairs farther apart than floor(1 / tau_d) + 1 steps are left
             out, so a diameter below the largest pair distance drops the farthest pairs.
+        max_pairs_per_key: 0 (the default) keeps every pair; otherwise a key shared by more
+            pairs keeps this many, evenly spaced in its (i, j) order (positions
+            floor(t * count / max_pairs_per_key)). Flat faces and symmetric shapes give a few keys
+            thousands of pairs (every planar pair of a face has one key), each a vote for every
+            scene pair that looks the key up, and those votes say little about which model point
+            matched; the cap bounds a lookup's votes (a hard form of weighting frequent features
+            down), so such a model costs about what a curved model of the same size does.
+            ``num_pairs`` counts the pairs kept.
 
     Returns:
         :class:`PPFModel`. Every ordered pair (i, j), i != j, of points with finite coordinates
         and a nonzero finite normal that do not coincide is listed under its key, by (i, j)
-        within a key; identical on CPU and CUDA.
+        within a key (less those a cap leaves out); identical on CPU and CUDA.
     """
     if not 0.0 < tau_d <= 1.0:
         raise ValueError(f"tau_d must be in (0, 1], got {tau_d}")
@@ -245,7 +256,8 @@ def ppf_model(
         lengths = torch.full((batch,), n, dtype=torch.int64, device=points.device)
     bins = distance_bins_for(tau_d)
     (unit, diameters, step, key_offsets, unique_keys, starts, counts, num_unique, pair_ref, pair_partner,
-     pair_alpha) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins)
+     pair_alpha) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins,
+                                                max_pairs_per_key)
     return PPFModel(points.to(torch.float32).contiguous(), unit, lengths.clamp(0, n), diameters, step, key_offsets,
                     unique_keys, starts, counts, num_unique, pair_ref, pair_partner, pair_alpha,
                     angle_bins, bins, float(tau_d))

@@ -177,6 +177,46 @@ def test_model_hash_array_against_a_python_dict():
     assert int((sizes > 0).sum()) == len(table)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_model_key_cap_keeps_evenly_spaced_pairs(device):
+    """max_pairs_per_key: a key with more pairs keeps that many, at positions floor(t c / cap) of
+    its (i, j) order; the rest of the description follows (offsets, runs, the vote)."""
+    points, normals = oriented_batch(3, 60)
+    lengths = torch.tensor([60, 41, 0])
+    full = ref.ppf_model(*model_args(points, normals, lengths))
+    for cap in (1, 3, 7, 10**6):
+        args = model_args(points, normals, lengths) + (cap,)
+        got = torch.ops.pointops.ppf_model(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in args])
+        want = ref.ppf_model(*args)
+        assert_same(got, want)
+        assert torch.equal(want[7], full[7])  # the same keys
+        assert (want[6] <= cap).all() and torch.equal(want[6], full[6].clamp(max=cap))
+    capped = ref.ppf_model(*(model_args(points, normals, lengths) + (3,)))
+    b, r = 0, int(torch.nonzero(full[6][0] > 3)[0, 0])  # a key the cap thins
+    c, lo, lo_capped = int(full[6][b, r]), int(full[5][b, r]), int(capped[5][b, r])
+    for t in range(3):
+        assert int(capped[8][b, lo_capped + t]) == int(full[8][b, lo + t * c // 3])
+        assert int(capped[9][b, lo_capped + t]) == int(full[9][b, lo + t * c // 3])
+    with pytest.raises(RuntimeError, match=r"max_pairs_per_key must be >= 0 \(0: no cap\), got -1"):
+        torch.ops.pointops.ppf_model(*(model_args(points, normals, lengths) + (-1,)))
+
+
+def test_vote_with_a_capped_model_equals_the_reference():
+    scene_points, scene_normals, lengths, model = vote_inputs()
+    capped = ppf.ppf_model(model.points, model.normals, model.lengths, tau_d=0.1, max_pairs_per_key=2)
+    assert int(capped.num_pairs.sum()) < int(model.num_pairs.sum())
+    want = ref.ppf_vote(scene_points, scene_normals, lengths, capped.points, capped.normals, capped.key_offsets,
+                        capped.pair_ref, capped.pair_alpha, capped.distance_step, capped.diameter, capped.angle_bins,
+                        capped.distance_bins, 4, 3, True)
+    for backend in ("dense", "sort"):
+        assert_same(raw_vote(scene_points, scene_normals, lengths, capped, 4, 3, True, backend), want)
+    cast = ref.votes_cast(scene_points, scene_normals, lengths, capped.key_offsets, capped.distance_step,
+                          capped.diameter, capped.angle_bins, capped.distance_bins, 4, True)
+    full = ref.votes_cast(scene_points, scene_normals, lengths, model.key_offsets, model.distance_step,
+                          model.diameter, model.angle_bins, model.distance_bins, 4, True)
+    assert 0 < int(cast.sum()) < int(full.sum())
+
+
 def test_model_batch_equals_models_built_alone():
     points, normals = oriented_batch(3, 40, seed=2)
     lengths = torch.tensor([40, 25, 33])
@@ -466,10 +506,11 @@ def test_model_cuda_equals_cpu_at_size():
     points = torch.stack([mp, mp * 0.5])
     normals = torch.stack([mn, mn])
     lengths = torch.tensor([2000, 1700])
-    args = model_args(points, normals, lengths, tau_d=0.05)
-    cpu = torch.ops.pointops.ppf_model(*args)
-    cuda = torch.ops.pointops.ppf_model(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
-    assert_same(cuda, cpu)
+    for cap in (0, 50):  # every pair, and at most 50 per key
+        args = model_args(points, normals, lengths, tau_d=0.05) + (cap,)
+        cpu = torch.ops.pointops.ppf_model(*args)
+        cuda = torch.ops.pointops.ppf_model(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
+        assert_same(cuda, cpu)
 
 
 @pytest.mark.cuda

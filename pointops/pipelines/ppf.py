@@ -332,7 +332,8 @@ class PPFMatcher:
             down[b, : p.shape[1]], down_normals[b, : p.shape[1]] = p[0], n[0]
         down_lengths = torch.cat([p[2] for p in parts]) if parts else lengths
         self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
-                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter)
+                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter,
+                                         max_pairs_per_key=int(cfg["max_pairs_per_key"]))
         # the smallest and largest distance step, read once here so that match() needs no host
         # sync between voting and re-scoring (its GPU work then overlaps the launches)
         steps = self.model.distance_step.cpu()

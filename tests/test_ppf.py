@@ -485,10 +485,11 @@ def test_cluster_edge_cases_and_errors():
 @pytest.mark.cuda
 @pytest.mark.parametrize("spread", [False, True])
 def test_vote_cuda_equals_cpu_with_model_slices(spread):
-    """A 1,500-point model needs several shared-memory slices on the GPU; every backend and
-    device must agree bit for bit."""
+    """A 1,500-point model needs several shared-memory slices on the GPU (and a padded second
+    model beside it, a table of slice rows per model); every backend and device must agree bit
+    for bit."""
     mp, mn = blob(1500, seed=11)
-    model = ppf.ppf_model(mp[None], mn[None], tau_d=0.05)
+    model = ppf.ppf_model(torch.stack([mp, mp * 0.8]), torch.stack([mn, mn]), torch.tensor([1500, 1100]), tau_d=0.05)
     rot = random_rotation(5).float()
     g = torch.Generator().manual_seed(2)
     scene_p = torch.cat([mp[::2] @ rot.T + torch.tensor([0.2, 0.0, 1.0]), torch.randn(300, 3, generator=g)])[None]

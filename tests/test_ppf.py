@@ -672,6 +672,46 @@ def test_generated_scene_ground_truth_and_occlusion():
     assert (clear.labels == -1).any()  # the table
 
 
+def test_generated_scene_instances_and_sensor():
+    """Several instances (each with its pose and occluded share) and a depth sensor's errors:
+    quantised depth, noise along z, returns lost at grazing angles and on dark surfaces."""
+    from pointops import datasets_ppf as dp
+
+    mesh = dp.blob_mesh(seed=1, subdivisions=2)
+    others = [dp.blob_mesh(seed=2, subdivisions=2)]
+    one = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert one.poses.shape == (1, 4, 4) and torch.equal(one.poses[0], one.pose)
+    assert float(one.occlusions[0]) == one.occlusion
+    three = dp.make_ppf_scene(4, mesh, others, noise=0.0, width=160, height=120, instances=3,
+                              camera_distance=(4.0, 4.5))
+    assert three.poses.shape == (3, 4, 4) and three.occlusions.shape == (3,)
+    centres = three.poses[:, :3, 3].double()
+    assert torch.pdist(centres).min() > 0.9  # instances stand apart
+    for k in range(3):  # each instance's points lie on the mesh under its own pose
+        own = three.points[three.labels == k].double()
+        assert own.shape[0] > 20
+        samples, _ = dp.sample_surface(mesh.transformed(three.poses[k].double()), 6000, seed=0)
+        assert torch.cdist(own, samples).amin(1).max() < 0.05
+    sensor = dp.DepthSensor()
+    real = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, width=160, height=120, sensor=sensor)
+    clean = dp.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert torch.equal(real.pose, clean.pose) and real.occlusion == clean.occlusion
+    assert 0 < real.points.shape[0] < clean.points.shape[0]  # returns lost
+    # depth comes in disparity steps: focal * baseline / z is a multiple of 1 / subpixel pixel
+    camera_focal = 160 / 2 / math.tan(math.radians(45.0) / 2)
+    disparity = camera_focal * sensor.baseline / (real.points[:, 2].double() * sensor.unit) * sensor.subpixel
+    assert (disparity - disparity.round()).abs().max() < 1e-2
+    # no return survives where reflectivity x cos(incidence) is below the floor: grazing returns go first
+    rays = real.points.double() / real.points.double().norm(dim=1, keepdim=True)
+    incidence = (real.normals.double() * rays).sum(1).abs()
+    assert incidence.min() >= sensor.min_signal - 1e-6
+    assert float(sensor.return_probability(torch.tensor(0.05))) == 0.0
+    assert float(sensor.return_probability(torch.tensor(0.2))) == 1.0
+    assert sensor.depth_noise(torch.tensor(1.4)) > sensor.depth_noise(torch.tensor(0.6))
+    with pytest.raises(ValueError, match="instances must be >= 1"):
+        dp.make_ppf_scene(4, mesh, others, width=160, height=120, instances=0)
+
+
 def test_off_parser_and_sampling():
     from pointops import datasets_ppf as dp
 

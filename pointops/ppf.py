@@ -324,8 +324,18 @@ def ppf_vote(
         backend: "dense", a per-reference (model point x alpha) accumulator, in shared memory on
             CUDA, with no host sync; or "sort", every vote a 64-bit key counted by radix sort and
             run-length encoding, in chunks of about ``chunk_votes`` votes (it reads the vote counts
-            back to the host once). Both give identical results.
-        chunk_votes: votes per chunk of the sort backend (about 52 bytes of device memory each).
+            back to the host once). Both give identical results. The dense vote's cost grows with
+            the votes, and per reference with its accumulator: nm x angle_bins cells to clear and
+            scan for the peaks, and on CUDA one model-point slice per about 850 points (30 alpha
+            bins, 112 KB of shared memory), each re-walking the reference's scene pairs. The sort
+            vote's grows with the votes alone, about 52 bytes of memory traffic each through the
+            sort's passes: it is memory-bandwidth bound. So "sort" is the right choice where a
+            reference casts few votes against many cells (models of tens of thousands of points
+            voted on with sparse scenes or large strides), "dense" everywhere else (the presets).
+        chunk_votes: votes per chunk of the sort backend, which holds about 52 bytes of device
+            memory a vote of a chunk (keys 8, sorted keys 8, indices 4 + 4, runs 8 + 4 + 4 and the
+            sort's scratch): the default 2^24 takes about 0.9 GB; to stay within B bytes pass
+            B // 52. Larger chunks mean fewer launches; one reference's votes are never split.
 
     Returns:
         :class:`PPFVotes`; identical on CPU and CUDA, bit for bit.

@@ -590,6 +590,19 @@ def test_matcher_recovers_both_instances_of_a_model():
     assert (out.scores[0, 0] > 0.2).all() and (out.votes[0, 0] > 0).all()
 
 
+def test_matcher_instances_are_distinct_places():
+    """With max_instances > 1, a hypothesis that refinement pulled onto a better one's place gives
+    way (score -1), ties to the lower index; one instance keeps the plain ranking."""
+    from pointops.pipelines.ppf import distinct_places
+
+    poses = torch.eye(4).repeat(2, 5, 1, 1)
+    poses[0, :, :3, 3] = torch.tensor([[0.0, 0, 0], [0.05, 0, 0], [1.0, 0, 0], [1.02, 0, 0], [NAN, 0, 0]])
+    poses[1, :, :3, 3] = torch.tensor([[0.0, 0, 0], [0.0, 0, 0], [0.0, 2, 0], [3.0, 0, 0], [0.0, 0, 0]])
+    scores = torch.tensor([[0.5, 0.6, 0.3, 0.3, 0.9], [0.4, 0.4, -1.0, 0.2, 0.1]])
+    got = distinct_places(poses, scores, torch.tensor([0.1, 0.1]))
+    assert torch.equal(got, torch.tensor([[-1.0, 0.6, 0.3, -1.0, 0.9], [0.4, -1.0, -1.0, 0.2, -1.0]]))
+
+
 def test_matcher_batches_scenes_and_models():
     from pointops.pipelines.ppf import PPFMatcher
 

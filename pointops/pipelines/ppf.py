@@ -282,6 +282,22 @@ def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: floa
 
 # ---- the matcher --------------------------------------------------------------------------------
 
+def distinct_places(poses: Tensor, scores: Tensor, radius: Tensor) -> Tensor:
+    """(B, H) ``scores`` with -1 for every hypothesis (B, H, 4, 4) whose translation lies within
+    ``radius[b]`` of a better-scored one's (ties to the lower index) that keeps its score: two
+    instances of a model cannot share a place, but ICP often pulls a hypothesis and a turned one
+    onto the same instance, which would fill two of ``max_instances`` slots. Greedy, in score
+    order, H small steps with no host sync."""
+    order = scores.argsort(dim=1, descending=True, stable=True)
+    t = poses[..., :3, 3].gather(1, order[..., None].expand(-1, -1, 3))
+    ranked = scores.gather(1, order)
+    kept = ranked >= 0
+    for h in range(1, scores.shape[1]):
+        near = ((t[:, :h] - t[:, h:h + 1]).norm(dim=-1) <= radius[:, None]) & kept[:, :h]
+        kept[:, h] &= ~near.any(1)
+    return scores.scatter(1, order, torch.where(kept, ranked, torch.full_like(ranked, -1.0)))
+
+
 class PPFMatches(NamedTuple):
     """Output of :meth:`PPFMatcher.match`, best first per (scene, model)."""
 
@@ -470,6 +486,8 @@ class PPFMatcher:
             scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, images,
                                  float(cfg["inlier_normal_deg"]), inlier_range[1])
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
+        if max_instances > 1:  # instances are distinct places, not the refinement's duplicates
+            scores = distinct_places(poses, scores, (self.model.diameter * float(cfg["suppression"])).repeat(scenes))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
         scores = scores.gather(1, order)

@@ -99,8 +99,9 @@ TORCH_LIBRARY(pointops, m) {
   m.def("ppf_features(Tensor points, Tensor normals, Tensor pairs, Tensor? lengths, Tensor distance_step, int angle_bins, int distance_bins) -> (Tensor features, Tensor keys, Tensor alpha)");
   // points, normals (B,N,3) float, lengths (B,) int64?, diameter (B,) float? -> unit_normals (B,N,3), diameters,
   //   distance_step (B,) float32, key_offsets (B,K+1) int64, unique_keys/starts/counts (B,U) int64, num_unique (B,) int64,
-  //   pair_ref/pair_partner (B,P) int32, pair_alpha (B,P) float32  (P = N(N-1), K = keys, U = min(P, K))
-  m.def("ppf_model(Tensor points, Tensor normals, Tensor? lengths, Tensor? diameter, float tau_d, int angle_bins, int distance_bins) -> (Tensor unit_normals, Tensor diameters, Tensor distance_step, Tensor key_offsets, Tensor unique_keys, Tensor starts, Tensor counts, Tensor num_unique, Tensor pair_ref, Tensor pair_partner, Tensor pair_alpha)");
+  //   pair_ref/pair_partner (B,P) int32, pair_alpha (B,P) float32  (P = N(N-1), K = keys, U = min(P, K)); a key keeps
+  //   at most max_pairs_per_key pairs (0: all)
+  m.def("ppf_model(Tensor points, Tensor normals, Tensor? lengths, Tensor? diameter, float tau_d, int angle_bins, int distance_bins, int max_pairs_per_key=0) -> (Tensor unit_normals, Tensor diameters, Tensor distance_step, Tensor key_offsets, Tensor unique_keys, Tensor starts, Tensor counts, Tensor num_unique, Tensor pair_ref, Tensor pair_partner, Tensor pair_alpha)");
   // scene_points, scene_normals (S,N,3) float, scene_lengths (S,) int64?, a ppf_model description of M models
   //   -> votes, model_index, alpha_bin (S,M,R,k) int64, quaternions (S,M,R,k,4), translations (S,M,R,k,3) float32  (R = ceil(N/stride))
   m.def("ppf_vote(Tensor scene_points, Tensor scene_normals, Tensor? scene_lengths, Tensor model_points, Tensor model_normals, Tensor key_offsets, Tensor pair_ref, Tensor pair_alpha, Tensor distance_step, Tensor diameter, int angle_bins, int distance_bins, int stride, int k, bool spread=False, str backend=\"dense\", int chunk_votes=16777216) -> (Tensor votes, Tensor model_index, Tensor alpha_bin, Tensor quaternions, Tensor translations)");

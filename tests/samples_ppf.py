@@ -48,6 +48,7 @@ def _model_samples(device: str) -> List[tuple]:
     return [
         (points, normals, lengths, None, 0.2, 30, 6),
         (points.double(), normals.double(), None, step.double() * 5, 0.2, 12, 6),
+        (points, normals, lengths, None, 0.2, 30, 6, 2),  # at most 2 pairs per key
         (points[:, :1], normals[:, :1], None, None, 0.2, 30, 6),
         (points[:0], normals[:0], None, None, 0.2, 30, 6),
     ]

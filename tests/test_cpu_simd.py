@@ -60,3 +60,29 @@ def test_fps_picks_like_the_oracle():
             expected = sampling_reference.fps(points.float() if points.dtype == torch.half else points, k, lengths)
             for a, e in zip(actual, expected):
                 assert_bitwise(a, e)
+
+
+# ppf_vote's vector features and vote cells: partner counts that are not multiples of 8, NaN
+# normals, a padded scene, exact and spread keys.
+def test_ppf_vote_votes_like_the_oracle():
+    from pointops.ppf import ops as ppf
+    from pointops.reference import ppf as ppf_reference
+
+    turn = torch.tensor([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]])
+    mp, mn = torch.randn(1, 37, 3, generator=g(5)), torch.randn(1, 37, 3, generator=g(6))
+    model = ppf.ppf_model(mp, mn, tau_d=0.15, angle_bins=12)
+    sp = torch.cat([mp @ turn + 0.3, torch.randn(1, 50, 3, generator=g(7))], 1)
+    sn = torch.cat([mn @ turn, torch.randn(1, 50, 3, generator=g(8))], 1)
+    sn[0, 3] = float("nan")
+    lengths = torch.tensor([83])
+    for spread in (False, True):
+        expected = ppf_reference.ppf_vote(sp, sn, lengths, model.points, model.normals, model.key_offsets,
+                                          model.pair_ref, model.pair_alpha, model.distance_step, model.diameter,
+                                          model.angle_bins, model.distance_bins, 3, 4, spread)
+        for backend in ("dense", "sort"):
+            actual = ops.ppf_vote(sp, sn, lengths, model.points, model.normals, model.key_offsets, model.pair_ref,
+                                  model.pair_alpha, model.distance_step, model.diameter, model.angle_bins,
+                                  model.distance_bins, 3, 4, spread, backend, 1 << 24)
+            for a, e in zip(actual, expected):
+                assert_bitwise(a, e)
+

@@ -177,6 +177,46 @@ def test_model_hash_array_against_a_python_dict():
     assert int((sizes > 0).sum()) == len(table)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_model_key_cap_keeps_evenly_spaced_pairs(device):
+    """max_pairs_per_key: a key with more pairs keeps that many, at positions floor(t c / cap) of
+    its (i, j) order; the rest of the description follows (offsets, runs, the vote)."""
+    points, normals = oriented_batch(3, 60)
+    lengths = torch.tensor([60, 41, 0])
+    full = ref.ppf_model(*model_args(points, normals, lengths))
+    for cap in (1, 3, 7, 10**6):
+        args = model_args(points, normals, lengths) + (cap,)
+        got = torch.ops.pointops.ppf_model(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in args])
+        want = ref.ppf_model(*args)
+        assert_same(got, want)
+        assert torch.equal(want[7], full[7])  # the same keys
+        assert (want[6] <= cap).all() and torch.equal(want[6], full[6].clamp(max=cap))
+    capped = ref.ppf_model(*(model_args(points, normals, lengths) + (3,)))
+    b, r = 0, int(torch.nonzero(full[6][0] > 3)[0, 0])  # a key the cap thins
+    c, lo, lo_capped = int(full[6][b, r]), int(full[5][b, r]), int(capped[5][b, r])
+    for t in range(3):
+        assert int(capped[8][b, lo_capped + t]) == int(full[8][b, lo + t * c // 3])
+        assert int(capped[9][b, lo_capped + t]) == int(full[9][b, lo + t * c // 3])
+    with pytest.raises(RuntimeError, match=r"max_pairs_per_key must be >= 0 \(0: no cap\), got -1"):
+        torch.ops.pointops.ppf_model(*(model_args(points, normals, lengths) + (-1,)))
+
+
+def test_vote_with_a_capped_model_equals_the_reference():
+    scene_points, scene_normals, lengths, model = vote_inputs()
+    capped = ppf.ppf_model(model.points, model.normals, model.lengths, tau_d=0.1, max_pairs_per_key=2)
+    assert int(capped.num_pairs.sum()) < int(model.num_pairs.sum())
+    want = ref.ppf_vote(scene_points, scene_normals, lengths, capped.points, capped.normals, capped.key_offsets,
+                        capped.pair_ref, capped.pair_alpha, capped.distance_step, capped.diameter, capped.angle_bins,
+                        capped.distance_bins, 4, 3, True)
+    for backend in ("dense", "sort"):
+        assert_same(raw_vote(scene_points, scene_normals, lengths, capped, 4, 3, True, backend), want)
+    cast = ref.votes_cast(scene_points, scene_normals, lengths, capped.key_offsets, capped.distance_step,
+                          capped.diameter, capped.angle_bins, capped.distance_bins, 4, True)
+    full = ref.votes_cast(scene_points, scene_normals, lengths, model.key_offsets, model.distance_step,
+                          model.diameter, model.angle_bins, model.distance_bins, 4, True)
+    assert 0 < int(cast.sum()) < int(full.sum())
+
+
 def test_model_batch_equals_models_built_alone():
     points, normals = oriented_batch(3, 40, seed=2)
     lengths = torch.tensor([40, 25, 33])
@@ -445,10 +485,11 @@ def test_cluster_edge_cases_and_errors():
 @pytest.mark.cuda
 @pytest.mark.parametrize("spread", [False, True])
 def test_vote_cuda_equals_cpu_with_model_slices(spread):
-    """A 1,500-point model needs several shared-memory slices on the GPU; every backend and
-    device must agree bit for bit."""
+    """A 1,500-point model needs several shared-memory slices on the GPU (and a padded second
+    model beside it, a table of slice rows per model); every backend and device must agree bit
+    for bit."""
     mp, mn = blob(1500, seed=11)
-    model = ppf.ppf_model(mp[None], mn[None], tau_d=0.05)
+    model = ppf.ppf_model(torch.stack([mp, mp * 0.8]), torch.stack([mn, mn]), torch.tensor([1500, 1100]), tau_d=0.05)
     rot = random_rotation(5).float()
     g = torch.Generator().manual_seed(2)
     scene_p = torch.cat([mp[::2] @ rot.T + torch.tensor([0.2, 0.0, 1.0]), torch.randn(300, 3, generator=g)])[None]
@@ -466,10 +507,11 @@ def test_model_cuda_equals_cpu_at_size():
     points = torch.stack([mp, mp * 0.5])
     normals = torch.stack([mn, mn])
     lengths = torch.tensor([2000, 1700])
-    args = model_args(points, normals, lengths, tau_d=0.05)
-    cpu = torch.ops.pointops.ppf_model(*args)
-    cuda = torch.ops.pointops.ppf_model(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
-    assert_same(cuda, cpu)
+    for cap in (0, 50):  # every pair, and at most 50 per key
+        args = model_args(points, normals, lengths, tau_d=0.05) + (cap,)
+        cpu = torch.ops.pointops.ppf_model(*args)
+        cuda = torch.ops.pointops.ppf_model(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
+        assert_same(cuda, cpu)
 
 
 @pytest.mark.cuda
@@ -540,6 +582,19 @@ def test_matcher_recovers_both_instances_of_a_model():
         best = int(gap.argmin())
         assert float(gap[best]) < 0.05 and rotation_error_deg(found[best], truth) < 5.0
     assert (out.scores[0, 0] > 0.2).all() and (out.votes[0, 0] > 0).all()
+
+
+def test_matcher_instances_are_distinct_places():
+    """With max_instances > 1, a hypothesis that refinement pulled onto a better one's place gives
+    way (score -1), ties to the lower index; one instance keeps the plain ranking."""
+    from pointops.ppf.matcher import distinct_places
+
+    poses = torch.eye(4).repeat(2, 5, 1, 1)
+    poses[0, :, :3, 3] = torch.tensor([[0.0, 0, 0], [0.05, 0, 0], [1.0, 0, 0], [1.02, 0, 0], [NAN, 0, 0]])
+    poses[1, :, :3, 3] = torch.tensor([[0.0, 0, 0], [0.0, 0, 0], [0.0, 2, 0], [3.0, 0, 0], [0.0, 0, 0]])
+    scores = torch.tensor([[0.5, 0.6, 0.3, 0.3, 0.9], [0.4, 0.4, -1.0, 0.2, 0.1]])
+    got = distinct_places(poses, scores, torch.tensor([0.1, 0.1]))
+    assert torch.equal(got, torch.tensor([[-1.0, 0.6, 0.3, -1.0, 0.9], [0.4, -1.0, -1.0, 0.2, -1.0]]))
 
 
 def test_matcher_batches_scenes_and_models():
@@ -712,6 +767,47 @@ def test_generated_scene_ground_truth_and_occlusion():
     assert torch.cdist(target, samples).amin(1).max() < 0.04
     assert ((clear.normals * clear.points).sum(1) < 0).all()
     assert (clear.labels == -1).any()  # the table
+
+
+def test_generated_scene_instances_and_sensor():
+    """Several instances (each with its pose and occluded share) and a depth sensor's errors:
+    quantised depth, noise along z, returns lost at grazing angles and on dark surfaces."""
+    from pointops import scenes
+    from pointops.scenes import tabletop
+
+    mesh = scenes.blob_mesh(seed=1, subdivisions=2)
+    others = [scenes.blob_mesh(seed=2, subdivisions=2)]
+    one = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert one.poses.shape == (1, 4, 4) and torch.equal(one.poses[0], one.pose)
+    assert float(one.occlusions[0]) == one.occlusion
+    three = tabletop.make_ppf_scene(4, mesh, others, noise=0.0, width=160, height=120, instances=3,
+                              camera_distance=(4.0, 4.5))
+    assert three.poses.shape == (3, 4, 4) and three.occlusions.shape == (3,)
+    centres = three.poses[:, :3, 3].double()
+    assert torch.pdist(centres).min() > 0.9  # instances stand apart
+    for k in range(3):  # each instance's points lie on the mesh under its own pose
+        own = three.points[three.labels == k].double()
+        assert own.shape[0] > 20
+        samples = scenes.sample_surface(mesh.transformed(three.poses[k].double()), 6000, seed=0).points
+        assert torch.cdist(own, samples).amin(1).max() < 0.05
+    sensor = tabletop.DepthSensor()
+    real = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, width=160, height=120, sensor=sensor)
+    clean = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
+    assert torch.equal(real.pose, clean.pose) and real.occlusion == clean.occlusion
+    assert 0 < real.points.shape[0] < clean.points.shape[0]  # returns lost
+    # depth comes in disparity steps: focal * baseline / z is a multiple of 1 / subpixel pixel
+    camera_focal = 160 / 2 / math.tan(math.radians(45.0) / 2)
+    disparity = camera_focal * sensor.baseline / (real.points[:, 2].double() * sensor.unit) * sensor.subpixel
+    assert (disparity - disparity.round()).abs().max() < 1e-2
+    # no return survives where reflectivity x cos(incidence) is below the floor: grazing returns go first
+    rays = real.points.double() / real.points.double().norm(dim=1, keepdim=True)
+    incidence = (real.normals.double() * rays).sum(1).abs()
+    assert incidence.min() >= sensor.min_signal - 1e-6
+    assert float(sensor.return_probability(torch.tensor(0.05))) == 0.0
+    assert float(sensor.return_probability(torch.tensor(0.2))) == 1.0
+    assert sensor.depth_noise(torch.tensor(1.4)) > sensor.depth_noise(torch.tensor(0.6))
+    with pytest.raises(ValueError, match="instances must be >= 1"):
+        tabletop.make_ppf_scene(4, mesh, others, width=160, height=120, instances=0)
 
 
 def test_sampling_a_square():

@@ -56,8 +56,9 @@ def test_every_script_is_listed():
 
 def test_family_ops_are_read_without_import():
     ops = cli.family_ops()
-    assert ops["bench_surface"] == ["voxel_downsample", "estimate_normals", "icp"]
-    assert "knn" in ops["bench_neighbors"] and "detect_circles" in ops["bench_hough2d"]
+    assert sorted(ops) == ["bench_bev", "bench_cpu", "bench_geometry", "bench_hough", "bench_ppf", "bench_sampling"]
+    assert ops["bench_sampling"] == ["fps"]
+    assert "knn" in ops["bench_geometry"] and "icp" in ops["bench_geometry"] and "detect_circles" in ops["bench_hough"]
 
 
 def test_progress_lines_estimate_the_time_left():

@@ -14,6 +14,7 @@ ends with a table of all rows: op, case, sizes, device, median ms, baseline ms a
 
     python tools/bench.py [--ops fps bev_rasterize knn ppf_match ...] [--quick] [--device cpu] [--json f] [--plot f]
 """
+import inspect
 import json
 import os
 import statistics
@@ -128,7 +129,8 @@ def run(args):
     results = []
     for module in families:
         if any(op in args.ops for op in module.OPS):
-            module.run(device, args.quick, args.ops, results)
+            full = {"full": args.full} if "full" in inspect.signature(module.run).parameters else {}
+            module.run(device, args.quick, args.ops, results, **full)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

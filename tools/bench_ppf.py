@@ -21,8 +21,8 @@ The scene is taken as given (match(downsample=False)): 15,000 points thinned at 
 camera's returns, denser than a scene downsampled to the model's step, so each reference point has
 more partners within the diameter than it would there.
 
-On the CPU the sizes shrink (500-point model, 4,000-point scene) so the harness runs quickly; CPU
-figures are not the product's numbers.
+On the CPU the sizes shrink (500-point model, 4,000-point scene) so the harness runs quickly;
+``--full`` keeps the GPU's sizes there too (the bench scene with the fast preset on a CPU).
 """
 import json
 import math
@@ -50,8 +50,8 @@ from pointops.reference import ppf as ref  # noqa: E402
 
 
 
-def _inputs(device, quick):
-    cuda = device == "cuda"
+def _inputs(device, quick, full=False):
+    cuda = device == "cuda" or full
     n_model, n_scene = (2000, 15000) if cuda else (500, 4000)
     mesh = scenes.blob_mesh(seed=1)
     mp, mn, _ = scenes.sample_surface(mesh, n_model, seed=0)
@@ -92,6 +92,23 @@ def torch_cluster_scores(q, t, votes, threshold, angle):
     return (member.long() * votes[None, :]).sum(1)
 
 
+def _opencv_detector(mp, mn):
+    """OpenCV's PPF3DDetector trained on the model (its defaults: sampling 0.05 of the extent, 30
+    angles), or None without cv2.ppf_match_3d (opencv-contrib-python 4.x, opencv-python 5.x)."""
+    try:
+        import cv2
+    except ImportError:
+        return None
+    if not hasattr(cv2, "ppf_match_3d"):
+        return None
+    import time
+
+    detector = cv2.ppf_match_3d.PPF3DDetector(0.05, 0.05)
+    t0 = time.perf_counter()
+    detector.trainModel(torch.cat([mp, mn], 1).cpu().numpy().astype("float32"))
+    return detector, time.perf_counter() - t0
+
+
 def _row(results, op, device, sizes, ms, baseline=None, baseline_ms=None, floor=None, **extra):
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     row = {"op": op, **sizes, "device": name, "ms": round(ms, 3), "floor_ms": floor}
@@ -115,8 +132,8 @@ def _peak_mb(device, fn):
     return round((torch.cuda.max_memory_allocated() - base) / 2**20, 1)
 
 
-def run(device, quick, ops, results):
-    mp, mn, sp, sn, n_model, n_scene = _inputs(device, quick)
+def run(device, quick, ops, results, full=False):
+    mp, mn, sp, sn, n_model, n_scene = _inputs(device, quick, full)
     cuda = device == "cuda"
     sizes = {"model_points": n_model, "scene_points": n_scene, "stride": 5}
 
@@ -170,7 +187,7 @@ def run(device, quick, ops, results):
             return matcher.hypotheses(points, normals, lengths, int(cfg["hypotheses"]), int(cfg["turned_hypotheses"]))
         _row(results, "ppf_lookup", device, sizes, time_ms(lookup, device, min_reps=3), floor=10.0 if cuda else None,
              peak_mb=_peak_mb(device, lookup), note="ppf_vote + pose_cluster")
-        models = 16 if cuda else 4
+        models = 16 if cuda or full else 4
         scales = torch.linspace(0.8, 1.2, models, device=device)[:, None, None]
         many = PPFMatcher(mp[None] * scales, mn[None].expand(models, -1, -1), preset="fast", tau_d=0.025)
 
@@ -184,6 +201,13 @@ def run(device, quick, ops, results):
             return matcher.match(points, normals, lengths, max_instances=1, downsample=False)
         _row(results, "ppf_match", device, sizes, time_ms(match, device, min_reps=3), floor=25.0 if cuda else None,
              note="lookup + ICP (2 x 10 steps, 14 hypotheses: two icp op calls) + re-score")
+        opencv = _opencv_detector(mp, mn)
+        if opencv is not None:  # OpenCV's PPF3DDetector on the same model and scene, on the CPU
+            detector, train_s = opencv
+            scene_cv = torch.cat([sp, sn], 1).cpu().numpy().astype("float32")
+            _row(results, "ppf_match", "cpu", dict(sizes, method="opencv PPF3DDetector"),
+                 time_ms(lambda: detector.match(scene_cv, 1.0 / 5.0, 0.05), "cpu", min_reps=3),
+                 note=f"cv2.ppf_match_3d (relative scene sampling 1/5, distance step 0.05), trained in {train_s:.1f} s")
         # the eval's own setting: the default preset on the scene as the camera returned it
         accurate = PPFMatcher(mp, mn)
 

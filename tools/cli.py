@@ -130,6 +130,7 @@ def bench_parser(doc, ops=None):
     p.add_argument("--ops", nargs="*", default=ops or every, metavar="OP",
                    help=f"the ops to time (default: {' '.join(ops or every)})")
     p.add_argument("--quick", action="store_true", help="the first sizes only")
+    p.add_argument("--full", action="store_true", help="the GPU's sizes on the CPU too (where a family has CPU sizes)")
     p.add_argument("--device", help="cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--json", help="also write the JSON lines here")
     p.add_argument("--plot", help="write a PNG of the ratios here")

@@ -1,7 +1,8 @@
 // PPF model description: the parallel hash array of every ordered pair of model points, keyed by
 // the pair's discretized feature. The contract shared by the CPU and CUDA kernels.
 //
-// ppf_model(points, normals, lengths?, diameter?, tau_d, angle_bins, distance_bins)
+// ppf_model(points, normals, lengths?, diameter?, tau_d, angle_bins, distance_bins,
+//           max_pairs_per_key)
 //     -> (unit_normals, diameters, distance_step, key_offsets, unique_keys, starts, counts,
 //         num_unique, pair_ref, pair_partner, pair_alpha)
 //   points, normals (B, N, 3) floating: B models (computed in float32); N <= 46340, so that the
@@ -15,16 +16,23 @@
 //                   not finite and > 0 has no pairs).
 //   angle_bins, distance_bins: the binning of csrc/ppf/ppf_math.h; K = distance_bins *
 //                   ceil(angle_bins / 2)^3 keys, K <= 2^24.
+//   max_pairs_per_key >= 0: a key whose c pairs exceed it keeps that many, evenly spaced in its
+//                   (i, j) order: positions floor(t c / max_pairs_per_key), t = 0, 1, ... (the
+//                   first pair always among them); 0 keeps every pair. Keys shared by very many
+//                   pairs (the planar pairs of a flat face, the repeated pairs of a symmetric
+//                   shape) say little about which model point matched, yet every scene pair that
+//                   looks them up votes once per pair: the cap bounds the votes a lookup casts
+//                   (kept_pairs below).
 // Outputs (P = N (N - 1) pair capacity, U = min(P, K) key capacity, per model):
 //   diameters, distance_step (B,) float32: the diameters used and the distance bin widths.
 //   unit_normals (B, N, 3) float32: normals / |normals|; NaN rows for points that take no part
 //                (past lengths[b], a non-finite coordinate or normal, a zero normal).
 //   key_offsets  (B, K + 1) int64: the pairs with key k are rows [key_offsets[b, k],
 //                key_offsets[b, k + 1]) of the pair list (a direct-addressed CSR table: lookup
-//                is two loads, no search); key_offsets[b, K] is model b's number of pairs.
+//                is two loads, no search); key_offsets[b, K] is model b's number of pairs kept.
 //   unique_keys  (B, U) int64: the distinct keys of model b ascending, -1 past num_unique[b];
-//   starts, counts (B, U) int64: the first pair-list row and the number of pairs of each distinct
-//                key (0 past num_unique[b]). Together: the hash array of hash_array.h.
+//   starts, counts (B, U) int64: the first pair-list row and the number of pairs kept of each
+//                distinct key (0 past num_unique[b]). Together: the hash array of hash_array.h.
 //   num_unique   (B,) int64.
 //   pair_ref, pair_partner (B, P) int32: the pair list sorted by key, ties by (ref, partner)
 //                ascending; each is a point index (-1 past the model's pairs). int32, not the API's
@@ -33,7 +41,8 @@
 //   pair_alpha   (B, P) float32: alpha of (ref, partner) in ref's frame (ppf_math.h), NaN past the
 //                model's pairs.
 // Pairs: every ordered (i, j), i != j, of points that take part, whose points do not coincide
-// and whose distance bin is < distance_bins. Identical on CPU and CUDA, bit for bit.
+// and whose distance bin is < distance_bins, less those a key's cap leaves out. Identical on CPU
+// and CUDA, bit for bit.
 #pragma once
 
 #include "common/aten.h"
@@ -55,7 +64,16 @@ using ModelResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, a
 Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
                          const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& diameter, double tau_d,
-                         int64_t angle_bins, int64_t distance_bins);
+                         int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key);
+
+// A key with `count` pairs keeps kept_pairs(count, cap) of them: position t of its kept pairs is
+// position kept_position(t, count, cap) of all of them (cap 0: all).
+POINTOPS_HOST_DEVICE inline int64_t kept_pairs(int64_t count, int64_t cap) {
+  return cap > 0 && count > cap ? cap : count;
+}
+POINTOPS_HOST_DEVICE inline int64_t kept_position(int64_t t, int64_t count, int64_t cap) {
+  return cap > 0 && count > cap ? t * count / cap : t;
+}
 
 // Running bounding box of finite points; the diagonal as the contract says.
 struct BoundingBox {

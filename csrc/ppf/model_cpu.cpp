@@ -20,7 +20,7 @@ namespace ppf {
 Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
                          const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& diameter, double tau_d,
-                         int64_t angle_bins, int64_t distance_bins) {
+                         int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
   check_oriented_clouds(points, normals, lengths, "points", "normals", "lengths");
   TORCH_CHECK(points.size(1) <= 46340,
               "ppf_model: a model may have at most 46340 points (its ordered pairs index int32), "
@@ -32,6 +32,8 @@ Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
     check_cloud_values(*diameter, "diameter", points.size(0), points, "points");
   }
   TORCH_CHECK(tau_d > 0.0 && tau_d <= 1.0, "tau_d must be in (0, 1], got ", tau_d);
+  TORCH_CHECK(max_pairs_per_key >= 0, "max_pairs_per_key must be >= 0 (0: no cap), got ",
+              max_pairs_per_key);
   const Binning b = make_binning(angle_bins, distance_bins);
   TORCH_CHECK(b.key_count() <= kMaxKeys,
               "ppf_model: distance_bins * ceil(angle_bins / 2)^3 keys must be at most 2^24 (the "
@@ -66,9 +68,9 @@ namespace {
 ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
                           const std::optional<at::Tensor>& lengths,
                           const std::optional<at::Tensor>& diameter, double tau_d,
-                          int64_t angle_bins, int64_t distance_bins) {
-  const Binning binning =
-      check_model_args(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins);
+                          int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
+  const Binning binning = check_model_args(points, normals, lengths, diameter, tau_d, angle_bins,
+                                           distance_bins, max_pairs_per_key);
   ModelResult out = empty_model_outputs(points, binning);
   at::Tensor unit_normals = std::get<0>(out), diameters = std::get<1>(out);
   at::Tensor steps = std::get<2>(out), key_offsets = std::get<3>(out);
@@ -129,30 +131,36 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
     int64_t* uk = unique_keys.data_ptr<int64_t>() + b * unique_capacity;
     int64_t* st = starts.data_ptr<int64_t>() + b * unique_capacity;
     int64_t* ct = counts.data_ptr<int64_t>() + b * unique_capacity;
-    int64_t total = 0;
+    // Run r's kept pairs become rows [first[r], first[r + 1]) of the pair list.
+    const int64_t runs = h.num_unique();
+    std::vector<int64_t> first(static_cast<size_t>(runs + 1), 0);
+    for (int64_t r = 0; r < runs; ++r) first[r + 1] = first[r] + kept_pairs(h.counts[r], max_pairs_per_key);
+    const int64_t total = first[runs];
     int64_t next_key = 0;
-    for (int64_t r = 0; r < h.num_unique(); ++r) {
+    for (int64_t r = 0; r < runs; ++r) {
       const int64_t key = h.unique_keys[r];
-      for (; next_key <= key; ++next_key) offsets[next_key] = h.starts[r];
+      for (; next_key <= key; ++next_key) offsets[next_key] = first[r];
       uk[r] = key;
-      st[r] = h.starts[r];
-      ct[r] = h.counts[r];
-      total = h.starts[r] + h.counts[r];
+      st[r] = first[r];
+      ct[r] = first[r + 1] - first[r];
     }
     for (; next_key <= keys; ++next_key) offsets[next_key] = total;
-    num_unique.data_ptr<int64_t>()[b] = h.num_unique();
+    num_unique.data_ptr<int64_t>()[b] = runs;
 
     int32_t* ref = pair_ref.data_ptr<int32_t>() + b * pair_capacity;
     int32_t* partner = pair_partner.data_ptr<int32_t>() + b * pair_capacity;
     float* alpha = pair_alpha.data_ptr<float>() + b * pair_capacity;
-    at::parallel_for(0, total, 4096, [&](int64_t first, int64_t last) {
-      for (int64_t pos = first; pos < last; ++pos) {
-        const int64_t e = h.perm[pos];
-        const int64_t i = e / length;
-        const int64_t j = e - i * length;
-        ref[pos] = static_cast<int32_t>(i);
-        partner[pos] = static_cast<int32_t>(j);
-        alpha[pos] = model_pair_alpha(p, unit, i, j);
+    at::parallel_for(0, runs, 64, [&](int64_t first_run, int64_t last_run) {
+      for (int64_t r = first_run; r < last_run; ++r) {
+        for (int64_t t = 0; t < first[r + 1] - first[r]; ++t) {
+          const int64_t e = h.perm[h.starts[r] + kept_position(t, h.counts[r], max_pairs_per_key)];
+          const int64_t i = e / length;
+          const int64_t j = e - i * length;
+          const int64_t pos = first[r] + t;
+          ref[pos] = static_cast<int32_t>(i);
+          partner[pos] = static_cast<int32_t>(j);
+          alpha[pos] = model_pair_alpha(p, unit, i, j);
+        }
       }
     });
   }

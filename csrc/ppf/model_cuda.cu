@@ -7,9 +7,10 @@
 //   3. the parallel hash array of those keys (common/hash_array.cuh: stable radix sort over the
 //      bits G * K needs, run-length encoding, exclusive scan), so a key's pairs come out by
 //      (i, j) ascending, as on the CPU;
-//   4. per model, its first sorted position and first run (binary searches of b * K);
-//   5. key_offsets by a binary search of b * K + k per key, the runs copied into unique_keys /
-//      starts / counts, and every sorted pair written with its alpha.
+//   4. per model, its first run (a binary search of b * K); per run, the pairs it keeps
+//      (kept_pairs: all of them without a cap) and, by an exclusive scan, its first row;
+//   5. key_offsets by a binary search of b * K + k per key among the runs, the runs copied into
+//      unique_keys / starts / counts, and every kept pair written with its alpha.
 // What bounds it: the radix sort of 4M (key, int32) pairs per 2,000-point model (17 key bits
 // plus the group's: 3 passes), and the key pass's 4M features; both at HBM bandwidth, a few
 // tenths of a millisecond on an H100 (not yet measured).
@@ -102,14 +103,12 @@ __global__ void pair_keys_kernel(const float* __restrict__ points, const float* 
   }
 }
 
-// Per group model g: its first sorted position and its first run.
-__global__ void model_bounds_kernel(cuda::HashArrayView h, int64_t total, int64_t group,
-                                    int64_t count, int64_t* __restrict__ first_position,
+// Per group model g: its first run, and its number of runs.
+__global__ void model_bounds_kernel(cuda::HashArrayView h, int64_t group, int64_t count,
                                     int64_t* __restrict__ first_run,
                                     int64_t* __restrict__ num_unique) {
   GRID_STRIDE(g, group + 1) {
     const int64_t runs = *h.num_unique;
-    first_position[g] = hash_array::lower_bound(h.sorted_keys, total, g * count);
     first_run[g] = hash_array::lower_bound(h.unique_keys, runs, g * count);
     if (g > 0) {
       const int64_t begin = hash_array::lower_bound(h.unique_keys, runs, (g - 1) * count);
@@ -118,47 +117,70 @@ __global__ void model_bounds_kernel(cuda::HashArrayView h, int64_t total, int64_
   }
 }
 
-__global__ void key_offsets_kernel(cuda::HashArrayView h, int64_t total, int64_t group,
-                                   int64_t count, const int64_t* __restrict__ first_position,
+// kept[r]: the pairs run r keeps, 0 past the runs (entries [0, total]).
+__global__ void kept_kernel(cuda::HashArrayView h, int64_t total, int64_t cap,
+                            int32_t* __restrict__ kept) {
+  GRID_STRIDE(r, total + 1) {
+    kept[r] = r < *h.num_unique ? static_cast<int32_t>(kept_pairs(h.counts[r], cap)) : 0;
+  }
+}
+
+// first[r]: the first row of run r over the group (exclusive scan of kept); model g's rows
+// start at first[first_run[g]].
+__global__ void key_offsets_kernel(cuda::HashArrayView h, int64_t group, int64_t count,
+                                   const int64_t* __restrict__ first_run,
+                                   const int32_t* __restrict__ first,
                                    int64_t* __restrict__ offsets) {
   GRID_STRIDE(e, group * (count + 1)) {
     const int64_t g = e / (count + 1);
     const int64_t k = e - g * (count + 1);
-    offsets[e] = hash_array::lower_bound(h.sorted_keys, total, g * count + k) - first_position[g];
+    const int64_t r = hash_array::lower_bound(h.unique_keys, *h.num_unique, g * count + k);
+    offsets[e] = int64_t{first[r]} - first[first_run[g]];
   }
 }
 
 __global__ void runs_kernel(cuda::HashArrayView h, int64_t capacity, int64_t count,
-                            int64_t unique_capacity, const int64_t* __restrict__ first_position,
-                            const int64_t* __restrict__ first_run, int64_t* __restrict__ unique_keys,
-                            int64_t* __restrict__ starts, int64_t* __restrict__ counts) {
+                            int64_t unique_capacity, const int64_t* __restrict__ first_run,
+                            const int32_t* __restrict__ first, const int32_t* __restrict__ kept,
+                            int64_t* __restrict__ unique_keys, int64_t* __restrict__ starts,
+                            int64_t* __restrict__ counts) {
   GRID_STRIDE(r, capacity) {
     if (r >= *h.num_unique) return;
     const int64_t key = h.unique_keys[r];
     const int64_t g = key / count;
     const int64_t u = g * unique_capacity + (r - first_run[g]);
     unique_keys[u] = key - g * count;
-    starts[u] = h.starts[r] - first_position[g];
-    counts[u] = h.counts[r];
+    starts[u] = int64_t{first[r]} - first[first_run[g]];
+    counts[u] = kept[r];
   }
 }
 
+// One thread per sorted pair: a pair its key keeps goes to row first[r] + t of the pair list
+// (t: its place among the kept pairs of its run r), with its alpha.
 __global__ void pairs_kernel(cuda::HashArrayView h, int64_t total, int64_t bound, int64_t count,
-                             int64_t first, int64_t n, int64_t pair_capacity,
+                             int64_t cap, int64_t first_model, int64_t n, int64_t pair_capacity,
                              const float* __restrict__ points, const float* __restrict__ unit,
-                             const int64_t* __restrict__ first_position,
-                             int32_t* __restrict__ pair_ref, int32_t* __restrict__ pair_partner,
-                             float* __restrict__ pair_alpha) {
+                             const int64_t* __restrict__ first_run,
+                             const int32_t* __restrict__ first, int32_t* __restrict__ pair_ref,
+                             int32_t* __restrict__ pair_partner, float* __restrict__ pair_alpha) {
   const int64_t square = n * n;
   GRID_STRIDE(pos, total) {
     const int64_t key = h.sorted_keys[pos];
     if (key == bound) return;  // non-pairs sort last
+    const int64_t r = hash_array::lower_bound(h.unique_keys, *h.num_unique, key);
+    const int64_t place = pos - h.starts[r];
+    const int64_t c = h.counts[r];
+    int64_t t = place;
+    if (kept_pairs(c, cap) < c) {  // kept positions are floor(t c / cap): the smallest t at or
+      t = (place * cap + c - 1) / c;  // past this place, kept when it lands exactly on it
+      if (t >= cap || kept_position(t, c, cap) != place) continue;
+    }
     const int64_t g = key / count;
     const int64_t e = h.perm[pos] - g * square;
     const int64_t i = e / n;
     const int64_t j = e - i * n;
-    const int64_t b = first + g;
-    const int64_t row = g * pair_capacity + (pos - first_position[g]);
+    const int64_t b = first_model + g;
+    const int64_t row = g * pair_capacity + (int64_t{first[r]} + t - first[first_run[g]]);
     pair_ref[row] = static_cast<int32_t>(i);
     pair_partner[row] = static_cast<int32_t>(j);
     pair_alpha[row] = model_pair_alpha(points + b * n * 3, unit + b * n * 3, i, j);
@@ -168,9 +190,9 @@ __global__ void pairs_kernel(cuda::HashArrayView h, int64_t total, int64_t bound
 ModelResult ppf_model_cuda(const at::Tensor& points, const at::Tensor& normals,
                            const std::optional<at::Tensor>& lengths,
                            const std::optional<at::Tensor>& diameter, double tau_d,
-                           int64_t angle_bins, int64_t distance_bins) {
-  const Binning binning =
-      check_model_args(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins);
+                           int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
+  const Binning binning = check_model_args(points, normals, lengths, diameter, tau_d, angle_bins,
+                                           distance_bins, max_pairs_per_key);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard guard(points.device());
   ModelResult out = empty_model_outputs(points, binning);
@@ -217,25 +239,32 @@ ModelResult ppf_model_cuda(const at::Tensor& points, const at::Tensor& normals,
     const cuda::HashArray hash = cuda::build_hash_array(keys, bound);
     const cuda::HashArrayView h = hash.view();
 
-    at::Tensor first_position = at::empty({group + 1}, i64);
     at::Tensor first_run = at::empty({group + 1}, i64);
     model_bounds_kernel<<<blocks_for(group + 1), kThreads, 0, stream>>>(
-        h, total, group, count, first_position.data_ptr<int64_t>(),
-        first_run.data_ptr<int64_t>(), num_unique.data_ptr<int64_t>() + first);
+        h, group, count, first_run.data_ptr<int64_t>(), num_unique.data_ptr<int64_t>() + first);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    at::Tensor kept = at::empty({total + 1}, i64.dtype(at::kInt));
+    at::Tensor first_row = at::empty({total + 1}, i64.dtype(at::kInt));
+    kept_kernel<<<blocks_for(total + 1), kThreads, 0, stream>>>(h, total, max_pairs_per_key,
+                                                                kept.data_ptr<int32_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cuda::exclusive_sum(kept.data_ptr<int32_t>(), first_row.data_ptr<int32_t>(), total + 1,
+                        pts.device());
     key_offsets_kernel<<<blocks_for(group * (count + 1)), kThreads, 0, stream>>>(
-        h, total, group, count, first_position.data_ptr<int64_t>(),
+        h, group, count, first_run.data_ptr<int64_t>(), first_row.data_ptr<int32_t>(),
         key_offsets.data_ptr<int64_t>() + first * (count + 1));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     runs_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, count, unique_capacity, first_position.data_ptr<int64_t>(),
-        first_run.data_ptr<int64_t>(), unique_keys.data_ptr<int64_t>() + first * unique_capacity,
+        h, total, count, unique_capacity, first_run.data_ptr<int64_t>(),
+        first_row.data_ptr<int32_t>(), kept.data_ptr<int32_t>(),
+        unique_keys.data_ptr<int64_t>() + first * unique_capacity,
         starts.data_ptr<int64_t>() + first * unique_capacity,
         counts.data_ptr<int64_t>() + first * unique_capacity);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     pairs_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, bound, count, first, n, pair_capacity, pts.data_ptr<float>(), unit,
-        first_position.data_ptr<int64_t>(), pair_ref.data_ptr<int32_t>() + first * pair_capacity,
+        h, total, bound, count, max_pairs_per_key, first, n, pair_capacity, pts.data_ptr<float>(),
+        unit, first_run.data_ptr<int64_t>(), first_row.data_ptr<int32_t>(),
+        pair_ref.data_ptr<int32_t>() + first * pair_capacity,
         pair_partner.data_ptr<int32_t>() + first * pair_capacity,
         pair_alpha.data_ptr<float>() + first * pair_capacity);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -86,6 +86,22 @@ POINTOPS_HOST_DEVICE inline bool load_reference(const float* points, const float
   return true;
 }
 
+// The pair of reference frame f with the oriented scene point (p, unit normal n): false when
+// the point coincides with the reference, lies farther than the diameter or at a distance bin past
+// the last.
+POINTOPS_HOST_DEVICE inline bool oriented_scene_pair(const Frame& f, const Vec3& p, const Vec3& n,
+                                                     float max_square, const Binning& binning,
+                                                     ScenePair* out) {
+  const Vec3 d = sub3(p, f.p);
+  const float square = dot3(d, d);
+  if (!(square > 0.0f) || !(square <= max_square)) return false;
+  const PairFeature feature = pair_feature(f, n, d);
+  out->bins = feature_bins(feature, binning);
+  if (!out->bins.valid) return false;
+  out->alpha = pair_alpha(f, d);
+  return true;
+}
+
 // Pair reference `ref` (frame f) with scene point j: false when j takes no part, is the
 // reference, lies farther than the diameter or at a distance bin past the last.
 POINTOPS_HOST_DEVICE inline bool scene_pair(const float* points, const float* normals,
@@ -95,14 +111,7 @@ POINTOPS_HOST_DEVICE inline bool scene_pair(const float* points, const float* no
   if (j == ref) return false;
   Vec3 p, n;
   if (!load_oriented(points, normals, length, j, &p, &n)) return false;
-  const Vec3 d = sub3(p, f.p);
-  const float square = dot3(d, d);
-  if (!(square > 0.0f) || !(square <= max_square)) return false;
-  const PairFeature feature = pair_feature(f, n, d);
-  out->bins = feature_bins(feature, binning);
-  if (!out->bins.valid) return false;
-  out->alpha = pair_alpha(f, d);
-  return true;
+  return oriented_scene_pair(f, p, n, max_square, binning, out);
 }
 
 // Lookup `mask` of a scene pair: a key (mask 0 the exact bin; with spread, masks 1..15 the

@@ -1,22 +1,32 @@
-// PPF voting on the CPU: the twin of vote_cuda.cu (contract in vote.h). One task per (scene,
-// model, reference), in parallel; both backends enumerate the same votes through
-// reference_votes() and keep the same peaks:
-//   dense: an (nm x angle_bins) int32 accumulator per task, reused across the tasks of a thread;
+// PPF voting on the CPU: the twin of vote_cuda.cu (contract in vote.h). Each scene's valid points
+// are prepared once (unit normals, a grid of cells a model diameter wide), then the tasks (scene,
+// model, reference) are handed to the threads one at a time. A task gathers the points of the 27
+// cells around its reference that lie within the diameter, computes their features 8 at a time
+// (AVX2, vote_cpu_simd.h, where the CPU has it; the same bits as the scalar steps), looks their
+// keys up and votes:
+//   dense: an (nm x angle_bins) uint32 accumulator per task, reused across the tasks of a thread,
+//          8 vote cells computed at a time; then a scan for the k peaks;
 //   sort:  the task's votes as cell keys, counted by the CPU parallel hash array (radix sort +
 //          run-length encoding): memory grows with the votes the reference casts.
+// Both count the same votes (the set of votes, not their order, decides the integer counts) and
+// keep the same peaks.
 #include "ppf/vote.h"
 
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <limits>
 #include <vector>
 
 #include "common/checks.h"
 #include "common/clouds.h"
+#include "common/cpu_simd.h"
 #include "common/hash_array_cpu.h"
 #include "ppf/ppf_args.h"
+#include "ppf/vote_cpu_simd.h"
 
 namespace pointops {
 namespace ppf {
@@ -101,26 +111,195 @@ VoteResult empty_vote_outputs(const at::Tensor& scene_points, const VoteShape& s
 
 namespace {
 
-// Every vote of reference `ref` (frame f) of a scene against one model, in the order scene
-// point, lookup, pair row: vote(cell) per vote.
-template <typename Vote>
-void reference_votes(const float* points, const float* normals, int64_t length, int64_t ref,
-                     const Frame& f, float max_square, const Binning& binning, bool spread,
-                     int64_t nm, int64_t pairs, const int64_t* offsets, const int32_t* pair_ref,
-                     const float* pair_alpha, Vote&& vote) {
-  const int lookups = spread ? 16 : 1;
+// ---- one scene, prepared once for every model and reference -----------------------------------
+
+// The points of a scene that take part (finite, nonzero finite normal; unit normals computed once,
+// as load_oriented computes them), in structure-of-arrays form and sorted into a grid of cubic
+// cells at least one model diameter wide: the partners of a reference all lie in the 27 cells
+// around its own, so it pairs with those points only (which points, not their order, decides the
+// votes: the accumulator's counts are integers).
+struct SceneGrid {
+  std::vector<float> x, y, z, nx, ny, nz;  // in cell order
+  std::vector<int64_t> row;                // the scene row of each
+  std::vector<int64_t> start;              // cells + 1: cell c holds [start[c], start[c + 1])
+  double origin[3] = {0.0, 0.0, 0.0};
+  double width = 1.0;
+  int64_t dims[3] = {0, 0, 0};
+
+  int64_t coordinate(float v, int axis) const {
+    const double c = std::floor((static_cast<double>(v) - origin[axis]) / width);
+    return c < 0.0 ? 0 : (c >= static_cast<double>(dims[axis]) ? dims[axis] - 1 : static_cast<int64_t>(c));
+  }
+  int64_t cell(int64_t cx, int64_t cy, int64_t cz) const { return (cz * dims[1] + cy) * dims[0] + cx; }
+};
+
+// `reach`: the largest pair distance any model accepts (its diameter); cells are a little wider,
+// so float32 rounding of |d|^2 <= diameter^2 cannot reach past the next cell, and wider still
+// when the cloud's extent would need more than about two cells a point.
+SceneGrid build_scene_grid(const float* points, const float* normals, int64_t length, float reach) {
+  SceneGrid g;
+  std::vector<int64_t> rows;
+  std::vector<Vec3> ps, ns;
   for (int64_t j = 0; j < length; ++j) {
+    Vec3 p, n;
+    if (!load_oriented(points, normals, length, j, &p, &n)) continue;
+    rows.push_back(j);
+    ps.push_back(p);
+    ns.push_back(n);
+  }
+  const int64_t count = static_cast<int64_t>(rows.size());
+  if (count == 0 || !(reach > 0.0f) || !finite(reach)) return g;
+  double lo[3], hi[3];
+  for (int a = 0; a < 3; ++a) lo[a] = hi[a] = (&ps[0].x)[a];
+  for (const Vec3& p : ps) {
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = std::min(lo[a], static_cast<double>((&p.x)[a]));
+      hi[a] = std::max(hi[a], static_cast<double>((&p.x)[a]));
+    }
+  }
+  g.width = static_cast<double>(reach) * (1.0 + 1.0 / 1024.0);
+  const double limit = 2.0 * static_cast<double>(count) + 64.0;
+  for (;;) {
+    double cells = 1.0;
+    for (int a = 0; a < 3; ++a) cells *= std::floor((hi[a] - lo[a]) / g.width) + 1.0;
+    if (cells <= limit) break;
+    g.width *= 1.5;
+  }
+  for (int a = 0; a < 3; ++a) {
+    g.origin[a] = lo[a];
+    g.dims[a] = static_cast<int64_t>(std::floor((hi[a] - lo[a]) / g.width)) + 1;
+  }
+  const int64_t cells = g.dims[0] * g.dims[1] * g.dims[2];
+  std::vector<int64_t> cell_of(static_cast<size_t>(count));
+  g.start.assign(static_cast<size_t>(cells + 1), 0);
+  for (int64_t k = 0; k < count; ++k) {
+    const Vec3& p = ps[k];
+    cell_of[k] = g.cell(g.coordinate(p.x, 0), g.coordinate(p.y, 1), g.coordinate(p.z, 2));
+    ++g.start[cell_of[k] + 1];
+  }
+  for (int64_t c = 0; c < cells; ++c) g.start[c + 1] += g.start[c];
+  std::vector<int64_t> fill(g.start.begin(), g.start.end() - 1);
+  for (auto* v : {&g.x, &g.y, &g.z, &g.nx, &g.ny, &g.nz}) v->resize(static_cast<size_t>(count));
+  g.row.resize(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t at = fill[cell_of[k]]++;
+    g.x[at] = ps[k].x;
+    g.y[at] = ps[k].y;
+    g.z[at] = ps[k].z;
+    g.nx[at] = ns[k].x;
+    g.ny[at] = ns[k].y;
+    g.nz[at] = ns[k].z;
+    g.row[at] = rows[k];
+  }
+  return g;
+}
+
+// ---- one reference -------------------------------------------------------------------------------
+
+// A thread's scratch, reused across its references: the partners of a reference (structure of
+// arrays, padded to whole vectors), their bins, neighbour bins and alphas, the accumulator.
+struct Scratch {
+  std::vector<float> px, py, pz, nx, ny, nz;
+  std::vector<int32_t> bin, neighbour;  // (4, capacity): dimension-major
+  std::vector<float> alpha;
+  int64_t capacity = 0;
+  std::vector<uint32_t> acc;
+  std::vector<int64_t> cells;
+
+  void reserve(int64_t n) {
+    if (n <= capacity) return;
+    capacity = std::max<int64_t>(n, 2 * capacity);
+    for (auto* v : {&px, &py, &pz, &nx, &ny, &nz, &alpha}) v->resize(static_cast<size_t>(capacity));
+    bin.resize(static_cast<size_t>(4 * capacity));
+    neighbour.resize(static_cast<size_t>(4 * capacity));
+  }
+};
+
+constexpr int64_t kPad = 8;  // partner lists are padded to whole AVX2 vectors
+
+// The scene points of the grid cells around reference frame f with 0 < |d|^2 <= max_square and
+// d = p - f.p as the scalar pair computes it, copied into the scratch; returns their number.
+int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float max_square,
+                        Scratch* s) {
+  if (g.start.empty()) return 0;
+  const int64_t cx = g.coordinate(f.p.x, 0), cy = g.coordinate(f.p.y, 1), cz = g.coordinate(f.p.z, 2);
+  const int64_t x0 = std::max<int64_t>(cx - 1, 0), x1 = std::min<int64_t>(cx + 1, g.dims[0] - 1);
+  int64_t count = 0;
+  for (int64_t z = std::max<int64_t>(cz - 1, 0); z <= std::min<int64_t>(cz + 1, g.dims[2] - 1); ++z) {
+    for (int64_t y = std::max<int64_t>(cy - 1, 0); y <= std::min<int64_t>(cy + 1, g.dims[1] - 1); ++y) {
+      const int64_t first = g.start[g.cell(x0, y, z)], last = g.start[g.cell(x1, y, z) + 1];
+      s->reserve(count + (last - first) + kPad);
+      for (int64_t k = first; k < last; ++k) {
+        const Vec3 d = sub3({g.x[k], g.y[k], g.z[k]}, f.p);
+        const float square = dot3(d, d);
+        if (!(square > 0.0f) || !(square <= max_square) || g.row[k] == ref) continue;
+        s->px[count] = g.x[k];
+        s->py[count] = g.y[k];
+        s->pz[count] = g.z[k];
+        s->nx[count] = g.nx[k];
+        s->ny[count] = g.ny[k];
+        s->nz[count] = g.nz[k];
+        ++count;
+      }
+    }
+  }
+  s->reserve(count + kPad);
+  for (int64_t k = count; k < count + kPad; ++k) {  // padding lanes: any finite values
+    s->px[k] = s->py[k] = s->pz[k] = 0.0f;
+    s->nx[k] = 1.0f;
+    s->ny[k] = s->nz[k] = 0.0f;
+  }
+  return count;
+}
+
+// Bins, neighbour bins and alphas of the gathered partners (oriented_scene_pair's arithmetic).
+void partner_features(const Frame& f, const Binning& b, int64_t count, bool vector_path, Scratch* s) {
+  const int64_t stride = s->capacity;
+#if POINTOPS_X86_DISPATCH
+  if (vector_path) {
+    avx2::partner_features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(),
+                           s->ny.data(), s->nz.data(), s->bin.data(), s->neighbour.data(),
+                           s->alpha.data(), stride);
+    return;
+  }
+#endif
+  for (int64_t k = 0; k < count; ++k) {
     ScenePair pair;
-    if (!scene_pair(points, normals, length, ref, f, j, max_square, binning, &pair)) continue;
+    const Vec3 p = {s->px[k], s->py[k], s->pz[k]};
+    const Vec3 n = {s->nx[k], s->ny[k], s->nz[k]};
+    // every partner passed the distance test, so only the distance bin can reject it
+    if (!oriented_scene_pair(f, p, n, std::numeric_limits<float>::infinity(), b, &pair)) {
+      s->bin[k] = -1;
+      continue;
+    }
+    for (int q = 0; q < 4; ++q) {
+      s->bin[q * stride + k] = pair.bins.dim[q].bin;
+      s->neighbour[q * stride + k] = pair.bins.dim[q].neighbour;
+    }
+    s->alpha[k] = pair.alpha;
+  }
+}
+
+// Calls rows(lo, hi, scene_alpha) for the pair-list rows of every lookup of every partner.
+template <typename Rows>
+void partner_lookups(const Scratch& s, int64_t count, const Binning& b, bool spread,
+                     const int64_t* offsets, int64_t pairs, Rows&& rows) {
+  const int64_t stride = s.capacity;
+  const int lookups = spread ? 16 : 1;
+  for (int64_t k = 0; k < count; ++k) {
+    if (s.bin[k] < 0) continue;  // distance bin past the last
+    ScenePair pair;
+    for (int q = 0; q < 4; ++q) {
+      pair.bins.dim[q] = {s.bin[q * stride + k], s.neighbour[q * stride + k]};
+    }
+    pair.bins.valid = true;
+    pair.alpha = s.alpha[k];
     for (int mask = 0; mask < lookups; ++mask) {
-      const int64_t key = lookup_key(pair, mask, binning.feature_bins);
+      const int64_t key = lookup_key(pair, mask, b.feature_bins);
       if (key < 0) continue;
       int64_t lo, hi;
       key_rows(offsets, key, pairs, &lo, &hi);
-      for (int64_t e = lo; e < hi; ++e) {
-        const int64_t cell = vote_cell(pair_ref[e], pair_alpha[e], pair.alpha, nm, binning);
-        if (cell >= 0) vote(cell);
-      }
+      if (lo < hi) rows(lo, hi, pair.alpha);
     }
   }
 }
@@ -159,42 +338,89 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
   const CloudLengths lengths_c = contiguous_lengths(scene_lengths);
   const AlphaTable table = make_alpha_table(angle_bins);
   const bool dense = backend == "dense";
+#if POINTOPS_X86_DISPATCH
+  const bool vector_path = cpu_has_avx2_fma();
+#else
+  const bool vector_path = false;
+#endif
 
-  at::parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
-    std::vector<int32_t> acc;
-    std::vector<int64_t> cells;
-    for (int64_t task = first; task < last; ++task) {
+  // Which models vote at all, and the largest diameter among them (the grids' reach).
+  const float* step_ptr = steps.data_ptr<float>();
+  const float* diameter_ptr = diameters.data_ptr<float>();
+  std::vector<char> usable(static_cast<size_t>(s.models));
+  float reach = 0.0f;
+  for (int64_t m = 0; m < s.models; ++m) {
+    usable[m] = step_ptr[m] > 0.0f && finite(step_ptr[m]) && finite(diameter_ptr[m]) && s.pairs > 0;
+    if (usable[m]) reach = std::max(reach, std::abs(diameter_ptr[m]));
+  }
+  std::vector<SceneGrid> grids(static_cast<size_t>(s.scenes));
+  at::parallel_for(0, s.scenes, 1, [&](int64_t first, int64_t last) {
+    for (int64_t scene = first; scene < last; ++scene) {
+      grids[scene] = build_scene_grid(sp.data_ptr<float>() + scene * s.n * 3, sn.data_ptr<float>() + scene * s.n * 3,
+                                      cloud_length(lengths_c.data, scene, s.n), reach);
+    }
+  });
+
+  // Tasks (scene, model, reference), reference fastest, handed out one at a time: their cost
+  // varies with the partners each reference has.
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), tasks);
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    Scratch scratch;
+    for (int64_t task = next++; task < tasks; task = next++) {
       const int64_t r = task % s.refs;
       const int64_t m = (task / s.refs) % s.models;
       const int64_t scene = task / (s.refs * s.models);
       const int64_t length = cloud_length(lengths_c.data, scene, s.n);
-      const float* points = sp.data_ptr<float>() + scene * s.n * 3;
-      const float* normals = sn.data_ptr<float>() + scene * s.n * 3;
       const int64_t ref = r * s.stride;
       Frame f{};
       TopWords top;
       top.reset(static_cast<int>(s.k));
       Binning binning = s.binning;
-      binning.distance_step = steps.data_ptr<float>()[m];
-      const float diam = diameters.data_ptr<float>()[m];
-      const bool usable = binning.distance_step > 0.0f && finite(binning.distance_step) &&
-                          finite(diam) && s.pairs > 0;
-      if (usable && load_reference(points, normals, length, ref, &f)) {
-        const float max_square = multiply(diam, diam);
+      binning.distance_step = step_ptr[m];
+      if (usable[m] && load_reference(sp.data_ptr<float>() + scene * s.n * 3,
+                                      sn.data_ptr<float>() + scene * s.n * 3, length, ref, &f)) {
+        const float max_square = multiply(diameter_ptr[m], diameter_ptr[m]);
         const int64_t* off = offsets.data_ptr<int64_t>() + m * (s.keys + 1);
         const int32_t* pr = refs.data_ptr<int32_t>() + m * s.pairs;
         const float* pa = alphas.data_ptr<float>() + m * s.pairs;
+        const int64_t count = gather_partners(grids[scene], f, ref, max_square, &scratch);
+        partner_features(f, binning, count, vector_path, &scratch);
+        const int32_t nm = static_cast<int32_t>(s.nm);
         if (dense) {
-          acc.assign(static_cast<size_t>(s.cells), 0);
-          reference_votes(points, normals, length, ref, f, max_square, binning, s.spread, s.nm,
-                          s.pairs, off, pr, pa, [&](int64_t cell) { ++acc[cell]; });
-          for (int64_t c = 0; c < s.cells; ++c) {
-            if (acc[c] > 0) top.push(peak_word(static_cast<uint32_t>(acc[c]), static_cast<uint32_t>(c)));
+          scratch.acc.assign(static_cast<size_t>(s.cells), 0u);
+          uint32_t* acc = scratch.acc.data();
+#if POINTOPS_X86_DISPATCH
+          if (vector_path) {
+            partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+                            [&](int64_t lo, int64_t hi, float alpha) {
+                              avx2::vote_rows(pr, pa, lo, hi, alpha, nm, binning, acc);
+                            });
+            avx2::scan_peaks(acc, s.cells, &top);
+          }
+#endif
+          if (!vector_path) {
+            partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+                            [&](int64_t lo, int64_t hi, float alpha) {
+                              for (int64_t e = lo; e < hi; ++e) {
+                                const int64_t cell = vote_cell(pr[e], pa[e], alpha, s.nm, binning);
+                                if (cell >= 0) ++acc[cell];
+                              }
+                            });
+            for (int64_t c = 0; c < s.cells; ++c) {
+              if (acc[c] > 0) top.push(peak_word(acc[c], static_cast<uint32_t>(c)));
+            }
           }
         } else {
+          std::vector<int64_t>& cells = scratch.cells;
           cells.clear();
-          reference_votes(points, normals, length, ref, f, max_square, binning, s.spread, s.nm,
-                          s.pairs, off, pr, pa, [&](int64_t cell) { cells.push_back(cell); });
+          partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+                          [&](int64_t lo, int64_t hi, float alpha) {
+                            for (int64_t e = lo; e < hi; ++e) {
+                              const int64_t cell = vote_cell(pr[e], pa[e], alpha, s.nm, binning);
+                              if (cell >= 0) cells.push_back(cell);
+                            }
+                          });
           const HashArrayCpu h = build_hash_array_cpu(cells.data(), static_cast<int64_t>(cells.size()), s.cells);
           for (int64_t run = 0; run < h.num_unique(); ++run) {
             top.push(peak_word(static_cast<uint32_t>(h.counts[run]), static_cast<uint32_t>(h.unique_keys[run])));

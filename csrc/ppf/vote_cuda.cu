@@ -1,21 +1,30 @@
 // PPF voting on CUDA (contract in vote.h; the CPU twin is vote_cpu.cpp).
 //
-// Both backends walk a reference's votes the same way (warp_votes): a warp takes 32 scene points
+// A scene is prepared once per call (prepare_scene_kernel): every point's position and unit normal
+// as two float4 (w = 1 when the point takes part), so a warp reads its 32 partners in two coalesced
+// 16-byte loads instead of six scalar loads and a normalization per (reference, slice, point).
+//
+// Both backends walk a reference's votes the same way (warp_rounds): a warp takes 32 scene points
 // at a time, each lane pairs its point with the reference, computes the feature and looks its
-// key(s) up in the model's direct-addressed key table (two loads); the warp then spreads the
-// union of the 32 pair-list ranges over its lanes (a warp scan of the range lengths and a
-// 5-step search for each row's owner), so a lane that drew a large bucket does not stall the
-// others.
+// key(s) up (lookup_rows: two loads, no search); the warp then spreads the union of the 32 row
+// ranges over its lanes (a warp scan of the range lengths and a 5-step search for each row's
+// owner), so a lane that drew a large bucket does not stall the others. round_rows gives each
+// lane kUnroll rows at a time and issues all their loads (pair_ref, pair_alpha) before the first
+// vote, so a warp has kUnroll L2 requests in flight instead of one: the vote loop was bound by
+// the latency of one owner search + one row load + one shared-memory atomic per step.
 //
 // dense (default; no host sync): one block per (scene, model, reference, model-point slice)
 //   with a 32-bit (slice points x angle_bins) accumulator in shared memory: a slice is as many
 //   model points as fit kDenseSmemBudget (2,000 points x 30 bins = 240 KB split into 3 slices of
 //   80 KB, so two blocks share an SM). A key's pair rows are sorted by reference point (the stable
-//   sort of ppf_model), so a slice's rows of a key are found by two binary searches and no vote
-//   is cast twice. Each block keeps its slice's top k by k rounds of a block-wide maximum of
-//   64-bit peak words (votes << 32 | ~cell); a merge kernel takes the top k over the slices and
-//   computes the poses. Votes go to shared-memory atomics: those bound it (with the L2 reads of
-//   the pair rows, 8 bytes a vote).
+//   sort of ppf_model), so the rows of key k that fall in slice s are one range; with several
+//   slices, slice_rows_kernel writes every (model, key, slice) range's bounds into a table first
+//   (one binary search per entry, once per call), so the vote loop looks a slice's rows up in one
+//   8-byte load instead of two binary searches of up to 11 dependent L2 loads per lookup. Each
+//   block keeps its slice's top k by k rounds of a block-wide maximum of 64-bit peak words
+//   (votes << 32 | ~cell); a merge kernel takes the top k over the slices and computes the poses.
+//   Votes go to shared-memory atomics; with the loads in flight, those and the issue rate of the
+//   vote loop (about 30 instructions per 32 votes) bound it.
 // sort: per reference, the number of votes (the sum of its range lengths); these counts are read
 //   back to the host once (the only host sync of either backend) to cut the references into
 //   chunks of about chunk_votes votes; per chunk, every vote is written as a 64-bit key
@@ -48,18 +57,21 @@ using cuda::kWarpSize;
 
 constexpr int kDenseThreads = 512;
 constexpr int kSortThreads = 256;
+constexpr int kPrepareThreads = 256;
+constexpr int kUnroll = 4;  // pair rows a lane has in flight per step of round_rows
 constexpr int64_t kDenseSmemBudget = 112 * 1024;
 
 // Device pointers and sizes of one call.
 struct VoteArgs {
-  const float* scene_points;
-  const float* scene_normals;
+  const float4* scene;         // (S, N, 2): position (w = 1: the point takes part), unit normal
   const int64_t* scene_lengths;
-  const int64_t* key_offsets;
+  const int64_t* key_offsets;  // (M, K + 1)
+  const int32_t* slice_rows;   // (M, K, slices + 1): first row of each slice's range; null: one slice
   const int32_t* pair_ref;
   const float* pair_alpha;
   const float* steps;
   const float* diameters;
+  int64_t slices;
   VoteShape shape;
 };
 
@@ -71,6 +83,30 @@ struct WarpScratch {
   int64_t delta[kWarpSize];
   float alpha[kWarpSize];
 };
+
+// One pair-list row as the vote reads it.
+struct PairRow {
+  int32_t point;
+  float alpha;
+};
+
+// ---- the prepared scene --------------------------------------------------------------------------
+
+// Point j of scene s: its position (w = 1 when it takes part: finite, nonzero finite normal, j
+// below the scene's length) and its unit normal, as load_oriented computes them.
+__global__ void prepare_scene_kernel(const float* __restrict__ points, const float* __restrict__ normals,
+                                     const int64_t* __restrict__ lengths, int64_t scenes, int64_t n,
+                                     float4* __restrict__ out) {
+  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < scenes * n;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t s = e / n;
+    Vec3 p = {0.0f, 0.0f, 0.0f}, u = {0.0f, 0.0f, 0.0f};
+    const bool ok = load_oriented(points + s * n * 3, normals + s * n * 3, cloud_length(lengths, s, n),
+                                  e - s * n, &p, &u);
+    out[2 * e] = make_float4(ok ? p.x : 0.0f, ok ? p.y : 0.0f, ok ? p.z : 0.0f, ok ? 1.0f : 0.0f);
+    out[2 * e + 1] = make_float4(ok ? u.x : 0.0f, ok ? u.y : 0.0f, ok ? u.z : 0.0f, 0.0f);
+  }
+}
 
 // A reference as every thread of its block sees it (the same values in every thread).
 struct Reference {
@@ -95,15 +131,22 @@ __device__ Reference load_task_reference(const VoteArgs& a, int64_t task) {
   r.frame = Frame{};
   const bool usable = r.binning.distance_step > 0.0f && finite(r.binning.distance_step) &&
                       finite(diam) && s.pairs > 0;
-  r.valid = usable && load_reference(a.scene_points + r.scene * s.n * 3,
-                                     a.scene_normals + r.scene * s.n * 3, r.length, r.ref,
-                                     &r.frame);
+  r.valid = false;
+  if (usable) {  // ref < N always; w = 0 past the scene's length
+    const float4* point = a.scene + (r.scene * s.n + r.ref) * 2;
+    const float4 p = point[0];
+    if (p.w != 0.0f) {
+      const float4 n = point[1];
+      r.frame = make_frame({p.x, p.y, p.z}, {n.x, n.y, n.z});
+      r.valid = true;
+    }
+  }
   return r;
 }
 
 // The first row in [lo, hi) whose pair_ref is >= value (rows of one key are sorted by it).
 __device__ __forceinline__ int64_t lower_row(const int32_t* pair_ref, int64_t lo, int64_t hi,
-                                             int32_t value) {
+                                             int64_t value) {
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (pair_ref[mid] < value) {
@@ -115,38 +158,70 @@ __device__ __forceinline__ int64_t lower_row(const int32_t* pair_ref, int64_t lo
   return lo;
 }
 
-// Calls visit(row, scene_alpha) for every pair row reference `r` votes with, restricted to
-// model points [i0, i1) when `restrict_rows` (rows outside are skipped by binary search, not
-// visited). Every lane of every warp of the block must call it.
-template <typename Visit>
-__device__ void warp_votes(const VoteArgs& a, const Reference& r, bool restrict_rows, int32_t i0,
-                           int32_t i1, WarpScratch* ws, Visit&& visit) {
+// slice_rows[m, key, s]: the first row of key `key` of model m whose model point is at least
+// min(s * slice_points, nm), s = 0 .. slices: slice s's rows of the key are
+// [slice_rows[m, key, s], slice_rows[m, key, s + 1]) (rows fit int32: P < 2^31).
+__global__ void slice_rows_kernel(const int64_t* __restrict__ key_offsets,
+                                  const int32_t* __restrict__ pair_ref, int64_t models, int64_t keys,
+                                  int64_t pairs, int64_t nm, int64_t slices, int64_t slice_points,
+                                  int32_t* __restrict__ out) {
+  const int64_t per_model = keys * (slices + 1);
+  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < models * per_model;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = e / per_model;
+    const int64_t key = (e - m * per_model) / (slices + 1);
+    const int64_t slice = e - m * per_model - key * (slices + 1);
+    int64_t lo, hi;
+    key_rows(key_offsets + m * (keys + 1), key, pairs, &lo, &hi);
+    const int64_t bound = slice * slice_points < nm ? slice * slice_points : nm;
+    out[e] = static_cast<int32_t>(lower_row(pair_ref + m * pairs, lo, hi, bound));
+  }
+}
+
+// The rows reference r looks up under `key`: all of them (one slice) or slice `slice`'s.
+__device__ __forceinline__ void lookup_rows(const VoteArgs& a, const Reference& r, int64_t key,
+                                            int64_t slice, int64_t* lo, int64_t* hi) {
+  const VoteShape& s = a.shape;
+  if (a.slice_rows == nullptr) {
+    key_rows(a.key_offsets + r.model * (s.keys + 1), key, s.pairs, lo, hi);
+  } else {
+    const int32_t* t = a.slice_rows + (r.model * s.keys + key) * (a.slices + 1) + slice;
+    *lo = t[0];
+    *hi = t[1];
+  }
+}
+
+// Every lookup round of reference r (slice `slice`): a warp takes 32 scene points at a time,
+// pairs each with the reference, looks its key(s) up and fills its scratch with the round's
+// ranges; round(total) then runs on every lane, `total` rows in the round (skipped when 0).
+// Every lane of every warp of the block must call it.
+template <typename Round>
+__device__ void warp_rounds(const VoteArgs& a, const Reference& r, int64_t slice, WarpScratch* ws,
+                            Round&& round) {
   const VoteShape& s = a.shape;
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int warps = blockDim.x / kWarpSize;
-  const float* points = a.scene_points + r.scene * s.n * 3;
-  const float* normals = a.scene_normals + r.scene * s.n * 3;
-  const int64_t* offsets = a.key_offsets + r.model * (s.keys + 1);
-  const int32_t* pair_ref = a.pair_ref + r.model * s.pairs;
+  const float4* scene = a.scene + r.scene * s.n * 2;
   const int lookups = s.spread ? 16 : 1;
   for (int64_t base = int64_t{warp} * kWarpSize; base < r.length; base += int64_t{warps} * kWarpSize) {
     const int64_t j = base + lane;
     ScenePair pair;
-    const bool ok = j < r.length && scene_pair(points, normals, r.length, r.ref, r.frame, j,
-                                               r.max_square, r.binning, &pair);
+    bool ok = false;
+    if (j < r.length && j != r.ref) {
+      const float4 p = scene[2 * j];
+      if (p.w != 0.0f) {
+        const float4 n = scene[2 * j + 1];
+        ok = oriented_scene_pair(r.frame, {p.x, p.y, p.z}, {n.x, n.y, n.z}, r.max_square, r.binning,
+                                 &pair);
+      }
+    }
     for (int mask = 0; mask < lookups; ++mask) {
       int64_t lo = 0;
       int64_t hi = 0;
       if (ok) {
         const int64_t key = lookup_key(pair, mask, s.binning.feature_bins);
-        if (key >= 0) {
-          key_rows(offsets, key, s.pairs, &lo, &hi);
-          if (restrict_rows && lo < hi) {
-            lo = lower_row(pair_ref, lo, hi, i0);
-            hi = lower_row(pair_ref, lo, hi, i1);
-          }
-        }
+        if (key >= 0) lookup_rows(a, r, key, slice, &lo, &hi);
       }
       const int64_t len = hi - lo;
       int64_t end = len;
@@ -160,14 +235,45 @@ __device__ void warp_votes(const VoteArgs& a, const Reference& r, bool restrict_
       ws->delta[lane] = lo - (end - len);
       ws->alpha[lane] = ok ? pair.alpha : 0.0f;
       __syncwarp();
-      for (int64_t t = lane; t < total; t += kWarpSize) {
+      round(total);
+      __syncwarp();
+    }
+  }
+}
+
+// The rows of one round, spread over the warp's lanes: cast(load(row), scene_alpha) for each,
+// kUnroll rows per lane at a time, their loads all issued before the first cast.
+template <typename Cast>
+__device__ __forceinline__ void round_rows(const VoteArgs& a, const Reference& r,
+                                           const WarpScratch* ws, int64_t total, Cast&& cast) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int32_t* pair_ref = a.pair_ref + r.model * a.shape.pairs;
+  const float* pair_alpha = a.pair_alpha + r.model * a.shape.pairs;
+  for (int64_t first = lane; first < total; first += int64_t{kWarpSize} * kUnroll) {
+    int64_t row[kUnroll];
+    float scene_alpha[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t t = first + int64_t{u} * kWarpSize;
+      row[u] = -1;
+      scene_alpha[u] = 0.0f;
+      if (t < total) {
         int owner = 0;
         for (int step = kWarpSize / 2; step > 0; step >>= 1) {
           if (ws->end[owner + step - 1] <= t) owner += step;
         }
-        visit(t + ws->delta[owner], ws->alpha[owner]);
+        row[u] = t + ws->delta[owner];
+        scene_alpha[u] = ws->alpha[owner];
       }
-      __syncwarp();
+    }
+    PairRow loaded[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (row[u] >= 0) loaded[u] = {__ldg(pair_ref + row[u]), __ldg(pair_alpha + row[u])};
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (row[u] >= 0) cast(loaded[u], scene_alpha[u]);
     }
   }
 }
@@ -207,7 +313,7 @@ __device__ __forceinline__ int64_t block_sum(int64_t value, int64_t* slots) {
 // Block (task, slice): shared memory holds the slice's accumulator, then the warps' scratch,
 // then the block_max slots.
 __global__ void __launch_bounds__(kDenseThreads)
-    dense_vote_kernel(VoteArgs a, int64_t slices, int32_t slice_points, int64_t scratch_offset,
+    dense_vote_kernel(VoteArgs a, int32_t slice_points, int64_t scratch_offset,
                       uint64_t* __restrict__ candidates) {
   extern __shared__ __align__(16) unsigned char smem[];
   const VoteShape& s = a.shape;
@@ -215,8 +321,8 @@ __global__ void __launch_bounds__(kDenseThreads)
   WarpScratch* scratch = reinterpret_cast<WarpScratch*>(smem + scratch_offset);
   uint64_t* slots = reinterpret_cast<uint64_t*>(scratch + kDenseThreads / kWarpSize);
   const int64_t block = blockIdx.x;
-  const int64_t slice = block % slices;
-  const int64_t task = block / slices;
+  const int64_t slice = block % a.slices;
+  const int64_t task = block / a.slices;
   const int32_t i0 = static_cast<int32_t>(slice * slice_points);
   const int32_t i1 = static_cast<int32_t>(std::min<int64_t>(s.nm, int64_t{i0} + slice_points));
   const int64_t cells = int64_t{i1 - i0} * s.binning.angle_bins;
@@ -228,16 +334,15 @@ __global__ void __launch_bounds__(kDenseThreads)
   for (int64_t c = threadIdx.x; c < cells; c += blockDim.x) acc[c] = 0;
   __syncthreads();
   {
-    const int32_t* pair_ref = a.pair_ref + r.model * s.pairs;
-    const float* pair_alpha = a.pair_alpha + r.model * s.pairs;
     const int64_t base_cell = int64_t{i0} * s.binning.angle_bins;
-    warp_votes(a, r, slices > 1, i0, i1, scratch + threadIdx.x / kWarpSize,
-               [&](int64_t row, float scene_alpha) {
-                 const int32_t i = pair_ref[row];
-                 if (i < i0 || i >= i1) return;
-                 const int64_t cell = vote_cell(i, pair_alpha[row], scene_alpha, s.nm, r.binning);
-                 if (cell >= 0) atomicAdd(acc + (cell - base_cell), 1u);
-               });
+    WarpScratch* ws = scratch + threadIdx.x / kWarpSize;
+    warp_rounds(a, r, slice, ws, [&](int64_t total) {
+      round_rows(a, r, ws, total, [&](const PairRow& row, float scene_alpha) {
+        if (row.point < i0 || row.point >= i1) return;
+        const int64_t cell = vote_cell(row.point, row.alpha, scene_alpha, s.nm, r.binning);
+        if (cell >= 0) atomicAdd(acc + (cell - base_cell), 1u);
+      });
+    });
   }
   __syncthreads();
   const int64_t first_cell = int64_t{i0} * s.binning.angle_bins;
@@ -272,8 +377,10 @@ __global__ void __launch_bounds__(kSortThreads)
   const Reference r = load_task_reference(a, task);
   int64_t count = 0;
   if (r.valid) {
-    warp_votes(a, r, false, 0, 0, scratch + threadIdx.x / kWarpSize,
-               [&](int64_t, float) { ++count; });
+    const int lane = threadIdx.x % kWarpSize;
+    warp_rounds(a, r, 0, scratch + threadIdx.x / kWarpSize, [&](int64_t total) {
+      if (lane == 0) count += total;
+    });
   }
   count = block_sum(count, slots);
   if (threadIdx.x == 0) counts[task] = count;
@@ -294,18 +401,17 @@ __global__ void __launch_bounds__(kSortThreads)
   const Reference r = load_task_reference(a, task);
   __syncthreads();
   if (!r.valid) return;
-  const int32_t* pair_ref = a.pair_ref + r.model * s.pairs;
-  const float* pair_alpha = a.pair_alpha + r.model * s.pairs;
   int64_t* out = keys + (offsets[task] - offsets[first_task]);
   // Rows are claimed one at a time: the order within a reference does not matter, the keys are
   // sorted next.
-  warp_votes(a, r, false, 0, 0, scratch + threadIdx.x / kWarpSize,
-             [&](int64_t row, float scene_alpha) {
-               const int64_t cell =
-                   vote_cell(pair_ref[row], pair_alpha[row], scene_alpha, s.nm, r.binning);
-               const unsigned long long slot = atomicAdd(&filled, 1ull);
-               out[slot] = cell >= 0 ? local * s.cells + cell : key_bound;
-             });
+  WarpScratch* ws = scratch + threadIdx.x / kWarpSize;
+  warp_rounds(a, r, 0, ws, [&](int64_t total) {
+    round_rows(a, r, ws, total, [&](const PairRow& row, float scene_alpha) {
+      const int64_t cell = vote_cell(row.point, row.alpha, scene_alpha, s.nm, r.binning);
+      const unsigned long long slot = atomicAdd(&filled, 1ull);
+      out[slot] = cell >= 0 ? local * s.cells + cell : key_bound;
+    });
+  });
 }
 
 __global__ void __launch_bounds__(kSortThreads)
@@ -335,7 +441,7 @@ __global__ void __launch_bounds__(kSortThreads)
 
 // One thread per task: the top k of its slices' candidates, decoded into outputs.
 __global__ void merge_peaks_kernel(VoteArgs a, const uint64_t* __restrict__ candidates,
-                                   int64_t slices, const float* __restrict__ model_points,
+                                   const float* __restrict__ model_points,
                                    const float* __restrict__ model_normals, AlphaTable table,
                                    int64_t tasks, int64_t* __restrict__ votes,
                                    int64_t* __restrict__ model_index, int64_t* __restrict__ alpha,
@@ -346,7 +452,7 @@ __global__ void merge_peaks_kernel(VoteArgs a, const uint64_t* __restrict__ cand
   if (task >= tasks) return;
   TopWords top;
   top.reset(static_cast<int>(s.k));
-  for (int64_t c = 0; c < slices * s.k; ++c) top.push(candidates[task * slices * s.k + c]);
+  for (int64_t c = 0; c < a.slices * s.k; ++c) top.push(candidates[task * a.slices * s.k + c]);
   const Reference r = load_task_reference(a, task);
   const float* mp = model_points + r.model * s.nm * 3;
   const float* mn = model_normals + r.model * s.nm * 3;
@@ -389,19 +495,34 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
   const at::Tensor steps = as_float(distance_step);
   const at::Tensor diameters = as_float(diameter);
   const CloudLengths lengths_c = contiguous_lengths(scene_lengths);
-  const VoteArgs a{sp.data_ptr<float>(),       sn.data_ptr<float>(),     lengths_c.data,
-                   offsets.data_ptr<int64_t>(), refs.data_ptr<int32_t>(), alphas.data_ptr<float>(),
-                   steps.data_ptr<float>(),    diameters.data_ptr<float>(), s};
   const auto options = sp.options();
+  // The scene's positions and unit normals, once for every reference, model and slice.
+  const at::Tensor prepared = at::empty({s.scenes, s.n, 8}, options);
+  auto* scene = reinterpret_cast<float4*>(prepared.data_ptr<float>());
+  prepare_scene_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(s.scenes * s.n, kPrepareThreads), 1 << 16)),
+                         kPrepareThreads, 0, stream>>>(sp.data_ptr<float>(), sn.data_ptr<float>(), lengths_c.data,
+                                                       s.scenes, s.n, scene);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  VoteArgs a{scene,
+             lengths_c.data,
+             offsets.data_ptr<int64_t>(),
+             nullptr,
+             refs.data_ptr<int32_t>(),
+             alphas.data_ptr<float>(),
+             steps.data_ptr<float>(),
+             diameters.data_ptr<float>(),
+             1,
+             s};
 
-  int64_t slices = 1;
   at::Tensor candidates;
+  at::Tensor slice_rows;
   if (backend == "dense") {
     const int64_t scratch_bytes =
         int64_t{kDenseThreads / kWarpSize} * (sizeof(WarpScratch) + sizeof(uint64_t));
     const int device_limit = at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
     const int64_t budget = std::min<int64_t>(kDenseSmemBudget, device_limit) - scratch_bytes;
     const int64_t cell_bytes = int64_t{4} * angle_bins;
+    int64_t slices = 1;
     int64_t slice_points = std::max<int64_t>(1, budget / cell_bytes);
     if (s.nm > slice_points) {
       slices = cuda::ceil_div(s.nm, slice_points);
@@ -411,6 +532,17 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
     }
     const int64_t blocks = tasks * slices;
     TORCH_CHECK(blocks <= INT_MAX, "ppf_vote: too many (reference, model slice) blocks: ", blocks);
+    a.slices = slices;
+    if (slices > 1) {  // each slice's rows of each key, found once here rather than per lookup
+      slice_rows = at::empty({s.models, s.keys, slices + 1}, options.dtype(at::kInt));
+      const int64_t entries = slice_rows.numel();
+      slice_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(entries, kPrepareThreads), 1 << 16)),
+                          kPrepareThreads, 0, stream>>>(offsets.data_ptr<int64_t>(), refs.data_ptr<int32_t>(),
+                                                        s.models, s.keys, s.pairs, s.nm, slices, slice_points,
+                                                        slice_rows.data_ptr<int32_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      a.slice_rows = slice_rows.data_ptr<int32_t>();
+    }
     const int64_t acc_bytes = cuda::round_up(slice_points * cell_bytes, 16);
     const int64_t smem = acc_bytes + scratch_bytes;
     candidates = at::empty({blocks * s.k}, options.dtype(at::kLong));
@@ -418,7 +550,7 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
     dense_vote_kernel<<<static_cast<unsigned>(blocks), kDenseThreads, smem, stream>>>(
-        a, slices, static_cast<int32_t>(slice_points), acc_bytes,
+        a, static_cast<int32_t>(slice_points), acc_bytes,
         reinterpret_cast<uint64_t*>(candidates.data_ptr<int64_t>()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else {
@@ -460,8 +592,7 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
 
   const AlphaTable table = make_alpha_table(angle_bins);
   merge_peaks_kernel<<<static_cast<unsigned>(cuda::ceil_div(tasks, 128)), 128, 0, stream>>>(
-      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()), slices,
-      mp.data_ptr<float>(), mn.data_ptr<float>(), table, tasks, std::get<0>(out).data_ptr<int64_t>(),
+      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()), mp.data_ptr<float>(), mn.data_ptr<float>(), table, tasks, std::get<0>(out).data_ptr<int64_t>(),
       std::get<1>(out).data_ptr<int64_t>(), std::get<2>(out).data_ptr<int64_t>(),
       std::get<3>(out).data_ptr<float>(), std::get<4>(out).data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -215,6 +215,22 @@ def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: Tens
 
 # ---- the matcher --------------------------------------------------------------------------------
 
+def distinct_places(poses: Tensor, scores: Tensor, radius: Tensor) -> Tensor:
+    """(B, H) ``scores`` with -1 for every hypothesis (B, H, 4, 4) whose translation lies within
+    ``radius[b]`` of a better-scored one's (ties to the lower index) that keeps its score: two
+    instances of a model cannot share a place, but ICP often pulls a hypothesis and a turned one
+    onto the same instance, which would fill two of ``max_instances`` slots. Greedy, in score
+    order, H small steps with no host sync."""
+    order = scores.argsort(dim=1, descending=True, stable=True)
+    t = poses[..., :3, 3].gather(1, order[..., None].expand(-1, -1, 3))
+    ranked = scores.gather(1, order)
+    kept = ranked >= 0
+    for h in range(1, scores.shape[1]):
+        near = ((t[:, :h] - t[:, h:h + 1]).norm(dim=-1) <= radius[:, None]) & kept[:, :h]
+        kept[:, h] &= ~near.any(1)
+    return scores.scatter(1, order, torch.where(kept, ranked, torch.full_like(ranked, -1.0)))
+
+
 class PPFMatches(NamedTuple):
     """Output of :meth:`PPFMatcher.match`, best first per (scene, model)."""
 
@@ -283,7 +299,8 @@ class PPFMatcher:
             down[b, : p.shape[1]], down_normals[b, : p.shape[1]] = p[0], n[0]
         down_lengths = torch.cat([p[2] for p in parts]) if parts else lengths
         self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
-                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter)
+                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter,
+                                         max_pairs_per_key=int(cfg["max_pairs_per_key"]))
         # the smallest and largest distance step, read once here so that match() needs no host
         # sync between voting and re-scoring (its GPU work then overlaps the launches)
         steps = self.model.distance_step.cpu()
@@ -419,6 +436,8 @@ class PPFMatcher:
             scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, image,
                                  float(cfg["inlier_normal_deg"]), inlier_range[1], scene_idx)
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
+        if max_instances > 1:  # instances are distinct places, not the refinement's duplicates
+            scores = distinct_places(poses, scores, (self.model.diameter * float(cfg["suppression"])).repeat(scenes))
         order = scores.argsort(dim=1, descending=True, stable=True)[:, :max_instances]
         poses = poses.gather(1, order[..., None, None].expand(-1, -1, 4, 4))
         scores = scores.gather(1, order)

@@ -72,7 +72,7 @@ def _ppf_features_fake(points, normals, pairs, lengths, distance_step, angle_bin
 
 
 @torch.library.register_fake("pointops::ppf_model")
-def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins):
+def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins, max_pairs_per_key=0):
     _check_oriented_clouds(points, normals, lengths)
     torch._check(points.shape[1] <= 46340,
                  lambda: f"ppf_model: a model may have at most 46340 points (its ordered pairs index int32), got N = "
@@ -83,6 +83,7 @@ def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, dista
     if diameter is not None:
         _check_cloud_values(diameter, "diameter", points.shape[0], points)
     torch._check(0.0 < tau_d <= 1.0, lambda: f"tau_d must be in (0, 1], got {tau_d}")
+    torch._check(max_pairs_per_key >= 0, lambda: f"max_pairs_per_key must be >= 0 (0: no cap), got {max_pairs_per_key}")
     batch, n = points.shape[:2]
     pairs = n * (n - 1) if n > 0 else 0
     keys = key_count(angle_bins, distance_bins)
@@ -203,6 +204,7 @@ def ppf_model(
     tau_d: float = 0.05,
     angle_bins: int = 30,
     diameter: Optional[Tensor] = None,
+    max_pairs_per_key: int = 0,
 ) -> PPFModel:
     """The PPF description of B models at once (Drost's global model description).
 
@@ -215,11 +217,19 @@ def ppf_model(
         diameter: (B,) the model diameters; None = each model's bounding-box diagonal (computed
             in the op, in float32). Pairs farther apart than floor(1 / tau_d) + 1 steps are left
             out, so a diameter below the largest pair distance drops the farthest pairs.
+        max_pairs_per_key: 0 (the default) keeps every pair; otherwise a key shared by more
+            pairs keeps this many, evenly spaced in its (i, j) order (positions
+            floor(t * count / max_pairs_per_key)). Flat faces and symmetric shapes give a few keys
+            thousands of pairs (every planar pair of a face has one key), each a vote for every
+            scene pair that looks the key up, and those votes say little about which model point
+            matched; the cap bounds a lookup's votes (a hard form of weighting frequent features
+            down), so such a model costs about what a curved model of the same size does.
+            ``num_pairs`` counts the pairs kept.
 
     Returns:
         :class:`PPFModel`. Every ordered pair (i, j), i != j, of points with finite coordinates
         and a nonzero finite normal that do not coincide is listed under its key, by (i, j)
-        within a key; identical on CPU and CUDA.
+        within a key (less those a cap leaves out); identical on CPU and CUDA.
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(normals, "normals", "(B, N, 3)")
@@ -230,7 +240,8 @@ def ppf_model(
         lengths = torch.full((batch,), n, dtype=torch.int64, device=points.device)
     bins = distance_bins_for(tau_d)
     (unit, diameters, step, key_offsets, unique_keys, starts, counts, num_unique, pair_ref, pair_partner,
-     pair_alpha) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins)
+     pair_alpha) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins,
+                                                max_pairs_per_key)
     return PPFModel(points.to(torch.float32).contiguous(), unit, lengths.clamp(0, n), diameters, step, key_offsets,
                     unique_keys, starts, counts, num_unique, pair_ref, pair_partner, pair_alpha,
                     angle_bins, bins, float(tau_d))
@@ -323,8 +334,18 @@ def ppf_vote(
         backend: "dense", a per-reference (model point x alpha) accumulator, in shared memory on
             CUDA, with no host sync; or "sort", every vote a 64-bit key counted by radix sort and
             run-length encoding, in chunks of about ``chunk_votes`` votes (it reads the vote counts
-            back to the host once). Both give identical results.
-        chunk_votes: votes per chunk of the sort backend (about 52 bytes of device memory each).
+            back to the host once). Both give identical results. The dense vote's cost grows with
+            the votes, and per reference with its accumulator: nm x angle_bins cells to clear and
+            scan for the peaks, and on CUDA one model-point slice per about 850 points (30 alpha
+            bins, 112 KB of shared memory), each re-walking the reference's scene pairs. The sort
+            vote's grows with the votes alone, about 52 bytes of memory traffic each through the
+            sort's passes: it is memory-bandwidth bound. So "sort" is the right choice where a
+            reference casts few votes against many cells (models of tens of thousands of points
+            voted on with sparse scenes or large strides), "dense" everywhere else (the presets).
+        chunk_votes: votes per chunk of the sort backend, which holds about 52 bytes of device
+            memory a vote of a chunk (keys 8, sorted keys 8, indices 4 + 4, runs 8 + 4 + 4 and the
+            sort's scratch): the default 2^24 takes about 0.9 GB; to stay within B bytes pass
+            B // 52. Larger chunks mean fewer launches; one reference's votes are never split.
 
     Returns:
         :class:`PPFVotes`; identical on CPU and CUDA, bit for bit.

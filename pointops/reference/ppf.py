@@ -254,8 +254,10 @@ def bounding_diagonal(points: Tensor) -> Tensor:
 
 
 def ppf_model(points: Tensor, normals: Tensor, lengths: Optional[Tensor], diameter: Optional[Tensor], tau_d: float,
-              angle_bins: int, distance_bins: int) -> Tuple[Tensor, ...]:
-    """The op ppf_model (csrc/ppf/model.h), built from a Python dict per model."""
+              angle_bins: int, distance_bins: int, max_pairs_per_key: int = 0) -> Tuple[Tensor, ...]:
+    """The op ppf_model (csrc/ppf/model.h), built from a Python dict per model; a key with more
+    than ``max_pairs_per_key`` pairs (when > 0) keeps its pairs at positions
+    floor(t * count / max_pairs_per_key), t = 0, 1, ..."""
     batch, n = points.shape[:2]
     binning = Binning(angle_bins, distance_bins)
     pairs, keys = n * max(n - 1, 0), binning.key_count
@@ -281,6 +283,9 @@ def ppf_model(points: Tensor, normals: Tensor, lengths: Optional[Tensor], diamet
         row = 0
         for r, key in enumerate(sorted(table)):
             members = table[key]
+            if 0 < max_pairs_per_key < len(members):
+                members = [members[t * len(members) // max_pairs_per_key] for t in range(max_pairs_per_key)]
+                table[key] = members
             unique_keys[b, r], starts[b, r], counts[b, r] = key, row, len(members)
             for i, j in members:
                 pair_ref[b, row], pair_partner[b, row], pair_alpha[b, row] = i, j, alpha[i, j]
@@ -421,6 +426,56 @@ def ppf_vote(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optiona
                     quaternions[s, m, r, q], translations[s, m, r, q] = vote_pose(
                         points[ref], unit[ref], model_points[m, i], model_normals[m, i], cos_t[b], sin_t[b])
     return votes, model_index, alpha, quaternions, translations
+
+
+def votes_cast(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optional[Tensor], key_offsets: Tensor,
+               distance_step: Tensor, diameter: Tensor, angle_bins: int, distance_bins: int, stride: int,
+               spread: bool = False, chunk: int = 64) -> Tensor:
+    """(S, M, R) int64: the votes each reference of :func:`ppf_vote` casts against each model (the
+    pair-list rows its scene pairs' keys select, every lookup counted), the same set of pairs and
+    keys as the op; malformed rows, which the op skips, count here. A device-independent measure of
+    the vote's work: the dense backend does one accumulator increment per vote. Vectorized over
+    ``chunk`` references at a time, so whole frames take seconds, not hours."""
+    scenes, n = scene_points.shape[:2]
+    models = key_offsets.shape[0]
+    binning = Binning(angle_bins, distance_bins)
+    refs = (n + stride - 1) // stride
+    out = torch.zeros(scenes, models, refs, dtype=torch.int64)
+    sizes = (key_offsets[:, 1:] - key_offsets[:, :-1]).cpu()
+    for s in range(scenes):
+        length = n if scene_lengths is None else int(scene_lengths[s].clamp(0, n))
+        points = scene_points[s, :length].cpu().to(F32)
+        unit, valid = unit_normals(points, scene_normals[s, :length].cpu())
+        ref_rows = torch.arange(0, length, stride)
+        ref_rows = ref_rows[valid[ref_rows]]
+        partners = torch.nonzero(valid)[:, 0]
+        groups: Dict[Tuple[float, float], List[int]] = {}  # models of one step and diameter share the keys
+        for m in range(models):
+            groups.setdefault((float(distance_step[m].float()), float(diameter[m].float())), []).append(m)
+        for (step_value, diam_value), members in groups.items():
+            if not (step_value > 0 and math.isfinite(step_value) and math.isfinite(diam_value)):
+                continue
+            step, diam = _c(step_value), _c(diam_value)
+            for first in range(0, ref_rows.numel(), chunk):
+                rows = ref_rows[first:first + chunk]
+                d = points[partners][None] - points[rows][:, None]
+                square = dot(d, d)
+                near = (square > 0) & (square <= diam * diam) & (partners[None] != rows[:, None])
+                r_idx, p_idx = torch.nonzero(near, as_tuple=True)
+                if r_idx.numel() == 0:
+                    continue
+                features, _ = pair_features(points[rows[r_idx]], unit[rows[r_idx]], points[partners[p_idx]],
+                                            unit[partners[p_idx]])
+                bins, neighbours = feature_bins(features, step, binning)
+                ok = bins[:, 0] >= 0
+                keys = (spread_keys(bins, neighbours, binning.feature_bins) if spread
+                        else pack_keys(bins, binning.feature_bins)[:, None])
+                keys = torch.where(ok[:, None], keys, -1)
+                for m in members:
+                    count = torch.where(keys >= 0, sizes[m][keys.clamp(min=0)], 0).sum(1)
+                    per_ref = torch.zeros(rows.numel(), dtype=torch.int64).index_add_(0, r_idx, count)
+                    out[s, m, rows // stride] = per_ref
+    return out
 
 
 # ---- pose clustering -------------------------------------------------------------------------------

@@ -7,22 +7,27 @@ an occluding box between the camera and the target, slid sideways until it hides
 of the target. A pinhole depth camera (:func:`render_depth`) rasterizes every triangle in torch
 with a z-buffer (the nearest surface wins each pixel: the ray through the pixel centre meets the
 triangle's plane), so what the camera returns is exactly what it sees; the returns then get
-Gaussian noise along their rays. Normals are the exact face normals of the surfaces hit (turned
-towards the camera). Randomness comes only from ``torch.Generator`` objects seeded by the caller,
-so a seed gives the same scene on every run; pure torch, float64, CPU.
+Gaussian noise along their rays, or, with a :class:`DepthSensor`, a structured-light camera's
+errors: depth noise growing with the square of the range, depth quantised in disparity steps, and
+no return where the signal (an object's reflectivity times the cosine of the incidence angle) is
+too weak: at grazing angles and on dark surfaces. Normals are the exact face normals of the
+surfaces hit (turned towards the camera). Several instances of the target may stand in one scene.
+Randomness comes only from ``torch.Generator`` objects seeded by the caller, so a seed gives the
+same scene on every run; pure torch, float64, CPU.
 
 Ground truth: ``pose`` (4, 4) maps model coordinates (the target mesh as ``load_mesh`` returns
 it: centred on its bounding box, scaled to the requested diameter) into the camera frame (x right,
 y down, z forward: OpenCV), the frame the points are in. ``occlusion`` is the share of the target's
 pixels that the rest of the scene hides: 1 - (target pixels in the scene) / (target pixels when the
-target is rendered alone from the same camera), so 0 means only self-occlusion.
+target is rendered alone from the same camera), so 0 means only self-occlusion (returns a sensor
+drops do not count). ``poses`` and ``occlusions`` hold the same for every instance.
 
 Meshes (:mod:`pointops.scenes.mesh`) are CGAL's example meshes (``load_mesh``) or procedural
 ones (``blob_mesh``, ``box_mesh``).
 """
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -175,6 +180,53 @@ def render_depth(camera: Camera, meshes: Sequence[Mesh], table_half: float = 0.0
     return DepthImage(depth, surface, normal)
 
 
+# ---- a depth sensor's errors ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DepthSensor:
+    """The errors of a structured-light depth camera (a Kinect-like one by default), for
+    :func:`make_ppf_scene`. Lengths are in metres; the scene's units (target diameters) are
+    ``unit`` metres each (a 20 cm object by default, seen from 0.5 to 0.7 m).
+
+    * Depth noise along the optical axis with standard deviation ``noise_base + noise_quadratic
+      (z - noise_origin)^2`` metres at depth z (Nguyen, Izadi and Lovell, 3DIMPVT 2012, fitted
+      Kinect's axial noise as 1.2 mm + 1.9 mm/m^2 (z - 0.4 m)^2).
+    * Quantised depth: the camera measures disparity ``focal * baseline / z`` in steps of
+      1 / ``subpixel`` pixel (the image's own focal length in pixels), so depth comes in steps that
+      grow with z^2 (0.8 mm at 0.6 m with a 0.075 m baseline, 1/8 pixel and the default
+      640-pixel-wide, 45-degree camera).
+    * Missing returns: a return's signal is its surface's reflectivity times the cosine of the
+      angle between the ray and the surface normal; below ``min_signal`` it is lost, and up to
+      twice that it is lost with a probability falling linearly to 0: surfaces seen at grazing
+      angles and dark surfaces lose returns, dark ones at smaller angles.
+    * Reflectivity: every object of the scene (each instance, distractor, box, the occluder and
+      the table) draws its own uniformly from ``reflectivity``.
+    """
+
+    unit: float = 0.2
+    noise_base: float = 0.0012
+    noise_quadratic: float = 0.0019
+    noise_origin: float = 0.4
+    baseline: float = 0.075
+    subpixel: float = 8.0
+    min_signal: float = 0.1
+    reflectivity: Tuple[float, float] = (0.15, 1.0)
+
+    def depth_noise(self, z: Tensor) -> Tensor:
+        """Standard deviation (metres) of the depth noise at depth z (metres)."""
+        return self.noise_base + self.noise_quadratic * (z - self.noise_origin) ** 2
+
+    def quantise(self, z: Tensor, focal: float) -> Tensor:
+        """Depths (metres) as a disparity measured in steps of 1 / subpixel pixel returns them."""
+        fb = focal * self.baseline
+        steps = torch.round(fb / z * self.subpixel).clamp(min=1)
+        return fb / (steps / self.subpixel)
+
+    def return_probability(self, signal: Tensor) -> Tensor:
+        """Probability that a return of this signal (reflectivity x cos incidence) comes back."""
+        return ((signal - self.min_signal) / self.min_signal).clamp(0.0, 1.0)
+
+
 # ---- scenes ----------------------------------------------------------------------------------------
 
 class PPFScene(NamedTuple):
@@ -182,11 +234,13 @@ class PPFScene(NamedTuple):
 
     points: Tensor  # (N, 3) float32 camera frame, depth noise along the rays included
     normals: Tensor  # (N, 3) float32 exact unit normals of the surfaces hit, facing the camera
-    labels: Tensor  # (N,) int64: 0 target, 1.. distractor meshes, then boxes and the occluder, -1 table
-    pose: Tensor  # (4, 4) float32 model -> camera frame
-    occlusion: float  # share of the target's pixels hidden by the rest of the scene
+    labels: Tensor  # (N,) int64: 0 target (0 .. K-1: its K instances), then distractor meshes, boxes and the occluder; -1 table
+    pose: Tensor  # (4, 4) float32 model -> camera frame (the first instance)
+    occlusion: float  # share of the (first) target's pixels hidden by the rest of the scene
     visible: int  # target pixels in the scene
     model_diameter: float
+    poses: Optional[Tensor] = None  # (K, 4, 4) float32 every instance's pose
+    occlusions: Optional[Tensor] = None  # (K,) float64 every instance's occluded share
 
 
 def _resting_pose(mesh: Mesh, rotation: Tensor, xy: Tuple[float, float]) -> Tensor:
@@ -211,6 +265,8 @@ def make_ppf_scene(
     height: int = 240,
     fov_deg: float = 45.0,
     table_half: float = 1.2,
+    instances: int = 1,
+    sensor: Optional[DepthSensor] = None,
 ) -> PPFScene:
     """One scene, all lengths in units of the target's diameter (target meshes as ``load_mesh``
     gives them, diameter 1; distractors the same size).
@@ -220,12 +276,21 @@ def make_ppf_scene(
         target: the mesh to find, placed at a uniformly random rotation standing on the table
             at the origin.
         distractors: meshes placed at random rotations around it (0.8 to 1.6 diameters away).
+        instances: copies of the target in the scene: the first at the origin, the others at
+            their own random rotations 1.0 to 1.4 diameters from it and at least 1.0 from each
+            other (distractors and boxes keep 0.9 away from them); the camera looks at their
+            centroid, the occluder hides the first. One instance makes the same scene as before
+            this option existed.
         occlusion: requested share of the target hidden by an occluding box (0: none); the box
             stands a third of the way from the target to the camera and slides sideways until the
             share is reached (bisection; the scene's ``occlusion`` is the measured share,
             distractors and clutter included).
         n_boxes: clutter boxes (0.2 to 0.6 diameters) scattered on the table.
-        noise: standard deviation of the depth noise along each ray, in diameters.
+        noise: standard deviation of the depth noise along each ray, in diameters (without a
+            sensor).
+        sensor: a :class:`DepthSensor` whose errors replace ``noise``: depth noise growing with
+            the square of the range, quantised depth, missing returns at grazing angles and on
+            dark surfaces (per-object reflectivity). None: the Gaussian ``noise`` alone.
         camera_distance, elevation_deg: ranges of the camera's distance from the target and its
             elevation above the table; the azimuth is uniform.
         width, height, fov_deg: the image.
@@ -236,19 +301,43 @@ def make_ppf_scene(
     def uniform(lo: float, hi: float) -> float:
         return lo + (hi - lo) * float(torch.rand(1, generator=g, dtype=_F64))
 
+    if instances < 1:
+        raise ValueError(f"instances must be >= 1, got {instances}")
     target_pose = _resting_pose(target, random_rotation(g), (0.0, 0.0))
-    placed = [target.transformed(target_pose)]
-    centre = placed[0].vertices.mean(0)
+    target_poses = [target_pose]
+    spots = []  # (x, y) of the instances past the first
+    for _ in range(instances - 1):
+        for _try in range(50):
+            angle, radius = uniform(0, 2 * math.pi), uniform(1.0, 1.4)
+            xy = (radius * math.cos(angle), radius * math.sin(angle))
+            if all(math.hypot(xy[0] - a, xy[1] - b) >= 1.0 for a, b in spots):
+                break
+        spots.append(xy)
+        target_poses.append(_resting_pose(target, random_rotation(g), xy))
+    placed = [target.transformed(pose) for pose in target_poses]
+    centre = torch.stack([m.vertices.mean(0) for m in placed]).mean(0)
+
+    def clear_of_instances(xy: Tuple[float, float]) -> bool:
+        return all(math.hypot(xy[0] - a, xy[1] - b) >= 0.9 for a, b in spots)
+
     for mesh in distractors:
-        angle, radius = uniform(0, 2 * math.pi), uniform(0.8, 1.6)
-        pose = _resting_pose(mesh, random_rotation(g), (radius * math.cos(angle), radius * math.sin(angle)))
+        for _try in range(50):
+            angle, radius = uniform(0, 2 * math.pi), uniform(0.8, 1.6)
+            xy = (radius * math.cos(angle), radius * math.sin(angle))
+            if clear_of_instances(xy):
+                break
+        pose = _resting_pose(mesh, random_rotation(g), xy)
         placed.append(mesh.transformed(pose))
     for k in range(n_boxes):
         size = [uniform(0.2, 0.6) for _ in range(3)]
-        angle, radius = uniform(0, 2 * math.pi), uniform(0.7, 1.5)
+        for _try in range(50):
+            angle, radius = uniform(0, 2 * math.pi), uniform(0.7, 1.5)
+            xy = (radius * math.cos(angle), radius * math.sin(angle))
+            if clear_of_instances(xy):
+                break
         yaw = uniform(0, math.pi)
         rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64)
-        pose = _resting_pose(box_mesh(size), rot, (radius * math.cos(angle), radius * math.sin(angle)))
+        pose = _resting_pose(box_mesh(size), rot, xy)
         placed.append(box_mesh(size).transformed(pose))
     azimuth = uniform(0, 2 * math.pi)
     camera = look_at(centre, uniform(*camera_distance), azimuth, math.radians(uniform(*elevation_deg)), width, height,
@@ -309,12 +398,34 @@ def make_ppf_scene(
     image = render_depth(camera, placed, table_half)
     hit = torch.nonzero(torch.isfinite(image.depth))[:, 0]
     rays = camera.rays()[hit]
-    # noise along the ray: the point moves by `noise` (a distance, not a depth) along its ray
-    distance = image.depth[hit] * rays.norm(dim=1) + noise * torch.randn(hit.numel(), generator=g, dtype=_F64)
-    points = rays / rays.norm(dim=1, keepdim=True) * distance[:, None]
     surface = image.surface[hit]
+    normals = image.normal[hit]
+    if sensor is None:
+        # noise along the ray: the point moves by `noise` (a distance, not a depth) along its ray
+        distance = image.depth[hit] * rays.norm(dim=1) + noise * torch.randn(hit.numel(), generator=g, dtype=_F64)
+        points = rays / rays.norm(dim=1, keepdim=True) * distance[:, None]
+    else:
+        # the sensor's own generator: the geometry above is the scene without a sensor
+        gs = torch.Generator().manual_seed(seed * 1000003 + 1)
+        lo, hi = sensor.reflectivity
+        reflectivity = lo + (hi - lo) * torch.rand(len(placed) + 1, generator=gs, dtype=_F64)  # the table last
+        incidence = (normals * rays).sum(1).abs() / rays.norm(dim=1)
+        signal = reflectivity[torch.where(surface < 0, len(placed), surface)] * incidence
+        returned = torch.rand(hit.numel(), generator=gs, dtype=_F64) < sensor.return_probability(signal)
+        z = image.depth[hit] * sensor.unit  # metres; rays have z = 1
+        z = z + sensor.depth_noise(z) * torch.randn(hit.numel(), generator=gs, dtype=_F64)
+        z = sensor.quantise(z.clamp(min=1e-3), camera.focal)
+        points = (rays * (z / sensor.unit)[:, None])[returned]
+        surface, normals = surface[returned], normals[returned]
     labels = torch.where(surface == len(placed), -1, surface)
-    visible = int((surface == 0).sum())
-    pose = camera.world_to_camera @ target_pose
-    return PPFScene(points.float(), image.normal[hit].float(), labels, pose.float(),
-                    1.0 - visible / max(int(target_pixels.sum()), 1), visible, target.diameter)
+    # every instance's occluded share: its pixels in the scene against its pixels alone
+    occlusions, visible_all = [], []
+    for k in range(instances):
+        alone_k = alone if k == 0 else render_depth(camera, placed[k:k + 1])
+        own = int((alone_k.surface == 0).sum())
+        seen = int((image.surface == k).sum())
+        visible_all.append(seen)
+        occlusions.append(1.0 - seen / max(own, 1))
+    poses = torch.stack([camera.world_to_camera @ p for p in target_poses]).float()
+    return PPFScene(points.float(), normals.float(), labels, poses[0], occlusions[0], visible_all[0], target.diameter,
+                    poses, torch.tensor(occlusions, dtype=_F64))

@@ -557,3 +557,23 @@ def test_cuda_icp_options_match_cpu_bitwise(dtype):
                                 **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
             for a, b in zip(cpu, cuda):
                 torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.skipif(not has_knn(), reason="needs the knn op")
+@pytest.mark.parametrize("method", ["point_to_plane", "point_to_point"])
+def test_wide_hypotheses_run_step_by_step_with_the_same_bits(device, method):
+    """A few hypotheses of many sources run as icp_step after icp_step (pointops.icp's choice by
+    size, geometry/icp.py): the same bits as the icp op."""
+    targets = wavy(3000, seed=21, dtype=torch.float32).unsqueeze(0)
+    normals = sphere_normals(targets.double()).float()
+    truth = pose([1, 0, 2], 0.15, [0.05, -0.02, 0.03])
+    sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    init = torch.stack([torch.eye(4), pose([0, 1, 0], 0.05, [0.01, 0, 0]).float()]).unsqueeze(0)
+    plane = method == "point_to_plane"
+    args = [t.to(device) for t in (sources, targets)]
+    wrapper = pointops.icp(*args, 0.3, init_poses=init.to(device),
+                           target_normals=normals.to(device) if plane else None, method=method, iterations=8)
+    fused = torch.ops.pointops.icp(args[0], None, None, args[1], normals.to(device) if plane else None, None,
+                                   init.to(device), 8, 0.3, 0.0, plane)
+    for a, b in zip(wrapper, fused):
+        assert torch.equal(a.cpu(), b.cpu())

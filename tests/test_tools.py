@@ -89,3 +89,14 @@ def test_bench_table_reads_bench_rows():
             {"note": "open3d unavailable"}]
     text = cli.bench_table(rows).splitlines()
     assert text[0].startswith("1 rows") and "B=2 N=4096 k=16" in text[3] and text[3].rstrip().endswith("4.00")
+
+
+def test_sanitizer_summaries_are_read_for_every_tool():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import sanitize
+
+    assert sanitize.errors_reported("========= ERROR SUMMARY: 0 errors\n") == "0"
+    assert sanitize.errors_reported("x\n========= ERROR SUMMARY: 3 errors\n") == "3"
+    assert sanitize.errors_reported("========= RACECHECK SUMMARY: 2 hazards displayed (1 errors, 1 warnings)") == "1"
+    assert sanitize.errors_reported("Traceback (most recent call last):") is None
+

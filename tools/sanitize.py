@@ -1,6 +1,7 @@
 """Every pointops op under compute-sanitizer's memcheck, initcheck, racecheck and synccheck, one
 process per (op, tool), so one slow or failing run cannot stop the others; prints a table of
-op x tool -> errors (the "ERROR SUMMARY: N errors" line of each run).
+op x tool -> errors (the "ERROR SUMMARY: N errors" line of each run; racecheck's "RACECHECK
+SUMMARY: ... (N errors, M warnings)").
 
     python tools/sanitize.py                      # every op, every tool (needs a GPU and the CUDA build)
     python tools/sanitize.py --ops knn fps --tools memcheck
@@ -31,7 +32,7 @@ TOOL_OPTIONS = {
     "racecheck": ["--racecheck-report", "hazard"],
     "synccheck": [],
 }
-SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
+SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error|RACECHECK SUMMARY:.*?\((\d+)\s+error")
 
 
 def _samples():
@@ -45,15 +46,23 @@ def run_op(name: str, device: str) -> int:
     """Runs every sample of one op on `device` and waits for it; returns the number of samples."""
     import torch  # noqa: PLC0415
 
+    samples = _samples()  # imports pointops from the repository, which registers the ops
     op = getattr(torch.ops.pointops, name)
     count = 0
-    for args in _samples()[name](device):
+    for args in samples[name](device):
         args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
         op(*args)
         count += 1
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return count
+
+
+def errors_reported(output: str):
+    """The error count of a run's last summary line (memcheck, initcheck, synccheck: "ERROR
+    SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: ... (N errors, M warnings)"), or None."""
+    found = ["".join(groups) for groups in SUMMARY.findall(output)]
+    return found[-1] if found else None
 
 
 def command(sanitizer: str, tool: str, name: str, print_limit: int):
@@ -72,8 +81,8 @@ def sanitize(name: str, tool: str, sanitizer: str, timeout: float, print_limit: 
         output, result = (e.stdout or "") + (e.stderr or "") if isinstance(e.stdout, str) else "", "timeout"
     else:
         output = done.stdout + done.stderr
-        found = SUMMARY.findall(output)
-        result = found[-1] if found and done.returncode == 0 else ("crash" if not found else f"{found[-1]}!")
+        errors = errors_reported(output)
+        result = "crash" if errors is None else (errors if done.returncode == 0 else f"{errors}!")
     if log_dir:
         with open(os.path.join(log_dir, f"{name}.{tool}.log"), "w") as f:
             f.write(output)

@@ -30,11 +30,9 @@ void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* 
   check_same_device(poses, "poses", points, points_name);
 }
 
-StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
-                               const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
-                               const at::Tensor& poses, const at::Tensor& indices,
-                               const at::Tensor& converged, double max_correspondence_distance,
-                               double tolerance, bool point_to_plane) {
+// The clouds both ICP ops take: sources (B, N, 3) with their lengths, targets (B, M, 3).
+static void check_icp_clouds(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
+                             const at::Tensor& targets) {
   check_dim(sources, "sources", 3, "(B, N, 3)");
   check_floating(sources, "sources");
   TORCH_CHECK(sources.size(2) == 3, "sources must have shape (B, N, 3), got shape ", sources.sizes());
@@ -45,6 +43,14 @@ StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at
               "targets must have shape (B, M, 3) with B = ", sources.size(0),
               " (as sources), got shape ", targets.sizes());
   check_same_device(targets, "targets", sources, "sources");
+}
+
+StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
+                               const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
+                               const at::Tensor& poses, const at::Tensor& indices,
+                               const at::Tensor& converged, double max_correspondence_distance,
+                               double tolerance, bool point_to_plane) {
+  check_icp_clouds(sources, query_lengths, targets);
   at::Tensor normals;
   // Given normals are on the sources' device even when unused: a tensor elsewhere is a caller's
   // mistake, and the fake kernel refuses it the same way.
@@ -99,16 +105,7 @@ FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::
                              std::optional<double> max_normal_angle, std::optional<at::ArrayRef<double>> viewpoint,
                              bool centered, std::optional<double> max_step_angle,
                              std::optional<double> max_step_translation) {
-  check_dim(sources, "sources", 3, "(B, N, 3)");
-  check_floating(sources, "sources");
-  TORCH_CHECK(sources.size(2) == 3, "sources must have shape (B, N, 3), got shape ", sources.sizes());
-  check_optional_batch_vector(query_lengths, "query_lengths", sources.size(0), sources, "sources");
-  check_dim(targets, "targets", 3, "(B, M, 3)");
-  check_floating(targets, "targets");
-  TORCH_CHECK(targets.size(0) == sources.size(0) && targets.size(2) == 3,
-              "targets must have shape (B, M, 3) with B = ", sources.size(0),
-              " (as sources), got shape ", targets.sizes());
-  check_same_device(targets, "targets", sources, "sources");
+  check_icp_clouds(sources, query_lengths, targets);
   check_optional_batch_vector(lengths, "lengths", sources.size(0), sources, "sources");
   check_fits_int32(targets.size(1), "targets.size(1) (targets per cloud)");
   check_poses(poses, sources, "sources");

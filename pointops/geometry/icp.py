@@ -203,9 +203,8 @@ def _transform_points_fake(points, lengths, poses):
     return points.new_empty(shape, dtype=dtype)
 
 
-@torch.library.register_fake("pointops::icp_step")
-def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indices, converged,
-                   max_correspondence_distance, tolerance=0.0, point_to_plane=False, update=True):
+def _check_icp_clouds(sources: Tensor, query_lengths: Optional[Tensor], targets: Tensor) -> None:
+    """The clouds both ICP ops take: sources (B, N, 3) with their lengths, targets (B, M, 3)."""
     check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
     check_dim(targets, "targets", 3, "(B, M, 3)")
     check_floating(targets, "targets")
@@ -213,6 +212,12 @@ def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indic
                  lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
                          f"{tuple(targets.shape)}")
     check_same_device(targets, "targets", sources, "sources")
+
+
+@torch.library.register_fake("pointops::icp_step")
+def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indices, converged,
+                   max_correspondence_distance, tolerance=0.0, point_to_plane=False, update=True):
+    _check_icp_clouds(sources, query_lengths, targets)
     torch._check(not point_to_plane or target_normals is not None,
                  lambda: "target_normals are required for point-to-plane ICP")
     if target_normals is not None:
@@ -245,13 +250,7 @@ def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indic
 def _icp_fake(sources, source_normals, query_lengths, targets, target_normals, lengths, poses, iterations,
               max_correspondence_distance, tolerance=0.0, point_to_plane=False, max_normal_angle=None, viewpoint=None,
               centered=False, max_step_angle=None, max_step_translation=None):
-    check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
-    check_dim(targets, "targets", 3, "(B, M, 3)")
-    check_floating(targets, "targets")
-    torch._check(targets.shape[0] == sources.shape[0] and targets.shape[2] == 3,
-                 lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
-                         f"{tuple(targets.shape)}")
-    check_same_device(targets, "targets", sources, "sources")
+    _check_icp_clouds(sources, query_lengths, targets)
     check_optional_batch_vector(lengths, "lengths", sources.shape[0], sources, "sources")
     _check_poses(poses, sources, "sources")
     torch._check(iterations >= 0, lambda: f"iterations must be >= 0, got {iterations}")

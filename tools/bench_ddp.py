@@ -185,6 +185,9 @@ def rank_main(rank, world, settings, port, points, lengths, results):
     dist.all_gather_object(gathered, timed)
     if rank == 0:
         results.put(gathered)
+    # every rank past the gather before any tears its connections down: a gloo rank destroyed
+    # while its peer still reads from it aborts that peer at exit
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -1,5 +1,5 @@
 """Where the 2D Hough detectors spend their GPU time: torch.profiler's kernel table
-(kernel, calls, total microseconds of one call of the detector) for bench_hough2d's cases.
+(kernel, calls, total microseconds of one call of the detector) for tools/bench_hough.py's circle and line cases.
 
     python tools/profile_hough.py [--rows 10]
 """
@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, cli.ROOT)
 import pointops  # noqa: E402
-from bench_hough2d import CIRCLE_CASES, LINE_CASE, circle_image, line_image  # noqa: E402
+from bench_hough import CIRCLE_CASES, LINE_CASE, circle_image, line_image  # noqa: E402
 
 
 def profile(fn, rows):

@@ -60,6 +60,25 @@ def test_packed_equals_padded(device, strategy):
     assert torch.equal(packed.counts.cpu(), torch.cat([first.counts[0], second.counts[0]]).cpu())
 
 
+
+@pytest.mark.parametrize("radius, k", [(0.3, 8), (0.6, 40)])
+def test_rows_of_several_clouds_side_by_side(device, strategy, radius, k):
+    # CUDA's brute force searches consecutive query rows together: rows of different clouds side by
+    # side (7 queries a cloud, packed clouds of 5, 1, 7 and 1 queries) each search their own cloud
+    queries, points = rand(3, 7, 3, seed=48), rand(3, 120, 3, seed=49)
+    lengths, query_lengths = torch.tensor([120, 50, 90]), torch.tensor([7, 3, 6])
+    expected = ref.ball_query(queries, points, radius, k, query_lengths, lengths)
+    actual = pointops.ball_query(queries.to(device), points.to(device), radius, k, query_lengths.to(device),
+                                 lengths.to(device))
+    assert_same(actual, expected)
+    packed_queries, packed_points = rand(14, 3, seed=50), rand(200, 3, seed=51)
+    query_offsets, offsets = torch.tensor([0, 5, 6, 13, 14]), torch.tensor([0, 60, 110, 170, 200])
+    expected = ref.ball_query_packed(packed_queries, query_offsets, packed_points, offsets, radius, k)
+    actual = pointops.ball_query_packed(packed_queries.to(device), query_offsets.to(device), packed_points.to(device),
+                                        offsets.to(device), radius, k)
+    assert_same(actual, expected)
+    assert (actual.counts[:13] > 0).all()  # the rows have hits to place
+
 @pytest.mark.parametrize("order", ["random", "by_x"])
 @pytest.mark.parametrize("radius, k", [(0.2, 16), (0.4, 64), (0.8, 128), (0.1, 64)])
 def test_dense_balls_in_index_order(device, strategy, order, radius, k):

@@ -5,7 +5,8 @@ Times with CUDA events after warm-up and reports medians. Each op is measured ag
 in the same run (a classic kernel of the peers, or the plain-PyTorch way a user writes the op;
 each family's file says which), so the figure is a ratio that holds on a noisy machine. On CUDA
 `ms` times each call alone, from an idle GPU (the host's dispatch and the launch included), and
-some rows add `ms_back_to_back`, the time per call of calls queued back to back. `--plot out.png`
+some rows add `ms_back_to_back`, the time per call of calls queued back to back, or `kernel_ms`,
+the GPU time per call of calls replayed from one CUDA graph (no host dispatch). `--plot out.png`
 draws the ratios. Without a GPU it times the CPU kernels at small sizes (for the harness itself;
 CPU figures are not the product's numbers).
 
@@ -84,6 +85,32 @@ def back_to_back_ms(fn, calls=50, rounds=10):
     return statistics.median(samples)
 
 
+
+def graph_ms(fn, calls=20, rounds=10):
+    """Median milliseconds per call of `calls` calls captured in one CUDA graph and replayed: the
+    GPU time of the call's kernels alone, with no host dispatch or launch latency (for rows where
+    both time_ms and back_to_back_ms are the host's dispatch, not the kernels)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(rounds):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return statistics.median(samples)
 
 
 def size_label(row, separator=" "):

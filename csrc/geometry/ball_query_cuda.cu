@@ -2,12 +2,14 @@
 //
 // Two searches, chosen by pick_strategy from the sizes alone; both return the first k hits by
 // index under grid.h's BallTest, so their rows are identical to each other and to the CPU's:
-//   * brute force (queries x points per cloud <= 2^29): one warp per query walks its cloud in
-//     index order, 32 consecutive points a step (coalesced loads of the coordinates as given),
-//     and a ballot ranks the step's hits, which go straight to their place in the output row;
-//     the warp stops at the k-th hit. This is the classic kernel's scan with its points spread
-//     over the lanes: a query costs about k / (hit fraction of the cloud) / 32 steps, and there
-//     are 32 times as many threads in flight, so a batch of a few thousand centres fills the GPU.
+//   * brute force (queries x points per cloud <= 2^29): one warp per 4 consecutive queries walks
+//     their cloud in index order, 32 consecutive points a step (coalesced loads of the
+//     coordinates as given, each shared by the 4 queries), and a ballot per query ranks the
+//     step's hits, which go straight to their place in the output row; the warp stops when its
+//     queries have k hits. This is the classic kernel's scan with its points spread over the
+//     lanes: a query costs about k / (hit fraction of the cloud) / 32 steps, a step's load
+//     serves 4 queries, and there are 8 times as many threads in flight, so a batch of a few
+//     thousand centres fills the GPU.
 //   * grid: one uniform grid per cloud with cells of at least the radius (at most 2 cells per
 //     point), queries sorted by cell; one thread per query walks the 8 to 27 cells that can hold
 //     a hit together in index order (ball_grid in grid.h) and stops once k hits are kept, so a
@@ -40,8 +42,8 @@ using neighbors::Strategy;
 
 constexpr int kSearchThreads = 128;
 // pick_strategy's size threshold (queries x points per cloud <= 2^27 for brute force) was set for
-// kNN's one-thread-per-query scan; ball query's brute force runs a warp per query and stops at the
-// k-th hit, so it takes problems this many times larger (2^29: the bench's 16 x 1,024 centres in
+// kNN's one-thread-per-query scan; ball query's brute force runs a warp per 4 queries and stops at
+// their k-th hits, so it takes problems this many times larger (2^29: the bench's 16 x 1,024 centres in
 // 16 x 16,384 points, where a large radius needs a few hundred points of the cloud and the grid's
 // ~25 build launches would cost more than the whole search). The bench times both searches.
 constexpr int64_t kBruteScale = 4;
@@ -106,49 +108,94 @@ __global__ void __launch_bounds__(kSearchThreads)
   }
 }
 
-// One warp per query row: the brute-force search of ball_brute (grid.h) with the points of a
-// step spread over the lanes. `points` are the coordinates as given (rows, 3): a point with a
-// NaN/Inf coordinate has a NaN or +inf squared distance from a finite query, so BallTest rejects
-// it as the CPU's NaN-marked copy does.
+// One warp per kBruteRows consecutive query rows: the brute-force search of ball_brute (grid.h)
+// with the points of a step spread over the lanes. Rows of the same cloud share each step's
+// loads: a lane reads one point and tests it against every one of those rows that still lacks
+// hits, so a warp reads the cloud once for kBruteRows queries (the scan is bound by loads, not by
+// the tests) and stops when all its rows have k hits or the cloud ends. Rows of other clouds
+// (a warp that straddles two clouds) scan their own cloud in a second pass. `points` are the
+// coordinates as given (rows, 3): a point with a NaN/Inf coordinate has a NaN or +inf squared
+// distance from a finite query, so BallTest rejects it as the CPU's NaN-marked copy does.
+constexpr int kBruteRows = 4;
+
 template <typename acc_t>
 __global__ void __launch_bounds__(kSearchThreads)
     ball_brute_warp_kernel(BallProblem<acc_t> pb, const acc_t* __restrict__ points) {
   const int lane = threadIdx.x % cuda::kWarpSize;
-  const int64_t row =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize;
-  if (row >= pb.total_queries) return;  // the whole warp: row is the same for its lanes
-  int64_t* out_index = pb.out_index + row * pb.k;
-  int64_t local = 0;
-  const int64_t b = pb.query_rows.cloud_of(row, &local);
-  const acc_t qx = pb.queries[row * 3];
-  const acc_t qy = pb.queries[row * 3 + 1];
-  const acc_t qz = pb.queries[row * 3 + 2];
-  int64_t found = 0;
-  int64_t first = -1;
-  int64_t base = 0;
-  if (b >= 0 && neighbors::is_finite3(qx, qy, qz)) {
-    const BallTest<acc_t> test = pb.test();
-    const int64_t n = pb.point_rows.length(b);
-    base = pb.point_rows.index_base(b);
-    const acc_t* cloud = points + pb.point_rows.begin(b) * 3;
-    for (int64_t step = 0; step < n && found < pb.k; step += cuda::kWarpSize) {
-      const int64_t j = step + lane;
-      bool hit = false;
-      if (j < n) {
-        const acc_t* p = cloud + j * 3;
-        hit = test.hit(squared_distance3(qx, qy, qz, p[0], p[1], p[2]));
-      }
-      const unsigned mask = __ballot_sync(cuda::kFullMask, hit);
-      if (mask != 0u && found == 0) first = step + (__ffs(mask) - 1);
-      const int64_t slot = found + __popc(mask & ((1u << lane) - 1u));
-      if (hit && slot < pb.k) out_index[slot] = j + base;
-      found += __popc(mask);
+  const int64_t row0 =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize * kBruteRows;
+  if (row0 >= pb.total_queries) return;  // the whole warp: row0 is the same for its lanes
+  const BallTest<acc_t> test = pb.test();
+  const unsigned lanes_below = (1u << lane) - 1u;
+  int64_t cloud[kBruteRows];  // -1: no search (past the rows, past its cloud, non-finite)
+  acc_t q[kBruteRows][3];
+  int64_t found[kBruteRows];
+  int64_t first[kBruteRows];
+  int64_t base[kBruteRows];
+#pragma unroll
+  for (int i = 0; i < kBruteRows; ++i) {
+    const int64_t row = row0 + i;
+    cloud[i] = -1;
+    found[i] = 0;
+    first[i] = -1;
+    base[i] = 0;
+    if (row < pb.total_queries) {
+      int64_t local = 0;
+      const int64_t b = pb.query_rows.cloud_of(row, &local);
+      for (int d = 0; d < 3; ++d) q[i][d] = pb.queries[row * 3 + d];
+      if (b >= 0 && neighbors::is_finite3(q[i][0], q[i][1], q[i][2])) cloud[i] = b;
     }
   }
-  const int64_t count = found < pb.k ? found : pb.k;
-  const int64_t pad = pb.repeat_first && count > 0 ? first + base : -1;
-  for (int64_t j = count + lane; j < pb.k; j += cuda::kWarpSize) out_index[j] = pad;
-  if (lane == 0) pb.out_count[row] = count;
+  unsigned pending = 0;  // rows whose cloud is still to scan
+#pragma unroll
+  for (int i = 0; i < kBruteRows; ++i) pending |= cloud[i] >= 0 ? 1u << i : 0u;
+  while (pending != 0u) {
+    // The rows of the lowest pending row's cloud (warp-uniform: every value here is).
+    int64_t b = -1;
+#pragma unroll
+    for (int i = kBruteRows - 1; i >= 0; --i) b = (pending >> i) & 1u ? cloud[i] : b;
+    unsigned rows = 0;
+#pragma unroll
+    for (int i = 0; i < kBruteRows; ++i) rows |= ((pending >> i) & 1u) && cloud[i] == b ? 1u << i : 0u;
+    pending &= ~rows;
+    const int64_t n = pb.point_rows.length(b);
+    const int64_t cloud_base = pb.point_rows.index_base(b);
+    const acc_t* cloud_points = points + pb.point_rows.begin(b) * 3;
+#pragma unroll
+    for (int i = 0; i < kBruteRows; ++i) base[i] = (rows >> i) & 1u ? cloud_base : base[i];
+    for (int64_t step = 0; step < n; step += cuda::kWarpSize) {
+      bool searching = false;
+#pragma unroll
+      for (int i = 0; i < kBruteRows; ++i) searching |= ((rows >> i) & 1u) && found[i] < pb.k;
+      if (!searching) break;
+      const int64_t j = step + lane;
+      acc_t p[3] = {acc_t(0), acc_t(0), acc_t(0)};
+      if (j < n) {
+        for (int d = 0; d < 3; ++d) p[d] = cloud_points[j * 3 + d];
+      }
+#pragma unroll
+      for (int i = 0; i < kBruteRows; ++i) {
+        if (!((rows >> i) & 1u) || found[i] >= pb.k) continue;
+        const bool hit = j < n && test.hit(squared_distance3(q[i][0], q[i][1], q[i][2], p[0], p[1], p[2]));
+        const unsigned mask = __ballot_sync(cuda::kFullMask, hit);
+        if (mask == 0u) continue;
+        if (found[i] == 0) first[i] = step + (__ffs(mask) - 1);
+        const int64_t slot = found[i] + __popc(mask & lanes_below);
+        if (hit && slot < pb.k) pb.out_index[(row0 + i) * pb.k + slot] = j + cloud_base;
+        found[i] += __popc(mask);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kBruteRows; ++i) {
+    const int64_t row = row0 + i;
+    if (row >= pb.total_queries) break;
+    int64_t* out_index = pb.out_index + row * pb.k;
+    const int64_t count = found[i] < pb.k ? found[i] : pb.k;
+    const int64_t pad = pb.repeat_first && count > 0 ? first[i] + base[i] : -1;
+    for (int64_t j = count + lane; j < pb.k; j += cuda::kWarpSize) out_index[j] = pad;
+    if (lane == 0) pb.out_count[row] = count;
+  }
 }
 
 template <typename acc_t>
@@ -178,7 +225,7 @@ void ball_query_cuda_impl(const BallProblem<acc_t>& pb, const at::Tensor& q, con
   const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries,
                                                      total_points / kBruteScale);
   if (strategy == Strategy::kBrute || pb.k == 0 || pb.point_rows.batch == 0) {
-    const int64_t threads = pb.total_queries * cuda::kWarpSize;
+    const int64_t threads = cuda::ceil_div(pb.total_queries, kBruteRows) * cuda::kWarpSize;
     const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(threads, kSearchThreads));
     ball_brute_warp_kernel<acc_t><<<blocks, kSearchThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
         pb, p.data_ptr<acc_t>());

@@ -11,6 +11,7 @@ synchronizations that block the host) and its operator calls (outermost ``aten::
 
     python tools/profile_ppf_frame.py [--device cuda] [--repeats 5] [--workloads one fast sixteen]
                                       [--width 640 --height 480] [--model-points 30000] [--json f]
+                                      [--config '{"max_pairs_per_key": 64}'] [--kernels 15]
 """
 import json
 import os
@@ -32,6 +33,8 @@ def parse_args():
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--model-points", type=int, default=30000)
     parser.add_argument("--mesh", default="blob", help="blob (procedural) or a CGAL mesh name")
+    parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
+    parser.add_argument("--kernels", type=int, default=0, help="also list the N kernels with the most device time")
     parser.add_argument("--json", default=None, help="append one JSON line per workload to this file")
     return parser.parse_args()
 
@@ -65,7 +68,7 @@ def main():
     for name in args.workloads:
         count, preset = workloads[name]
         mp, mn = models(count)
-        matcher = PPFMatcher(mp, mn, preset=preset)
+        matcher = PPFMatcher(mp, mn, preset=preset, **json.loads(args.config))
 
         def call():
             return matcher.match(points, max_instances=1)
@@ -94,7 +97,9 @@ def main():
             print(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
                                             row_limit=25))
             stages = {}
-        row = {"workload": name, "models": count, "preset": preset, "frame_points": int(scene.points.shape[0]),
+        if args.kernels and cuda:
+            print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.kernels))
+        row = {"workload": name, "models": count, "preset": preset, "config": json.loads(args.config), "frame_points": int(scene.points.shape[0]),
                "model_points": args.model_points, "matcher_model_points": int(matcher.model.lengths.max()),
                "device": torch.cuda.get_device_name() if cuda else "cpu", "ms_median": round(statistics.median(times), 2),
                "ms_all": [round(t, 2) for t in times], "score": float(found.scores[0, 0, 0]), "stages": stages}

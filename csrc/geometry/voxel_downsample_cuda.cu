@@ -24,9 +24,9 @@
 // one launch of min(B, 65535) blocks that read their cloud's 6 bounds and return, and three more
 // block reductions in step 1. A wide cloud of m counted points costs one SM: ceil(log2 m) merge
 // passes in which every point binary-searches the other run, recomputing the cells it compares
-// (O(m log^2 m) cell computations, latency-bound), then a scan and the sums. It is slow by
-// design (a 10^6-point wide cloud takes tens of milliseconds, against well under one for the
-// fast path) and reached only by a voxel far below the data's resolution or far outliers.
+// (O(m log^2 m) cell computations, latency-bound), then a scan and the sums: slow by design
+// (tools/bench_geometry.py's "1 far outlier (wide path)" row measures it), and reached only by a
+// voxel far below the data's resolution or far outliers.
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>

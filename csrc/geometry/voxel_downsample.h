@@ -28,8 +28,9 @@
 //     axis (at 1 cm voxels, 20 km) takes the fast path: a 63-bit key per point, its cell
 //     relative to the cloud's lowest occupied cell, 21 bits per axis. A wider cloud (a voxel far
 //     below the data's resolution, or far outliers) takes an exact but slower path that orders
-//     its points by the raw (z, y, x) cells. Both give the voxels, order and means below, so the
-//     path taken shows only in the time.
+//     its points by the raw (z, y, x) cells (on CUDA one thread block per wide cloud, decided on
+//     the device: no host sync; its cost is under "What bounds it" in voxel_downsample_cuda.cu).
+//     Both give the voxels, order and means below, so the path taken shows only in the time.
 //   * Order: voxels of a cloud are listed by their (z, y, x) cell, lexicographically: the same
 //     order whatever the points' order, the batch, or the device.
 //   * Means: a voxel's points are summed in increasing point index, in float64, one rounded add

@@ -52,6 +52,7 @@ def _voxel_downsample_samples(device: str) -> List[tuple]:
     return [
         (points, lengths, features, [0.5, 0.5, 0.5], None),
         (points, None, None, [0.3, 0.4, 0.5], [-0.5, -0.5, -0.5, 0.5, 0.5, 0.5]),
+        (points, lengths, features, [1e-7, 0.5, 0.5], None),  # 2e7 cells on x: the exact slow path
         (points.double(), lengths, features.double(), [0.25, 0.25, 0.25], None),
         (points.half(), None, features, [0.5, 0.5, 0.5], None),
         (grad_points, None, None, [0.5, 0.5, 0.5], None),

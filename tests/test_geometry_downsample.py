@@ -139,17 +139,82 @@ def test_voxel_size_huge_and_tiny(device):
     centroids, _, lengths, point_voxel = check(unit, [1e-6] * 3, device=device)
     assert lengths.tolist() == [200, 200] and (point_voxel >= 0).all()
     assert torch.equal(centroids[0].sort(0).values, unit[0].sort(0).values)
-    # at 0.1 um it spans more than 2^21 cells: the CPU raises, naming the cloud and the axis; CUDA
-    # (no host sync to look) leaves the points beyond that span uncounted, as the reference does
-    if device == "cpu":
-        with pytest.raises(RuntimeError, match=r"cloud 0 spans \d+ cells of voxel_size\[0\]"):
-            pointops.voxel_downsample(unit, [1e-7] * 3)
-    else:
-        _, _, lengths, point_voxel = check(unit, [1e-7] * 3, device=device)
-        assert (lengths < 200).all() and (point_voxel == -1).any()
-        assert lengths.tolist() == (point_voxel >= 0).sum(1).tolist()
+    # at 0.1 um it spans more than 2^21 cells per axis (the slow exact path): still every point
+    centroids, _, lengths, point_voxel = check(unit, [1e-7] * 3, device=device)
+    assert lengths.tolist() == [200, 200] and (point_voxel >= 0).all()
+    assert torch.equal(centroids[0].sort(0).values, unit[0].sort(0).values)
     # a 1e-30 grid overflows the 2^62 cell bound: nothing counts
     assert check(points, [1e-30] * 3, device=device)[2].tolist() == [0, 0]
+
+
+def lexicographic_cells(points, size):
+    """The distinct cells (z, y, x) of float32 points (N, 3), sorted (cells in float32, as the op)."""
+    cells = torch.floor(points / torch.tensor(size, dtype=torch.float32)).long()
+    return sorted({(int(c[2]), int(c[1]), int(c[0])) for c in cells})
+
+
+def test_span_beyond_the_key_counts_every_point(device):
+    # 1 nm voxels over a unit cube: 10^9 cells per axis, far past the key's 2^21.
+    points = torch.rand(1, 100, 3, generator=torch.Generator().manual_seed(20))
+    centroids, _, lengths, point_voxel = check(points, [1e-9] * 3, device=device)
+    assert lengths.tolist() == [100] and sorted(point_voxel[0].tolist()) == list(range(100))
+    assert torch.equal(centroids[0, point_voxel[0]], points[0])
+    # voxels in (z, y, x) order of their cells
+    order = torch.argsort(point_voxel[0])
+    zyx = [tuple(points[0, i].double().flip(0).tolist()) for i in order.tolist()]
+    assert zyx == sorted(zyx)
+    out = pointops.voxel_downsample(points.to(device), [1e-9] * 3)
+    assert int(out.lengths[0]) == 100
+
+
+def test_far_outliers_beside_a_normal_cloud(device):
+    # Cloud 0: a 2 m cloud at 1 cm with outliers 100 km away (10^7 cells: past the key's span);
+    # cloud 1: the same cloud without them (the fast path). The near points' voxels, rows and means
+    # must be the fast path's bit for bit; the outliers (highest z) add their own voxels last.
+    g = torch.Generator().manual_seed(21)
+    near = torch.rand(600, 3, generator=g) * 2
+    near[::5] = near[1::5]  # voxels of several points
+    features = torch.randn(2, 603, 4, generator=g)
+    features[1, :600] = features[0, :600]
+    outliers = torch.tensor([[1e5, 0.5, 1e5], [-1e5, 1.0, 1e5 + 1.0], [1e5, 0.5, 1e5]])
+    points = torch.stack([torch.cat([near, outliers]), torch.cat([near, torch.zeros(3, 3)])])
+    lengths = torch.tensor([603, 600])
+    centroids, mean_features, new_lengths, point_voxel = check(points, [0.01] * 3, lengths, features, device=device)
+    v = int(new_lengths[1])
+    assert v == len(lexicographic_cells(near, [0.01] * 3)) and int(new_lengths[0]) == v + 2
+    assert torch.equal(centroids[0, :v], centroids[1, :v]) and torch.equal(mean_features[0, :v], mean_features[1, :v])
+    assert torch.equal(point_voxel[0, :600], point_voxel[1, :600])
+    assert point_voxel[0, 600:].tolist() == [v, v + 1, v] and (point_voxel[1, 600:] == -1).all()
+    torch.testing.assert_close(centroids[0, v], outliers[[0, 2]].double().mean(0).float(), rtol=0, atol=0)
+    # the same cloud alone takes the same slow path and gives the same rows
+    alone = check(points[:1], [0.01] * 3, None, features[:1], device=device)
+    for a, b in zip(alone, (centroids[:1], mean_features[:1], new_lengths[:1], point_voxel[:1])):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("with_range", [False, True])
+def test_mixed_wide_and_narrow_clouds_match_reference(device, dtype, with_range):
+    # Ragged clouds, some spanning past the key (a far point, a tiny voxel on x only), with
+    # duplicates, NaN rows and points outside the range; the wide ones sum voxels of several points.
+    g = torch.Generator().manual_seed(22)
+    points = clustered(5, 400, torch.float64, seed=23)
+    points[:, ::9] = points[:, 1::9]
+    points[0, 7] = torch.tensor([3e4, -2.0, 0.5], dtype=torch.float64)  # 10^7 cells away on x
+    points[4, 100] = torch.tensor([0.1, 0.2, -1e6], dtype=torch.float64)  # 4e6 cells on z
+    points[4, 50, 1] = NAN
+    points[3, ::3, 0] *= 1e5  # x over 10^5 m
+    points = points.to(dtype)
+    features = torch.randn(5, 400, 3, generator=g, dtype=torch.float64).to(dtype)
+    lengths = torch.tensor([400, 399, 0, 257, 130])
+    point_range = [-5e4, -1.0, -2e6, 5e4, 1.2, 5e4] if with_range else None
+    size = [0.003, 0.2, 0.25]
+    centroids, _, new_lengths, point_voxel = check(points, size, lengths, features, point_range, device)
+    assert new_lengths[2] == 0 and (point_voxel[2] == -1).all() and (point_voxel[1, 399:] == -1).all()
+    assert (new_lengths[[0, 1, 3, 4]] > 5).all()
+    for b in range(5):
+        used = point_voxel[b][point_voxel[b] >= 0]
+        assert torch.equal(torch.unique(used), torch.arange(int(new_lengths[b])))
 
 
 def test_half_precision_computes_cells_in_float32(device):
@@ -273,6 +338,37 @@ def test_cuda_matches_cpu_bitwise(dtype, batch, n, size):
     assert_same(cuda, cpu)
     assert_same(downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0], "cuda"),
                 downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0]))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("batch, n", [(1, 60_000), (6, 9000), (300, 40)])
+def test_cuda_wide_clouds_match_cpu_bitwise(dtype, batch, n):
+    # At 1 cm every other cloud spans past the key (one point 4e4 m away: 4e6 cells), so the batch
+    # mixes both paths, with many merge passes and scan tiles per wide cloud and voxels of several
+    # points; at 0.3 m every cloud fits the key.
+    g = torch.Generator().manual_seed(24)
+    points = (torch.rand(batch, n, 3, generator=g) * 10 - 5).to(torch.float64)
+    points[:, ::13] = points[:, 1::13]
+    points[::2, n // 2] = torch.tensor([4e4, -3e4, 2e4], dtype=torch.float64)
+    points[:, ::211, 1] = NAN
+    points = points.to(dtype)
+    features = torch.randn(batch, n, 2, generator=g)
+    lengths = torch.randint(0, n + 1, (batch,), generator=g)
+    lengths[0] = n
+    for size in ([0.01, 0.015, 0.01], [0.3] * 3):
+        cpu = downsample(points, size, lengths, features)
+        assert_same(downsample(points, size, lengths, features, device="cuda"), cpu)
+        box = [-5e4, -5e4, -3.0, 5e4, 5e4, 5e4]
+        assert_same(downsample(points, size, None, None, box, "cuda"), downsample(points, size, None, None, box))
+
+
+@pytest.mark.cuda
+def test_cuda_wide_clouds_match_reference():
+    points = clustered(3, 200, seed=25)
+    points[1, 3] = torch.tensor([5e4, 0.0, 0.0])
+    check(points, [0.01] * 3, torch.tensor([200, 150, 200]), torch.randn(3, 200, 3), device="cuda")
+    check(torch.rand(2, 100, 3), [1e-9] * 3, device="cuda")
 
 
 @pytest.mark.cuda

@@ -507,9 +507,16 @@ def bench_voxel_downsample(device, quick, results, o3d):
     cases = [("uniform 10 m cube", 1, 1_000_000, 0.05, 1.0 if device == "cuda" else None)]
     if not quick:
         cases.append(("lidar", 4 if device == "cuda" else 1, None, 0.1, None))
+        # One point 200 km away: the cloud spans 4e6 cells of 5 cm, past the 63-bit key's 2^21
+        # per axis, so all 10^6 points take the slow exact path (one thread block on CUDA).
+        cases.append(("1 far outlier (wide path)", 1, 1_000_000, 0.05, None))
     for label, b, n, size, floor in cases:
+        wide = "wide path" in label
         if n is not None:
-            points = (torch.rand(b, n, 3, generator=g) * 10).to(device)
+            points = torch.rand(b, n, 3, generator=g) * 10
+            if wide:
+                points[:, 0, 0] = 2e5
+            points = points.to(device)
             lengths = None
         else:
             points, lengths = lidar_batch(b, device)
@@ -518,7 +525,7 @@ def bench_voxel_downsample(device, quick, results, o3d):
         row["ms"] = time_ms(lambda: torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None), device)
         out = torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None)
         row["voxels"] = out[2].tolist()
-        if lengths is None:
+        if lengths is None and not wide:  # the baseline's 21-bit keys would mix a wide cloud's cells
             row["baseline_ms"] = time_ms(lambda: torch_voxel_downsample(points, [size] * 3), device, min_reps=2)
         if device == "cpu" and o3d is not None and b == 1:
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[0, : points.shape[1]].double().numpy()))

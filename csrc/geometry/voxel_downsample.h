@@ -17,20 +17,20 @@
 //                 same voxels; rows past new_lengths[b] are 0.
 //   new_lengths   (B,) int64: occupied voxels of cloud b.
 //   point_voxel   (B, N) int64: the row of each point's voxel in centroids, -1 for points that
-//                 do not count (past lengths[b], NaN/Inf coordinates, outside point_range, or
-//                 beyond the grid's span, below).
+//                 do not count (past lengths[b], NaN/Inf coordinates, outside point_range).
 //
 // Rules (identical on CPU and CUDA, bit for bit):
 //   * Compute type: float64 for float64 points, float32 otherwise (float16 / bfloat16 are
 //     widened). The cell of a coordinate is c = floor((x - x_min) / dx) (floor(x / dx) without
 //     point_range): one subtraction, one IEEE division and a floor in the compute type, with
 //     x_min and dx rounded to it first. A cell must lie in [-2^62, 2^62) to count.
-//   * Span: cells are numbered from the cloud's lowest occupied cell along each axis, and a cloud
-//     spans at most 2^21 = 2,097,152 cells per axis (21 bits each of a 63-bit key). (At 1 cm
-//     voxels that is 20 km; only a voxel size far below the cloud's resolution reaches it.) A
-//     cloud whose counted points span more raises an error on the CPU, naming the cloud, the axis
-//     and the span; on CUDA, which cannot see it without a host sync, the points beyond the span
-//     do not count (point_voxel -1; pass a point_range to bound the span by the arguments).
+//   * Span: any. A cloud whose counted points span less than 2^21 = 2,097,152 cells on every
+//     axis (at 1 cm voxels, 20 km) takes the fast path: a 63-bit key per point, its cell
+//     relative to the cloud's lowest occupied cell, 21 bits per axis. A wider cloud (a voxel far
+//     below the data's resolution, or far outliers) takes an exact but slower path that orders
+//     its points by the raw (z, y, x) cells (on CUDA one thread block per wide cloud, decided on
+//     the device: no host sync; its cost is under "What bounds it" in voxel_downsample_cuda.cu).
+//     Both give the voxels, order and means below, so the path taken shows only in the time.
 //   * Order: voxels of a cloud are listed by their (z, y, x) cell, lexicographically: the same
 //     order whatever the points' order, the batch, or the device.
 //   * Means: a voxel's points are summed in increasing point index, in float64, one rounded add
@@ -88,8 +88,17 @@ struct DownsampleGrid {
   }
 };
 
-// The 63-bit key of a cell relative to its cloud's lowest cell, or kInvalidKey beyond the span.
-// z is the most significant part, so keys sort like (z, y, x).
+// Whether a cloud whose counted cells lie in [low, high] per axis fits the 63-bit key: a span
+// below 2^21 on every axis. Both bounds lie in [-2^62, 2^62), so the differences cannot overflow.
+POINTOPS_HOST_DEVICE inline bool fits_key(const int64_t low[3], const int64_t high[3]) {
+  for (int d = 0; d < 3; ++d) {
+    if (high[d] - low[d] >= kAxisSpan) return false;
+  }
+  return true;
+}
+
+// The 63-bit key of a cell relative to its cloud's lowest cell (the cloud fits the key), or
+// kInvalidKey beyond the span. z is the most significant part, so keys sort like (z, y, x).
 POINTOPS_HOST_DEVICE inline int64_t relative_key(const int64_t cell[3], const int64_t low[3]) {
   int64_t key = 0;
   for (int d = 2; d >= 0; --d) {
@@ -98,6 +107,19 @@ POINTOPS_HOST_DEVICE inline int64_t relative_key(const int64_t cell[3], const in
     key = (key << kAxisBits) | offset;
   }
   return key;
+}
+
+// The order of a wide cloud's points: (z, y, x) cell lexicographically, then point index (so a
+// voxel's points come in increasing index). Keys of distinct points are distinct.
+POINTOPS_HOST_DEVICE inline bool cell_index_less(const int64_t a[3], int64_t ia, const int64_t b[3], int64_t ib) {
+  for (int d = 2; d >= 0; --d) {
+    if (a[d] != b[d]) return a[d] < b[d];
+  }
+  return ia < ib;
+}
+
+POINTOPS_HOST_DEVICE inline bool same_cell(const int64_t a[3], const int64_t b[3]) {
+  return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
 }
 
 // The checked arguments (defined in voxel_downsample_cpu.cpp, used by both backends).

@@ -1,7 +1,8 @@
 // Voxel-grid downsampling on the CPU: the twin of voxel_downsample_cuda.cu (rules in
-// voxel_downsample.h). Clouds run in parallel; each builds the CPU parallel hash array of its
-// cell keys, whose runs list the voxels in key order and each voxel's points in index order:
-// the order in which both backends sum them.
+// voxel_downsample.h). Clouds run in parallel; each that fits the 63-bit key builds the CPU
+// parallel hash array of its cell keys, whose runs list the voxels in key order and each voxel's
+// points in index order: the order in which both backends sum them. A wider cloud sorts its
+// points by (z, y, x cell, index) instead, which lists them in the same order.
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
@@ -97,14 +98,34 @@ using namespace voxel_downsample_detail;
 constexpr int64_t kPointsPerTask = 16384;
 constexpr int64_t kVoxelsPerTask = 4096;
 
+// Voxel r of a cloud: the mean of its points members[0, count) (increasing point index), and
+// each member's row in point_voxel.
+template <typename scalar_t, typename feature_t>
+void write_voxel(const int64_t* members, int64_t count, int64_t r, const scalar_t* cloud, const feature_t* feats,
+                 int64_t f, scalar_t* centroids, feature_t* mean_features, int64_t* point_voxel) {
+  const double divisor = static_cast<double>(count);
+  double sum[3] = {0.0, 0.0, 0.0};
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t p = members[t];
+    point_voxel[p] = r;
+    for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(cloud[3 * p + d]));
+  }
+  for (int d = 0; d < 3; ++d) centroids[3 * r + d] = static_cast<scalar_t>(divide(sum[d], divisor));
+  for (int64_t c = 0; c < f; ++c) {
+    double s = 0.0;
+    for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(feats[f * members[t] + c]));
+    mean_features[f * r + c] = static_cast<feature_t>(divide(s, divisor));
+  }
+}
+
 // One cloud of n points; the output pointers are at the cloud's rows. Its passes over points and
 // voxels are parallel when it runs outside a parallel region (few clouds) and inline inside one
-// (at::parallel_for nests inline); the radix sort is serial. Every pass writes disjoint rows, so
-// the split changes no value.
+// (at::parallel_for nests inline); the sort is serial. Every pass writes disjoint rows, so the
+// split changes no value.
 template <typename scalar_t, typename feature_t, typename acc_t>
-void downsample_one_cloud(int64_t cloud_index, const scalar_t* cloud, const feature_t* feats, int64_t n,
-                          int64_t f, const DownsampleGrid<acc_t>& grid, scalar_t* centroids,
-                          feature_t* mean_features, int64_t* new_length, int64_t* point_voxel) {
+void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t n, int64_t f,
+                          const DownsampleGrid<acc_t>& grid, scalar_t* centroids, feature_t* mean_features,
+                          int64_t* new_length, int64_t* point_voxel) {
   std::vector<int64_t> cells(static_cast<size_t>(3 * n));
   std::vector<char> counted(static_cast<size_t>(n));
   at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
@@ -118,49 +139,56 @@ void downsample_one_cloud(int64_t cloud_index, const scalar_t* cloud, const feat
                     std::numeric_limits<int64_t>::max()};
   int64_t high[3] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min(),
                      std::numeric_limits<int64_t>::min()};
+  int64_t num_counted = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!counted[i]) continue;
+    ++num_counted;
     for (int d = 0; d < 3; ++d) {
       low[d] = std::min(low[d], cells[3 * i + d]);
       high[d] = std::max(high[d], cells[3 * i + d]);
     }
   }
-  // A point beyond the key's span would not count; the CPU sees the cells, so it says so rather
-  // than return a cloud without those points (CUDA, which would need a host sync to know, drops
-  // them: voxel_downsample.h).
-  constexpr const char* kAxis[3] = {"x", "y", "z"};
-  for (int d = 0; d < 3; ++d) {
-    TORCH_CHECK(high[d] < low[d] || high[d] - low[d] < kAxisSpan, "voxel_downsample: cloud ", cloud_index,
-                " spans ", high[d] - low[d] + 1, " cells of voxel_size[", d, "] = ", static_cast<double>(grid.size[d]),
-                " along ", kAxis[d], " from its lowest occupied cell, more than the 2^21 = ", kAxisSpan,
-                " a cloud may span; use a larger voxel_size or a point_range that leaves the far points out");
-  }
-  std::vector<int64_t> keys(static_cast<size_t>(n));
-  at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      keys[i] = counted[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
-    }
-  });
-  const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, kInvalidKey);
+  if (num_counted == 0) return;  // new_length stays 0, point_voxel -1
 
-  *new_length = h.num_unique();
-  at::parallel_for(0, h.num_unique(), kVoxelsPerTask, [&](int64_t first, int64_t last) {
+  if (fits_key(low, high)) {
+    std::vector<int64_t> keys(static_cast<size_t>(n));
+    at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) {
+        keys[i] = counted[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
+      }
+    });
+    const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, kInvalidKey);
+    *new_length = h.num_unique();
+    at::parallel_for(0, h.num_unique(), kVoxelsPerTask, [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        write_voxel(h.perm.data() + h.starts[r], h.counts[r], r, cloud, feats, f, centroids, mean_features,
+                    point_voxel);
+      }
+    });
+    return;
+  }
+
+  // A cloud wider than the key: its counted points sorted by (z, y, x, index), the order the
+  // CUDA kernel's merge sort gives; runs of equal cells are its voxels.
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(num_counted));
+  for (int64_t i = 0; i < n; ++i) {
+    if (counted[i]) order.push_back(i);
+  }
+  const int64_t* c = cells.data();
+  std::sort(order.begin(), order.end(),
+            [c](int64_t a, int64_t b) { return cell_index_less(c + 3 * a, a, c + 3 * b, b); });
+  std::vector<int64_t> starts;
+  for (int64_t j = 0; j < num_counted; ++j) {
+    if (j == 0 || !same_cell(c + 3 * order[j], c + 3 * order[j - 1])) starts.push_back(j);
+  }
+  const int64_t voxels = static_cast<int64_t>(starts.size());
+  starts.push_back(num_counted);
+  *new_length = voxels;
+  at::parallel_for(0, voxels, kVoxelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
-      const int64_t* members = h.perm.data() + h.starts[r];
-      const int64_t count = h.counts[r];
-      const double divisor = static_cast<double>(count);
-      double sum[3] = {0.0, 0.0, 0.0};
-      for (int64_t t = 0; t < count; ++t) {
-        const int64_t p = members[t];
-        point_voxel[p] = r;
-        for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(cloud[3 * p + d]));
-      }
-      for (int d = 0; d < 3; ++d) centroids[3 * r + d] = static_cast<scalar_t>(divide(sum[d], divisor));
-      for (int64_t c = 0; c < f; ++c) {
-        double s = 0.0;
-        for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(feats[f * members[t] + c]));
-        mean_features[f * r + c] = static_cast<feature_t>(divide(s, divisor));
-      }
+      write_voxel(order.data() + starts[r], starts[r + 1] - starts[r], r, cloud, feats, f, centroids,
+                  mean_features, point_voxel);
     }
   });
 }
@@ -182,7 +210,7 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
   int64_t* point_voxel = std::get<3>(outputs).data_ptr<int64_t>();
   auto one = [&](int64_t b) {
     downsample_one_cloud<scalar_t, feature_t, acc_t>(
-        b, pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
+        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
         grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b,
         point_voxel + b * n);
   };

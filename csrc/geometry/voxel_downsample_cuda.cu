@@ -1,20 +1,32 @@
 // Voxel-grid downsampling on CUDA (rules in voxel_downsample.h; the CPU twin is
 // voxel_downsample_cpu.cpp). No atomics on floats and no host sync:
-//   1. every point's cell; the lowest cell of each cloud per axis by 64-bit integer atomicMin
-//      (order-free), then each point's 63-bit key relative to it;
+//   1. every point's cell; the lowest and highest cell of each cloud per axis by 64-bit integer
+//      atomicMin / atomicMax (order-free). A cloud spanning less than 2^21 cells per axis fits
+//      the key: each of its points gets the 63-bit key of its cell relative to the lowest. The
+//      points of a wider ("wide") cloud get the invalid key, so steps 2-3 skip them;
 //   2. the parallel hash array (common/hash_array.cuh) of the keys of the whole batch: a stable
 //      radix sort + run-length encoding. With B > 1 the keys of different clouds can collide, so
 //      a second hash array sorts (cloud, run of the first) = b * total + run, which lists the
 //      voxels by cloud and then by key, each voxel's points still in index order (both sorts
 //      are stable);
 //   3. one thread per voxel sums its points in that order in float64 (the CPU kernel's order),
-//      writes the means and each point's row.
+//      writes the means and each point's row;
+//   4. wide clouds, one thread block each (the block of any other cloud returns at once): a
+//      merge sort of the cloud's counted points by (z, y, x cell, index), run heads by comparing
+//      neighbours' cells, a block scan numbering the voxels, then step 3's sums, in the same
+//      order, for its rows. Its size comes from the device, so it needs no host sync either.
 // What bounds it: the radix sort of the B * N (63-bit key, 32-bit index) pairs, 8 passes over
 // the key bits (plus ceil(bits(B * N) / 8) more for B > 1), each reading and writing the pairs
 // at HBM bandwidth; the other passes each read the points once. The per-voxel sums gather
 // points through the sorted permutation (scattered 12-byte reads), one thread per voxel, so a
 // voxel with many points serialises that thread: clouds with a few dense voxels (a sensor's
-// near field at a coarse voxel size) load the warps unevenly.
+// near field at a coarse voxel size) load the warps unevenly. Wide clouds cost the common case
+// one launch of min(B, 65535) blocks that read their cloud's 6 bounds and return, and three more
+// block reductions in step 1. A wide cloud of m counted points costs one SM: ceil(log2 m) merge
+// passes in which every point binary-searches the other run, recomputing the cells it compares
+// (O(m log^2 m) cell computations, latency-bound), then a scan and the sums: slow by design
+// (tools/bench_geometry.py's "1 far outlier (wide path)" row measures it), and reached only by a
+// voxel far below the data's resolution or far outliers.
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
@@ -22,6 +34,7 @@
 
 #include <algorithm>
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <type_traits>
 
 #include "common/checks.h"
@@ -68,43 +81,71 @@ struct Smaller {
     return b < a ? b : a;
   }
 };
+struct Larger {
+  __device__ __forceinline__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return b > a ? b : a;
+  }
+};
 
-// low (B, 3) starts at the largest value. Blocks are 2D: x tiles cloud y's points, so a block
-// reduces within one cloud and issues 3 atomics, not 3 per point (one address per cloud would
-// serialise a million same-address atomics).
+// low (B, 3) starts at the largest value, high (B, 3) at the smallest (ordered bits). Blocks are
+// 2D: x tiles cloud y's points, so a block reduces within one cloud and issues 6 atomics, not 6
+// per point (one address per cloud would serialise a million same-address atomics).
 template <typename scalar_t, typename acc_t>
-__global__ void lowest_cells_kernel(const scalar_t* __restrict__ points,
-                                    const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
-                                    DownsampleGrid<acc_t> grid, unsigned long long* __restrict__ low) {
+__global__ void cell_bounds_kernel(const scalar_t* __restrict__ points,
+                                   const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
+                                   DownsampleGrid<acc_t> grid, unsigned long long* __restrict__ low,
+                                   unsigned long long* __restrict__ high) {
   using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
-    unsigned long long mine[3] = {~0ull, ~0ull, ~0ull};
+    unsigned long long mine_low[3] = {~0ull, ~0ull, ~0ull};
+    unsigned long long mine_high[3] = {0ull, 0ull, 0ull};
     int64_t cell[3];
     if (i < n && point_cell(points, lengths, n, b * n + i, grid, cell)) {
-      for (int d = 0; d < 3; ++d) mine[d] = ordered(cell[d]);
+      for (int d = 0; d < 3; ++d) mine_low[d] = mine_high[d] = ordered(cell[d]);
     }
     for (int d = 0; d < 3; ++d) {
-      const unsigned long long lowest = BlockReduce(temp).Reduce(mine[d], Smaller());
+      const unsigned long long lowest = BlockReduce(temp).Reduce(mine_low[d], Smaller());
       __syncthreads();  // temp is reused by the next reduction
-      if (threadIdx.x == 0 && lowest != ~0ull) atomicMin(low + 3 * b + d, lowest);
+      const unsigned long long highest = BlockReduce(temp).Reduce(mine_high[d], Larger());
+      __syncthreads();
+      if (threadIdx.x == 0 && lowest != ~0ull) {
+        atomicMin(low + 3 * b + d, lowest);
+        atomicMax(high + 3 * b + d, highest);
+      }
     }
   }
 }
 
+// Cloud b's bounds; false when it has no counted point (the bounds are then meaningless).
+__device__ __forceinline__ bool cloud_bounds(const unsigned long long* __restrict__ low,
+                                             const unsigned long long* __restrict__ high, int64_t b,
+                                             int64_t lowest[3], int64_t highest[3]) {
+  if (low[3 * b] == ~0ull) return false;
+  for (int d = 0; d < 3; ++d) {
+    lowest[d] = unordered(low[3 * b + d]);
+    highest[d] = unordered(high[3 * b + d]);
+  }
+  return true;
+}
+
+// The key of every point; kInvalidKey for points that do not count and for every point of a
+// cloud that does not fit the key (step 4 handles those clouds).
 template <typename scalar_t, typename acc_t>
 __global__ void keys_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
                             int64_t n, int64_t total, DownsampleGrid<acc_t> grid,
-                            const unsigned long long* __restrict__ low, int64_t* __restrict__ keys) {
+                            const unsigned long long* __restrict__ low,
+                            const unsigned long long* __restrict__ high, int64_t* __restrict__ keys) {
   const int64_t p = thread_index();
   if (p >= total) return;
   int64_t cell[3];
   int64_t key = kInvalidKey;
   if (point_cell(points, lengths, n, p, grid, cell)) {
-    const int64_t b = p / n;
-    const int64_t lowest[3] = {unordered(low[3 * b]), unordered(low[3 * b + 1]), unordered(low[3 * b + 2])};
-    key = relative_key(cell, lowest);
+    int64_t lowest[3], highest[3];
+    // A counted point makes its cloud's bounds valid.
+    cloud_bounds(low, high, p / n, lowest, highest);
+    if (fits_key(lowest, highest)) key = relative_key(cell, lowest);
   }
   keys[p] = key;
 }
@@ -136,6 +177,31 @@ __global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t total,
   new_lengths[b] = end - begin;
 }
 
+// The voxel whose points are offset + members[0, count) (increasing index): its mean at row out
+// of the outputs (b * n + row), and row in point_voxel for each of its points.
+template <typename scalar_t, typename feature_t>
+__device__ __forceinline__ void write_voxel(const int32_t* __restrict__ members, int64_t count,
+                                            int64_t offset, int64_t out, int64_t row,
+                                            const scalar_t* __restrict__ points,
+                                            const feature_t* __restrict__ features, int64_t f,
+                                            scalar_t* __restrict__ centroids,
+                                            feature_t* __restrict__ mean_features,
+                                            int64_t* __restrict__ point_voxel) {
+  const double divisor = static_cast<double>(count);
+  double sum[3] = {0.0, 0.0, 0.0};
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t p = offset + members[t];
+    point_voxel[p] = row;
+    for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(points[3 * p + d]));
+  }
+  for (int d = 0; d < 3; ++d) centroids[3 * out + d] = static_cast<scalar_t>(divide(sum[d], divisor));
+  for (int64_t c = 0; c < f; ++c) {
+    double s = 0.0;
+    for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(features[f * (offset + members[t]) + c]));
+    mean_features[f * out + c] = static_cast<feature_t>(divide(s, divisor));
+  }
+}
+
 // One thread per voxel (run r): its points in index order, summed in float64.
 template <typename scalar_t, typename feature_t>
 __global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t batch, int64_t n,
@@ -149,21 +215,134 @@ __global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t ba
   if (r >= capacity || r >= *h.num_unique) return;
   const int64_t b = batch == 1 ? 0 : h.unique_keys[r] / total;
   const int64_t row = r - first_run[b];
-  const int64_t begin = h.starts[r];
-  const int64_t count = h.counts[r];
-  const double divisor = static_cast<double>(count);
-  double sum[3] = {0.0, 0.0, 0.0};
-  for (int64_t t = 0; t < count; ++t) {
-    const int64_t p = h.perm[begin + t];
-    point_voxel[p] = row;
-    for (int d = 0; d < 3; ++d) sum[d] = add(sum[d], static_cast<double>(points[3 * p + d]));
+  write_voxel(h.perm + h.starts[r], h.counts[r], 0, b * n + row, row, points, features, f, centroids,
+              mean_features, point_voxel);
+}
+
+// Step 4: wide clouds, one block each.
+constexpr int kWideThreads = 512;
+constexpr int64_t kMaxWideBlocks = 65535;
+
+// The cell of point i of a cloud, which counted it.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void counted_cell(const scalar_t* __restrict__ cloud, int64_t i,
+                                             const DownsampleGrid<acc_t>& grid, int64_t* cell) {
+  const scalar_t* q = cloud + 3 * i;
+  grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell);
+}
+
+// How many of sorted[first, last) (point indices of the cloud, in (cell, index) order) come
+// before (cell, index).
+template <typename scalar_t, typename acc_t>
+__device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t last, const int64_t cell[3],
+                                int64_t index, const scalar_t* __restrict__ cloud,
+                                const DownsampleGrid<acc_t>& grid) {
+  const int64_t begin = first;
+  while (first < last) {
+    const int64_t mid = first + (last - first) / 2;
+    const int64_t q = sorted[mid];
+    int64_t c[3];
+    counted_cell(cloud, q, grid, c);
+    if (cell_index_less(c, q, cell, index)) {
+      first = mid + 1;
+    } else {
+      last = mid;
+    }
   }
-  scalar_t* out = centroids + 3 * (b * n + row);
-  for (int d = 0; d < 3; ++d) out[d] = static_cast<scalar_t>(divide(sum[d], divisor));
-  for (int64_t c = 0; c < f; ++c) {
-    double s = 0.0;
-    for (int64_t t = 0; t < count; ++t) s = add(s, static_cast<double>(features[f * h.perm[begin + t] + c]));
-    mean_features[f * (b * n + row) + c] = static_cast<feature_t>(divide(s, divisor));
+  return first - begin;
+}
+
+// order and scratch: (B, N) int32 each. The block of a cloud that fits the key (or has no
+// counted point) returns at once: steps 1-3 wrote its outputs. A wide cloud's outputs are still
+// as empty_downsample_outputs left them (its points had the invalid key), and this block fills
+// its rows.
+template <typename scalar_t, typename feature_t, typename acc_t>
+__global__ void __launch_bounds__(kWideThreads)
+    wide_clouds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
+                       int64_t batch, int64_t n, DownsampleGrid<acc_t> grid,
+                       const unsigned long long* __restrict__ low,
+                       const unsigned long long* __restrict__ high,
+                       const feature_t* __restrict__ features, int64_t f, int32_t* order,
+                       int32_t* scratch, scalar_t* __restrict__ centroids,
+                       feature_t* __restrict__ mean_features, int64_t* __restrict__ new_lengths,
+                       int64_t* __restrict__ point_voxel) {
+  using BlockScan = cub::BlockScan<int, kWideThreads>;
+  __shared__ typename BlockScan::TempStorage temp;
+  for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
+    int64_t lowest[3], highest[3];
+    if (!cloud_bounds(low, high, b, lowest, highest) || fits_key(lowest, highest)) continue;
+    const int64_t len = cloud_length(lengths, b, n);
+    const scalar_t* cloud = points + 3 * b * n;
+    int32_t* src = order + b * n;
+    int32_t* dst = scratch + b * n;
+
+    // The counted points, in increasing index.
+    int64_t m = 0;
+    for (int64_t base = 0; base < len; base += kWideThreads) {
+      const int64_t i = base + threadIdx.x;
+      int64_t cell[3];
+      const int flag = i < len && grid.cell(static_cast<acc_t>(cloud[3 * i]), static_cast<acc_t>(cloud[3 * i + 1]),
+                                            static_cast<acc_t>(cloud[3 * i + 2]), cell)
+                           ? 1
+                           : 0;
+      int at = 0;
+      int tile = 0;
+      BlockScan(temp).ExclusiveSum(flag, at, tile);
+      if (flag) src[m + at] = static_cast<int32_t>(i);
+      m += tile;
+      __syncthreads();  // temp is reused; src is complete after the last tile
+    }
+
+    // Bottom-up merge sort by (cell, index), runs of width 1, 2, 4, ...: an element's place in
+    // the merged pair is its place in its run plus the number of the other run's elements
+    // before it (keys are distinct, so the places form a permutation).
+    for (int64_t width = 1; width < m; width *= 2) {
+      for (int64_t i = threadIdx.x; i < m; i += kWideThreads) {
+        const int64_t lo = i / (2 * width) * (2 * width);
+        const int64_t mid = min(lo + width, m);
+        const int64_t hi = min(lo + 2 * width, m);
+        const int64_t p = src[i];
+        int64_t cell[3];
+        counted_cell(cloud, p, grid, cell);
+        const int64_t at = i < mid ? i + count_before(src, mid, hi, cell, p, cloud, grid)
+                                   : lo + (i - mid) + count_before(src, lo, mid, cell, p, cloud, grid);
+        dst[at] = static_cast<int32_t>(p);
+      }
+      __syncthreads();
+      int32_t* sorted = dst;
+      dst = src;
+      src = sorted;
+    }
+
+    // Voxels: runs of equal cells; dst[v] = the sorted position where voxel v starts.
+    int64_t voxels = 0;
+    for (int64_t base = 0; base < m; base += kWideThreads) {
+      const int64_t i = base + threadIdx.x;
+      int head = 0;
+      if (i < m) {
+        head = 1;
+        if (i > 0) {
+          int64_t cell[3], previous[3];
+          counted_cell(cloud, src[i], grid, cell);
+          counted_cell(cloud, src[i - 1], grid, previous);
+          head = same_cell(cell, previous) ? 0 : 1;
+        }
+      }
+      int at = 0;
+      int tile = 0;
+      BlockScan(temp).ExclusiveSum(head, at, tile);
+      if (head) dst[voxels + at] = static_cast<int32_t>(i);
+      voxels += tile;
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) new_lengths[b] = voxels;
+    for (int64_t v = threadIdx.x; v < voxels; v += kWideThreads) {
+      const int64_t begin = dst[v];
+      const int64_t end = v + 1 < voxels ? dst[v + 1] : m;
+      write_voxel(src + begin, end - begin, b * n, b * n + v, v, points, features, f, centroids, mean_features,
+                  point_voxel);
+    }
+    __syncthreads();
   }
 }
 
@@ -180,15 +359,18 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
 
-  at::Tensor low = at::full({batch, 3}, -1, options.dtype(at::kLong));  // all ones: the largest
+  // Ordered bits: low starts at all ones (the largest), high at 0 (the smallest).
+  at::Tensor low = at::full({batch, 3}, -1, options.dtype(at::kLong));
+  at::Tensor high = at::zeros({batch, 3}, options.dtype(at::kLong));
+  auto* low_ptr = reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>());
+  auto* high_ptr = reinterpret_cast<unsigned long long*>(high.data_ptr<int64_t>());
   const dim3 tiles(blocks_for(n), static_cast<unsigned>(std::min<int64_t>(batch, kMaxGridY)));
-  lowest_cells_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(
-      pts_ptr, lengths, batch, n, grid, reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>()));
+  cell_bounds_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, low_ptr,
+                                                                      high_ptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   at::Tensor keys = at::empty({total}, options.dtype(at::kLong));
   keys_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
-      pts_ptr, lengths, n, total, grid,
-      reinterpret_cast<const unsigned long long*>(low.data_ptr<int64_t>()), keys.data_ptr<int64_t>());
+      pts_ptr, lengths, n, total, grid, low_ptr, high_ptr, keys.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   cuda::HashArray hash = cuda::build_hash_array(keys, kInvalidKey);
@@ -210,6 +392,17 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
       f > 0 ? feats.data_ptr<feature_t>() : nullptr, f, std::get<0>(outputs).data_ptr<scalar_t>(),
       f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr,
       std::get<3>(outputs).data_ptr<int64_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+
+  // Wide clouds. The keys are dead once the hash arrays are built (stream order), so their
+  // 8 * B * N bytes hold the two (B, N) int32 buffers of the merge sort.
+  int32_t* order = reinterpret_cast<int32_t*>(keys.data_ptr<int64_t>());
+  wide_clouds_kernel<scalar_t, feature_t, acc_t>
+      <<<static_cast<unsigned>(std::min<int64_t>(batch, kMaxWideBlocks)), kWideThreads, 0, stream>>>(
+          pts_ptr, lengths, batch, n, grid, low_ptr, high_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f,
+          order, order + total, std::get<0>(outputs).data_ptr<scalar_t>(),
+          f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr, std::get<2>(outputs).data_ptr<int64_t>(),
+          std::get<3>(outputs).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -46,10 +46,11 @@ def voxel_downsample(
     Returns:
         :class:`VoxelDownsample`. Voxels of a cloud are listed by their (z, y, x) cell, so the
         result does not depend on the points' order. Points past ``lengths``, with NaN/Inf
-        coordinates or outside ``point_range`` are not counted (``point_voxel`` -1). A cloud
-        spans at most 2^21 cells per axis from its lowest occupied cell: beyond that the CPU
-        raises an error naming the cloud and axis; CUDA (which would need a host sync to look)
-        leaves the far points uncounted. The centroids and mean
+        coordinates or outside ``point_range`` are not counted (``point_voxel`` -1). Any span
+        works: a cloud spanning fewer than 2^21 cells per axis (20 km at 1 cm) takes the fast
+        path, a wider one (a voxel far below the data's resolution, far outliers) an exact but
+        slower one (on CUDA one thread block per such cloud, a merge sort of its points) with
+        the same voxels, order and means. The centroids and mean
         features are differentiable (each point gets ``1 / count`` of its voxel's gradient).
 
     Open3D's ``voxel_down_sample`` anchors its grid at ``min_bound - voxel_size / 2`` of each

@@ -228,7 +228,6 @@ def knn_cdist_topk(queries: Tensor, points: Tensor, k: int, chunk: int = 4096) -
     return torch.cat(indices, 1), torch.cat(distances, 1)
 
 
-_AXIS_SPAN = 2**21
 _CELL_LIMIT = 2.0**62
 
 
@@ -268,13 +267,9 @@ def voxel_downsample(
         cells = torch.where(ok.unsqueeze(-1), cell, torch.zeros_like(cell)).to(torch.int64)
         if not bool(ok.any()):
             continue
-        rel = cells - cells[ok].amin(0)
-        ok &= (rel < _AXIS_SPAN).all(-1)
-        key = (rel[:, 2] << 42) | (rel[:, 1] << 21) | rel[:, 0]
         members = torch.nonzero(ok).flatten()  # increasing point index
-        if members.numel() == 0:
-            continue
-        _, voxel = torch.unique(key[members], sorted=True, return_inverse=True)
+        # Voxels in (z, y, x) order of the int64 cells, whatever their span: rows sort lexicographically.
+        _, voxel = torch.unique(cells[members].flip(-1), dim=0, sorted=True, return_inverse=True)
         voxels = int(voxel.max()) + 1
         new_lengths[b] = voxels
         point_voxel[b, members] = voxel

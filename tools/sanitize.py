@@ -5,6 +5,7 @@ SUMMARY: ... (N errors, M warnings)").
 
     python tools/sanitize.py                      # every op, every tool (needs a GPU and the CUDA build)
     python tools/sanitize.py --ops knn fps --tools memcheck
+    python tools/sanitize.py --jobs 12            # 12 runs at a time (each its own process)
     python tools/sanitize.py --dry-run            # no GPU: list the runs and run each op's samples on the CPU
     python tools/sanitize.py --run-op knn         # the per-op runner that compute-sanitizer starts
 
@@ -16,6 +17,7 @@ a run's report; --error-exitcode is left at 0 so that the count is read from the
 and a run that ends without one (a crash, a timeout) shows as "crash" / "timeout".
 """
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -103,6 +105,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per (op, tool) run")
     parser.add_argument("--print-limit", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
     parser.add_argument("--log-dir", default="", help="keep each run's report here")
     parser.add_argument("--sanitizer", default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer")
     parser.add_argument("--dry-run", action="store_true", help="list the runs; run each op's samples on the CPU")
@@ -131,9 +134,13 @@ def main(argv=None) -> int:
     if args.log_dir:
         os.makedirs(args.log_dir, exist_ok=True)
     cells, bad = {}, 0
-    for name in ops:
-        for tool in args.tools:
-            result, seconds = sanitize(name, tool, args.sanitizer, args.timeout, args.print_limit, args.log_dir)
+    runs = [(name, tool) for name in ops for tool in args.tools]
+
+    def one(run):
+        return run, sanitize(*run, args.sanitizer, args.timeout, args.print_limit, args.log_dir)
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each run is a subprocess
+        for (name, tool), (result, seconds) in pool.map(one, runs):
             cells[(name, tool)] = result
             bad += result != "0"
             print(f"{name} {tool}: {result} ({seconds:.0f} s)", flush=True)

@@ -28,7 +28,8 @@ def parse_args():
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per workload (median reported)")
     parser.add_argument("--workloads", nargs="*", default=["one", "fast", "sixteen"],
-                        help="one (1 model, default preset), fast (1 model, fast preset), sixteen (16 models)")
+                        help="one (1 model, default preset), fast (1 model, fast preset), sixteen (16 models, "
+                             "default preset), sixteen_fast (16 models, fast preset)")
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--model-points", type=int, default=30000)
@@ -64,7 +65,7 @@ def main():
         return (torch.stack([s.points for s in samples]).float().to(device),
                 torch.stack([s.normals for s in samples]).float().to(device))
 
-    workloads = {"one": (1, "default"), "fast": (1, "fast"), "sixteen": (16, "default")}
+    workloads = {"one": (1, "default"), "fast": (1, "fast"), "sixteen": (16, "default"), "sixteen_fast": (16, "fast")}
     for name in args.workloads:
         count, preset = workloads[name]
         mp, mn = models(count)

@@ -349,7 +349,8 @@ def test_cuda_wide_clouds_match_cpu_bitwise(dtype, batch, n):
     # points; at 0.3 m every cloud fits the key.
     g = torch.Generator().manual_seed(24)
     points = (torch.rand(batch, n, 3, generator=g) * 10 - 5).to(torch.float64)
-    points[:, ::13] = points[:, 1::13]
+    copies = points[:, 1::13]  # duplicates: voxels of several points
+    points[:, : copies.shape[1] * 13 : 13] = copies
     points[::2, n // 2] = torch.tensor([4e4, -3e4, 2e4], dtype=torch.float64)
     points[:, ::211, 1] = NAN
     points = points.to(dtype)

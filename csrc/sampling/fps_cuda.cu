@@ -159,8 +159,11 @@ std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
   }
   AT_DISPATCH_FLOATING_TYPES(points.scalar_type(), "fps_cuda", [&] {
     at::Tensor min_distance = at::empty({total_rows}, points.options());
+    // The query point in shared memory, rounded up to whole 16-byte words: the compiler reads it
+    // 16 bytes at a time (LDS.128), so a D that is not a multiple of 16 bytes would read past it.
+    const size_t query_bytes = cuda::ceil_div(sizeof(scalar_t) * dims, 16) * 16;
     fps_streaming_kernel<scalar_t>
-        <<<static_cast<unsigned>(batch), kStreamingThreads, sizeof(scalar_t) * dims,
+        <<<static_cast<unsigned>(batch), kStreamingThreads, query_bytes,
            at::cuda::getCurrentCUDAStream()>>>(
             points.data_ptr<scalar_t>(), static_cast<int>(dims), layout, start_ptr, k,
             min_distance.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(),

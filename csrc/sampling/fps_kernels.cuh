@@ -435,8 +435,8 @@ __global__ void __launch_bounds__(kStreamingThreads)
                          acc_t* __restrict__ out_distance) {
   using Cand = Candidate<acc_t>;
   constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
-  extern __shared__ unsigned char streaming_smem[];
-  acc_t* q = reinterpret_cast<acc_t*>(streaming_smem);  // [dims]
+  extern __shared__ __align__(16) unsigned char streaming_smem[];
+  acc_t* q = reinterpret_cast<acc_t*>(streaming_smem);  // [dims], padded to 16-byte words
   __shared__ Cand warp_slots[2][kStreamingThreads / kWarpSize];
 
   const int tid = threadIdx.x;

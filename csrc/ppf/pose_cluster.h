@@ -130,10 +130,11 @@ POINTOPS_HOST_DEVICE inline bool is_member(const Pose& i, const Pose& j, float m
 // Calls visit(j) for every member j of pose i's cluster, cells by dx, dy, dz in -1..1, then by
 // pose index. `Table` finds runs: find(key) -> run or -1, start(run), count(run), at(position)
 // -> pose index within the batch entry (the flat index minus b * M); `load(j)` gives pose j.
-template <typename Table, typename Load, typename Visit>
-POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, float max_square,
-                                                 float cos_half, const Table& table,
-                                                 const Load& load, Visit&& visit) {
+// Calls visit(start, count) for the run of every occupied cell around pose i's own, by dx, dy, dz
+// in -1..1: its poses are table.at(start) .. table.at(start + count - 1), by pose index.
+template <typename Table, typename Visit>
+POINTOPS_HOST_DEVICE inline void for_each_cell_run(const Pose& centre, int64_t b, const Table& table,
+                                                   Visit&& visit) {
   for (int dx = -1; dx <= 1; ++dx) {
     for (int dy = -1; dy <= 1; ++dy) {
       for (int dz = -1; dz <= 1; ++dz) {
@@ -145,17 +146,26 @@ POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, 
           continue;
         }
         const int64_t run = table.find(cell_key(b, x, y, z));
-        if (run < 0) continue;
-        const int64_t start = table.start(run);
-        const int64_t count = table.count(run);
-        for (int64_t e = 0; e < count; ++e) {
-          const int64_t j = table.at(start + e);
-          const Pose other = load(j);
-          if (is_member(centre, other, max_square, cos_half)) visit(j, other);
-        }
+        if (run >= 0) visit(table.start(run), table.count(run));
       }
     }
   }
+}
+
+// Calls visit(j) for every member j of pose i's cluster, cells by dx, dy, dz in -1..1, then by
+// pose index. `Table` finds runs: find(key) -> run or -1, start(run), count(run), at(position)
+// -> pose index within the batch entry (the flat index minus b * M); `load(j)` gives pose j.
+template <typename Table, typename Load, typename Visit>
+POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, float max_square,
+                                                 float cos_half, const Table& table,
+                                                 const Load& load, Visit&& visit) {
+  for_each_cell_run(centre, b, table, [&](int64_t start, int64_t count) {
+    for (int64_t e = 0; e < count; ++e) {
+      const int64_t j = table.at(start + e);
+      const Pose other = load(j);
+      if (is_member(centre, other, max_square, cos_half)) visit(j, other);
+    }
+  });
 }
 
 // Whether the chosen centre removes pose i (loaded; `valid` or not) in the selection rounds.

@@ -4,15 +4,20 @@
 //      key B * 2^51);
 //   2. the parallel hash array of the keys (common/hash_array.cuh), so a cell's poses come out by
 //      index;
-//   3. each pose's cluster score: a thread per pose walks the 27 cells around its own (binary
-//      search of each cell key in the sorted unique keys) and sums its members' votes (int64,
-//      exact);
-//   4. selection: a block per batch entry runs the k rounds (block-wide maximum of
+//   3. every pose as load_pose computes it (normalised quaternion, translation, validity),
+//      once (prepare_kernel): the member tests below read it instead of normalising pose j
+//      again for each centre (a float64 square root and seven divisions per test);
+//   4. each pose's cluster score: a warp per pose walks the 27 cells around its own (binary
+//      search of each cell key in the sorted unique keys), its lanes testing a cell's poses 32
+//      at a time, and sums its members' votes (int64, exact, so the order does not matter);
+//   5. selection: a block per batch entry runs the k rounds (block-wide maximum of
 //      (score, ~index), then a pass that removes the poses within the suppression distance and angle);
-//   5. the averages: a thread per chosen cluster walks its members in the fixed order of
-//      for_each_member and sums in float64, as the CPU does.
-// What bounds it: step 3, whose cost is the sum over poses of the poses in their 27 cells (with
-// thousands of near-identical poses of one instance in one cell, a few million member tests).
+//   6. the averages: a warp per chosen cluster tests 32 candidates at a time, then adds the
+//      members in the fixed order of for_each_member (ballot order: cell, then pose index) in
+//      float64, as the CPU does.
+// What bounds it: step 4, whose cost is the sum over poses of the poses in their 27 cells (with
+// thousands of near-identical poses of one instance in one cell, tens of millions of member
+// tests), each a 32-byte read of the prepared pose and a distance and quaternion test.
 #include "ppf/pose_cluster.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -76,19 +81,61 @@ __global__ void cell_keys_kernel(PoseArgs a, int64_t key_bound, int64_t* __restr
   keys[e] = p.valid ? cell_key(b, p.cell[0], p.cell[1], p.cell[2]) : key_bound;
 }
 
-__global__ void scores_kernel(PoseArgs a, DeviceTable table, int64_t* __restrict__ scores) {
+// Poses as load() returns them: the quaternion, and the translation with w = 1 when valid.
+struct PreparedPoses {
+  const float4* q;
+  const float4* t;
+  const int64_t* votes;
+
+  __device__ Pose get(int64_t e) const {
+    const float4 qe = q[e];
+    const float4 te = t[e];
+    Pose p;
+    p.q[0] = qe.x;
+    p.q[1] = qe.y;
+    p.q[2] = qe.z;
+    p.q[3] = qe.w;
+    p.t = {te.x, te.y, te.z};
+    p.votes = votes[e];
+    p.cell[0] = p.cell[1] = p.cell[2] = 0;  // not read: cells come from the centre
+    p.valid = te.w != 0.0f;
+    return p;
+  }
+};
+
+__global__ void prepare_kernel(PoseArgs a, float4* __restrict__ q, float4* __restrict__ t) {
   const int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (e >= a.batch * a.poses) return;
+  const int64_t b = e / a.poses;
+  const Pose p = a.load(b, e - b * a.poses);
+  q[e] = make_float4(p.q[0], p.q[1], p.q[2], p.q[3]);
+  t[e] = make_float4(p.t.x, p.t.y, p.t.z, p.valid ? 1.0f : 0.0f);
+}
+
+__device__ __forceinline__ int64_t warp_index() {
+  return (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize;
+}
+
+// A warp per pose; the lanes split each cell's poses.
+__global__ void scores_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table,
+                              int64_t* __restrict__ scores) {
+  const int64_t e = warp_index();
+  if (e >= a.batch * a.poses) return;  // the whole warp
+  const int lane = threadIdx.x % kWarpSize;
   const int64_t b = e / a.poses;
   const Pose centre = a.load(b, e - b * a.poses);
   int64_t score = 0;
   if (centre.valid) {
     const float max_square = multiply(a.thresholds[b], a.thresholds[b]);
-    for_each_member(centre, b, max_square, a.cos_half, table,
-                    [&](int64_t j) { return a.load(b, j); },
-                    [&](int64_t, const Pose& p) { score += p.votes; });
+    for_each_cell_run(centre, b, table, [&](int64_t start, int64_t count) {
+      for (int64_t c = lane; c < count; c += kWarpSize) {
+        const Pose other = poses.get(b * a.poses + table.at(start + c));
+        if (is_member(centre, other, max_square, a.cos_half)) score += other.votes;
+      }
+    });
   }
-  scores[e] = score;
+  for (int d = kWarpSize / 2; d > 0; d >>= 1) score += __shfl_down_sync(kFullMask, score, d);
+  if (lane == 0) scores[e] = score;
 }
 
 // The largest 64-bit word of the block; every thread gets it.
@@ -111,8 +158,8 @@ __device__ uint64_t block_max(uint64_t value, uint64_t* slots) {
 // Scores are compared exactly: the block first finds the largest score, then the lowest index
 // holding it (two maxima of 64-bit words), so no score is truncated.
 __global__ void __launch_bounds__(kSelectThreads)
-    select_kernel(PoseArgs a, const int64_t* __restrict__ scores, uint8_t* __restrict__ removed,
-                  int64_t* __restrict__ centers) {
+    select_kernel(PoseArgs a, PreparedPoses poses, const int64_t* __restrict__ scores,
+                  uint8_t* __restrict__ removed, int64_t* __restrict__ centers) {
   __shared__ uint64_t slots[kSelectThreads / kWarpSize];
   const int64_t b = blockIdx.x;
   const int64_t* score = scores + b * a.poses;
@@ -144,17 +191,24 @@ __global__ void __launch_bounds__(kSelectThreads)
     const Pose centre = a.load(b, best);
     __syncthreads();
     for (int64_t i = threadIdx.x; i < a.poses; i += blockDim.x) {
-      if (i == best || is_suppressed(centre, a.load(b, i), suppress_square, a.cos_suppress)) gone[i] = 1;
+      if (i == best || is_suppressed(centre, poses.get(b * a.poses + i), suppress_square, a.cos_suppress)) {
+        gone[i] = 1;
+      }
     }
     __syncthreads();
   }
 }
 
-__global__ void average_kernel(PoseArgs a, DeviceTable table, const int64_t* __restrict__ centers,
-                               float* __restrict__ out_q, float* __restrict__ out_t,
-                               int64_t* __restrict__ out_scores, int64_t* __restrict__ out_members) {
-  const int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (row >= a.batch * a.k) return;
+// A warp per chosen cluster: its lanes test 32 of a cell's poses at a time, then every lane adds
+// the members in ballot order (by pose index within the cell, cells in for_each_member's order),
+// so the float64 sums are the CPU's, one rounded add at a time.
+__global__ void average_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table,
+                               const int64_t* __restrict__ centers, float* __restrict__ out_q,
+                               float* __restrict__ out_t, int64_t* __restrict__ out_scores,
+                               int64_t* __restrict__ out_members) {
+  const int64_t row = warp_index();
+  if (row >= a.batch * a.k) return;  // the whole warp
+  const int lane = threadIdx.x % kWarpSize;
   const int64_t b = row / a.k;
   const int64_t best = centers[row];
   if (best < 0) return;
@@ -162,9 +216,26 @@ __global__ void average_kernel(PoseArgs a, DeviceTable table, const int64_t* __r
   const float max_square = multiply(a.thresholds[b], a.thresholds[b]);
   ClusterSum sum;
   sum.reset();
-  for_each_member(centre, b, max_square, a.cos_half, table,
-                  [&](int64_t j) { return a.load(b, j); },
-                  [&](int64_t, const Pose& p) { sum.add_member(centre, p); });
+  for_each_cell_run(centre, b, table, [&](int64_t start, int64_t count) {
+    for (int64_t base = 0; base < count; base += kWarpSize) {
+      Pose other;
+      bool member = false;
+      if (base + lane < count) {
+        other = poses.get(b * a.poses + table.at(start + base + lane));
+        member = is_member(centre, other, max_square, a.cos_half);
+      }
+      for (unsigned mask = __ballot_sync(kFullMask, member); mask != 0u; mask &= mask - 1u) {
+        const int source = __ffs(mask) - 1;
+        Pose p;
+        for (int c = 0; c < 4; ++c) p.q[c] = __shfl_sync(kFullMask, other.q[c], source);
+        p.t = {__shfl_sync(kFullMask, other.t.x, source), __shfl_sync(kFullMask, other.t.y, source),
+               __shfl_sync(kFullMask, other.t.z, source)};
+        p.votes = __shfl_sync(kFullMask, other.votes, source);
+        sum.add_member(centre, p);
+      }
+    }
+  });
+  if (lane != 0) return;
   sum.write(out_q + row * 4, out_t + row * 3);
   out_scores[row] = sum.score;
   out_members[row] = sum.members;
@@ -205,18 +276,26 @@ ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor&
   const cuda::HashArray hash = cuda::build_hash_array(keys, key_bound);
   const DeviceTable table{hash.view(), args.poses};
 
+  at::Tensor prepared = at::empty({2, total, 4}, options);
+  float4* prepared_q = reinterpret_cast<float4*>(prepared.data_ptr<float>());
+  float4* prepared_t = prepared_q + total;
+  prepare_kernel<<<blocks_for(total), kThreads, 0, stream>>>(a, prepared_q, prepared_t);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const PreparedPoses poses{prepared_q, prepared_t, v.data_ptr<int64_t>()};
+
   at::Tensor scores = at::empty({total}, options.dtype(at::kLong));
-  scores_kernel<<<blocks_for(total), kThreads, 0, stream>>>(a, table, scores.data_ptr<int64_t>());
+  scores_kernel<<<blocks_for(total * kWarpSize), kThreads, 0, stream>>>(a, poses, table,
+                                                                          scores.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   at::Tensor removed = at::zeros({total}, options.dtype(at::kByte));
   at::Tensor centers = std::get<4>(out);
   select_kernel<<<static_cast<unsigned>(args.batch), kSelectThreads, 0, stream>>>(
-      a, scores.data_ptr<int64_t>(), removed.data_ptr<uint8_t>(), centers.data_ptr<int64_t>());
+      a, poses, scores.data_ptr<int64_t>(), removed.data_ptr<uint8_t>(), centers.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
-  average_kernel<<<blocks_for(args.batch * k), kThreads, 0, stream>>>(
-      a, table, centers.data_ptr<int64_t>(), std::get<0>(out).data_ptr<float>(),
+  average_kernel<<<blocks_for(args.batch * k * kWarpSize), kThreads, 0, stream>>>(
+      a, poses, table, centers.data_ptr<int64_t>(), std::get<0>(out).data_ptr<float>(),
       std::get<1>(out).data_ptr<float>(), std::get<2>(out).data_ptr<int64_t>(),
       std::get<3>(out).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -1,5 +1,6 @@
-// The CPU vote's AVX2 steps (vote_cpu.cpp): the scene pairs' features of 8 partners at a time,
-// the votes of 8 model pair rows at a time and the accumulator's peak scan.
+// The CPU vote's AVX2 steps (vote_cpu.cpp): the distance test of 8 grid points at a time, the
+// scene pairs' features of 8 partners at a time, the votes of 8 model pair rows at a time and the
+// accumulator's peak scan.
 //
 // Each function repeats the scalar arithmetic of ppf_math.h / vote.h operation for operation:
 // _mm256_add/sub/mul/div/sqrt_ps round like their scalar IEEE twins, _mm256_floor_ps is exact,
@@ -132,6 +133,20 @@ POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V
   const V3 b1 = broadcast(f.b1);
   const V3 b2 = broadcast(f.b2);
   _mm256_storeu_ps(alpha, atan2(dot(b2, d), dot(b1, d)));
+}
+
+// Bit l set where point l of 8 (structure of arrays) lies at 0 < |d|^2 <= max_square from p,
+// d = point - p and |d|^2 = (dx dx + dy dy) + dz dz (sub3 and dot3's rounding).
+POINTOPS_PPF_AVX2 inline int within(const Vec3& p, const float* x, const float* y, const float* z,
+                                    float max_square) {
+  const __m256 dx = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_set1_ps(p.x));
+  const __m256 dy = _mm256_sub_ps(_mm256_loadu_ps(y), _mm256_set1_ps(p.y));
+  const __m256 dz = _mm256_sub_ps(_mm256_loadu_ps(z), _mm256_set1_ps(p.z));
+  const __m256 square = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
+                                      _mm256_mul_ps(dz, dz));
+  const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(square, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                  _mm256_cmp_ps(square, _mm256_set1_ps(max_square), _CMP_LE_OQ));
+  return _mm256_movemask_ps(ok);
 }
 
 // pair_features over partners [0, count) of structure-of-arrays buffers padded to whole vectors.

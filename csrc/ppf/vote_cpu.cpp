@@ -243,12 +243,13 @@ int64_t gather_range(const SceneGrid& g, const Frame& f, int64_t ref, float max_
   int64_t k = first;
 #if POINTOPS_X86_DISPATCH
   if (vector_path) {
+    // the reference itself has |d|^2 = 0 (its frame's point is its grid point), so the distance
+    // test alone leaves it out
+    const float* src[6] = {g.x.data(), g.y.data(), g.z.data(), g.nx.data(), g.ny.data(), g.nz.data()};
+    float* dst[6] = {s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(), s->nz.data()};
     for (; k + avx2::kLanes <= last; k += avx2::kLanes) {
-      int mask = avx2::within(f.p, g.x.data() + k, g.y.data() + k, g.z.data() + k, max_square);
-      while (mask != 0) {
-        keep(k + __builtin_ctz(static_cast<unsigned>(mask)));
-        mask &= mask - 1;
-      }
+      const int mask = avx2::within(f.p, src[0] + k, src[1] + k, src[2] + k, max_square);
+      if (mask != 0) count += avx2::pack<6>(mask, src, k, dst, count);
     }
   }
 #endif

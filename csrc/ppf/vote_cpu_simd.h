@@ -149,6 +149,35 @@ POINTOPS_PPF_AVX2 inline int within(const Vec3& p, const float* x, const float* 
   return _mm256_movemask_ps(ok);
 }
 
+// For each 8-bit mask, the lanes whose bit is set, in order, then zeros: the permutation that
+// packs a vector's chosen lanes to its front.
+struct PackTable {
+  alignas(32) int32_t lanes[256][kLanes];
+  PackTable() {
+    for (int mask = 0; mask < 256; ++mask) {
+      int at = 0;
+      for (int l = 0; l < kLanes; ++l) {
+        if (mask & (1 << l)) lanes[mask][at++] = l;
+      }
+      while (at < kLanes) lanes[mask][at++] = 0;
+    }
+  }
+};
+
+// Appends element l of src[a][0, 8) to dst[a] at `at` for every lane l set in mask, in lane
+// order, for each of `arrays` arrays; writes whole vectors (the caller keeps 8 slots free past
+// the appended ones). Returns the number appended.
+template <int arrays>
+POINTOPS_PPF_AVX2 inline int pack(int mask, const float* const* src, int64_t offset, float* const* dst,
+                                  int64_t at) {
+  static const PackTable table;
+  const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
+  for (int a = 0; a < arrays; ++a) {
+    _mm256_storeu_ps(dst[a] + at, _mm256_permutevar8x32_ps(_mm256_loadu_ps(src[a] + offset), order));
+  }
+  return __builtin_popcount(static_cast<unsigned>(mask));
+}
+
 // pair_features over partners [0, count) of structure-of-arrays buffers padded to whole vectors.
 POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b, int64_t count,
                                                const float* px, const float* py, const float* pz,

@@ -299,14 +299,16 @@ int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float m
   return count;
 }
 
-// Bins, neighbour bins and alphas of the gathered partners (oriented_scene_pair's arithmetic).
-void partner_features(const Frame& f, const Binning& b, int64_t count, bool vector_path, Scratch* s) {
+// Bins, neighbour bins (the vector path: only with spread, which alone reads them) and alphas of
+// the gathered partners (oriented_scene_pair's arithmetic).
+void partner_features(const Frame& f, const Binning& b, int64_t count, bool spread, bool vector_path,
+                      Scratch* s) {
   const int64_t stride = s->capacity;
 #if POINTOPS_X86_DISPATCH
   if (vector_path) {
-    avx2::partner_features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(),
-                           s->ny.data(), s->nz.data(), s->bin.data(), s->neighbour.data(),
-                           s->alpha.data(), stride);
+    auto features = spread ? &avx2::partner_features<true> : &avx2::partner_features<false>;
+    features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(),
+             s->nz.data(), s->bin.data(), s->neighbour.data(), s->alpha.data(), stride);
     return;
   }
 #endif
@@ -344,7 +346,7 @@ void partner_lookups(Scratch* s, int64_t count, const Binning& b, bool spread,
     if (s->bin[k] < 0) continue;  // distance bin past the last
     ScenePair pair;
     for (int q = 0; q < 4; ++q) {
-      pair.bins.dim[q] = {s->bin[q * stride + k], s->neighbour[q * stride + k]};
+      pair.bins.dim[q] = {s->bin[q * stride + k], spread ? s->neighbour[q * stride + k] : -1};
     }
     pair.bins.valid = true;
     pair.alpha = s->alpha[k];
@@ -460,7 +462,7 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
         const int32_t* pr = refs.data_ptr<int32_t>() + m * s.pairs;
         const float* pa = alphas.data_ptr<float>() + m * s.pairs;
         const int64_t count = gather_partners(grids[scene], f, ref, max_square, vector_path, &scratch);
-        partner_features(f, binning, count, vector_path, &scratch);
+        partner_features(f, binning, count, s.spread, vector_path, &scratch);
         const int32_t nm = static_cast<int32_t>(s.nm);
         if (dense) {
           scratch.acc.assign(static_cast<size_t>(s.cells), 0u);

@@ -104,6 +104,19 @@ def _library_header_dirs():
     return sorted({d for d in found if os.path.isfile(os.path.join(d, "cusparse.h"))})
 
 
+def _openmp_flags():
+    """-fopenmp where torch's intra-op backend is OpenMP (torch's Linux wheels): at::parallel_for
+    is inline in torch's headers and runs its body on the threads only when the including source
+    is compiled with _OPENMP defined; without the flag every CPU kernel runs on one thread. Only
+    the compiler gets the flag: the extension's GOMP calls bind to the libgomp that libtorch_cpu
+    already loaded (one OpenMP runtime and one thread pool in the process)."""
+    import torch
+
+    if sys.platform == "darwin" or "ATen parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return []
+    return ["-fopenmp"]
+
+
 def _sources(*patterns):
     # Relative paths: setuptools wants them so for sdists, and they keep ninja's commands the same
     # whichever way the build was started.
@@ -121,6 +134,7 @@ def _extension():
     # Host arithmetic must round like the device's (csrc/common/portable_math.h): never let g++
     # fuse a * b + c on its own, even when CFLAGS enable FMA instructions.
     cxx_flags += ["-fdiagnostics-color=always", "-ffp-contract=off"]
+    cxx_flags += _openmp_flags()
     include_dirs = [os.path.join(ROOT, "csrc")]
     with_cuda, why = _cuda_choice()
     sources = len(cpp_sources) + (len(cuda_sources) if with_cuda else 0)

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <type_traits>
 #include <vector>
 
@@ -215,9 +216,21 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
         point_voxel + b * n);
   };
   if (batch >= at::get_num_threads()) {
+    // Clouds run on several threads; the error raised is the lowest failing cloud's, whichever
+    // thread fails first.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(batch));
     at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
-      for (int64_t b = first; b < last; ++b) one(b);
+      for (int64_t b = first; b < last; ++b) {
+        try {
+          one(b);
+        } catch (...) {
+          errors[b] = std::current_exception();
+        }
+      }
     });
+    for (const std::exception_ptr& error : errors) {
+      if (error) std::rethrow_exception(error);
+    }
   } else {
     for (int64_t b = 0; b < batch; ++b) one(b);  // few clouds: each one's passes run in parallel
   }

@@ -1,7 +1,8 @@
 // PPF voting on the CPU: the twin of vote_cuda.cu (contract in vote.h). Each scene's valid points
 // are prepared once (unit normals, a grid of cells a model diameter wide), then the tasks (scene,
-// model, reference) are handed to the threads one at a time. A task gathers the points of the 27
-// cells around its reference that lie within the diameter, computes their features 8 at a time
+// model, reference) are handed to the threads one at a time. A task gathers the points of the
+// cells around its reference that lie within the diameter (the distance test 8 points at a time),
+// computes their features 8 at a time
 // (AVX2, vote_cpu_simd.h, where the CPU has it; the same bits as the scalar steps), looks their
 // keys up and votes:
 //   dense: an (nm x angle_bins) uint32 accumulator per task, reused across the tasks of a thread,
@@ -124,6 +125,7 @@ struct SceneGrid {
   std::vector<int64_t> start;              // cells + 1: cell c holds [start[c], start[c + 1])
   double origin[3] = {0.0, 0.0, 0.0};
   double width = 1.0;
+  double reach = 0.0;  // the largest pair distance, widened past float32 rounding
   int64_t dims[3] = {0, 0, 0};
 
   int64_t coordinate(float v, int axis) const {
@@ -133,9 +135,11 @@ struct SceneGrid {
   int64_t cell(int64_t cx, int64_t cy, int64_t cz) const { return (cz * dims[1] + cy) * dims[0] + cx; }
 };
 
-// `reach`: the largest pair distance any model accepts (its diameter); cells are a little wider,
-// so float32 rounding of |d|^2 <= diameter^2 cannot reach past the next cell, and wider still
-// when the cloud's extent would need more than about two cells a point.
+// `reach`: the largest pair distance any model accepts (its diameter), widened a little so that
+// float32 rounding of |d|^2 <= diameter^2 cannot reach past it. Cells are a third of that wide
+// (wider when the cloud's extent would need more than about two cells a point): a reference
+// then scans the cells that may hold a point within reach (gather_partners), about 10 reach^3
+// of space against the 27 reach^3 of cells one reach wide.
 SceneGrid build_scene_grid(const float* points, const float* normals, int64_t length, float reach) {
   SceneGrid g;
   std::vector<int64_t> rows;
@@ -157,7 +161,8 @@ SceneGrid build_scene_grid(const float* points, const float* normals, int64_t le
       hi[a] = std::max(hi[a], static_cast<double>((&p.x)[a]));
     }
   }
-  g.width = static_cast<double>(reach) * (1.0 + 1.0 / 1024.0);
+  g.reach = static_cast<double>(reach) * (1.0 + 1.0 / 1024.0);
+  g.width = g.reach / 3.0;
   const double limit = 2.0 * static_cast<double>(count) + 64.0;
   for (;;) {
     double cells = 1.0;
@@ -205,6 +210,9 @@ struct Scratch {
   int64_t capacity = 0;
   std::vector<uint32_t> acc;
   std::vector<int64_t> cells;
+  // the lookups of a reference: keys, then their pair-list rows, and the scene alphas
+  std::vector<int64_t> keys, lo, hi;
+  std::vector<float> lookup_alpha;
 
   void reserve(int64_t n) {
     if (n <= capacity) return;
@@ -217,30 +225,69 @@ struct Scratch {
 
 constexpr int64_t kPad = 8;  // partner lists are padded to whole AVX2 vectors
 
-// The scene points of the grid cells around reference frame f with 0 < |d|^2 <= max_square and
-// d = p - f.p as the scalar pair computes it, copied into the scratch; returns their number.
+// Copies the points [first, last) of the grid with 0 < |d|^2 <= max_square, d = p - f.p as the
+// scalar pair computes it, into the scratch from `count` on; returns the new count.
+int64_t gather_range(const SceneGrid& g, const Frame& f, int64_t ref, float max_square,
+                     int64_t first, int64_t last, bool vector_path, int64_t count, Scratch* s) {
+  s->reserve(count + (last - first) + kPad);
+  auto keep = [&](int64_t k) {
+    if (g.row[k] == ref) return;
+    s->px[count] = g.x[k];
+    s->py[count] = g.y[k];
+    s->pz[count] = g.z[k];
+    s->nx[count] = g.nx[k];
+    s->ny[count] = g.ny[k];
+    s->nz[count] = g.nz[k];
+    ++count;
+  };
+  int64_t k = first;
+#if POINTOPS_X86_DISPATCH
+  if (vector_path) {
+    // the reference itself has |d|^2 = 0 (its frame's point is its grid point), so the distance
+    // test alone leaves it out
+    const float* src[6] = {g.x.data(), g.y.data(), g.z.data(), g.nx.data(), g.ny.data(), g.nz.data()};
+    float* dst[6] = {s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(), s->nz.data()};
+    for (; k + avx2::kLanes <= last; k += avx2::kLanes) {
+      const int mask = avx2::within(f.p, src[0] + k, src[1] + k, src[2] + k, max_square);
+      if (mask != 0) count += avx2::pack<6>(mask, src, k, dst, count);
+    }
+  }
+#endif
+  for (; k < last; ++k) {
+    const Vec3 d = sub3({g.x[k], g.y[k], g.z[k]}, f.p);
+    const float square = dot3(d, d);
+    if (square > 0.0f && square <= max_square) keep(k);
+  }
+  return count;
+}
+
+// The scene points with 0 < |d|^2 <= max_square and d = p - f.p as the scalar pair computes it,
+// copied into the scratch; returns their number. Only the cells that may hold a point within the
+// grid's reach are scanned: a point `o` cells away along an axis (|o| >= 1) is more than
+// (|o| - 1) cell widths away along it, so a row of cells along x at offsets (oy, oz) is skipped
+// when those gaps alone exceed the reach, and otherwise scanned over the x offsets the rest of
+// the reach allows (one contiguous run of points).
 int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float max_square,
-                        Scratch* s) {
+                        bool vector_path, Scratch* s) {
   if (g.start.empty()) return 0;
-  const int64_t cx = g.coordinate(f.p.x, 0), cy = g.coordinate(f.p.y, 1), cz = g.coordinate(f.p.z, 2);
-  const int64_t x0 = std::max<int64_t>(cx - 1, 0), x1 = std::min<int64_t>(cx + 1, g.dims[0] - 1);
+  const int64_t c[3] = {g.coordinate(f.p.x, 0), g.coordinate(f.p.y, 1), g.coordinate(f.p.z, 2)};
+  const int64_t span = static_cast<int64_t>(std::ceil(g.reach / g.width));
+  const double reach2 = g.reach * g.reach;
+  auto gap = [&](int64_t o) {
+    const double cells = static_cast<double>(o < 0 ? -o : o) - 1.0;
+    return cells > 0.0 ? cells * g.width : 0.0;
+  };
   int64_t count = 0;
-  for (int64_t z = std::max<int64_t>(cz - 1, 0); z <= std::min<int64_t>(cz + 1, g.dims[2] - 1); ++z) {
-    for (int64_t y = std::max<int64_t>(cy - 1, 0); y <= std::min<int64_t>(cy + 1, g.dims[1] - 1); ++y) {
-      const int64_t first = g.start[g.cell(x0, y, z)], last = g.start[g.cell(x1, y, z) + 1];
-      s->reserve(count + (last - first) + kPad);
-      for (int64_t k = first; k < last; ++k) {
-        const Vec3 d = sub3({g.x[k], g.y[k], g.z[k]}, f.p);
-        const float square = dot3(d, d);
-        if (!(square > 0.0f) || !(square <= max_square) || g.row[k] == ref) continue;
-        s->px[count] = g.x[k];
-        s->py[count] = g.y[k];
-        s->pz[count] = g.z[k];
-        s->nx[count] = g.nx[k];
-        s->ny[count] = g.ny[k];
-        s->nz[count] = g.nz[k];
-        ++count;
-      }
+  for (int64_t z = std::max<int64_t>(c[2] - span, 0); z <= std::min<int64_t>(c[2] + span, g.dims[2] - 1); ++z) {
+    const double gz = gap(z - c[2]);
+    for (int64_t y = std::max<int64_t>(c[1] - span, 0); y <= std::min<int64_t>(c[1] + span, g.dims[1] - 1); ++y) {
+      const double gy = gap(y - c[1]);
+      const double rest = reach2 - gy * gy - gz * gz;
+      if (!(rest > 0.0)) continue;
+      const int64_t ox = static_cast<int64_t>(std::ceil(std::sqrt(rest) / g.width));
+      const int64_t x0 = std::max<int64_t>(c[0] - ox, 0), x1 = std::min<int64_t>(c[0] + ox, g.dims[0] - 1);
+      count = gather_range(g, f, ref, max_square, g.start[g.cell(x0, y, z)], g.start[g.cell(x1, y, z) + 1],
+                           vector_path, count, s);
     }
   }
   s->reserve(count + kPad);
@@ -252,14 +299,16 @@ int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float m
   return count;
 }
 
-// Bins, neighbour bins and alphas of the gathered partners (oriented_scene_pair's arithmetic).
-void partner_features(const Frame& f, const Binning& b, int64_t count, bool vector_path, Scratch* s) {
+// Bins, neighbour bins (the vector path: only with spread, which alone reads them) and alphas of
+// the gathered partners (oriented_scene_pair's arithmetic).
+void partner_features(const Frame& f, const Binning& b, int64_t count, bool spread, bool vector_path,
+                      Scratch* s) {
   const int64_t stride = s->capacity;
 #if POINTOPS_X86_DISPATCH
   if (vector_path) {
-    avx2::partner_features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(),
-                           s->ny.data(), s->nz.data(), s->bin.data(), s->neighbour.data(),
-                           s->alpha.data(), stride);
+    auto features = spread ? &avx2::partner_features<true> : &avx2::partner_features<false>;
+    features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(),
+             s->nz.data(), s->bin.data(), s->neighbour.data(), s->alpha.data(), stride);
     return;
   }
 #endif
@@ -280,27 +329,55 @@ void partner_features(const Frame& f, const Binning& b, int64_t count, bool vect
   }
 }
 
-// Calls rows(lo, hi, scene_alpha) for the pair-list rows of every lookup of every partner.
+// Calls rows(lo, hi, scene_alpha) for the pair-list rows of every lookup of every partner, in
+// partner order. The lookups are listed first, so that the key table's rows and then the pair
+// rows can be fetched ahead of their use: both are read at scattered places, far more than fit
+// in the caches near the core, and waiting for them is most of the lookups' time.
 template <typename Rows>
-void partner_lookups(const Scratch& s, int64_t count, const Binning& b, bool spread,
-                     const int64_t* offsets, int64_t pairs, Rows&& rows) {
-  const int64_t stride = s.capacity;
+void partner_lookups(Scratch* s, int64_t count, const Binning& b, bool spread,
+                     const int64_t* offsets, const int32_t* pair_ref, const float* pair_alpha,
+                     int64_t pairs, Rows&& rows) {
+  constexpr int64_t kKeysAhead = 16, kRowsAhead = 4;
+  const int64_t stride = s->capacity;
   const int lookups = spread ? 16 : 1;
+  s->keys.clear();
+  s->lookup_alpha.clear();
   for (int64_t k = 0; k < count; ++k) {
-    if (s.bin[k] < 0) continue;  // distance bin past the last
+    if (s->bin[k] < 0) continue;  // distance bin past the last
     ScenePair pair;
     for (int q = 0; q < 4; ++q) {
-      pair.bins.dim[q] = {s.bin[q * stride + k], s.neighbour[q * stride + k]};
+      pair.bins.dim[q] = {s->bin[q * stride + k], spread ? s->neighbour[q * stride + k] : -1};
     }
     pair.bins.valid = true;
-    pair.alpha = s.alpha[k];
+    pair.alpha = s->alpha[k];
     for (int mask = 0; mask < lookups; ++mask) {
       const int64_t key = lookup_key(pair, mask, b.feature_bins);
       if (key < 0) continue;
-      int64_t lo, hi;
-      key_rows(offsets, key, pairs, &lo, &hi);
-      if (lo < hi) rows(lo, hi, pair.alpha);
+      s->keys.push_back(key);
+      s->lookup_alpha.push_back(pair.alpha);
     }
+  }
+  const int64_t total = static_cast<int64_t>(s->keys.size());
+  s->lo.resize(static_cast<size_t>(total));
+  s->hi.resize(static_cast<size_t>(total));
+  const int64_t* keys = s->keys.data();
+  int64_t found = 0;  // lookups with rows, compacted in place (their alphas too)
+  for (int64_t t = 0; t < total; ++t) {
+    if (t + kKeysAhead < total) __builtin_prefetch(offsets + keys[t + kKeysAhead]);
+    int64_t lo, hi;
+    key_rows(offsets, keys[t], pairs, &lo, &hi);
+    if (lo >= hi) continue;
+    s->lo[found] = lo;
+    s->hi[found] = hi;
+    s->lookup_alpha[found] = s->lookup_alpha[t];
+    ++found;
+  }
+  for (int64_t t = 0; t < found; ++t) {
+    if (t + kRowsAhead < found) {
+      __builtin_prefetch(pair_ref + s->lo[t + kRowsAhead]);
+      __builtin_prefetch(pair_alpha + s->lo[t + kRowsAhead]);
+    }
+    rows(s->lo[t], s->hi[t], s->lookup_alpha[t]);
   }
 }
 
@@ -384,15 +461,15 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
         const int64_t* off = offsets.data_ptr<int64_t>() + m * (s.keys + 1);
         const int32_t* pr = refs.data_ptr<int32_t>() + m * s.pairs;
         const float* pa = alphas.data_ptr<float>() + m * s.pairs;
-        const int64_t count = gather_partners(grids[scene], f, ref, max_square, &scratch);
-        partner_features(f, binning, count, vector_path, &scratch);
+        const int64_t count = gather_partners(grids[scene], f, ref, max_square, vector_path, &scratch);
+        partner_features(f, binning, count, s.spread, vector_path, &scratch);
         const int32_t nm = static_cast<int32_t>(s.nm);
         if (dense) {
           scratch.acc.assign(static_cast<size_t>(s.cells), 0u);
           uint32_t* acc = scratch.acc.data();
 #if POINTOPS_X86_DISPATCH
           if (vector_path) {
-            partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+            partner_lookups(&scratch, count, binning, s.spread, off, pr, pa, s.pairs,
                             [&](int64_t lo, int64_t hi, float alpha) {
                               avx2::vote_rows(pr, pa, lo, hi, alpha, nm, binning, acc);
                             });
@@ -400,7 +477,7 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
           }
 #endif
           if (!vector_path) {
-            partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+            partner_lookups(&scratch, count, binning, s.spread, off, pr, pa, s.pairs,
                             [&](int64_t lo, int64_t hi, float alpha) {
                               for (int64_t e = lo; e < hi; ++e) {
                                 const int64_t cell = vote_cell(pr[e], pa[e], alpha, s.nm, binning);
@@ -414,7 +491,7 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
         } else {
           std::vector<int64_t>& cells = scratch.cells;
           cells.clear();
-          partner_lookups(scratch, count, binning, s.spread, off, s.pairs,
+          partner_lookups(&scratch, count, binning, s.spread, off, pr, pa, s.pairs,
                           [&](int64_t lo, int64_t hi, float alpha) {
                             for (int64_t e = lo; e < hi; ++e) {
                               const int64_t cell = vote_cell(pr[e], pa[e], alpha, s.nm, binning);

@@ -1,5 +1,6 @@
-// The CPU vote's AVX2 steps (vote_cpu.cpp): the scene pairs' features of 8 partners at a time,
-// the votes of 8 model pair rows at a time and the accumulator's peak scan.
+// The CPU vote's AVX2 steps (vote_cpu.cpp): the distance test of 8 grid points at a time, the
+// scene pairs' features of 8 partners at a time, the votes of 8 model pair rows at a time and the
+// accumulator's peak scan.
 //
 // Each function repeats the scalar arithmetic of ppf_math.h / vote.h operation for operation:
 // _mm256_add/sub/mul/div/sqrt_ps round like their scalar IEEE twins, _mm256_floor_ps is exact,
@@ -82,7 +83,9 @@ POINTOPS_PPF_AVX2 inline __m256 angle_between(const V3& a, const V3& b) {
   return atan2(_mm256_sqrt_ps(dot(c, c)), dot(a, b));
 }
 
-// dim_bins, lane by lane.
+// dim_bins, lane by lane; without `neighbours` only the bin (neighbour bins serve spread voting
+// alone).
+template <bool neighbours>
 POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, bool clamp_top,
                                        __m256i* bin, __m256i* neighbour) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -93,6 +96,8 @@ POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, 
   const __m256 inside = less(lower, bins_f);
   const __m256i out_bin = select_i(inside, _mm256_cvttps_epi32(lower),
                                    _mm256_set1_epi32(clamp_top ? bins - 1 : -1));
+  *bin = out_bin;
+  if (!neighbours) return;
   const __m256 fraction = _mm256_sub_ps(scaled, lower);
   const __m256 side = select(less(fraction, _mm256_set1_ps(0.5f)), _mm256_sub_ps(lower, one),
                              _mm256_add_ps(lower, one));
@@ -100,14 +105,15 @@ POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, 
   __m256 ok = _mm256_and_ps(_mm256_cmp_ps(side, _mm256_setzero_ps(), _CMP_GE_OQ), less(side, bins_f));
   ok = _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(side_i, out_bin)), ok);
   if (!clamp_top) ok = _mm256_and_ps(ok, inside);
-  *bin = out_bin;
   *neighbour = select_i(ok, side_i, none);
 }
 
 // The features of reference frame f with 8 oriented partners (positions p, unit normals n):
 // bins and neighbour bins of the 4 dimensions (distance, a1, a2, a3) and the scene alpha, as
 // oriented_scene_pair computes them (the caller has already kept only partners with
-// 0 < |d|^2 <= max_square). A lane whose distance bin is past the last has bin[0] = -1.
+// 0 < |d|^2 <= max_square). A lane whose distance bin is past the last has bin[0] = -1. Without
+// `neighbours` the neighbour bins are left unwritten.
+template <bool neighbours>
 POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V3& n,
                                             const Binning& b, int32_t* bin, int32_t* neighbour,
                                             float* alpha, int64_t stride) {
@@ -120,21 +126,65 @@ POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V
   const __m256 a3 = angle_between(fn, n);
   const __m256 distance_step = _mm256_set1_ps(b.distance_step);
   const __m256 angle_step = _mm256_set1_ps(b.angle_step);
-  __m256i bins[4], neighbours[4];
-  dim_bins(distance, distance_step, b.distance_bins, false, &bins[0], &neighbours[0]);
-  dim_bins(a1, angle_step, b.feature_bins, true, &bins[1], &neighbours[1]);
-  dim_bins(a2, angle_step, b.feature_bins, true, &bins[2], &neighbours[2]);
-  dim_bins(a3, angle_step, b.feature_bins, true, &bins[3], &neighbours[3]);
+  __m256i bins[4], near[4];
+  dim_bins<neighbours>(distance, distance_step, b.distance_bins, false, &bins[0], &near[0]);
+  dim_bins<neighbours>(a1, angle_step, b.feature_bins, true, &bins[1], &near[1]);
+  dim_bins<neighbours>(a2, angle_step, b.feature_bins, true, &bins[2], &near[2]);
+  dim_bins<neighbours>(a3, angle_step, b.feature_bins, true, &bins[3], &near[3]);
   for (int q = 0; q < 4; ++q) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(bin + q * stride), bins[q]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(neighbour + q * stride), neighbours[q]);
+    if (neighbours) _mm256_storeu_si256(reinterpret_cast<__m256i*>(neighbour + q * stride), near[q]);
   }
   const V3 b1 = broadcast(f.b1);
   const V3 b2 = broadcast(f.b2);
   _mm256_storeu_ps(alpha, atan2(dot(b2, d), dot(b1, d)));
 }
 
+// Bit l set where point l of 8 (structure of arrays) lies at 0 < |d|^2 <= max_square from p,
+// d = point - p and |d|^2 = (dx dx + dy dy) + dz dz (sub3 and dot3's rounding).
+POINTOPS_PPF_AVX2 inline int within(const Vec3& p, const float* x, const float* y, const float* z,
+                                    float max_square) {
+  const __m256 dx = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_set1_ps(p.x));
+  const __m256 dy = _mm256_sub_ps(_mm256_loadu_ps(y), _mm256_set1_ps(p.y));
+  const __m256 dz = _mm256_sub_ps(_mm256_loadu_ps(z), _mm256_set1_ps(p.z));
+  const __m256 square = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
+                                      _mm256_mul_ps(dz, dz));
+  const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(square, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                  _mm256_cmp_ps(square, _mm256_set1_ps(max_square), _CMP_LE_OQ));
+  return _mm256_movemask_ps(ok);
+}
+
+// For each 8-bit mask, the lanes whose bit is set, in order, then zeros: the permutation that
+// packs a vector's chosen lanes to its front.
+struct PackTable {
+  alignas(32) int32_t lanes[256][kLanes];
+  PackTable() {
+    for (int mask = 0; mask < 256; ++mask) {
+      int at = 0;
+      for (int l = 0; l < kLanes; ++l) {
+        if (mask & (1 << l)) lanes[mask][at++] = l;
+      }
+      while (at < kLanes) lanes[mask][at++] = 0;
+    }
+  }
+};
+
+// Appends element l of src[a][0, 8) to dst[a] at `at` for every lane l set in mask, in lane
+// order, for each of `arrays` arrays; writes whole vectors (the caller keeps 8 slots free past
+// the appended ones). Returns the number appended.
+template <int arrays>
+POINTOPS_PPF_AVX2 inline int pack(int mask, const float* const* src, int64_t offset, float* const* dst,
+                                  int64_t at) {
+  static const PackTable table;
+  const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
+  for (int a = 0; a < arrays; ++a) {
+    _mm256_storeu_ps(dst[a] + at, _mm256_permutevar8x32_ps(_mm256_loadu_ps(src[a] + offset), order));
+  }
+  return __builtin_popcount(static_cast<unsigned>(mask));
+}
+
 // pair_features over partners [0, count) of structure-of-arrays buffers padded to whole vectors.
+template <bool neighbours>
 POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b, int64_t count,
                                                const float* px, const float* py, const float* pz,
                                                const float* nx, const float* ny, const float* nz,
@@ -143,7 +193,7 @@ POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b,
   for (int64_t k = 0; k < count; k += kLanes) {
     const V3 p = {_mm256_loadu_ps(px + k), _mm256_loadu_ps(py + k), _mm256_loadu_ps(pz + k)};
     const V3 n = {_mm256_loadu_ps(nx + k), _mm256_loadu_ps(ny + k), _mm256_loadu_ps(nz + k)};
-    pair_features(f, p, n, b, bin + k, neighbour + k, alpha + k, stride);
+    pair_features<neighbours>(f, p, n, b, bin + k, neighbour + k, alpha + k, stride);
   }
 }
 

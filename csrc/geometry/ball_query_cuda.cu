@@ -163,15 +163,21 @@ __global__ void __launch_bounds__(kSearchThreads)
     const acc_t* cloud_points = points + pb.point_rows.begin(b) * 3;
 #pragma unroll
     for (int i = 0; i < kBruteRows; ++i) base[i] = (rows >> i) & 1u ? cloud_base : base[i];
+    // The next step's point is loaded while this step's is tested, so a load's latency overlaps
+    // a step of tests.
+    acc_t next[3] = {acc_t(0), acc_t(0), acc_t(0)};
+    if (lane < n) {
+      for (int d = 0; d < 3; ++d) next[d] = cloud_points[lane * 3 + d];
+    }
     for (int64_t step = 0; step < n; step += cuda::kWarpSize) {
       bool searching = false;
 #pragma unroll
       for (int i = 0; i < kBruteRows; ++i) searching |= ((rows >> i) & 1u) && found[i] < pb.k;
       if (!searching) break;
       const int64_t j = step + lane;
-      acc_t p[3] = {acc_t(0), acc_t(0), acc_t(0)};
-      if (j < n) {
-        for (int d = 0; d < 3; ++d) p[d] = cloud_points[j * 3 + d];
+      const acc_t p[3] = {next[0], next[1], next[2]};
+      if (j + cuda::kWarpSize < n) {
+        for (int d = 0; d < 3; ++d) next[d] = cloud_points[(j + cuda::kWarpSize) * 3 + d];
       }
 #pragma unroll
       for (int i = 0; i < kBruteRows; ++i) {

@@ -43,6 +43,7 @@
 #include <tuple>
 
 #include "common/clouds.h"
+#include "ppf/ppf_args.h"
 #include "ppf/ppf_math.h"
 
 namespace pointops {
@@ -80,12 +81,17 @@ struct VoteInputs {
   CloudLengths scene_lengths;
 };
 
-VoteInputs vote_inputs(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                       const std::optional<at::Tensor>& scene_lengths,
-                       const at::Tensor& model_points, const at::Tensor& model_normals,
-                       const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                       const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                       const at::Tensor& diameter);
+inline VoteInputs vote_inputs(const at::Tensor& scene_points, const at::Tensor& scene_normals,
+                              const std::optional<at::Tensor>& scene_lengths,
+                              const at::Tensor& model_points, const at::Tensor& model_normals,
+                              const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                              const at::Tensor& pair_alpha, const at::Tensor& distance_step,
+                              const at::Tensor& diameter) {
+  return {as_float(scene_points), as_float(scene_normals), model_points.contiguous(),
+          model_normals.contiguous(), key_offsets.contiguous(), pair_ref.contiguous(),
+          pair_alpha.contiguous(), as_float(distance_step), as_float(diameter),
+          contiguous_lengths(scene_lengths)};
+}
 
 // One scene pair, looked up: its bins (for the keys) and the scene alpha.
 struct ScenePair {

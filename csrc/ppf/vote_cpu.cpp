@@ -99,18 +99,6 @@ VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scen
   return shape;
 }
 
-VoteInputs vote_inputs(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                       const std::optional<at::Tensor>& scene_lengths,
-                       const at::Tensor& model_points, const at::Tensor& model_normals,
-                       const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                       const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                       const at::Tensor& diameter) {
-  return {as_float(scene_points),         as_float(scene_normals),    model_points.contiguous(),
-          model_normals.contiguous(),     key_offsets.contiguous(),   pair_ref.contiguous(),
-          pair_alpha.contiguous(),        as_float(distance_step),    as_float(diameter),
-          contiguous_lengths(scene_lengths)};
-}
-
 VoteResult empty_vote_outputs(const at::Tensor& scene_points, const VoteShape& s) {
   const auto options = scene_points.options();
   const std::vector<int64_t> peaks = {s.scenes, s.models, s.refs, s.k};

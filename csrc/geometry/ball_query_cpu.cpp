@@ -130,6 +130,28 @@ std::tuple<at::Tensor, at::Tensor> empty_ball_outputs(at::IntArrayRef rows, int6
   return {at::full(shape, -1, options), counts};
 }
 
+// Both layouts: the search into outputs from empty_ball_outputs.
+void ball_query_cpu_run(const neighbors::SearchInputs& in, double radius, int64_t k,
+                        bool repeat_first, double min_radius,
+                        const std::tuple<at::Tensor, at::Tensor>& outputs) {
+  if (in.empty()) return;
+  AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "ball_query_cpu", [&] {
+    const BallProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
+                                   in.query_rows,
+                                   in.total_queries,
+                                   in.points.data_ptr<scalar_t>(),
+                                   in.point_rows,
+                                   in.total_points,
+                                   static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
+                                   k,
+                                   repeat_first,
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
+    ball_query_cpu_impl(pb);
+  });
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
@@ -140,28 +162,9 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                                   double min_radius) {
   neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
   neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
-  const int64_t batch = points.size(0);
-  auto outputs = empty_ball_outputs({batch, queries.size(1)}, k, points);
-  if (batch == 0 || queries.size(1) == 0) return outputs;
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const CloudLengths qlen = contiguous_lengths(query_lengths);
-  const CloudLengths plen = contiguous_lengths(lengths);
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_cpu", [&] {
-    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                   CloudRows{qlen.data, batch, queries.size(1), false},
-                                   batch * queries.size(1),
-                                   p.data_ptr<scalar_t>(),
-                                   CloudRows{plen.data, batch, points.size(1), false},
-                                   batch * points.size(1),
-                                   static_cast<scalar_t>(radius),
-                                   static_cast<scalar_t>(min_radius),
-                                   k,
-                                   repeat_first,
-                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                   std::get<1>(outputs).data_ptr<int64_t>()};
-    ball_query_cpu_impl(pb);
-  });
+  auto outputs = empty_ball_outputs({points.size(0), queries.size(1)}, k, points);
+  ball_query_cpu_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths),
+                     radius, k, repeat_first, min_radius, outputs);
   return outputs;
 }
 
@@ -174,27 +177,8 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queri
   neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_ball_query_args(points, queries.size(0), radius, k, min_radius);
   auto outputs = empty_ball_outputs({queries.size(0)}, k, points);
-  const int64_t batch = offsets.size(0) - 1;
-  if (batch == 0 || queries.size(0) == 0) return outputs;
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
-  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_packed_cpu", [&] {
-    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                   CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
-                                   queries.size(0),
-                                   p.data_ptr<scalar_t>(),
-                                   CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
-                                   points.size(0),
-                                   static_cast<scalar_t>(radius),
-                                   static_cast<scalar_t>(min_radius),
-                                   k,
-                                   repeat_first,
-                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                   std::get<1>(outputs).data_ptr<int64_t>()};
-    ball_query_cpu_impl(pb);
-  });
+  ball_query_cpu_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets),
+                     radius, k, repeat_first, min_radius, outputs);
   return outputs;
 }
 

@@ -258,6 +258,25 @@ std::tuple<at::Tensor, at::Tensor> ball_outputs(at::IntArrayRef rows, int64_t k,
   return {at::empty(shape, options), counts};
 }
 
+// Both layouts: the search into outputs from ball_outputs (every row and count written).
+void ball_query_cuda_run(const neighbors::SearchInputs& in, double radius, int64_t k,
+                         bool repeat_first, double min_radius,
+                         const std::tuple<at::Tensor, at::Tensor>& outputs) {
+  AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "ball_query_cuda", [&] {
+    const BallProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
+                                   in.query_rows,
+                                   in.total_queries,
+                                   in.point_rows,
+                                   static_cast<scalar_t>(radius),
+                                   static_cast<scalar_t>(min_radius),
+                                   k,
+                                   repeat_first,
+                                   std::get<0>(outputs).data_ptr<int64_t>(),
+                                   std::get<1>(outputs).data_ptr<int64_t>()};
+    ball_query_cuda_impl(pb, in.queries, in.points, in.total_points);
+  });
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
@@ -270,25 +289,9 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
   neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
-  const int64_t batch = points.size(0);
-  auto outputs = ball_outputs({batch, queries.size(1)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const CloudLengths qlen = contiguous_lengths(query_lengths);
-  const CloudLengths plen = contiguous_lengths(lengths);
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_cuda", [&] {
-    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                   CloudRows{qlen.data, batch, queries.size(1), false},
-                                   batch * queries.size(1),
-                                   CloudRows{plen.data, batch, points.size(1), false},
-                                   static_cast<scalar_t>(radius),
-                                   static_cast<scalar_t>(min_radius),
-                                   k,
-                                   repeat_first,
-                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                   std::get<1>(outputs).data_ptr<int64_t>()};
-    ball_query_cuda_impl(pb, q, p, batch * points.size(1));
-  });
+  auto outputs = ball_outputs({points.size(0), queries.size(1)}, k, points);
+  ball_query_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths),
+                      radius, k, repeat_first, min_radius, outputs);
   return outputs;
 }
 
@@ -303,24 +306,8 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cuda(const at::Tensor& quer
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = ball_outputs({queries.size(0)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
-  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
-  const int64_t batch = offsets.size(0) - 1;
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "ball_query_packed_cuda", [&] {
-    const BallProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                   CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
-                                   queries.size(0),
-                                   CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
-                                   static_cast<scalar_t>(radius),
-                                   static_cast<scalar_t>(min_radius),
-                                   k,
-                                   repeat_first,
-                                   std::get<0>(outputs).data_ptr<int64_t>(),
-                                   std::get<1>(outputs).data_ptr<int64_t>()};
-    ball_query_cuda_impl(pb, q, p, points.size(0));
-  });
+  ball_query_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets),
+                      radius, k, repeat_first, min_radius, outputs);
   return outputs;
 }
 

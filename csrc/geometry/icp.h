@@ -713,5 +713,16 @@ StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at
 
 void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* points_name);
 
+// The outputs of icp_step and icp on both backends, left for the kernels to write in full:
+// (poses (B, H, 4, 4) like the checked poses, rmse and fraction (B, H) float64 for float64
+// sources and float32 otherwise, converged (B, H) bool).
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_pose_outputs(
+    const at::Tensor& sources, const at::Tensor& poses, int64_t batch, int64_t hypotheses) {
+  const auto stat_type = sources.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor rmse = at::empty({batch, hypotheses}, sources.options().dtype(stat_type));
+  return {at::empty_like(poses), rmse, at::empty_like(rmse),
+          at::empty({batch, hypotheses}, sources.options().dtype(at::kBool))};
+}
+
 }  // namespace icp_detail
 }  // namespace pointops

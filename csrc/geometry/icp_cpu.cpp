@@ -273,11 +273,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cpu(
     bool update) {
   const StepInputs in = prepare_step_inputs(sources, query_lengths, targets, target_normals, poses, indices,
                                             converged, max_correspondence_distance, tolerance, point_to_plane);
-  const auto stat_type = sources.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor poses_out = at::empty_like(in.poses);
-  at::Tensor rmse = at::empty({in.batch, in.hypotheses}, sources.options().dtype(stat_type));
-  at::Tensor fraction = at::empty_like(rmse);
-  at::Tensor converged_out = at::empty_like(in.converged);
+  at::Tensor poses_out, rmse, fraction, converged_out;
+  std::tie(poses_out, rmse, fraction, converged_out) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
   if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged_out};
   AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_step_cpu", [&] {
     using src_t = scalar_t;
@@ -393,11 +390,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cpu(
                                           poses, iterations, max_correspondence_distance, tolerance, point_to_plane,
                                           max_normal_angle, viewpoint, centered, max_step_angle,
                                           max_step_translation);
-  const auto stat_type = sources.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor poses_out = at::empty_like(in.poses);
-  at::Tensor rmse = at::empty({in.batch, in.hypotheses}, sources.options().dtype(stat_type));
-  at::Tensor fraction = at::empty_like(rmse);
-  at::Tensor converged = at::empty({in.batch, in.hypotheses}, sources.options().dtype(at::kBool));
+  at::Tensor poses_out, rmse, fraction, converged;
+  std::tie(poses_out, rmse, fraction, converged) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
   if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged};
   AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_cpu", [&] {
     using src_t = scalar_t;

@@ -38,6 +38,8 @@
 #include <optional>
 #include <tuple>
 
+#include "geometry/grid.h"
+
 namespace pointops {
 
 std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
@@ -69,6 +71,31 @@ at::Tensor compute_coords(const at::Tensor& t);
 // Packed offsets as the kernels read them: clamped to [0, rows], then a running maximum, on the
 // offsets' device (no host sync).
 at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows);
+
+// A neighbour search's inputs as the kernels of knn and ball_query read them, on either backend:
+// coordinates from compute_coords and where each cloud's query and point rows are (padded: the
+// contiguous lengths; packed: effective_offsets), with the tensors those rows point into.
+struct SearchInputs {
+  at::Tensor queries;
+  at::Tensor points;
+  at::Tensor query_counts;  // lengths (undefined when absent) or effective offsets
+  at::Tensor point_counts;
+  CloudRows query_rows;
+  CloudRows point_rows;
+  int64_t total_queries;  // padded: B * M; packed: Mq
+  int64_t total_points;   // padded: B * N; packed: P
+
+  // Nothing to search (no cloud or no query row): the outputs stay as allocated.
+  bool empty() const { return point_rows.batch == 0 || total_queries == 0; }
+};
+
+// After check_padded_pair: queries (B, M, 3), points (B, N, 3).
+SearchInputs padded_search_inputs(const at::Tensor& queries,
+                                  const std::optional<at::Tensor>& query_lengths,
+                                  const at::Tensor& points, const std::optional<at::Tensor>& lengths);
+// After check_packed_pair: queries (Mq, 3), points (P, 3), offsets (B + 1,) each.
+SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                  const at::Tensor& points, const at::Tensor& offsets);
 
 inline at::ScalarType distance_dtype(const at::Tensor& points) {
   return points.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;

@@ -87,6 +87,39 @@ at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows) {
   return std::get<0>(at::cummax(offsets.clamp(0, rows), 0)).contiguous();
 }
 
+SearchInputs padded_search_inputs(const at::Tensor& queries,
+                                  const std::optional<at::Tensor>& query_lengths,
+                                  const at::Tensor& points, const std::optional<at::Tensor>& lengths) {
+  const int64_t batch = points.size(0);
+  const CloudLengths qlen = contiguous_lengths(query_lengths);
+  const CloudLengths plen = contiguous_lengths(lengths);
+  return {compute_coords(queries),
+          compute_coords(points),
+          qlen.tensor,
+          plen.tensor,
+          CloudRows{qlen.data, batch, queries.size(1), false},
+          CloudRows{plen.data, batch, points.size(1), false},
+          batch * queries.size(1),
+          batch * points.size(1)};
+}
+
+SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                  const at::Tensor& points, const at::Tensor& offsets) {
+  const int64_t batch = offsets.size(0) - 1;
+  at::Tensor qoff = effective_offsets(query_offsets, queries.size(0));
+  at::Tensor poff = effective_offsets(offsets, points.size(0));
+  const CloudRows query_rows{qoff.data_ptr<int64_t>(), batch, 0, true};
+  const CloudRows point_rows{poff.data_ptr<int64_t>(), batch, 0, true};
+  return {compute_coords(queries),
+          compute_coords(points),
+          std::move(qoff),
+          std::move(poff),
+          query_rows,
+          point_rows,
+          queries.size(0),
+          points.size(0)};
+}
+
 Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points) {
   const int64_t clouds = batch > 0 ? batch : 1;
   const int64_t per_cloud = points / clouds;
@@ -206,6 +239,26 @@ std::tuple<at::Tensor, at::Tensor> empty_knn_outputs(at::IntArrayRef rows, int64
                    options.dtype(neighbors::distance_dtype(points)))};
 }
 
+// Both layouts: the search into outputs from empty_knn_outputs.
+void knn_cpu_run(const neighbors::SearchInputs& in, int64_t k,
+                 const std::optional<double>& max_distance,
+                 const std::tuple<at::Tensor, at::Tensor>& outputs) {
+  if (in.empty()) return;
+  AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "knn_cpu", [&] {
+    const KnnProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
+                                  in.query_rows,
+                                  in.total_queries,
+                                  in.points.data_ptr<scalar_t>(),
+                                  in.point_rows,
+                                  in.total_points,
+                                  k,
+                                  std::get<0>(outputs).data_ptr<int64_t>(),
+                                  std::get<1>(outputs).data_ptr<scalar_t>(),
+                                  neighbors::squared_limit<scalar_t>(max_distance)};
+    knn_cpu_impl(pb);
+  });
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
@@ -217,26 +270,8 @@ std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
   neighbors::check_neighbour_k(points, queries.size(0) * queries.size(1), k);
   neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   auto outputs = empty_knn_outputs({queries.size(0), queries.size(1)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const CloudLengths qlen = contiguous_lengths(query_lengths);
-  const CloudLengths plen = contiguous_lengths(lengths);
-  const int64_t batch = points.size(0);
-  if (batch == 0 || queries.size(1) == 0) return outputs;
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "knn_cpu", [&] {
-    const KnnProblem<scalar_t> pb{
-        q.data_ptr<scalar_t>(),
-        CloudRows{qlen.data, batch, queries.size(1), false},
-        batch * queries.size(1),
-        p.data_ptr<scalar_t>(),
-        CloudRows{plen.data, batch, points.size(1), false},
-        batch * points.size(1),
-        k,
-        std::get<0>(outputs).data_ptr<int64_t>(),
-        std::get<1>(outputs).data_ptr<scalar_t>(),
-        neighbors::squared_limit<scalar_t>(max_distance)};
-    knn_cpu_impl(pb);
-  });
+  knn_cpu_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k,
+              max_distance, outputs);
   return outputs;
 }
 
@@ -247,25 +282,8 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
   neighbors::check_packed_pair("knn_packed", queries, query_offsets, points, offsets);
   neighbors::check_neighbour_k(points, queries.size(0), k);
   auto outputs = empty_knn_outputs({queries.size(0)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
-  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
-  const int64_t batch = offsets.size(0) - 1;
-  if (batch == 0 || queries.size(0) == 0) return outputs;
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "knn_packed_cpu", [&] {
-    const KnnProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                  CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
-                                  queries.size(0),
-                                  p.data_ptr<scalar_t>(),
-                                  CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
-                                  points.size(0),
-                                  k,
-                                  std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>(),
-                                  std::numeric_limits<scalar_t>::infinity()};
-    knn_cpu_impl(pb);
-  });
+  knn_cpu_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k,
+              std::nullopt, outputs);
   return outputs;
 }
 

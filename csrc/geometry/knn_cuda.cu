@@ -150,6 +150,23 @@ std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k,
           at::empty(shape, options.dtype(neighbors::distance_dtype(points)))};
 }
 
+// Both layouts: the search into outputs from knn_outputs (every row written).
+void knn_cuda_run(const neighbors::SearchInputs& in, int64_t k,
+                  const std::optional<double>& max_distance,
+                  const std::tuple<at::Tensor, at::Tensor>& outputs) {
+  AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "knn_cuda", [&] {
+    const KnnProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
+                                  in.query_rows,
+                                  in.total_queries,
+                                  in.point_rows,
+                                  k,
+                                  std::get<0>(outputs).data_ptr<int64_t>(),
+                                  std::get<1>(outputs).data_ptr<scalar_t>(),
+                                  neighbors::squared_limit<scalar_t>(max_distance)};
+    knn_cuda_impl(pb, in.queries, in.points, in.total_points);
+  });
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
@@ -163,22 +180,8 @@ std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0), queries.size(1)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const CloudLengths qlen = contiguous_lengths(query_lengths);
-  const CloudLengths plen = contiguous_lengths(lengths);
-  const int64_t batch = points.size(0);
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "knn_cuda", [&] {
-    const KnnProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                  CloudRows{qlen.data, batch, queries.size(1), false},
-                                  batch * queries.size(1),
-                                  CloudRows{plen.data, batch, points.size(1), false},
-                                  k,
-                                  std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>(),
-                                  neighbors::squared_limit<scalar_t>(max_distance)};
-    knn_cuda_impl(pb, q, p, batch * points.size(1));
-  });
+  knn_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k,
+               max_distance, outputs);
   return outputs;
 }
 
@@ -191,22 +194,8 @@ std::tuple<at::Tensor, at::Tensor> knn_packed_cuda(const at::Tensor& queries,
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0)}, k, points);
-  const at::Tensor q = neighbors::compute_coords(queries);
-  const at::Tensor p = neighbors::compute_coords(points);
-  const at::Tensor qoff = neighbors::effective_offsets(query_offsets, queries.size(0));
-  const at::Tensor poff = neighbors::effective_offsets(offsets, points.size(0));
-  const int64_t batch = offsets.size(0) - 1;
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "knn_packed_cuda", [&] {
-    const KnnProblem<scalar_t> pb{q.data_ptr<scalar_t>(),
-                                  CloudRows{qoff.data_ptr<int64_t>(), batch, 0, true},
-                                  queries.size(0),
-                                  CloudRows{poff.data_ptr<int64_t>(), batch, 0, true},
-                                  k,
-                                  std::get<0>(outputs).data_ptr<int64_t>(),
-                                  std::get<1>(outputs).data_ptr<scalar_t>(),
-                                  std::numeric_limits<scalar_t>::infinity()};
-    knn_cuda_impl(pb, q, p, points.size(0));
-  });
+  knn_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k,
+               std::nullopt, outputs);
   return outputs;
 }
 

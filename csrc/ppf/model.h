@@ -51,6 +51,7 @@
 #include <optional>
 #include <tuple>
 
+#include "common/clouds.h"
 #include "ppf/ppf_math.h"
 
 namespace pointops {
@@ -110,8 +111,29 @@ struct BoundingBox {
   }
 };
 
-// The outputs at capacity, filled with their padding values.
-ModelResult empty_model_outputs(const at::Tensor& points, const Binning& binning);
+// The outputs at capacity, filled with their padding values, by name; result() is the op's tuple.
+struct ModelOutputs {
+  at::Tensor unit_normals, diameters, steps, key_offsets, unique_keys, starts, counts, num_unique,
+      pair_ref, pair_partner, pair_alpha;
+
+  ModelResult result() const {
+    return {unit_normals, diameters, steps,    key_offsets,  unique_keys, starts,
+            counts,       num_unique, pair_ref, pair_partner, pair_alpha};
+  }
+};
+
+ModelOutputs empty_model_outputs(const at::Tensor& points, const Binning& binning);
+
+// The inputs as both backends' kernels read them: contiguous float32 points, normals and given
+// diameters (undefined when none), and the lengths.
+struct ModelInputs {
+  at::Tensor points, normals, diameter;
+  CloudLengths lengths;
+};
+
+ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals,
+                         const std::optional<at::Tensor>& lengths,
+                         const std::optional<at::Tensor>& diameter);
 
 // The key of model pair (i, j) (both < length), or -1 when it is not a pair. `normals` are the
 // unit normals (NaN rows: the point takes no part).

@@ -41,7 +41,7 @@ Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
   return b;
 }
 
-ModelResult empty_model_outputs(const at::Tensor& points, const Binning& binning) {
+ModelOutputs empty_model_outputs(const at::Tensor& points, const Binning& binning) {
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const int64_t pairs = n * (n > 0 ? n - 1 : 0);
@@ -63,6 +63,13 @@ ModelResult empty_model_outputs(const at::Tensor& points, const Binning& binning
           at::full({batch, pairs}, std::numeric_limits<float>::quiet_NaN(), f32)};
 }
 
+ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals,
+                         const std::optional<at::Tensor>& lengths,
+                         const std::optional<at::Tensor>& diameter) {
+  return {as_float(points), as_float(normals),
+          diameter.has_value() ? as_float(*diameter) : at::Tensor(), contiguous_lengths(lengths)};
+}
+
 namespace {
 
 ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
@@ -71,32 +78,24 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
                           int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
   const Binning binning = check_model_args(points, normals, lengths, diameter, tau_d, angle_bins,
                                            distance_bins, max_pairs_per_key);
-  ModelResult out = empty_model_outputs(points, binning);
-  at::Tensor unit_normals = std::get<0>(out), diameters = std::get<1>(out);
-  at::Tensor steps = std::get<2>(out), key_offsets = std::get<3>(out);
-  at::Tensor unique_keys = std::get<4>(out), starts = std::get<5>(out), counts = std::get<6>(out);
-  at::Tensor num_unique = std::get<7>(out), pair_ref = std::get<8>(out);
-  at::Tensor pair_partner = std::get<9>(out), pair_alpha = std::get<10>(out);
+  const ModelOutputs out = empty_model_outputs(points, binning);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
-  if (batch == 0) return out;
-  const int64_t pair_capacity = pair_ref.size(1);
-  const int64_t unique_capacity = unique_keys.size(1);
+  if (batch == 0) return out.result();
+  const int64_t pair_capacity = out.pair_ref.size(1);
+  const int64_t unique_capacity = out.unique_keys.size(1);
   const int64_t keys = binning.key_count();
 
-  const at::Tensor pts = as_float(points);
-  const at::Tensor nrm = as_float(normals);
-  const CloudLengths lengths_c = contiguous_lengths(lengths);
-  const at::Tensor given = diameter.has_value() ? as_float(*diameter) : at::Tensor();
+  const ModelInputs in = model_inputs(points, normals, lengths, diameter);
   const float tau = static_cast<float>(tau_d);
-  float* diameter_ptr = diameters.data_ptr<float>();
-  float* step_ptr = steps.data_ptr<float>();
+  float* diameter_ptr = out.diameters.data_ptr<float>();
+  float* step_ptr = out.steps.data_ptr<float>();
 
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t length = cloud_length(lengths_c.data, b, n);
-    const float* p = pts.data_ptr<float>() + b * n * 3;
-    if (given.defined()) {
-      diameter_ptr[b] = given.data_ptr<float>()[b];
+    const int64_t length = cloud_length(in.lengths.data, b, n);
+    const float* p = in.points.data_ptr<float>() + b * n * 3;
+    if (in.diameter.defined()) {
+      diameter_ptr[b] = in.diameter.data_ptr<float>()[b];
     } else {
       BoundingBox box;
       box.reset();
@@ -104,9 +103,9 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
       diameter_ptr[b] = box.diagonal();
     }
     step_ptr[b] = multiply(tau, diameter_ptr[b]);
-    float* unit = unit_normals.data_ptr<float>() + b * n * 3;
+    float* unit = out.unit_normals.data_ptr<float>() + b * n * 3;
     for (int64_t i = 0; i < n; ++i) {
-      model_unit_normal(p, nrm.data_ptr<float>() + b * n * 3, i, length, unit + i * 3);
+      model_unit_normal(p, in.normals.data_ptr<float>() + b * n * 3, i, length, unit + i * 3);
     }
     Binning bb = binning;
     bb.distance_step = step_ptr[b];
@@ -127,10 +126,10 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
     }
     const HashArrayCpu h = build_hash_array_cpu(pair_keys.data(), count, keys);
 
-    int64_t* offsets = key_offsets.data_ptr<int64_t>() + b * (keys + 1);
-    int64_t* uk = unique_keys.data_ptr<int64_t>() + b * unique_capacity;
-    int64_t* st = starts.data_ptr<int64_t>() + b * unique_capacity;
-    int64_t* ct = counts.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t* offsets = out.key_offsets.data_ptr<int64_t>() + b * (keys + 1);
+    int64_t* uk = out.unique_keys.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t* st = out.starts.data_ptr<int64_t>() + b * unique_capacity;
+    int64_t* ct = out.counts.data_ptr<int64_t>() + b * unique_capacity;
     // Run r's kept pairs become rows [first[r], first[r + 1]) of the pair list.
     const int64_t runs = h.num_unique();
     std::vector<int64_t> first(static_cast<size_t>(runs + 1), 0);
@@ -145,11 +144,11 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
       ct[r] = first[r + 1] - first[r];
     }
     for (; next_key <= keys; ++next_key) offsets[next_key] = total;
-    num_unique.data_ptr<int64_t>()[b] = runs;
+    out.num_unique.data_ptr<int64_t>()[b] = runs;
 
-    int32_t* ref = pair_ref.data_ptr<int32_t>() + b * pair_capacity;
-    int32_t* partner = pair_partner.data_ptr<int32_t>() + b * pair_capacity;
-    float* alpha = pair_alpha.data_ptr<float>() + b * pair_capacity;
+    int32_t* ref = out.pair_ref.data_ptr<int32_t>() + b * pair_capacity;
+    int32_t* partner = out.pair_partner.data_ptr<int32_t>() + b * pair_capacity;
+    float* alpha = out.pair_alpha.data_ptr<float>() + b * pair_capacity;
     at::parallel_for(0, runs, 64, [&](int64_t first_run, int64_t last_run) {
       for (int64_t r = first_run; r < last_run; ++r) {
         for (int64_t t = 0; t < first[r + 1] - first[r]; ++t) {
@@ -164,7 +163,7 @@ ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
       }
     });
   }
-  return out;
+  return out.result();
 }
 
 }  // namespace

@@ -195,53 +195,46 @@ ModelResult ppf_model_cuda(const at::Tensor& points, const at::Tensor& normals,
                                            distance_bins, max_pairs_per_key);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard guard(points.device());
-  ModelResult out = empty_model_outputs(points, binning);
-  at::Tensor unit_normals = std::get<0>(out), diameters = std::get<1>(out);
-  at::Tensor steps = std::get<2>(out), key_offsets = std::get<3>(out);
-  at::Tensor unique_keys = std::get<4>(out), starts = std::get<5>(out), counts = std::get<6>(out);
-  at::Tensor num_unique = std::get<7>(out), pair_ref = std::get<8>(out);
-  at::Tensor pair_partner = std::get<9>(out), pair_alpha = std::get<10>(out);
+  const ModelOutputs out = empty_model_outputs(points, binning);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
-  if (batch == 0) return out;
+  if (batch == 0) return out.result();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const at::Tensor pts = as_float(points);
-  const at::Tensor nrm = as_float(normals);
-  const CloudLengths lengths_c = contiguous_lengths(lengths);
-  const at::Tensor given = diameter.has_value() ? as_float(*diameter) : at::Tensor();
+  const ModelInputs in = model_inputs(points, normals, lengths, diameter);
   diameter_kernel<<<static_cast<unsigned>(batch), kBoxThreads, 0, stream>>>(
-      pts.data_ptr<float>(), lengths_c.data, n, given.defined() ? given.data_ptr<float>() : nullptr,
-      static_cast<float>(tau_d), diameters.data_ptr<float>(), steps.data_ptr<float>());
+      in.points.data_ptr<float>(), in.lengths.data, n,
+      in.diameter.defined() ? in.diameter.data_ptr<float>() : nullptr, static_cast<float>(tau_d),
+      out.diameters.data_ptr<float>(), out.steps.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (n == 0) return out;
+  if (n == 0) return out.result();
   const int64_t count = binning.key_count();
-  const int64_t pair_capacity = pair_ref.size(1);
-  const int64_t unique_capacity = unique_keys.size(1);
-  const float* unit = unit_normals.data_ptr<float>();
+  const int64_t pair_capacity = out.pair_ref.size(1);
+  const int64_t unique_capacity = out.unique_keys.size(1);
+  const float* unit = out.unit_normals.data_ptr<float>();
 
   unit_normals_kernel<<<blocks_for(batch * n), kThreads, 0, stream>>>(
-      pts.data_ptr<float>(), nrm.data_ptr<float>(), lengths_c.data, batch, n,
-      unit_normals.data_ptr<float>());
+      in.points.data_ptr<float>(), in.normals.data_ptr<float>(), in.lengths.data, batch, n,
+      out.unit_normals.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   const int64_t square = n * n;
   const int64_t group_size = std::max<int64_t>(1, kGroupPairs / square);
-  const auto i64 = pts.options().dtype(at::kLong);
+  const auto i64 = in.points.options().dtype(at::kLong);
   for (int64_t first = 0; first < batch; first += group_size) {
     const int64_t group = std::min(group_size, batch - first);
     const int64_t total = group * square;
     const int64_t bound = group * count;
     at::Tensor keys = at::empty({total}, i64);
     pair_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        pts.data_ptr<float>(), unit, lengths_c.data, steps.data_ptr<float>(), first, group, n,
-        binning, keys.data_ptr<int64_t>());
+        in.points.data_ptr<float>(), unit, in.lengths.data, out.steps.data_ptr<float>(), first,
+        group, n, binning, keys.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const cuda::HashArray hash = cuda::build_hash_array(keys, bound);
     const cuda::HashArrayView h = hash.view();
 
     at::Tensor first_run = at::empty({group + 1}, i64);
     model_bounds_kernel<<<blocks_for(group + 1), kThreads, 0, stream>>>(
-        h, group, count, first_run.data_ptr<int64_t>(), num_unique.data_ptr<int64_t>() + first);
+        h, group, count, first_run.data_ptr<int64_t>(), out.num_unique.data_ptr<int64_t>() + first);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     at::Tensor kept = at::empty({total + 1}, i64.dtype(at::kInt));
     at::Tensor first_row = at::empty({total + 1}, i64.dtype(at::kInt));
@@ -249,27 +242,28 @@ ModelResult ppf_model_cuda(const at::Tensor& points, const at::Tensor& normals,
                                                                 kept.data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cuda::exclusive_sum(kept.data_ptr<int32_t>(), first_row.data_ptr<int32_t>(), total + 1,
-                        pts.device());
+                        in.points.device());
     key_offsets_kernel<<<blocks_for(group * (count + 1)), kThreads, 0, stream>>>(
         h, group, count, first_run.data_ptr<int64_t>(), first_row.data_ptr<int32_t>(),
-        key_offsets.data_ptr<int64_t>() + first * (count + 1));
+        out.key_offsets.data_ptr<int64_t>() + first * (count + 1));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     runs_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
         h, total, count, unique_capacity, first_run.data_ptr<int64_t>(),
         first_row.data_ptr<int32_t>(), kept.data_ptr<int32_t>(),
-        unique_keys.data_ptr<int64_t>() + first * unique_capacity,
-        starts.data_ptr<int64_t>() + first * unique_capacity,
-        counts.data_ptr<int64_t>() + first * unique_capacity);
+        out.unique_keys.data_ptr<int64_t>() + first * unique_capacity,
+        out.starts.data_ptr<int64_t>() + first * unique_capacity,
+        out.counts.data_ptr<int64_t>() + first * unique_capacity);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     pairs_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, bound, count, max_pairs_per_key, first, n, pair_capacity, pts.data_ptr<float>(),
-        unit, first_run.data_ptr<int64_t>(), first_row.data_ptr<int32_t>(),
-        pair_ref.data_ptr<int32_t>() + first * pair_capacity,
-        pair_partner.data_ptr<int32_t>() + first * pair_capacity,
-        pair_alpha.data_ptr<float>() + first * pair_capacity);
+        h, total, bound, count, max_pairs_per_key, first, n, pair_capacity,
+        in.points.data_ptr<float>(), unit, first_run.data_ptr<int64_t>(),
+        first_row.data_ptr<int32_t>(),
+        out.pair_ref.data_ptr<int32_t>() + first * pair_capacity,
+        out.pair_partner.data_ptr<int32_t>() + first * pair_capacity,
+        out.pair_alpha.data_ptr<float>() + first * pair_capacity);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  return out;
+  return out.result();
 }
 
 }  // namespace

@@ -42,6 +42,8 @@
 #include <string>
 #include <tuple>
 
+#include "common/clouds.h"
+#include "ppf/ppf_args.h"
 #include "ppf/ppf_math.h"
 
 namespace pointops {
@@ -70,6 +72,26 @@ VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scen
 
 // The outputs at their "no peak" values.
 VoteResult empty_vote_outputs(const at::Tensor& scene_points, const VoteShape& shape);
+
+// The inputs as both backends' kernels read them (after check_vote_args): contiguous, the scenes,
+// distance steps and diameters in float32, and the scene lengths.
+struct VoteInputs {
+  at::Tensor scene_points, scene_normals, model_points, model_normals, key_offsets, pair_ref,
+      pair_alpha, distance_step, diameter;
+  CloudLengths scene_lengths;
+};
+
+inline VoteInputs vote_inputs(const at::Tensor& scene_points, const at::Tensor& scene_normals,
+                              const std::optional<at::Tensor>& scene_lengths,
+                              const at::Tensor& model_points, const at::Tensor& model_normals,
+                              const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                              const at::Tensor& pair_alpha, const at::Tensor& distance_step,
+                              const at::Tensor& diameter) {
+  return {as_float(scene_points), as_float(scene_normals), model_points.contiguous(),
+          model_normals.contiguous(), key_offsets.contiguous(), pair_ref.contiguous(),
+          pair_alpha.contiguous(), as_float(distance_step), as_float(diameter),
+          contiguous_lengths(scene_lengths)};
+}
 
 // One scene pair, looked up: its bins (for the keys) and the scene alpha.
 struct ScenePair {

@@ -403,16 +403,9 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
   at::Tensor quaternions = std::get<3>(out);
   at::Tensor translations = std::get<4>(out);
 
-  const at::Tensor sp = as_float(scene_points);
-  const at::Tensor sn = as_float(scene_normals);
-  const at::Tensor mp = model_points.contiguous();
-  const at::Tensor mn = model_normals.contiguous();
-  const at::Tensor offsets = key_offsets.contiguous();
-  const at::Tensor refs = pair_ref.contiguous();
-  const at::Tensor alphas = pair_alpha.contiguous();
-  const at::Tensor steps = as_float(distance_step);
-  const at::Tensor diameters = as_float(diameter);
-  const CloudLengths lengths_c = contiguous_lengths(scene_lengths);
+  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points,
+                                    model_normals, key_offsets, pair_ref, pair_alpha, distance_step,
+                                    diameter);
   const AlphaTable table = make_alpha_table(angle_bins);
   const bool dense = backend == "dense";
 #if POINTOPS_X86_DISPATCH
@@ -422,8 +415,8 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
 #endif
 
   // Which models vote at all, and the largest diameter among them (the grids' reach).
-  const float* step_ptr = steps.data_ptr<float>();
-  const float* diameter_ptr = diameters.data_ptr<float>();
+  const float* step_ptr = in.distance_step.data_ptr<float>();
+  const float* diameter_ptr = in.diameter.data_ptr<float>();
   std::vector<char> usable(static_cast<size_t>(s.models));
   float reach = 0.0f;
   for (int64_t m = 0; m < s.models; ++m) {
@@ -433,8 +426,9 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
   std::vector<SceneGrid> grids(static_cast<size_t>(s.scenes));
   at::parallel_for(0, s.scenes, 1, [&](int64_t first, int64_t last) {
     for (int64_t scene = first; scene < last; ++scene) {
-      grids[scene] = build_scene_grid(sp.data_ptr<float>() + scene * s.n * 3, sn.data_ptr<float>() + scene * s.n * 3,
-                                      cloud_length(lengths_c.data, scene, s.n), reach);
+      grids[scene] = build_scene_grid(in.scene_points.data_ptr<float>() + scene * s.n * 3,
+                                      in.scene_normals.data_ptr<float>() + scene * s.n * 3,
+                                      cloud_length(in.scene_lengths.data, scene, s.n), reach);
     }
   });
 
@@ -448,19 +442,20 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
       const int64_t r = task % s.refs;
       const int64_t m = (task / s.refs) % s.models;
       const int64_t scene = task / (s.refs * s.models);
-      const int64_t length = cloud_length(lengths_c.data, scene, s.n);
+      const int64_t length = cloud_length(in.scene_lengths.data, scene, s.n);
       const int64_t ref = r * s.stride;
       Frame f{};
       TopWords top;
       top.reset(static_cast<int>(s.k));
       Binning binning = s.binning;
       binning.distance_step = step_ptr[m];
-      if (usable[m] && load_reference(sp.data_ptr<float>() + scene * s.n * 3,
-                                      sn.data_ptr<float>() + scene * s.n * 3, length, ref, &f)) {
+      if (usable[m] && load_reference(in.scene_points.data_ptr<float>() + scene * s.n * 3,
+                                      in.scene_normals.data_ptr<float>() + scene * s.n * 3,
+                                      length, ref, &f)) {
         const float max_square = multiply(diameter_ptr[m], diameter_ptr[m]);
-        const int64_t* off = offsets.data_ptr<int64_t>() + m * (s.keys + 1);
-        const int32_t* pr = refs.data_ptr<int32_t>() + m * s.pairs;
-        const float* pa = alphas.data_ptr<float>() + m * s.pairs;
+        const int64_t* off = in.key_offsets.data_ptr<int64_t>() + m * (s.keys + 1);
+        const int32_t* pr = in.pair_ref.data_ptr<int32_t>() + m * s.pairs;
+        const float* pa = in.pair_alpha.data_ptr<float>() + m * s.pairs;
         const int64_t count = gather_partners(grids[scene], f, ref, max_square, vector_path, &scratch);
         partner_features(f, binning, count, s.spread, vector_path, &scratch);
         const int32_t nm = static_cast<int32_t>(s.nm);
@@ -504,8 +499,8 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
           }
         }
       }
-      const float* model_p = mp.data_ptr<float>() + m * s.nm * 3;
-      const float* model_n = mn.data_ptr<float>() + m * s.nm * 3;
+      const float* model_p = in.model_points.data_ptr<float>() + m * s.nm * 3;
+      const float* model_n = in.model_normals.data_ptr<float>() + m * s.nm * 3;
       for (int64_t q = 0; q < s.k; ++q) {
         const int64_t row = task * s.k + q;
         write_peak(top.word[q], f, model_p, model_n, s.binning.angle_bins, table,

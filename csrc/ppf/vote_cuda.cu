@@ -490,32 +490,26 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
   TORCH_CHECK(tasks <= INT_MAX, "ppf_vote: scenes * models * references must be at most ",
               INT_MAX, ", got ", tasks);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const at::Tensor sp = as_float(scene_points);
-  const at::Tensor sn = as_float(scene_normals);
-  const at::Tensor mp = model_points.contiguous();
-  const at::Tensor mn = model_normals.contiguous();
-  const at::Tensor offsets = key_offsets.contiguous();
-  const at::Tensor refs = pair_ref.contiguous();
-  const at::Tensor alphas = pair_alpha.contiguous();
-  const at::Tensor steps = as_float(distance_step);
-  const at::Tensor diameters = as_float(diameter);
-  const CloudLengths lengths_c = contiguous_lengths(scene_lengths);
-  const auto options = sp.options();
+  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points,
+                                    model_normals, key_offsets, pair_ref, pair_alpha, distance_step,
+                                    diameter);
+  const auto options = in.scene_points.options();
   // The scene's positions and unit normals, once for every reference, model and slice.
   const at::Tensor prepared = at::empty({s.scenes, s.n, 8}, options);
   auto* scene = reinterpret_cast<float4*>(prepared.data_ptr<float>());
   prepare_scene_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(s.scenes * s.n, kPrepareThreads), 1 << 16)),
-                         kPrepareThreads, 0, stream>>>(sp.data_ptr<float>(), sn.data_ptr<float>(), lengths_c.data,
-                                                       s.scenes, s.n, scene);
+                         kPrepareThreads, 0, stream>>>(in.scene_points.data_ptr<float>(),
+                                                       in.scene_normals.data_ptr<float>(),
+                                                       in.scene_lengths.data, s.scenes, s.n, scene);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   VoteArgs a{scene,
-             lengths_c.data,
-             offsets.data_ptr<int64_t>(),
+             in.scene_lengths.data,
+             in.key_offsets.data_ptr<int64_t>(),
              nullptr,
-             refs.data_ptr<int32_t>(),
-             alphas.data_ptr<float>(),
-             steps.data_ptr<float>(),
-             diameters.data_ptr<float>(),
+             in.pair_ref.data_ptr<int32_t>(),
+             in.pair_alpha.data_ptr<float>(),
+             in.distance_step.data_ptr<float>(),
+             in.diameter.data_ptr<float>(),
              1,
              s};
 
@@ -542,7 +536,8 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
       slice_rows = at::empty({s.models, s.keys, slices + 1}, options.dtype(at::kInt));
       const int64_t entries = slice_rows.numel();
       slice_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(entries, kPrepareThreads), 1 << 16)),
-                          kPrepareThreads, 0, stream>>>(offsets.data_ptr<int64_t>(), refs.data_ptr<int32_t>(),
+                          kPrepareThreads, 0, stream>>>(in.key_offsets.data_ptr<int64_t>(),
+                                                        in.pair_ref.data_ptr<int32_t>(),
                                                         s.models, s.keys, s.pairs, s.nm, slices, slice_points,
                                                         slice_rows.data_ptr<int32_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -571,7 +566,7 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
     int64_t* o = host_offsets.data_ptr<int64_t>();
     o[0] = 0;
     for (int64_t t = 0; t < tasks; ++t) o[t + 1] = o[t] + c[t];
-    const at::Tensor device_offsets = host_offsets.to(sp.device());
+    const at::Tensor device_offsets = host_offsets.to(in.scene_points.device());
     int64_t first = 0;
     while (first < tasks) {
       int64_t last = first + 1;
@@ -597,7 +592,9 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
 
   const AlphaTable table = make_alpha_table(angle_bins);
   merge_peaks_kernel<<<static_cast<unsigned>(cuda::ceil_div(tasks, 128)), 128, 0, stream>>>(
-      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()), mp.data_ptr<float>(), mn.data_ptr<float>(), table, tasks, std::get<0>(out).data_ptr<int64_t>(),
+      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()),
+      in.model_points.data_ptr<float>(), in.model_normals.data_ptr<float>(), table, tasks,
+      std::get<0>(out).data_ptr<int64_t>(),
       std::get<1>(out).data_ptr<int64_t>(), std::get<2>(out).data_ptr<int64_t>(),
       std::get<3>(out).data_ptr<float>(), std::get<4>(out).data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

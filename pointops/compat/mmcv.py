@@ -36,6 +36,7 @@ from torch.autograd import Function
 from .. import nn as _pointnet2
 from ..bev.ops import voxelize as _voxelize
 from ..bev.ops import voxelize_dynamic as _voxelize_dynamic
+from ..nn import _no_grad, _NoGradFunction
 from ..nn import stack as _stack
 
 __all__ = [
@@ -297,53 +298,30 @@ class Voxelization(nn.Module):
 # ---- mmcv's autograd Functions by name ----------------------------------------------------------------
 
 
-class FurthestPointSampling(Function):
+class FurthestPointSampling(_NoGradFunction):
     @staticmethod
     def forward(ctx, points_xyz: Tensor, num_points: int) -> Tensor:
-        out = furthest_point_sample(points_xyz, num_points)
-        ctx.mark_non_differentiable(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None
+        return _no_grad(ctx, furthest_point_sample(points_xyz, num_points))
 
 
-class FurthestPointSamplingWithDist(Function):
+class FurthestPointSamplingWithDist(_NoGradFunction):
     @staticmethod
     def forward(ctx, points_dist: Tensor, num_points: int) -> Tensor:
-        out = furthest_point_sample_with_dist(points_dist, num_points)
-        ctx.mark_non_differentiable(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None
+        return _no_grad(ctx, furthest_point_sample_with_dist(points_dist, num_points))
 
 
-class BallQuery(Function):
+class BallQuery(_NoGradFunction):
     @staticmethod
     def forward(ctx, min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt=None,
                 center_xyz_batch_cnt=None):
         out = ball_query(min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt)
-        ctx.mark_non_differentiable(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None, None, None, None, None, None
+        return _no_grad(ctx, out)
 
 
-class KNN(Function):
+class KNN(_NoGradFunction):
     @staticmethod
     def forward(ctx, k, xyz, center_xyz=None, transposed=False):
-        out = knn(k, xyz, center_xyz, transposed)
-        ctx.mark_non_differentiable(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None, None, None
+        return _no_grad(ctx, knn(k, xyz, center_xyz, transposed))
 
 
 ThreeNN = _pointnet2.ThreeNN

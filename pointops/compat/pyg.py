@@ -102,6 +102,24 @@ def _batch_size(batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size
     return size
 
 
+def _ptr_pair(
+    x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int]
+) -> Tuple[Tensor, Tensor]:
+    """Offsets of the clouds of x and y, checked as torch_cluster's knn / radius check them: batch
+    vectors as long as their rows, at least one cloud, both vectors given for more than one."""
+    if batch_x is not None:
+        assert x.shape[0] == batch_x.numel()
+    if batch_y is not None:
+        assert y.shape[0] == batch_y.numel()
+    clouds = _batch_size(batch_x, batch_y, batch_size)
+    assert clouds > 0
+    if clouds > 1:
+        assert batch_x is not None
+        assert batch_y is not None
+        return _ptr(batch_x, x.shape[0], clouds, x.device), _ptr(batch_y, y.shape[0], clouds, x.device)
+    return _ptr(None, x.shape[0], 1, x.device), _ptr(None, y.shape[0], 1, x.device)
+
+
 def _padded(x: Tensor, ptr: Tensor, size: int) -> Tensor:
     """Rows [ptr[b], ptr[b + 1]) of x (N, D) as (B, size, D), zeros past each cloud."""
     clouds = ptr.shape[0] - 1
@@ -111,6 +129,15 @@ def _padded(x: Tensor, ptr: Tensor, size: int) -> Tensor:
         return x.new_zeros((clouds, size, x.shape[1]))
     gathered = x[torch.where(inside, rows, torch.zeros_like(rows)).reshape(-1)].reshape(clouds, size, x.shape[1])
     return torch.where(inside.unsqueeze(-1), gathered, torch.zeros_like(gathered))
+
+
+def _packed_rows(local: Tensor, ptr_x: Tensor, ptr_y: Tensor, rows_y: int) -> Tensor:
+    """(B, most_y, k) cloud-local indices of x (-1 for none) as (rows_y, k) rows of packed x, one
+    row per packed row of y."""
+    rows = torch.where(local >= 0, local + ptr_x[:-1].view(-1, 1, 1), local)
+    slot = torch.arange(rows_y, device=local.device)
+    cloud = torch.bucketize(slot, ptr_y[1:], right=True)
+    return rows[cloud, slot - ptr_y[cloud]]
 
 
 def _edges(cols: Tensor) -> Tensor:
@@ -184,10 +211,7 @@ def _knn_rows(x: Tensor, y: Tensor, k: int, ptr_x: Tensor, ptr_y: Tensor) -> Ten
     sizes_x, sizes_y = ptr_x[1:] - ptr_x[:-1], ptr_y[1:] - ptr_y[:-1]
     most_x, most_y = _host_pair(sizes_x.max(), sizes_y.max())  # the padded layout's size
     local, _ = knn_dense(_padded(y, ptr_y, most_y), _padded(x, ptr_x, most_x), k, sizes_y, sizes_x)
-    rows = torch.where(local >= 0, local + ptr_x[:-1].view(-1, 1, 1), local)  # (B, most_y, k) rows of x
-    slot = torch.arange(y.shape[0], device=y.device)
-    cloud = torch.bucketize(slot, ptr_y[1:], right=True)
-    return rows[cloud, slot - ptr_y[cloud]]
+    return _packed_rows(local, ptr_x, ptr_y, y.shape[0])
 
 
 def knn(
@@ -220,20 +244,7 @@ def knn(
     if cosine:
         x = x / x.norm(2, 1, True)
         y = y / y.norm(2, 1, True)
-    if batch_x is not None:
-        assert x.shape[0] == batch_x.numel()
-    if batch_y is not None:
-        assert y.shape[0] == batch_y.numel()
-    clouds = _batch_size(batch_x, batch_y, batch_size)
-    assert clouds > 0
-    if clouds > 1:
-        assert batch_x is not None
-        assert batch_y is not None
-        ptr_x = _ptr(batch_x, x.shape[0], clouds, x.device)
-        ptr_y = _ptr(batch_y, y.shape[0], clouds, x.device)
-    else:
-        ptr_x = _ptr(None, x.shape[0], 1, x.device)
-        ptr_y = _ptr(None, y.shape[0], 1, x.device)
+    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size)
     return _edges(_knn_rows(x, y, k, ptr_x, ptr_y))
 
 
@@ -275,10 +286,7 @@ def _radius_rows(x: Tensor, y: Tensor, r: float, k: int, ptr_x: Tensor, ptr_y: T
         local = _ball_query(_xyz(queries), _xyz(points), r, k, sizes_y, sizes_x, pad="minus_one").indices
     else:
         local = radius_dense(queries, points, r, k, sizes_y, sizes_x)
-    rows = torch.where(local >= 0, local + ptr_x[:-1].view(-1, 1, 1), local)
-    slot = torch.arange(y.shape[0], device=y.device)
-    cloud = torch.bucketize(slot, ptr_y[1:], right=True)
-    return rows[cloud, slot - ptr_y[cloud]]
+    return _packed_rows(local, ptr_x, ptr_y, y.shape[0])
 
 
 def radius(
@@ -309,20 +317,7 @@ def radius(
     if x.numel() == 0 or y.numel() == 0:
         return torch.empty((2, 0), dtype=torch.int64, device=x.device)
     x, y = _pair(x, y)
-    if batch_x is not None:
-        assert x.shape[0] == batch_x.numel()
-    if batch_y is not None:
-        assert y.shape[0] == batch_y.numel()
-    clouds = _batch_size(batch_x, batch_y, batch_size)
-    assert clouds > 0
-    if clouds > 1:
-        assert batch_x is not None
-        assert batch_y is not None
-        ptr_x = _ptr(batch_x, x.shape[0], clouds, x.device)
-        ptr_y = _ptr(batch_y, y.shape[0], clouds, x.device)
-    else:
-        ptr_x = _ptr(None, x.shape[0], 1, x.device)
-        ptr_y = _ptr(None, y.shape[0], 1, x.device)
+    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size)
     # one hit more when the query's own row may take a place
     cols = _radius_rows(x, y, r, max_num_neighbors + int(ignore_same_index), ptr_x, ptr_y)
     if ignore_same_index:

@@ -148,18 +148,28 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
 # ---- OpenPCDet's autograd Functions, by name: the values of the functions above, its gradients ----
 
 
-class FarthestPointSampling(Function):
+def _no_grad(ctx, out):
+    """Marks the output of a forward (a tensor or a tuple of them) non-differentiable and returns it."""
+    ctx.mark_non_differentiable(*(out if isinstance(out, tuple) else (out,)))
+    return out
+
+
+class _NoGradFunction(Function):
+    """Base of the peers' autograd Functions whose outputs take no gradient (samples, neighbour
+    indices, masks, search distances): a subclass's forward takes the peer's arguments and returns
+    ``_no_grad(ctx, out)``; no input gets a gradient."""
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        return (None,) * len(ctx.needs_input_grad)
+
+
+class FarthestPointSampling(_NoGradFunction):
     """``FarthestPointSampling.apply(xyz (B, N, 3), npoint)`` -> (B, npoint) int32, no gradient."""
 
     @staticmethod
     def forward(ctx, xyz: Tensor, npoint: int) -> Tensor:
-        idx = furthest_point_sample(xyz, npoint)
-        ctx.mark_non_differentiable(idx)
-        return idx
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None
+        return _no_grad(ctx, furthest_point_sample(xyz, npoint))
 
 
 class GatherOperation(Function):
@@ -181,19 +191,13 @@ class GatherOperation(Function):
         return grad, None
 
 
-class ThreeNN(Function):
+class ThreeNN(_NoGradFunction):
     """``ThreeNN.apply(unknown (B, n, 3), known (B, m, 3))`` -> (dist (B, n, 3), idx (B, n, 3)
     int32), no gradient (as OpenPCDet)."""
 
     @staticmethod
     def forward(ctx, unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
-        dist, idx = three_nn(unknown, known)
-        ctx.mark_non_differentiable(dist, idx)
-        return dist, idx
-
-    @staticmethod
-    def backward(ctx, a=None, b=None):
-        return None, None
+        return _no_grad(ctx, three_nn(unknown, known))
 
 
 def _scatter_columns(grad_out: Tensor, idx: Tensor, weight: Optional[Tensor], n: int) -> Tensor:
@@ -243,19 +247,13 @@ class GroupingOperation(Function):
         return _scatter_columns(flat, index, None, ctx.n), None
 
 
-class BallQuery(Function):
+class BallQuery(_NoGradFunction):
     """``BallQuery.apply(radius, nsample, xyz (B, N, 3), new_xyz (B, npoint, 3))`` ->
     (B, npoint, nsample) int32, no gradient."""
 
     @staticmethod
     def forward(ctx, radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
-        idx = ball_query(radius, nsample, xyz, new_xyz)
-        ctx.mark_non_differentiable(idx)
-        return idx
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None, None, None
+        return _no_grad(ctx, ball_query(radius, nsample, xyz, new_xyz))
 
 
 class QueryAndGroup(nn.Module):

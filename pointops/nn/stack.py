@@ -38,6 +38,7 @@ from torch.autograd import Function
 
 from ..geometry.neighbors import interpolate as _interpolate
 from . import FarthestPointSampling, _exact_sqrt, _summing_type, farthest_point_sample, furthest_point_sample  # noqa: F401
+from . import _no_grad, _NoGradFunction
 
 __all__ = [
     "BallQuery",
@@ -168,19 +169,13 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     return indices.reshape(-1)[cloud * k + j].int()
 
 
-class BallQuery(Function):
+class BallQuery(_NoGradFunction):
     """``BallQuery.apply(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)`` ->
     (idx, empty_ball_mask), no gradient."""
 
     @staticmethod
     def forward(ctx, radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt):
-        idx, empty = ball_query(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
-        ctx.mark_non_differentiable(idx, empty)
-        return idx, empty
-
-    @staticmethod
-    def backward(ctx, a=None, b=None):
-        return None, None, None, None, None, None
+        return _no_grad(ctx, ball_query(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt))
 
 
 class GroupingOperation(Function):
@@ -204,32 +199,20 @@ class GroupingOperation(Function):
         return grad, None, None, None
 
 
-class StackFarthestPointSampling(Function):
+class StackFarthestPointSampling(_NoGradFunction):
     """``StackFarthestPointSampling.apply(xyz, xyz_batch_cnt, npoint)`` -> int32 indices, no gradient."""
 
     @staticmethod
     def forward(ctx, xyz, xyz_batch_cnt, npoint):
-        idx = stack_farthest_point_sample(xyz, xyz_batch_cnt, npoint)
-        ctx.mark_non_differentiable(idx)
-        return idx
-
-    @staticmethod
-    def backward(ctx, a=None):
-        return None, None, None
+        return _no_grad(ctx, stack_farthest_point_sample(xyz, xyz_batch_cnt, npoint))
 
 
-class ThreeNN(Function):
+class ThreeNN(_NoGradFunction):
     """``ThreeNN.apply(unknown, unknown_batch_cnt, known, known_batch_cnt)`` -> (dist, idx), no gradient."""
 
     @staticmethod
     def forward(ctx, unknown, unknown_batch_cnt, known, known_batch_cnt):
-        dist, idx = three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt)
-        ctx.mark_non_differentiable(dist, idx)
-        return dist, idx
-
-    @staticmethod
-    def backward(ctx, a=None, b=None):
-        return None, None, None, None
+        return _no_grad(ctx, three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt))
 
 
 class ThreeInterpolate(Function):
@@ -386,7 +369,7 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     return new_features, new_local_xyz.detach(), torch.tensor([num_mean_points_per_grid]).int(), point_cnt_of_grid
 
 
-class ThreeNNForVectorPoolByTwoStep(Function):
+class ThreeNNForVectorPoolByTwoStep(_NoGradFunction):
     """``ThreeNNForVectorPoolByTwoStep.apply(...)``: :func:`three_nn_for_vector_pool_by_two_step`, no gradient."""
 
     @staticmethod
@@ -397,12 +380,7 @@ class ThreeNNForVectorPoolByTwoStep(Function):
                                                    new_xyz_batch_cnt, max_neighbour_distance, nsample, neighbor_type,
                                                    avg_length_of_neighbor_idxs, num_total_grids,
                                                    neighbor_distance_multiplier)
-        ctx.mark_non_differentiable(*out)
-        return out
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return (None,) * 11
+        return _no_grad(ctx, out)
 
 
 class VectorPoolWithVoxelQuery(Function):

@@ -100,7 +100,8 @@ def main():
             stages = {}
         if args.kernels and cuda:
             print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.kernels))
-        row = {"workload": name, "models": count, "preset": preset, "config": json.loads(args.config), "frame_points": int(scene.points.shape[0]),
+        row = {"workload": name, "models": count, "preset": preset, "config": json.loads(args.config),
+               "frame_points": int(scene.points.shape[0]),
                "model_points": args.model_points, "matcher_model_points": int(matcher.model.lengths.max()),
                "device": torch.cuda.get_device_name() if cuda else "cpu", "ms_median": round(statistics.median(times), 2),
                "ms_all": [round(t, 2) for t in times], "score": float(found.scores[0, 0, 0]), "stages": stages}

@@ -43,6 +43,14 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     return torch.ops.pointops.transform_points(points, lengths, poses)
 
 
+def _in_wider_type(normals: Tensor, points: Tensor):
+    """Normals and their points in one dtype (mixed precision: both in the wider type)."""
+    if normals.dtype != points.dtype and normals.is_floating_point() and points.is_floating_point():
+        common = torch.promote_types(normals.dtype, points.dtype)
+        return normals.to(common), points.to(common)
+    return normals, points
+
+
 def icp(
     sources: Tensor,
     targets: Tensor,
@@ -120,17 +128,10 @@ def icp(
     targets = targets.detach()
     normals: Optional[Tensor] = None
     if target_normals is not None:
-        normals = target_normals.detach()
-        if normals.dtype != targets.dtype and normals.is_floating_point() and targets.is_floating_point():
-            # mixed precision: both in the wider type
-            common = torch.promote_types(normals.dtype, targets.dtype)
-            normals, targets = normals.to(common), targets.to(common)
+        normals, targets = _in_wider_type(target_normals.detach(), targets)
     turned: Optional[Tensor] = None
     if source_normals is not None:
-        turned = source_normals.detach()
-        if turned.dtype != sources.dtype and turned.is_floating_point() and sources.is_floating_point():
-            common = torch.promote_types(turned.dtype, sources.dtype)
-            turned, sources = turned.to(common), sources.to(common)
+        turned, sources = _in_wider_type(source_normals.detach(), sources)
     if init_poses is None:
         poses = torch.eye(4, dtype=torch.float32, device=sources.device).expand(sources.shape[0], 1, 4, 4).contiguous()
     else:

@@ -22,6 +22,17 @@ def _valid_rows(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
     return valid
 
 
+def _sum_in_order(terms: Tensor) -> Tensor:
+    """terms (..., D) summed over the last axis one coordinate at a time, in order (each add
+    rounded on its own, as the kernels add (dx dx + dy dy) + dz dz); D = 0 gives zeros."""
+    if terms.shape[-1] == 0:
+        return terms.sum(-1)
+    d = terms[..., 0]
+    for c in range(1, terms.shape[-1]):
+        d = d + terms[..., c]
+    return d
+
+
 def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[Tensor] = None,
               lengths: Optional[Tensor] = None, norm: int = 2) -> Tuple[Tensor, Tensor]:
     """(B, M, D) queries into (B, N, D) points -> (indices (B, M, k) int64, distances (B, M, k)):
@@ -37,13 +48,7 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
     index_parts, distance_parts = [], []
     for start in range(0, m, chunk):
         diff = q[:, start:start + chunk, None, :] - p[:, None, :, :]  # (B, c, N, D)
-        terms = diff * diff if norm == 2 else diff.abs()
-        if dims == 0:
-            d = terms.sum(-1)
-        else:
-            d = terms[..., 0]
-            for c in range(1, dims):
-                d = d + terms[..., c]
+        d = _sum_in_order(diff * diff if norm == 2 else diff.abs())
         d = torch.where(valid_p.unsqueeze(1), d, torch.full_like(d, float("nan")))
         values, order = torch.sort(d, dim=2, stable=True)  # NaN (absent) sorts last
         index_parts.append(order[..., :kept])
@@ -81,13 +86,7 @@ def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_l
     parts = []
     for start in range(0, m, chunk):
         diff = q[:, start:start + chunk, None, :] - p[:, None, :, :]
-        terms = diff * diff
-        if dims == 0:
-            d = terms.sum(-1)
-        else:
-            d = terms[..., 0]
-            for c in range(1, dims):
-                d = d + terms[..., c]
+        d = _sum_in_order(diff * diff)
         hit = (d < limit) & valid_p.unsqueeze(1) & valid_q[:, start:start + chunk].unsqueeze(2)
         order = torch.where(hit, rank, torch.full_like(rank, n))
         parts.append(torch.sort(order, dim=2).values[..., :kept])

@@ -83,12 +83,12 @@ from .ppf import (  # noqa: E402
     ppf_vote,
 )
 from .clouds import pad_clouds  # noqa: E402
+from .compat.pytorch3d import sample_farthest_points  # noqa: E402
 from .presets import PPF_PRESETS, PlanePreset, bev_preset, list_presets, load_config, plane_preset, ppf_preset  # noqa: E402
 from .sampling import (  # noqa: E402
     SampledIndices,
     farthest_point_sampling,
     farthest_point_sampling_packed,
-    sample_farthest_points,
 )
 from .scenes import synthetic_edges  # noqa: E402
 

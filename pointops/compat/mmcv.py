@@ -33,11 +33,14 @@ import torch
 from torch import Tensor, nn
 from torch.autograd import Function
 
-from .. import nn as _pointnet2
 from ..bev.ops import voxelize as _voxelize
 from ..bev.ops import voxelize_dynamic as _voxelize_dynamic
-from ..nn import _no_grad, _NoGradFunction
-from ..nn import stack as _stack
+from ..geometry.neighbors import ball_query as _ball_query
+from ..geometry.neighbors import ball_query_packed as _ball_query_packed
+from ..geometry.neighbors import knn as _knn
+from . import openpcdet as _pointnet2
+from . import openpcdet_stack as _stack
+from ._peer import NoGradFunction, counts_to_offsets, non_differentiable, row_clouds
 
 __all__ = [
     "furthest_point_sample",
@@ -98,17 +101,17 @@ def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tenso
     indices within each centre's cloud; a centre with no hit gets -1 then zeros, as mmcv."""
     assert min_radius < max_radius
     if xyz_batch_cnt is not None and center_xyz_batch_cnt is not None:
-        offsets = _stack.batch_offsets(xyz_batch_cnt)
-        center_offsets = _stack.batch_offsets(center_xyz_batch_cnt)
-        indices, counts = torch.ops.pointops.ball_query_packed(center_xyz, center_offsets, xyz, offsets, max_radius,
-                                                               sample_num, True, min_radius)
-        start = offsets[_stack.row_clouds(center_offsets, center_xyz.shape[0])]
+        offsets = counts_to_offsets(xyz_batch_cnt)
+        center_offsets = counts_to_offsets(center_xyz_batch_cnt)
+        indices, counts = _ball_query_packed(center_xyz, center_offsets, xyz, offsets, max_radius, sample_num,
+                                             pad="first", min_radius=min_radius)
+        start = offsets[row_clouds(center_offsets, center_xyz.shape[0])]
         local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
         if sample_num > 0:
             first = torch.where(counts == 0, torch.full_like(counts, -1), local[:, 0])
             local = torch.cat([first[:, None], local[:, 1:]], dim=1)
         return local.int()
-    indices, _ = torch.ops.pointops.ball_query(center_xyz, None, xyz, None, max_radius, sample_num, True, min_radius)
+    indices, _ = _ball_query(center_xyz, xyz, max_radius, sample_num, pad="first", min_radius=min_radius)
     return indices.clamp(min=0).int()
 
 
@@ -121,7 +124,7 @@ def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bo
     if transposed:
         xyz = xyz.transpose(2, 1).contiguous()
         center_xyz = center_xyz.transpose(2, 1).contiguous()
-    indices, _ = torch.ops.pointops.knn(center_xyz, None, xyz, None, k, None)
+    indices, _ = _knn(center_xyz, xyz, k)
     return indices.clamp(min=0).int().transpose(2, 1).contiguous()
 
 
@@ -298,30 +301,30 @@ class Voxelization(nn.Module):
 # ---- mmcv's autograd Functions by name ----------------------------------------------------------------
 
 
-class FurthestPointSampling(_NoGradFunction):
+class FurthestPointSampling(NoGradFunction):
     @staticmethod
     def forward(ctx, points_xyz: Tensor, num_points: int) -> Tensor:
-        return _no_grad(ctx, furthest_point_sample(points_xyz, num_points))
+        return non_differentiable(ctx, furthest_point_sample(points_xyz, num_points))
 
 
-class FurthestPointSamplingWithDist(_NoGradFunction):
+class FurthestPointSamplingWithDist(NoGradFunction):
     @staticmethod
     def forward(ctx, points_dist: Tensor, num_points: int) -> Tensor:
-        return _no_grad(ctx, furthest_point_sample_with_dist(points_dist, num_points))
+        return non_differentiable(ctx, furthest_point_sample_with_dist(points_dist, num_points))
 
 
-class BallQuery(_NoGradFunction):
+class BallQuery(NoGradFunction):
     @staticmethod
     def forward(ctx, min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt=None,
                 center_xyz_batch_cnt=None):
         out = ball_query(min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt)
-        return _no_grad(ctx, out)
+        return non_differentiable(ctx, out)
 
 
-class KNN(_NoGradFunction):
+class KNN(NoGradFunction):
     @staticmethod
     def forward(ctx, k, xyz, center_xyz=None, transposed=False):
-        return _no_grad(ctx, knn(k, xyz, center_xyz, transposed))
+        return non_differentiable(ctx, knn(k, xyz, center_xyz, transposed))
 
 
 ThreeNN = _pointnet2.ThreeNN

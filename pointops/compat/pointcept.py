@@ -37,12 +37,14 @@ What differs, on purpose:
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from .._checks import distance_dtype
+from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
-from ..nn import _exact_sqrt
-from ..nn import stack as _stack
+from ..geometry.neighbors import knn_packed as _knn_packed
+from ._peer import ends_to_counts, ends_to_offsets, exact_sqrt, row_clouds
+from .openpcdet_stack import stack_farthest_point_sample
 
 __all__ = [
     "knn_query",
@@ -65,11 +67,6 @@ __all__ = [
 _SELF_RADIUS = 0.0032
 
 
-def _offsets(offset: Tensor) -> Tensor:
-    """Pointcept's (b,) cumulative ends -> pointops' (b + 1,) int64 offsets."""
-    return F.pad(offset.to(torch.int64), (1, 0))
-
-
 def _queries(xyz: Tensor, offset: Tensor, new_xyz: Optional[Tensor], new_offset: Optional[Tensor]):
     if new_xyz is None or new_offset is None:
         return xyz, offset
@@ -82,13 +79,13 @@ def knn_query(nsample: int, xyz: Tensor, offset: Tensor, new_xyz: Optional[Tenso
     new_offset is None) -> (idx (m, nsample) int32 into the packed rows, nearest first, -1 past the
     cloud's points; dist (m, nsample) Euclidean, +inf there). No gradient, as Pointcept."""
     new_xyz, new_offset = _queries(xyz, offset, new_xyz, new_offset)
-    idx, d2 = torch.ops.pointops.knn_packed(new_xyz, _offsets(new_offset), xyz, _offsets(offset), nsample)
-    return idx.int(), _exact_sqrt(d2.detach())
+    idx, d2 = _knn_packed(new_xyz, ends_to_offsets(new_offset), xyz, ends_to_offsets(offset), nsample)
+    return idx.int(), exact_sqrt(d2.detach())
 
 
 def _squared(a: Tensor, b: Tensor) -> Tensor:
     """pointops' squared distance (dx*dx + dy*dy) + dz*dz in the compute type."""
-    dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(a)
     d = a.to(dtype) - b.to(dtype)
     return (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
 
@@ -98,8 +95,8 @@ def _pointcept_ball(xyz: Tensor, offset: Tensor, new_xyz: Tensor, new_offset: Te
     """The first ``slots`` points by row of each query's cloud within max(max_radius, 0.0032),
     then Pointcept's test: d2 <= 1e-5, or min_radius^2 <= d2 < max_radius^2 (radii squared in the
     compute type). Returns (rows (m, slots) int64, -1 where none; d2 (m, slots); kept (m, slots))."""
-    rows, _ = torch.ops.pointops.ball_query_packed(new_xyz, _offsets(new_offset), xyz, _offsets(offset),
-                                                   max(max_radius, _SELF_RADIUS), slots, False, 0.0)
+    rows, _ = _ball_query_packed(new_xyz, ends_to_offsets(new_offset), xyz, ends_to_offsets(offset),
+                                 max(max_radius, _SELF_RADIUS), slots, pad="minus_one")
     d2 = _squared(xyz[rows.clamp(min=0)], new_xyz[:, None, :])
     r_max = torch.tensor(max_radius, dtype=d2.dtype, device=d2.device)
     r_min = torch.tensor(min_radius, dtype=d2.dtype, device=d2.device)
@@ -126,7 +123,7 @@ def ball_query(nsample: int, max_radius: float, min_radius: float, xyz: Tensor, 
     pick = torch.where(count > nsample, spread, i.expand(count.shape[0], -1)).clamp(max=max(capacity - 1, 0))
     found = (i < count) | (count > nsample)
     idx = torch.where(found, torch.gather(ranked, 1, pick), torch.full_like(pick, -1))
-    dist = torch.where(found, _exact_sqrt(torch.gather(values, 1, pick)), torch.full_like(pick, float("inf"),
+    dist = torch.where(found, exact_sqrt(torch.gather(values, 1, pick)), torch.full_like(pick, float("inf"),
                                                                                             dtype=values.dtype))
     return idx.int(), dist.detach()
 
@@ -140,7 +137,7 @@ def random_ball_query(nsample: int, max_radius: float, min_radius: float, xyz: T
     assert min_radius < max_radius
     new_xyz, new_offset = _queries(xyz, offset, new_xyz, new_offset)
     n = xyz.shape[0]
-    cloud = _stack.row_clouds(_offsets(offset), n).to(torch.float64)
+    cloud = row_clouds(ends_to_offsets(offset), n).to(torch.float64)
     order = torch.argsort(cloud + torch.rand(n, dtype=torch.float64, device=xyz.device))  # shuffled within each cloud
     shuffled = xyz[order]
     plain = min_radius == 0.0 and max_radius >= _SELF_RADIUS  # every point of the ball is a candidate
@@ -151,7 +148,7 @@ def random_ball_query(nsample: int, max_radius: float, min_radius: float, xyz: T
     found = first < rows.shape[1]
     first = first.clamp(max=rows.shape[1] - 1)
     idx = torch.where(found, order[torch.gather(rows, 1, first).clamp(min=0)], torch.full_like(first, -1))
-    dist = torch.where(found, _exact_sqrt(torch.gather(d2, 1, first)), torch.full_like(first, float("inf"),
+    dist = torch.where(found, exact_sqrt(torch.gather(d2, 1, first)), torch.full_like(first, float("inf"),
                                                                                         dtype=d2.dtype))
     return idx.int(), dist.detach()
 
@@ -160,9 +157,8 @@ def farthest_point_sampling(xyz: Tensor, offset: Tensor, new_offset: Tensor) -> 
     """Farthest point sampling of each packed cloud from its first point, new_offset[i] - new_offset[i - 1]
     picks from cloud i -> (new_offset[-1],) int32 rows, cloud after cloud (new_offset is read back to
     the host once; Pointcept reads it too)."""
-    counts = torch.diff(F.pad(offset.to(torch.int64), (1, 0)))
-    per_cloud = torch.diff(F.pad(new_offset.to(torch.int64), (1, 0))).tolist()
-    return _stack.stack_farthest_point_sample(xyz, counts, per_cloud)
+    per_cloud = ends_to_counts(new_offset).tolist()
+    return stack_farthest_point_sample(xyz, ends_to_counts(offset), per_cloud)
 
 
 def grouping(idx: Tensor, feat: Tensor, xyz: Tensor, new_xyz: Optional[Tensor] = None, with_xyz: bool = False) -> Tensor:
@@ -229,8 +225,8 @@ def query_and_group(nsample: int, xyz: Tensor, new_xyz: Optional[Tensor], feat: 
     if idx is None:
         total = 1 + (nsample - 1) * (dilation + 1)
         idx_no_dilation, _ = knn_query(total, xyz, offset, new_xyz, new_offset)
-        sizes = torch.diff(F.pad(offset.to(torch.int64), (1, 0)))
-        n_row = sizes[_stack.row_clouds(_offsets(new_offset), new_xyz.shape[0])].to(torch.float64)
+        sizes = ends_to_counts(offset)
+        n_row = sizes[row_clouds(ends_to_offsets(new_offset), new_xyz.shape[0])].to(torch.float64)
         i = torch.arange(nsample, device=xyz.device, dtype=torch.float64)
         if nsample > 1:
             soft = torch.where(n_row < total, (n_row - 1) / (nsample - 1) - 1, torch.full_like(n_row, float(dilation)))
@@ -274,7 +270,7 @@ def ball_query_and_group(feat: Tensor, xyz: Tensor, offset: Optional[Tensor] = N
 
 def offset2batch(offset: Tensor) -> Tensor:
     """(b,) cumulative ends -> (offset[-1],) int64 cloud of each point."""
-    counts = torch.diff(F.pad(offset.to(torch.int64), (1, 0)))
+    counts = ends_to_counts(offset)
     return torch.repeat_interleave(torch.arange(offset.shape[0], device=offset.device), counts)
 
 

@@ -49,10 +49,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .._checks import distance_dtype
+from ..geometry.dense import knn_dense, radius_dense
 from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._dense import knn_dense, radius_dense
 
 __all__ = ["fps", "knn", "knn_graph", "radius", "radius_graph", "nearest", "grid_cluster", "grid"]
 
@@ -185,7 +186,7 @@ def fps(
     if ratio is None:
         r = torch.tensor(0.5, dtype=torch.float32, device=src.device)
     elif isinstance(ratio, Tensor):
-        r = ratio.to(device=src.device, dtype=torch.float64 if ratio.dtype == torch.float64 else torch.float32)
+        r = ratio.to(device=src.device, dtype=distance_dtype(ratio))
     else:
         r = torch.tensor(ratio, dtype=torch.float32, device=src.device)
     sizes = offsets[1:] - offsets[:-1]

@@ -22,14 +22,16 @@ purpose:
   methods (``points_padded``, ``num_points_per_cloud``, ``normals_padded``); with all weights 0 and
   ``batch_reduction=None`` it returns zeros of shape (N,) (pytorch3d broadcasts them to (N, N)).
 """
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..sampling.ops import sample_farthest_points
-from ._dense import knn_dense
+from .._checks import check_tensor
+from ..geometry.dense import knn_dense
+from ..geometry.neighbors import knn as _knn
+from ..sampling.ops import farthest_point_sampling
 
 __all__ = ["KNN", "knn_points", "knn_gather", "chamfer_distance", "sample_farthest_points"]
 
@@ -86,7 +88,7 @@ def knn_points(
         if dims < 3:  # zero coordinates add exact zeros to every distance
             p1 = F.pad(p1, (0, 3 - dims))
             p2 = F.pad(p2, (0, 3 - dims))
-        idx, dists = torch.ops.pointops.knn(p1, lengths1, p2, lengths2, K, None)
+        idx, dists = _knn(p1, p2, K, lengths1, lengths2)
     else:
         idx, dists = knn_dense(p1, p2, K, lengths1, lengths2, norm)
     none = idx < 0
@@ -111,6 +113,61 @@ def knn_gather(x: Tensor, idx: Tensor, lengths: Optional[Tensor] = None) -> Tens
         return gathered
     outside = torch.arange(k, device=x.device).unsqueeze(0) >= lengths.unsqueeze(1)  # (N, K)
     return torch.where(outside[:, None, :, None], torch.zeros_like(gathered), gathered)
+
+
+def sample_farthest_points(
+    points: Tensor,
+    lengths: Optional[Tensor] = None,
+    K: Union[int, List[int], Tensor] = 50,
+    random_start_point: bool = False,
+) -> Tuple[Tensor, Tensor]:
+    """pytorch3d's ``sample_farthest_points``, with its signature, defaults, dtypes and errors.
+
+    Args:
+        points: (N, P, D) clouds, any float dtype: sampled in float32, as pytorch3d converts them
+            (float64 points too).
+        lengths: (N,) points per cloud (converted to int64), or None (all P).
+        K: samples per cloud: an int, or a list / (N,) tensor of per-cloud counts.
+        random_start_point: start each cloud at a random point (drawn with torch's generator,
+            where pytorch3d uses Python's ``random``) instead of index 0.
+
+    Returns:
+        (selected_points (N, max K, D) float32, selected_indices (N, max K) int64): rows past a
+        cloud's K or its last valid pick hold zeros and index -1, as in pytorch3d; gradients reach
+        ``points`` through the float32 copy.
+
+    Raises:
+        ValueError: as pytorch3d: lengths not of shape (N,), a length above P, K of the wrong
+        batch size. Checking lengths reads one value on the host (as pytorch3d does); a list or
+        tensor K reads its maximum (one sync, as pytorch3d); an int K and lengths=None sync nothing.
+    """
+    check_tensor(points, "points", "(B, N, D)")
+    batch, size = points.shape[0], points.shape[1]
+    if lengths is not None:
+        if lengths.shape != (batch,):
+            raise ValueError("points and lengths must have same batch dimension.")
+        if bool((lengths > size).any()):
+            raise ValueError("A value in lengths was too large.")
+        lengths = lengths.to(torch.int64)
+    per_cloud: Optional[Tensor] = None
+    if isinstance(K, int):
+        k = K
+    else:
+        if isinstance(K, Tensor):
+            per_cloud = K.to(device=points.device, dtype=torch.int64)
+        else:
+            per_cloud = torch.tensor(K, dtype=torch.int64, device=points.device)
+        if per_cloud.dim() != 1 or per_cloud.shape[0] != batch:
+            raise ValueError("K and points must have the same batch dimension")
+        k = int(per_cloud.max().item()) if batch > 0 else 0
+    points = points.to(torch.float32)
+    indices = farthest_point_sampling(points, k, lengths, random_start=random_start_point).indices
+    if per_cloud is not None:
+        beyond = torch.arange(k, device=points.device).unsqueeze(0) >= per_cloud.unsqueeze(1)
+        indices = torch.where(beyond, torch.full_like(indices, -1), indices)
+    gathered = torch.gather(points, 1, indices.clamp(min=0).unsqueeze(-1).expand(-1, -1, points.shape[2]))
+    sampled = torch.where((indices >= 0).unsqueeze(-1), gathered, torch.zeros_like(gathered))
+    return sampled, indices
 
 
 # ---- chamfer distance ----------------------------------------------------------------------------

@@ -3,5 +3,4 @@ from .ops import (  # noqa: F401
     SampledIndices,
     farthest_point_sampling,
     farthest_point_sampling_packed,
-    sample_farthest_points,
 )

@@ -5,7 +5,7 @@ picked, ties to the lowest index; no point is picked twice (after all remaining 
 the lowest-index unpicked point follows); points with NaN/Inf coordinates are never picked; when a
 cloud runs out of points the row continues with index -1 (or repeats, ``pad="repeat"``).
 """
-from typing import List, NamedTuple, Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -106,62 +106,6 @@ def farthest_point_sampling_packed(
     start = _resolve_start(start, random_start, lengths, offsets.shape[0] - 1, 0, points.device)
     indices, distances = torch.ops.pointops.fps_packed(points, offsets, start, k)
     return _apply_pad(indices, distances, pad)
-
-
-def sample_farthest_points(
-    points: Tensor,
-    lengths: Optional[Tensor] = None,
-    K: Union[int, List[int], Tensor] = 50,
-    random_start_point: bool = False,
-) -> Tuple[Tensor, Tensor]:
-    """pytorch3d's ``sample_farthest_points``, with its signature, defaults, dtypes and errors.
-
-    Args:
-        points: (N, P, D) clouds, any float dtype: sampled in float32, as pytorch3d converts them
-            (float64 points too).
-        lengths: (N,) points per cloud (converted to int64), or None (all P).
-        K: samples per cloud: an int, or a list / (N,) tensor of per-cloud counts.
-        random_start_point: start each cloud at a random point (drawn with torch's generator,
-            where pytorch3d uses Python's ``random``) instead of index 0.
-
-    Returns:
-        (selected_points (N, max K, D) float32, selected_indices (N, max K) int64): rows past a
-        cloud's K or its last valid pick hold zeros and index -1, as in pytorch3d; gradients reach
-        ``points`` through the float32 copy.
-
-    Raises:
-        ValueError: as pytorch3d: lengths not of shape (N,), a length above P, K of the wrong
-        batch size. Checking lengths reads one value on the host (as pytorch3d does); a list or
-        tensor K reads its maximum (one sync, as pytorch3d); an int K and lengths=None sync nothing.
-    """
-    check_tensor(points, "points", "(B, N, D)")
-    batch, size = points.shape[0], points.shape[1]
-    if lengths is not None:
-        if lengths.shape != (batch,):
-            raise ValueError("points and lengths must have same batch dimension.")
-        if bool((lengths > size).any()):
-            raise ValueError("A value in lengths was too large.")
-        lengths = lengths.to(torch.int64)
-    per_cloud: Optional[Tensor] = None
-    if isinstance(K, int):
-        k = K
-    else:
-        if isinstance(K, Tensor):
-            per_cloud = K.to(device=points.device, dtype=torch.int64)
-        else:
-            per_cloud = torch.tensor(K, dtype=torch.int64, device=points.device)
-        if per_cloud.dim() != 1 or per_cloud.shape[0] != batch:
-            raise ValueError("K and points must have the same batch dimension")
-        k = int(per_cloud.max().item()) if batch > 0 else 0
-    points = points.to(torch.float32)
-    start = _resolve_start(None, random_start_point, lengths, batch, size, points.device)
-    indices, _ = torch.ops.pointops.fps(points, lengths, start, k)
-    if per_cloud is not None:
-        beyond = torch.arange(k, device=points.device).unsqueeze(0) >= per_cloud.unsqueeze(1)
-        indices = torch.where(beyond, torch.full_like(indices, -1), indices)
-    gathered = torch.gather(points, 1, indices.clamp(min=0).unsqueeze(-1).expand(-1, -1, points.shape[2]))
-    sampled = torch.where((indices >= 0).unsqueeze(-1), gathered, torch.zeros_like(gathered))
-    return sampled, indices
 
 
 # ---- fake kernels: output shapes and dtypes from the arguments alone ----

@@ -6,7 +6,7 @@ layout of PV-RCNN's voxel set abstraction and point head::
     from pointops.nn import stack as pointnet2_stack_modules
     from pointops.nn import stack as pointnet2_stack_utils
 
-Clouds come as OpenPCDet passes them: ``xyz`` (N1 + N2 + ..., 3) with ``xyz_batch_cnt`` (B,) int32
+(:mod:`pointops.nn` hands this module on as ``pointops.nn.stack``.) Clouds come as OpenPCDet passes them: ``xyz`` (N1 + N2 + ..., 3) with ``xyz_batch_cnt`` (B,) int32
 [N1, N2, ...], centres ``new_xyz`` (M1 + M2 + ..., 3) with ``new_xyz_batch_cnt``. Every function
 takes OpenPCDet's arguments in its order and returns its shapes and dtypes: ``ball_query`` gives
 (M, nsample) int32 indices *within* each centre's cloud and the (M,) mask of empty balls (their rows
@@ -15,7 +15,7 @@ into the stacked rows, ``stack_farthest_point_sample`` int32 indices into the st
 clouds run through pointops' packed ops (``ball_query_packed``, ``knn_packed``, ``fps_packed``,
 ``interpolate``) in one call each: nothing loops over clouds in Python, and nothing reads the
 counts back to the host (``stack_farthest_point_sample`` with per-cloud sample counts reads them
-once, as OpenPCDet does). The same rules as :mod:`pointops.nn` hold (lowest-index ties, exact
+once, as OpenPCDet does). The same rules as :mod:`pointops.compat.openpcdet` hold (lowest-index ties, exact
 distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition:
 
 * ``grouping_operation`` gives zeros for an index outside [0, cloud size) (OpenPCDet reads past the
@@ -36,9 +36,13 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
+from .._checks import distance_dtype
+from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
-from . import FarthestPointSampling, _exact_sqrt, _summing_type, farthest_point_sample, furthest_point_sample  # noqa: F401
-from . import _no_grad, _NoGradFunction
+from ..geometry.neighbors import knn_packed as _knn_packed
+from ..sampling.ops import farthest_point_sampling_packed
+from ._peer import NoGradFunction, counts_to_offsets, exact_sqrt, non_differentiable, row_clouds, shared_mlp2d, summing_type
+from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
 __all__ = [
     "BallQuery",
@@ -68,22 +72,6 @@ __all__ = [
 ]
 
 
-# ---- the packed layout -------------------------------------------------------------------------
-
-
-def batch_offsets(batch_cnt: Tensor) -> Tensor:
-    """(B,) per-cloud counts -> (B + 1,) int64 offsets [0, N1, N1 + N2, ...] on the counts' device."""
-    return F.pad(batch_cnt.to(torch.int64).cumsum(0), (1, 0))
-
-
-def row_clouds(offsets: Tensor, rows: int) -> Tensor:
-    """(rows,) int64: the cloud of each packed row under (B + 1,) offsets; rows past the last cloud
-    get B - 1 (their results are discarded or empty: the packed ops put them in no cloud)."""
-    position = torch.arange(rows, device=offsets.device, dtype=torch.int64)
-    cloud = torch.searchsorted(offsets[1:], position, right=True)
-    return cloud.clamp(max=max(offsets.shape[0] - 2, 0))
-
-
 # ---- pointnet2_stack/pointnet2_utils.py ----------------------------------------------------------
 
 
@@ -93,10 +81,9 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, 
     points of its cloud in index order with squared distance < radius^2, as indices (M, nsample)
     int32 within the cloud, the row padded with its first hit; and ``empty_ball_mask`` (M,) bool,
     the centres with no hit, whose rows are zeros."""
-    offsets = batch_offsets(xyz_batch_cnt)
-    new_offsets = batch_offsets(new_xyz_batch_cnt)
-    indices, counts = torch.ops.pointops.ball_query_packed(new_xyz, new_offsets, xyz, offsets, radius, nsample, True,
-                                                           0.0)
+    offsets = counts_to_offsets(xyz_batch_cnt)
+    new_offsets = counts_to_offsets(new_xyz_batch_cnt)
+    indices, counts = _ball_query_packed(new_xyz, new_offsets, xyz, offsets, radius, nsample, pad="first")
     start = offsets[row_clouds(new_offsets, new_xyz.shape[0])]
     local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
     return local.int(), counts == 0
@@ -108,15 +95,15 @@ def grouping_operation(features: Tensor, features_batch_cnt: Tensor, idx: Tensor
     [0, cloud size). Differentiable in ``features`` (plain torch)."""
     rows, nsample = idx.shape[0], idx.shape[1]
     channels = features.shape[1]
-    offsets = batch_offsets(features_batch_cnt)
-    cloud = row_clouds(batch_offsets(idx_batch_cnt), rows)
+    offsets = counts_to_offsets(features_batch_cnt)
+    cloud = row_clouds(counts_to_offsets(idx_batch_cnt), rows)
     start, size = offsets[cloud], features_batch_cnt.to(torch.int64)[cloud]
     local = idx.long()
     valid = (local >= 0) & (local < size[:, None])
     if features.shape[0] == 0:
         return features.new_zeros((rows, channels, nsample))
     flat = torch.where(valid, local + start[:, None], torch.zeros_like(local)).reshape(-1)
-    gathered = _summing_type(features).index_select(0, flat).reshape(rows, nsample, channels)
+    gathered = summing_type(features).index_select(0, flat).reshape(rows, nsample, channels)
     gathered = torch.where(valid[..., None], gathered, torch.zeros_like(gathered))
     return gathered.permute(0, 2, 1).contiguous().to(features.dtype)
 
@@ -125,12 +112,12 @@ def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_ba
     """The 3 nearest ``known`` points of each ``unknown`` point within its cloud: (dist (N, 3)
     Euclidean, idx (N, 3) int32 into the stacked rows of ``known``). A cloud with fewer than 3
     known points pads with its first row and distance +inf, as OpenPCDet."""
-    offsets = batch_offsets(known_batch_cnt)
-    unknown_offsets = batch_offsets(unknown_batch_cnt)
-    idx, d2 = torch.ops.pointops.knn_packed(unknown, unknown_offsets, known, offsets, 3)
+    offsets = counts_to_offsets(known_batch_cnt)
+    unknown_offsets = counts_to_offsets(unknown_batch_cnt)
+    idx, d2 = _knn_packed(unknown, unknown_offsets, known, offsets, 3)
     start = offsets[row_clouds(unknown_offsets, unknown.shape[0])]
     idx = torch.where(idx >= 0, idx, start[:, None].expand_as(idx))
-    return _exact_sqrt(d2.detach()), idx.int()
+    return exact_sqrt(d2.detach()), idx.int()
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
@@ -147,35 +134,33 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     into the stacked rows, cloud after cloud. Past a cloud's last point the picks repeat in order;
     an empty cloud gives its start row, as OpenPCDet. A tensor of counts is read back to the host
     once (OpenPCDet reads its sum)."""
-    offsets = batch_offsets(xyz_batch_cnt)
+    offsets = counts_to_offsets(xyz_batch_cnt)
     if isinstance(npoint, int):
         per_cloud: Optional[List[int]] = None
         k = npoint
     else:
         per_cloud = [int(v) for v in (npoint.tolist() if isinstance(npoint, Tensor) else npoint)]
         k = max(per_cloud) if per_cloud else 0
-    indices, _ = torch.ops.pointops.fps_packed(xyz, offsets, None, k)  # (B, k), -1 past a cloud's points
-    found = (indices >= 0).sum(dim=1, keepdim=True)
-    slot = torch.arange(k, device=indices.device).unsqueeze(0) % found.clamp(min=1)
-    indices = torch.gather(indices, 1, slot)
-    indices = torch.where(found > 0, indices, offsets[:-1, None].expand_as(indices))
+    # (B, k): past a cloud's points its picks again in order; all -1 for a cloud without a point
+    indices = farthest_point_sampling_packed(xyz, offsets, k, pad="repeat").indices
+    indices = torch.where(indices >= 0, indices, offsets[:-1, None].expand_as(indices))
     if per_cloud is None:
         return indices.reshape(-1).int()
     counts = torch.tensor(per_cloud, dtype=torch.int64, device=indices.device)
     total = sum(per_cloud)
     position = torch.arange(total, device=indices.device)
-    cloud = row_clouds(batch_offsets(counts), total)
-    j = position - batch_offsets(counts)[cloud]
+    cloud = row_clouds(counts_to_offsets(counts), total)
+    j = position - counts_to_offsets(counts)[cloud]
     return indices.reshape(-1)[cloud * k + j].int()
 
 
-class BallQuery(_NoGradFunction):
+class BallQuery(NoGradFunction):
     """``BallQuery.apply(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)`` ->
     (idx, empty_ball_mask), no gradient."""
 
     @staticmethod
     def forward(ctx, radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt):
-        return _no_grad(ctx, ball_query(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt))
+        return non_differentiable(ctx, ball_query(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt))
 
 
 class GroupingOperation(Function):
@@ -199,20 +184,20 @@ class GroupingOperation(Function):
         return grad, None, None, None
 
 
-class StackFarthestPointSampling(_NoGradFunction):
+class StackFarthestPointSampling(NoGradFunction):
     """``StackFarthestPointSampling.apply(xyz, xyz_batch_cnt, npoint)`` -> int32 indices, no gradient."""
 
     @staticmethod
     def forward(ctx, xyz, xyz_batch_cnt, npoint):
-        return _no_grad(ctx, stack_farthest_point_sample(xyz, xyz_batch_cnt, npoint))
+        return non_differentiable(ctx, stack_farthest_point_sample(xyz, xyz_batch_cnt, npoint))
 
 
-class ThreeNN(_NoGradFunction):
+class ThreeNN(NoGradFunction):
     """``ThreeNN.apply(unknown, unknown_batch_cnt, known, known_batch_cnt)`` -> (dist, idx), no gradient."""
 
     @staticmethod
     def forward(ctx, unknown, unknown_batch_cnt, known, known_batch_cnt):
-        return _no_grad(ctx, three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt))
+        return non_differentiable(ctx, three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt))
 
 
 class ThreeInterpolate(Function):
@@ -249,16 +234,13 @@ def _neighbor_slots(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
     to 1,000). The cube's points are found by a ball query of radius sqrt(3) distance (with 2^-20
     to spare) into max_neighbors slots, then the cube test; a centre whose ball holds more than
     max_neighbors points can miss cube points past them."""
-    offsets = batch_offsets(xyz_batch_cnt)
-    new_offsets = batch_offsets(new_xyz_batch_cnt)
+    offsets = counts_to_offsets(xyz_batch_cnt)
+    new_offsets = counts_to_offsets(new_xyz_batch_cnt)
     limit = max_neighbors if nsample <= 0 else min(nsample, max_neighbors)
     if neighbor_type == 1:
-        idx, _ = torch.ops.pointops.ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, limit,
-                                                      False, 0.0)
-        return idx
+        return _ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, limit, pad="minus_one").indices
     radius = distance * math.sqrt(3.0) * (1.0 + 2.0 ** -20)
-    idx, _ = torch.ops.pointops.ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, radius, max_neighbors,
-                                                  False, 0.0)
+    idx = _ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, radius, max_neighbors, pad="minus_one").indices
     found = idx >= 0
     near = support_xyz[idx.clamp(min=0)] - new_xyz[:, None, :]
     inside = found & (near.abs() <= distance).all(-1)
@@ -289,7 +271,7 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     m, g = new_xyz.shape[0], num_total_grids
     centres = new_xyz_grid_centers.reshape(m, g, 3)
     slots = neighbors.shape[1]
-    dtype = torch.float64 if support_xyz.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(support_xyz)
     best_d = torch.full((m, g, 3), float("inf"), dtype=dtype, device=new_xyz.device)
     best_i = torch.full((m, g, 3), -1, dtype=torch.int64, device=new_xyz.device)
     # centres in chunks, so that the (chunk, G, slots) distances stay within about 2^24 values
@@ -315,7 +297,7 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     missing = best_i < 0
     best_d = torch.where(missing, first_d, best_d)
     best_i = torch.where(missing, first_i, best_i)
-    return _exact_sqrt(best_d), best_i.int(), torch.tensor(avg_length_of_neighbor_idxs)
+    return exact_sqrt(best_d), best_i.int(), torch.tensor(avg_length_of_neighbor_idxs)
 
 
 def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, support_features: Tensor,
@@ -369,7 +351,7 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     return new_features, new_local_xyz.detach(), torch.tensor([num_mean_points_per_grid]).int(), point_cnt_of_grid
 
 
-class ThreeNNForVectorPoolByTwoStep(_NoGradFunction):
+class ThreeNNForVectorPoolByTwoStep(NoGradFunction):
     """``ThreeNNForVectorPoolByTwoStep.apply(...)``: :func:`three_nn_for_vector_pool_by_two_step`, no gradient."""
 
     @staticmethod
@@ -380,7 +362,7 @@ class ThreeNNForVectorPoolByTwoStep(_NoGradFunction):
                                                    new_xyz_batch_cnt, max_neighbour_distance, nsample, neighbor_type,
                                                    avg_length_of_neighbor_idxs, num_total_grids,
                                                    neighbor_distance_multiplier)
-        return _no_grad(ctx, out)
+        return non_differentiable(ctx, out)
 
 
 class VectorPoolWithVoxelQuery(Function):
@@ -417,13 +399,6 @@ class VectorPoolWithVoxelQuery(Function):
 
 
 # ---- pointnet2_stack/pointnet2_modules.py ------------------------------------------------------
-
-
-def _shared_mlp2d(spec: List[int]) -> nn.Sequential:
-    layers: List[nn.Module] = []
-    for k in range(len(spec) - 1):
-        layers.extend([nn.Conv2d(spec[k], spec[k + 1], kernel_size=1, bias=False), nn.BatchNorm2d(spec[k + 1]), nn.ReLU()])
-    return nn.Sequential(*layers)
 
 
 def _shared_mlp1d(c_in: int, spec: List[int]) -> nn.Sequential:
@@ -488,7 +463,7 @@ class StackSAModuleMSG(nn.Module):
             spec = list(mlps[i])
             if use_xyz:
                 spec[0] += 3
-            self.mlps.append(_shared_mlp2d(spec))
+            self.mlps.append(shared_mlp2d(spec))
         self.pool_method = pool_method
         self.init_weights()
 
@@ -518,7 +493,7 @@ class StackPointnetFPModule(nn.Module):
 
     def __init__(self, *, mlp: List[int]):
         super().__init__()
-        self.mlp = _shared_mlp2d(mlp)
+        self.mlp = shared_mlp2d(mlp)
 
     def forward(self, unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor,
                 unknown_feats: Optional[Tensor] = None, known_feats: Optional[Tensor] = None) -> Tensor:
@@ -557,7 +532,7 @@ class VectorPoolLocalInterpolateModule(nn.Module):
             spec = list(mlp)
             if self.use_xyz:
                 spec[0] += 9 if self.xyz_encoding_type == "concat" else 0
-            self.mlp: Optional[nn.Sequential] = _shared_mlp2d(spec)
+            self.mlp: Optional[nn.Sequential] = shared_mlp2d(spec)
         else:
             self.mlp = None
         self.num_avg_length_of_neighbor_idxs = 1000

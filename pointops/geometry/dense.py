@@ -1,17 +1,16 @@
-"""Brute-force neighbour search in plain torch, for what the kernels do not take: points of any
-dimension D (features, 2-D points are padded to 3 instead) and pytorch3d's L1 norm. The same rules
-as the knn op: squared L2 (or L1) distances summed dimension by dimension, each step rounded on its
-own, in float32 (float64 for float64 inputs); a stable sort, so equal distances go to the lowest
-index; NaN/Inf rows and rows past the lengths are never neighbours; padding -1 / +inf. The
-distances are differentiable through torch's autograd."""
+"""Brute-force neighbour search in plain torch, for what the knn and ball_query kernels do not take:
+points of any dimension D (features; the peers pad 2-D points to 3 instead) and pytorch3d's L1
+norm, which the peers' call sites (:mod:`pointops.compat.pyg`, :mod:`pointops.compat.pytorch3d`)
+need. The same rules as the knn op: squared L2 (or L1) distances summed dimension by dimension,
+each step rounded on its own, in float32 (float64 for float64 inputs); a stable sort, so equal
+distances go to the lowest index; NaN/Inf rows and rows past the lengths are never neighbours;
+padding -1 / +inf. The distances are differentiable through torch's autograd."""
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
-
-def _compute_dtype(t: Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
+from .._checks import distance_dtype
 
 
 def _valid_rows(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
@@ -37,7 +36,7 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
               lengths: Optional[Tensor] = None, norm: int = 2) -> Tuple[Tensor, Tensor]:
     """(B, M, D) queries into (B, N, D) points -> (indices (B, M, k) int64, distances (B, M, k)):
     the k nearest by squared L2 distance (norm=2) or L1 distance (norm=1), ascending."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     q, p = queries.to(dtype), points.to(dtype)
     batch, m, dims = q.shape
     n = p.shape[1]
@@ -72,7 +71,7 @@ def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_l
     """ball_query's rule for points of any dimension: (B, M, k) int64 indices of the first k points
     (by index) whose squared distance is < radius^2 (radius rounded to the compute type and
     squared there), -1 padded."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     q, p = queries.to(dtype), points.to(dtype)
     batch, m, dims = q.shape
     n = p.shape[1]

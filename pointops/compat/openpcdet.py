@@ -1,7 +1,7 @@
-"""Drop-in replacements for OpenPCDet's PointNet++ ops and modules: ``pcdet.ops.pointnet2.
-pointnet2_batch`` here (``pointnet2_utils`` and ``pointnet2_modules``), ``pointnet2_stack`` (packed
-clouds with per-cloud counts, PV-RCNN's voxel set abstraction) in :mod:`pointops.nn.stack`, on
-pointops' exact kernels.
+"""OpenPCDet's PointNet++ ops and modules for padded clouds, ``pcdet.ops.pointnet2.pointnet2_batch``
+(``pointnet2_utils`` and ``pointnet2_modules``), on pointops' exact kernels; ``pointnet2_stack``
+(packed clouds with per-cloud counts, PV-RCNN's voxel set abstraction) is
+:mod:`pointops.compat.openpcdet_stack`. :mod:`pointops.nn` hands on both under OpenPCDet's layout.
 
 A model switches by changing one import::
 
@@ -49,6 +49,8 @@ from torch.autograd import Function
 from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn as _knn
+from ..sampling.ops import farthest_point_sampling
+from ._peer import NoGradFunction, exact_sqrt, non_differentiable, shared_mlp2d, summing_type
 
 __all__ = [
     "furthest_point_sample",
@@ -69,7 +71,6 @@ __all__ = [
     "PointnetSAModuleMSG",
     "PointnetSAModule",
     "PointnetFPModule",
-    "stack",
 ]
 
 
@@ -79,35 +80,18 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     no finite point gives zeros."""
     if npoint < 0:
         raise ValueError("npoint must be >= 0, got " + str(npoint))
-    indices, _ = torch.ops.pointops.fps(xyz, None, None, npoint)
-    count = (indices >= 0).sum(dim=1, keepdim=True).clamp(min=1)
-    slot = torch.arange(npoint, device=indices.device).unsqueeze(0) % count
-    return torch.gather(indices, 1, slot).clamp(min=0).int()
+    indices = farthest_point_sampling(xyz, npoint, pad="repeat").indices
+    return indices.clamp(min=0).int()
 
 
 farthest_point_sample = furthest_point_sample
 
 
-def _summing_type(features: Tensor) -> Tensor:
-    """float16 / bfloat16 features widened to float32 before a gather, so that the gradients of
-    the gathered copies add up in float32 and round once (the gather itself is exact)."""
-    if features.dtype == torch.float16 or features.dtype == torch.bfloat16:
-        return features.float()
-    return features
-
-
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint) indices -> (B, C, npoint)."""
     channels = features.shape[1]
-    out = torch.gather(_summing_type(features), 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
+    out = torch.gather(summing_type(features), 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
     return out.to(features.dtype)
-
-
-def _exact_sqrt(distances: Tensor) -> Tensor:
-    """sqrt rounded once, identically on every device: the float64 square root is correctly
-    rounded everywhere, and rounding it to float32 gives the correctly rounded float32 root (a
-    float32 sqrt on CUDA may be an approximation)."""
-    return torch.sqrt(distances.double()).to(distances.dtype)
 
 
 def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
@@ -115,7 +99,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     the Euclidean distances, idx (B, n, 3) int32). With fewer than 3 known points the missing
     neighbours get index 0 and distance +inf, as in OpenPCDet."""
     indices, distances = _knn(unknown, known, 3)
-    return _exact_sqrt(distances.detach()), indices.clamp(min=0).int()
+    return exact_sqrt(distances.detach()), indices.clamp(min=0).int()
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
@@ -129,7 +113,7 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     """(B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample)."""
     batch, channels = features.shape[0], features.shape[1]
     flat = idx.long().reshape(batch, 1, -1).expand(-1, channels, -1)
-    out = torch.gather(_summing_type(features), 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
+    out = torch.gather(summing_type(features), 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
     return out.to(features.dtype)
 
 
@@ -148,28 +132,12 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
 # ---- OpenPCDet's autograd Functions, by name: the values of the functions above, its gradients ----
 
 
-def _no_grad(ctx, out):
-    """Marks the output of a forward (a tensor or a tuple of them) non-differentiable and returns it."""
-    ctx.mark_non_differentiable(*(out if isinstance(out, tuple) else (out,)))
-    return out
-
-
-class _NoGradFunction(Function):
-    """Base of the peers' autograd Functions whose outputs take no gradient (samples, neighbour
-    indices, masks, search distances): a subclass's forward takes the peer's arguments and returns
-    ``_no_grad(ctx, out)``; no input gets a gradient."""
-
-    @staticmethod
-    def backward(ctx, *grad_outputs):
-        return (None,) * len(ctx.needs_input_grad)
-
-
-class FarthestPointSampling(_NoGradFunction):
+class FarthestPointSampling(NoGradFunction):
     """``FarthestPointSampling.apply(xyz (B, N, 3), npoint)`` -> (B, npoint) int32, no gradient."""
 
     @staticmethod
     def forward(ctx, xyz: Tensor, npoint: int) -> Tensor:
-        return _no_grad(ctx, furthest_point_sample(xyz, npoint))
+        return non_differentiable(ctx, furthest_point_sample(xyz, npoint))
 
 
 class GatherOperation(Function):
@@ -191,13 +159,13 @@ class GatherOperation(Function):
         return grad, None
 
 
-class ThreeNN(_NoGradFunction):
+class ThreeNN(NoGradFunction):
     """``ThreeNN.apply(unknown (B, n, 3), known (B, m, 3))`` -> (dist (B, n, 3), idx (B, n, 3)
     int32), no gradient (as OpenPCDet)."""
 
     @staticmethod
     def forward(ctx, unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
-        return _no_grad(ctx, three_nn(unknown, known))
+        return non_differentiable(ctx, three_nn(unknown, known))
 
 
 def _scatter_columns(grad_out: Tensor, idx: Tensor, weight: Optional[Tensor], n: int) -> Tensor:
@@ -247,13 +215,13 @@ class GroupingOperation(Function):
         return _scatter_columns(flat, index, None, ctx.n), None
 
 
-class BallQuery(_NoGradFunction):
+class BallQuery(NoGradFunction):
     """``BallQuery.apply(radius, nsample, xyz (B, N, 3), new_xyz (B, npoint, 3))`` ->
     (B, npoint, nsample) int32, no gradient."""
 
     @staticmethod
     def forward(ctx, radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
-        return _no_grad(ctx, ball_query(radius, nsample, xyz, new_xyz))
+        return non_differentiable(ctx, ball_query(radius, nsample, xyz, new_xyz))
 
 
 class QueryAndGroup(nn.Module):
@@ -325,13 +293,6 @@ class _PointnetSAModuleBase(nn.Module):
         return new_xyz, torch.cat(new_features_list, dim=1)
 
 
-def _shared_mlp(spec: List[int]) -> nn.Sequential:
-    layers: List[nn.Module] = []
-    for k in range(len(spec) - 1):
-        layers.extend([nn.Conv2d(spec[k], spec[k + 1], kernel_size=1, bias=False), nn.BatchNorm2d(spec[k + 1]), nn.ReLU()])
-    return nn.Sequential(*layers)
-
-
 class PointnetSAModuleMSG(_PointnetSAModuleBase):
     """PointNet set abstraction layer with multi-scale grouping."""
 
@@ -354,7 +315,7 @@ class PointnetSAModuleMSG(_PointnetSAModuleBase):
             mlp_spec = list(mlps[i])
             if use_xyz:
                 mlp_spec[0] += 3
-            self.mlps.append(_shared_mlp(mlp_spec))
+            self.mlps.append(shared_mlp2d(mlp_spec))
         self.pool_method = pool_method
 
 
@@ -375,7 +336,7 @@ class PointnetFPModule(nn.Module):
 
     def __init__(self, *, mlp: List[int], bn: bool = True):
         super().__init__()
-        self.mlp = _shared_mlp(mlp)
+        self.mlp = shared_mlp2d(mlp)
 
     def forward(self, unknown: Tensor, known: Optional[Tensor], unknow_feats: Optional[Tensor],
                 known_feats: Tensor) -> Tensor:
@@ -395,5 +356,3 @@ class PointnetFPModule(nn.Module):
             new_features = interpolated_feats
         return self.mlp(new_features.unsqueeze(-1)).squeeze(-1)
 
-
-from . import stack  # noqa: E402,F401  (OpenPCDet's pointnet2_stack)

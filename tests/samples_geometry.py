@@ -1,5 +1,5 @@
 """Registration samples of the geometry ops (knn, knn_packed, ball_query, ball_query_packed,
-interpolate; voxel_downsample, estimate_normals, transform_points, icp_step, icp) and their
+interpolate; voxel_downsample, estimate_normals, transform_points, icp) and their
 wrappers, merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls.
 Also helpers the geometry tests share: real meshes from CGAL's data and whether the knn op is there."""
 import io
@@ -117,18 +117,6 @@ def _icp_problem(device: str, batch: int = 2, n: int = 50, hypotheses: int = 3, 
     return sources, targets, normals, poses, indices.view(batch, hypotheses, n).to(device)
 
 
-def _icp_step_samples(device: str) -> List[tuple]:
-    sources, targets, normals, poses, indices = _icp_problem(device)
-    lengths = torch.tensor([50, 30], device=device)
-    converged = torch.tensor([[False, True, False], [False, False, False]], device=device)
-    return [
-        (sources, lengths, targets, normals, poses, indices, converged, 0.5, 0.0, True, True),
-        (sources, None, targets, None, poses.float(), indices, converged, float("inf"), 1e-3, False, True),
-        (sources.double(), None, targets.double(), normals.double(), poses, indices, converged, 0.1, 0.0, True, False),
-        (sources, None, targets, None, poses[:, :0], indices[:, :0], converged[:, :0], 1.0, 0.0, False, True),
-    ]
-
-
 def _icp_samples(device: str) -> List[tuple]:
     sources, targets, normals, poses, _ = _icp_problem(device)
     source_normals = torch.nn.functional.normalize(_cloud(device, 2, 50, 20), dim=-1)
@@ -243,7 +231,6 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "voxel_downsample": _voxel_downsample_samples,
     "estimate_normals": _estimate_normals_samples,
     "transform_points": _transform_points_samples,
-    "icp_step": _icp_step_samples,
     "icp": _icp_samples,
 }
 

@@ -95,7 +95,7 @@ def main(args):
                     for _ in range(3):
                         t0 = time.perf_counter()
                         ppf.ppf_vote(points, normals, model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                                     spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+                                     spread=bool(cfg["spread"]))
                         times.append(time.perf_counter() - t0)
                     row["vote_s"] = round(statistics.median(times), 3)
                 print(json.dumps(row), flush=True)

@@ -346,7 +346,7 @@ class PPFMatcher:
         cfg = self.config
         with _stage("ppf.vote"):
             votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                             spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+                             spread=bool(cfg["spread"]))
         with _stage("ppf.cluster"):
             return self._clusters(votes, k, turned)
 

@@ -9,19 +9,11 @@ import os
 import pytest
 import torch
 
-import pointops
 from pointops.ppf import ops as ppf
 from pointops.reference import ppf as ref
-from tests.conftest import DEVICES
+from tests.conftest import DEVICES, assert_same
 
 NAN = float("nan")
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        assert a.dtype == e.dtype, (a.dtype, e.dtype)
-        assert a.shape == e.shape, (a.shape, e.shape)
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def blob(n, seed=0, scale=1.0, offset=(0.0, 0.0, 0.0)):

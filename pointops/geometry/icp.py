@@ -18,7 +18,8 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor)
+                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor,
+                       distance_dtype, in_common_dtype)
 
 
 class ICPResult(NamedTuple):
@@ -42,14 +43,6 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     if poses.dtype == torch.float16 or poses.dtype == torch.bfloat16:
         poses = poses.to(torch.float32)  # the poses compose in float64 anyway
     return torch.ops.pointops.transform_points(points, lengths, poses)
-
-
-def _in_wider_type(normals: Tensor, points: Tensor):
-    """Normals and their points in one dtype (mixed precision: both in the wider type)."""
-    if normals.dtype != points.dtype and normals.is_floating_point() and points.is_floating_point():
-        common = torch.promote_types(normals.dtype, points.dtype)
-        return normals.to(common), points.to(common)
-    return normals, points
 
 
 def icp(
@@ -129,10 +122,10 @@ def icp(
     targets = targets.detach()
     normals: Optional[Tensor] = None
     if target_normals is not None:
-        normals, targets = _in_wider_type(target_normals.detach(), targets)
+        normals, targets = in_common_dtype(target_normals.detach(), targets)
     turned: Optional[Tensor] = None
     if source_normals is not None:
-        turned, sources = _in_wider_type(source_normals.detach(), sources)
+        turned, sources = in_common_dtype(source_normals.detach(), sources)
     if init_poses is None:
         poses = torch.eye(4, dtype=torch.float32, device=sources.device).expand(sources.shape[0], 1, 4, 4).contiguous()
     else:
@@ -160,10 +153,9 @@ def _check_poses(poses: Tensor, points: Tensor, points_name: str) -> None:
 def _transform_points_fake(points, lengths, poses):
     check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
     _check_poses(poses, points, "points")
-    dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(points)
     shape = (points.shape[0], poses.shape[1], points.shape[1], 3)
-    check_output_fits(points.device, f"poses of {poses.shape[1]} hypotheses per cloud", shape,
-                      8 if dtype == torch.float64 else 4)
+    check_output_fits(points.device, f"poses of {poses.shape[1]} hypotheses per cloud", shape, dtype.itemsize)
     return points.new_empty(shape, dtype=dtype)
 
 
@@ -210,7 +202,7 @@ def _icp_fake(sources, source_normals, query_lengths, targets, target_normals, l
         check_dtype(source_normals, "source_normals (the dtype of sources)", sources.dtype)
         check_shape(source_normals, "source_normals", sources.shape)
         check_same_device(source_normals, "source_normals", sources, "sources")
-    dtype = torch.float64 if sources.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(sources)
     shape = (poses.shape[0], poses.shape[1])
     return (
         torch.empty_like(poses, memory_format=torch.contiguous_format),

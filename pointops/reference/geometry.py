@@ -17,14 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
-def _compute_dtype(t: Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
+from .._checks import distance_dtype
 
 
 def squared_distances(queries: Tensor, points: Tensor) -> Tensor:
     """(B, M, N) squared distances of (B, M, 3) queries to (B, N, 3) points in the compute type."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     q = queries.to(dtype)
     p = points.to(dtype)
     dx = q[:, :, None, 0] - p[:, None, :, 0]
@@ -37,7 +35,7 @@ def _valid_rows(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
     """(B, N) rows that take part: inside lengths (clamped to [0, N]) and finite."""
     n = x.shape[1]
     rows = torch.arange(n, device=x.device)
-    valid = torch.isfinite(x.to(_compute_dtype(x))).all(-1)
+    valid = torch.isfinite(x.to(distance_dtype(x))).all(-1)
     if lengths is not None:
         valid = valid & (rows[None, :] < lengths.clamp(0, n)[:, None])
     return valid
@@ -79,7 +77,7 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
     poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()
     indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
-    distances = torch.full((queries.shape[0], k), float("inf"), dtype=_compute_dtype(points), device=queries.device)
+    distances = torch.full((queries.shape[0], k), float("inf"), dtype=distance_dtype(points), device=queries.device)
     for b in range(len(poff) - 1):
         q = queries[qoff[b]:qoff[b + 1]][None]
         p = points[poff[b]:poff[b + 1]][None]
@@ -103,7 +101,7 @@ def ball_query(
     distance d2 < radius^2 and (d2 >= min_radius^2 or d2 == 0) (radii rounded to the compute
     type, squared there), then the first hit repeated (pad="first") or -1 (pad="minus_one"); rows
     without a hit are all -1."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     n = points.shape[1]
     r = torch.tensor(radius, dtype=dtype)
     r_min = torch.tensor(min_radius, dtype=dtype)
@@ -145,7 +143,7 @@ def three_nn(queries: Tensor, points: Tensor, query_lengths=None, lengths=None) 
 def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
     """(B, M, C): sum over j of weights[..., j] * features[indices[..., j]] in order of j, one torch
     op per rounding step, indices outside [0, N) adding +0."""
-    dtype = _compute_dtype(features)
+    dtype = distance_dtype(features)
     f, w = features.to(dtype), weights.to(dtype)
     b, n, c = f.shape
     valid = (indices >= 0) & (indices < n)
@@ -246,7 +244,7 @@ def voxel_downsample(
     points = points.cpu()
     features = None if features is None else features.cpu()
     batch, n, _ = points.shape
-    acc = torch.float64 if points.dtype == torch.float64 else torch.float32
+    acc = distance_dtype(points)
     pts = points.to(acc)
     origin = torch.tensor(point_range[:3] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
     upper = torch.tensor(point_range[3:] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
@@ -343,7 +341,7 @@ def estimate_normals(
 def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
     """R p + t per pose, bit for bit as the op: float64 products and sums rounded one at a time,
     ((r0 x + r1 y) + r2 z) + t, then one rounding to float32 (float64 for float64 points)."""
-    out_dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    out_dtype = distance_dtype(points)
     p = points.double().unsqueeze(1)  # (B, 1, N, 3)
     pose = poses.double()
     rows = []

@@ -99,12 +99,12 @@ def _box_faces(center: Tensor, yaw: float, size: Tensor) -> List[Tuple[Tensor, T
     a = torch.tensor([math.cos(yaw), math.sin(yaw), 0.0], dtype=_F64)
     b = torch.tensor([-math.sin(yaw), math.cos(yaw), 0.0], dtype=_F64)
     z = torch.tensor([0.0, 0.0, 1.0], dtype=_F64)
-    l, w, h = (float(s) / 2 for s in size)
+    half_length, w, h = (float(s) / 2 for s in size)
     faces = []
     for sign in (1.0, -1.0):  # u x v points out of the box
-        faces.append((center + sign * l * a, sign * b, z, (w, h)))
-        faces.append((center + sign * w * b, sign * z, a, (h, l)))
-    faces.append((center + h * z, a, b, (l, w)))
+        faces.append((center + sign * half_length * a, sign * b, z, (w, h)))
+        faces.append((center + sign * w * b, sign * z, a, (h, half_length)))
+    faces.append((center + h * z, a, b, (half_length, w)))
     return faces
 
 

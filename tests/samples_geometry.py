@@ -3,8 +3,6 @@ interpolate; voxel_downsample, estimate_normals, transform_points, icp) and thei
 wrappers, merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls.
 Also helpers the geometry tests share: real meshes from CGAL's data and whether the knn op is there."""
 import io
-import os
-import tarfile
 from typing import Callable, Dict, List
 
 import pytest
@@ -12,9 +10,9 @@ import torch
 
 import pointops
 from pointops.reference import geometry as reference
+from pointops.scenes.mesh import cgal_off
 from tests.op_samples import WrapperCase
 
-CGAL_DATA = "/usr/share/doc/libcgal-dev/data.tar.gz"
 _MESHES: Dict[str, object] = {}
 
 
@@ -23,18 +21,14 @@ def has_knn() -> bool:
 
 
 def cgal_mesh(name: str):
-    """data/meshes/<name>.off from Debian's libcgal-dev data as a trimesh.Trimesh; skips the
-    calling test when the package, the file or trimesh is absent."""
+    """data/meshes/<name>.off from Debian's libcgal-dev data (pointops.scenes.mesh.cgal_off) as a
+    trimesh.Trimesh; skips the calling test when the package, the file or trimesh is absent."""
     trimesh = pytest.importorskip("trimesh")
     if name not in _MESHES:
-        if not os.path.isfile(CGAL_DATA):
-            pytest.skip(f"{CGAL_DATA} is absent (Debian package libcgal-dev)")
-        with tarfile.open(CGAL_DATA) as archive:
-            try:
-                member = archive.extractfile(f"data/meshes/{name}.off")
-            except KeyError:
-                pytest.skip(f"{CGAL_DATA} has no data/meshes/{name}.off")
-            data = member.read()
+        try:
+            data = cgal_off(name)
+        except FileNotFoundError as e:
+            pytest.skip(str(e))
         _MESHES[name] = trimesh.load(io.BytesIO(data), file_type="off", process=False)
     return _MESHES[name]
 

@@ -78,7 +78,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, cli.ROOT)
 import pointops  # noqa: E402
-from tools.bench import lidar_clouds  # noqa: E402
+from bench_bev import lidar_clouds  # noqa: E402
 
 
 def main(args):

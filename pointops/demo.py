@@ -623,7 +623,7 @@ def run(out: str, device: str, settings: Settings = Settings(), only: Optional[S
         dpi: int = 100) -> List[str]:
     """Draws the pictures (all, or those named in ``only``) into the folder ``out``; returns their paths."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (whether the demo extra is installed)
     except ImportError as error:
         raise ImportError("the demo draws with matplotlib, which is not installed: pip install 'matplotlib==3.11.2'") from error
     names = list(PICTURES) if not only else list(only)

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the demo draws with matplotlib, the optional demo extra")
 
-from pointops import demo  # noqa: E402
+from pointops import demo  # noqa: E402  (after the skip when matplotlib is absent)
 
 FAST = demo.Settings(beams=16, azimuth=512, fps_k=256)  # about 8k points: a few seconds on a CPU
 

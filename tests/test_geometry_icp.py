@@ -384,7 +384,7 @@ def test_icp_options_match_the_numpy_reference(device, centered, method):
     sources, source_normals, targets, target_normals, truth = partial_view()
     init = nudged(truth)
     init[0, 2, :3, 3] += torch.tensor([0.0, 0.0, -1.5], dtype=torch.float64)  # in front of the view: too far
-    to = lambda t: t.to(device)  # noqa: E731
+    to = lambda t: t.to(device)  # noqa: E731  (a one-line mover)
     out = pointops.icp(to(sources), to(targets), 0.2, init_poses=to(init), target_normals=to(target_normals),
                        method=method, iterations=15, source_normals=to(source_normals), centered=centered,
                        **PPF_OPTIONS)

@@ -307,7 +307,7 @@ def vote_inputs(seed=0):
 
 
 def raw_vote(scene_points, scene_normals, lengths, model, stride, k, spread, backend, chunk_votes=1 << 24, device="cpu"):
-    to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
+    to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731  (a one-line mover)
     return torch.ops.pointops.ppf_vote(
         to(scene_points), to(scene_normals), to(lengths), to(model.points), to(model.normals), to(model.key_offsets),
         to(model.pair_ref), to(model.pair_alpha), to(model.distance_step), to(model.diameter), model.angle_bins,

@@ -21,15 +21,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 if __name__ == "__main__":
     ARGS = cli.bench_parser(__doc__).parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import pointops  # noqa: E402,F401
+import pointops  # noqa: F401  (loads the operators the families time)
 
 
 

@@ -37,20 +37,20 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 OPS = ["knn", "ball_query", "three_nn", "voxel_downsample", "estimate_normals", "icp"]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
 
-import torch  # noqa: E402
+import torch
 
-from bench import graph_ms, time_ms  # noqa: E402
+from bench import graph_ms, time_ms
 
-import pointops  # noqa: E402
-from pointops.scenes import lidar as lidar_scenes  # noqa: E402
-from pointops.reference.geometry import knn_cdist_topk  # noqa: E402
+import pointops
+from pointops.scenes import lidar as lidar_scenes
+from pointops.reference.geometry import knn_cdist_topk
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 

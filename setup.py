@@ -42,8 +42,8 @@ except ImportError:
 if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda/include"):
     os.environ["CUDA_HOME"] = "/usr/local/cuda"
 
-from setuptools import find_packages, setup  # noqa: E402
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+from setuptools import find_packages, setup  # noqa: E402  (with the torch import below, after CUDA_HOME is set)
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402  (after CUDA_HOME is set, which it reads)
 
 # The GPU architecture built for when no GPU is visible and TORCH_CUDA_ARCH_LIST is unset: Hopper
 # (H100/H200), the target the CUDA kernels are tuned for, plus its PTX so that newer GPUs can
@@ -158,7 +158,7 @@ def _extension():
     )
 
 
-class build_ext(BuildExtension.with_options(use_ninja=True)):  # noqa: N801 (setuptools' command name)
+class build_ext(BuildExtension.with_options(use_ninja=True)):  # noqa: N801  (setuptools' command name)
     """torch's BuildExtension (ninja, which already relinks every time and recompiles only what
     changed), with its objects in a folder that outlives the build: pip's editable install builds
     in a fresh temporary folder, which would recompile every source each time."""
@@ -176,8 +176,10 @@ EXTRAS = {
     "io": ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"],
     "demo": ["matplotlib==3.11.2"],
     "test": ["pytest", "hypothesis==6.155.2", "pyyaml==6.0.3", "scikit-image==0.26.0", "scipy==1.17.1"],
+    # the linter pyproject.toml's [tool.ruff] configures (`ruff check .` passes with this version)
+    "lint": ["ruff==0.14.14"],
 }
-EXTRAS["all"] = sorted({package for packages in EXTRAS.values() for package in packages})
+EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "lint" for package in packages})
 
 # configs/ (YAML presets) lives at the top of the repository; installed, it is pointops/configs,
 # where pointops.presets and importlib.resources.files("pointops") find it.

@@ -66,9 +66,6 @@ TORCH_LIBRARY(pointops, m) {
   // points (B,N,3) float, lengths (B,) int64?, poses (B,H,4,4) float -> points under each pose (B,H,N,3)
   m.set_python_module("pointops.geometry.icp");
   m.def("transform_points(Tensor points, Tensor? lengths, Tensor poses) -> Tensor");
-  // sources (B,N,3), query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, poses (B,H,4,4), indices (B,H,N) int64,
-  //   converged (B,H) bool -> poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool
-  m.def("icp_step(Tensor sources, Tensor? query_lengths, Tensor targets, Tensor? target_normals, Tensor poses, Tensor indices, Tensor converged, float max_correspondence_distance, float tolerance=0.0, bool point_to_plane=False, bool update=True) -> (Tensor poses, Tensor rmse, Tensor inlier_fraction, Tensor converged)");
   // sources (B,N,3), source_normals (B,N,3)?, query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, lengths (B,)?,
   //   poses (B,H,4,4) -> every iteration at once: poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool
   m.def("icp(Tensor sources, Tensor? source_normals, Tensor? query_lengths, Tensor targets, Tensor? target_normals, Tensor? lengths, Tensor poses, int iterations, float max_correspondence_distance, float tolerance=0.0, bool point_to_plane=False, float? max_normal_angle=None, float[]? viewpoint=None, bool centered=False, float? max_step_angle=None, float? max_step_translation=None) -> (Tensor poses, Tensor rmse, Tensor inlier_fraction, Tensor converged)");
@@ -121,7 +118,7 @@ TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
                            "hough_peaks", "plane_labels", "plane_refit", "edge_points", "hough_circles",
                            "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
                            "circle_detections", "line_detections", "ball_query",
-                           "icp_step", "icp", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
+                           "icp", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

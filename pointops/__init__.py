@@ -4,13 +4,13 @@ Every kernel is a ``torch.ops.pointops.*`` operator. Importing this package load
 and the family modules, which hold each op's typed wrapper, its fake kernel for tracing and its
 gradient where it has one. The API convention every function follows is in docs/api.md.
 """
-import torch  # noqa: F401  (loads libtorch before the extension)
+import torch  # loads libtorch before the extension
 
-from ._version import __version__  # noqa: F401
-from ._extension import _C  # noqa: F401,E402  (registers the operators; a clear ImportError when not built)
+from ._version import __version__
+from ._extension import _C  # registers the operators; a clear ImportError when not built
 
-from . import bev, compat, geometry, hough, io, nn, ppf, sampling, scenes  # noqa: F401,E402  (the families; io loads its format libraries on first use)
-from .bev import (  # noqa: E402
+from . import bev, compat, geometry, hough, io, nn, ppf, sampling, scenes  # the families; io loads its format libraries on first use
+from .bev import (
     DynamicVoxels,
     Voxels,
     bev_grid_size,
@@ -20,7 +20,7 @@ from .bev import (  # noqa: E402
     voxelize,
     voxelize_dynamic,
 )
-from .geometry import (  # noqa: E402
+from .geometry import (
     ICPResult,
     KNN,
     Normals,
@@ -39,7 +39,7 @@ from .geometry import (  # noqa: E402
     knn_packed,
     three_nn,
 )
-from .hough import (  # noqa: E402
+from .hough import (
     CircleDetections,
     LineDetections,
     Peaks,
@@ -70,7 +70,7 @@ from .hough import (  # noqa: E402
     rho_bins,
     rho_offset,
 )
-from .ppf import (  # noqa: E402
+from .ppf import (
     PoseClusters,
     PPFMatcher,
     PPFMatches,
@@ -82,15 +82,15 @@ from .ppf import (  # noqa: E402
     ppf_model,
     ppf_vote,
 )
-from .clouds import pad_clouds  # noqa: E402
-from .compat.pytorch3d import sample_farthest_points  # noqa: E402
-from .presets import PPF_PRESETS, PlanePreset, bev_preset, list_presets, load_config, plane_preset, ppf_preset  # noqa: E402
-from .sampling import (  # noqa: E402
+from .clouds import pad_clouds
+from .compat.pytorch3d import sample_farthest_points
+from .presets import PPF_PRESETS, PlanePreset, bev_preset, list_presets, load_config, plane_preset, ppf_preset
+from .sampling import (
     SampledIndices,
     farthest_point_sampling,
     farthest_point_sampling_packed,
 )
-from .scenes import synthetic_edges  # noqa: E402
+from .scenes import synthetic_edges
 
 __all__ = [
     "ball_cells",

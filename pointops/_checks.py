@@ -8,7 +8,7 @@ per-axis size)."""
 import math
 import numbers
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -16,8 +16,20 @@ FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 def distance_dtype(points: torch.Tensor) -> torch.dtype:
-    """Squared distances and other float outputs: float64 for float64 inputs, else float32."""
+    """Squared distances and other float outputs (the kernels' compute type): float64 for float64
+    inputs, else float32."""
     return torch.float64 if points.dtype == torch.float64 else torch.float32
+
+
+def in_common_dtype(a: torch.Tensor, b: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Two float tensors of different dtypes (autocast's half activations meeting float32 points,
+    normals beside their points) as torch's binary ops take them: both in the promoted (wider)
+    type. Converting up is exact, so an op's result is its result on the rounded values in that
+    type. Other dtypes reach the op's checks as they are."""
+    if a.dtype != b.dtype and a.is_floating_point() and b.is_floating_point():
+        common = torch.promote_types(a.dtype, b.dtype)
+        a, b = a.to(common), b.to(common)
+    return a, b
 
 
 def check_floating(t: torch.Tensor, name: str) -> None:

@@ -9,8 +9,8 @@ Every picture but ``ppf`` shows the same scan: a spinning LiDAR (``pointops.scen
 in a generated street scene with ground-truth planes and labels. Top views have x forward pointing
 up and y left pointing left, as seen from above, with the sensor at (0, 0). The ops run on
 ``--device`` (CUDA when available, else the CPU); CPU and CUDA results are bit-identical, so those
-pictures are the same on both (the ``ppf`` picture's ICP refinement is plain torch algebra, which
-may round differently). The pictures are drawn with matplotlib: ``pip install '.[demo]'``.
+pictures are the same on both (the ``ppf`` picture's matcher re-scores with torch matrix products,
+which may round differently). The pictures are drawn with matplotlib: ``pip install '.[demo]'``.
 
 Each picture is a function registered with :func:`picture`; a new family adds its own with::
 
@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ from torch import Tensor
 import pointops
 from pointops import scenes
 from pointops.scenes import lidar, tabletop
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported where a picture is drawn
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -620,7 +623,7 @@ def run(out: str, device: str, settings: Settings = Settings(), only: Optional[S
         dpi: int = 100) -> List[str]:
     """Draws the pictures (all, or those named in ``only``) into the folder ``out``; returns their paths."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (whether the demo extra is installed)
     except ImportError as error:
         raise ImportError("the demo draws with matplotlib, which is not installed: pip install 'matplotlib==3.11.2'") from error
     names = list(PICTURES) if not only else list(only)

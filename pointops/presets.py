@@ -62,7 +62,6 @@ def plane_preset(name: str) -> PlanePreset:
 #   stride: every stride-th scene point is a reference point.
 #   peaks: (model point, alpha) peaks kept per reference point.
 #   spread: also vote with the neighbouring feature bins (up to 16 keys per scene pair).
-#   backend: "dense" (per-reference accumulator) or "sort" (64-bit vote keys counted by sort).
 #   max_pairs_per_key: a model key keeps at most this many pairs (0: all); see ppf_model.
 #   cluster_distance: pose cluster radius, in distance steps; cluster_angle_deg: rotation radius.
 #   suppression: two instances' translations are at least this many diameters apart.
@@ -75,25 +74,19 @@ def plane_preset(name: str) -> PlanePreset:
 #   inlier_distance of a scene point whose normal is within inlier_normal_deg of its own.
 #   visibility: re-scoring also subtracts model points the sensor (at the scene's origin) saw through.
 #   normal_neighbors: k of the kNN normal estimate when normals are not given.
+# what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins, keys
+# capped at 256 pairs
+_PPF_DEFAULT: Dict[str, Union[int, float, bool, str]] = {
+    "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "max_pairs_per_key": 256,
+    "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5, "suppression_angle_deg": 48.0,
+    "hypotheses": 10, "turned_hypotheses": 4, "icp_iterations": 10, "inlier_distance": 1.0,
+    "inlier_normal_deg": 25.0, "visibility": True, "normal_neighbors": 30,
+}
 PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
-    # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins, keys
-    # capped at 256 pairs
-    "default": {
-        "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "backend": "dense",
-        "max_pairs_per_key": 256, "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
-        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
-        "normal_neighbors": 30,
-    },
+    "default": _PPF_DEFAULT,
     # Drost's parameters (tau_d 0.05, every 5th point, exact bins), keys capped at 32 pairs: about
-    # 1/500 of the default's votes on a 640 x 480 frame
-    "fast": {
-        "tau_d": 0.05, "angle_bins": 30, "stride": 5, "peaks": 3, "spread": False, "backend": "dense",
-        "max_pairs_per_key": 32, "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5,
-        "suppression_angle_deg": 48.0, "hypotheses": 10, "turned_hypotheses": 4,
-        "icp_iterations": 10, "inlier_distance": 1.0, "inlier_normal_deg": 25.0, "visibility": True,
-        "normal_neighbors": 30,
-    },
+    # 1/500 of the default's votes on a 640 x 480 frame; the rest as the default
+    "fast": {**_PPF_DEFAULT, "tau_d": 0.05, "stride": 5, "peaks": 3, "spread": False, "max_pairs_per_key": 32},
 }
 
 

@@ -7,6 +7,8 @@ import pointops  # noqa: F401  (registers the operators)
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+# the kNN / ball-query search strategies the `strategy` fixture forces
+STRATEGIES = ["brute", "grid"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -21,3 +23,20 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param
+
+
+@pytest.fixture(params=STRATEGIES)
+def strategy(request, monkeypatch):
+    """Every kNN / ball-query search of the test takes the named strategy (see
+    tests/test_geometry_neighbors.py's use_strategy)."""
+    from tests.test_geometry_neighbors import use_strategy
+
+    use_strategy(monkeypatch, request.param)
+    return request.param
+
+
+def assert_same(actual, expected):
+    """Tuples of tensors equal bit for bit (NaN equals NaN), with equal dtypes and shapes."""
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)

@@ -1,10 +1,8 @@
 """Registration samples of the geometry ops (knn, knn_packed, ball_query, ball_query_packed,
-interpolate; voxel_downsample, estimate_normals, transform_points, icp_step, icp) and their
+interpolate; voxel_downsample, estimate_normals, transform_points, icp) and their
 wrappers, merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls.
 Also helpers the geometry tests share: real meshes from CGAL's data and whether the knn op is there."""
 import io
-import os
-import tarfile
 from typing import Callable, Dict, List
 
 import pytest
@@ -12,9 +10,9 @@ import torch
 
 import pointops
 from pointops.reference import geometry as reference
+from pointops.scenes.mesh import cgal_off
 from tests.op_samples import WrapperCase
 
-CGAL_DATA = "/usr/share/doc/libcgal-dev/data.tar.gz"
 _MESHES: Dict[str, object] = {}
 
 
@@ -23,18 +21,14 @@ def has_knn() -> bool:
 
 
 def cgal_mesh(name: str):
-    """data/meshes/<name>.off from Debian's libcgal-dev data as a trimesh.Trimesh; skips the
-    calling test when the package, the file or trimesh is absent."""
+    """data/meshes/<name>.off from Debian's libcgal-dev data (pointops.scenes.mesh.cgal_off) as a
+    trimesh.Trimesh; skips the calling test when the package, the file or trimesh is absent."""
     trimesh = pytest.importorskip("trimesh")
     if name not in _MESHES:
-        if not os.path.isfile(CGAL_DATA):
-            pytest.skip(f"{CGAL_DATA} is absent (Debian package libcgal-dev)")
-        with tarfile.open(CGAL_DATA) as archive:
-            try:
-                member = archive.extractfile(f"data/meshes/{name}.off")
-            except KeyError:
-                pytest.skip(f"{CGAL_DATA} has no data/meshes/{name}.off")
-            data = member.read()
+        try:
+            data = cgal_off(name)
+        except FileNotFoundError as e:
+            pytest.skip(str(e))
         _MESHES[name] = trimesh.load(io.BytesIO(data), file_type="off", process=False)
     return _MESHES[name]
 
@@ -115,18 +109,6 @@ def _icp_problem(device: str, batch: int = 2, n: int = 50, hypotheses: int = 3, 
     moved = reference.transform_points(sources.cpu(), poses.cpu())
     indices = reference.nearest_neighbors(moved.view(batch, -1, 3), targets.cpu(), 1)
     return sources, targets, normals, poses, indices.view(batch, hypotheses, n).to(device)
-
-
-def _icp_step_samples(device: str) -> List[tuple]:
-    sources, targets, normals, poses, indices = _icp_problem(device)
-    lengths = torch.tensor([50, 30], device=device)
-    converged = torch.tensor([[False, True, False], [False, False, False]], device=device)
-    return [
-        (sources, lengths, targets, normals, poses, indices, converged, 0.5, 0.0, True, True),
-        (sources, None, targets, None, poses.float(), indices, converged, float("inf"), 1e-3, False, True),
-        (sources.double(), None, targets.double(), normals.double(), poses, indices, converged, 0.1, 0.0, True, False),
-        (sources, None, targets, None, poses[:, :0], indices[:, :0], converged[:, :0], 1.0, 0.0, False, True),
-    ]
 
 
 def _icp_samples(device: str) -> List[tuple]:
@@ -243,7 +225,6 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "voxel_downsample": _voxel_downsample_samples,
     "estimate_normals": _estimate_normals_samples,
     "transform_points": _transform_points_samples,
-    "icp_step": _icp_step_samples,
     "icp": _icp_samples,
 }
 

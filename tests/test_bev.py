@@ -1,6 +1,6 @@
 """BEV rasterization, height image and pillar scatter: references, edge cases, errors, CPU == CUDA.
 
-Exact (bit for bit) against tests/reference.py: max_z, min_z, count, occupancy, max_feature,
+Exact (bit for bit) against pointops.reference.bev: max_z, min_z, count, occupancy, max_feature,
 top_feature, height_slices. The fixed-point means and the density are compared at
 MEAN_TOL / DENSITY_TOL (float32 rounding of the float64 reference); CPU and CUDA agree exactly on
 all channels.

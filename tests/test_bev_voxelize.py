@@ -6,6 +6,7 @@ import torch
 
 import pointops
 from pointops.reference import bev as reference
+from tests.conftest import assert_same
 
 NAN = float("nan")
 INF = float("inf")
@@ -16,12 +17,6 @@ RANGE = [0.0, 0.0, 0.0, 3.0, 3.0, 2.0]  # a 6 x 6 x 2 grid
 def voxelize(points, size, point_range, max_points, max_voxels, lengths=None, device="cpu"):
     lengths = None if lengths is None else lengths.to(device)
     return torch.ops.pointops.voxelize(points.to(device), lengths, size, point_range, max_points, max_voxels)
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        assert a.dtype == e.dtype and a.shape == e.shape
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def check(points, size, point_range, max_points, max_voxels, lengths=None, device="cpu"):

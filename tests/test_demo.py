@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the demo draws with matplotlib, the optional demo extra")
 
-from pointops import demo  # noqa: E402
+from pointops import demo  # noqa: E402  (after the skip when matplotlib is absent)
 
 FAST = demo.Settings(beams=16, azimuth=512, fps_k=256)  # about 8k points: a few seconds on a CPU
 
@@ -45,8 +45,8 @@ def test_command_line_and_registry(tmp_path, capsys, request):
 
 @pytest.mark.cuda
 def test_cuda_draws_the_same_pictures(tmp_path):
-    # Not the PPF picture: its ICP refinement solves with torch.linalg and matmuls, which sum in a
-    # device-dependent order (tests/test_ppf.py compares its poses across devices instead).
+    # Not the PPF picture: its matcher re-scores with torch matmuls, which sum in a device-dependent
+    # order (tests/test_ppf.py compares its poses across devices instead).
     only = [name for name in demo.PICTURES if name != "ppf"]
     cpu = demo.run(str(tmp_path / "cpu"), "cpu", FAST, only=only, dpi=60)
     cuda = demo.run(str(tmp_path / "cuda"), "cuda", FAST, only=only, dpi=60)

@@ -22,7 +22,7 @@ from pointops.reference import sampling as ref_sampling
 
 hypothesis = pytest.importorskip("hypothesis", reason="the fuzz suite needs hypothesis (pointops' test extra)")
 st = pytest.importorskip("hypothesis.strategies")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402  (after the skip when hypothesis is absent)
 
 EXAMPLES = int(os.environ.get("POINTOPS_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,

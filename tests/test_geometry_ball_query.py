@@ -6,7 +6,8 @@ import torch
 
 import pointops
 from pointops.reference import geometry as ref
-from tests.test_geometry_neighbors import assert_same, lidar_like, rand, strategy  # noqa: F401 (the fixture)
+from tests.conftest import assert_same
+from tests.test_geometry_neighbors import lidar_like, rand
 
 
 @pytest.mark.parametrize("pad", ["first", "minus_one"])

@@ -6,7 +6,7 @@ import torch
 
 import pointops
 from pointops.reference import geometry as reference
-from tests.conftest import HAS_CUDA
+from tests.conftest import HAS_CUDA, assert_same
 
 NAN = float("nan")
 INF = float("inf")
@@ -27,12 +27,6 @@ def downsample(points, size, lengths=None, features=None, point_range=None, devi
     lengths = None if lengths is None else lengths.to(device)
     features = None if features is None else features.to(device)
     return torch.ops.pointops.voxel_downsample(points.to(device), lengths, features, size, point_range)
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def check(points, size, lengths=None, features=None, point_range=None, device="cpu"):

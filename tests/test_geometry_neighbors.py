@@ -5,7 +5,7 @@ CPU == CUDA bit for bit; edge cases and error messages.
 The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
 pick_strategy): on the CPU, clouds of at most 128 points or at most 8 queries per cloud take brute
 force; on CUDA, queries x points per cloud up to 2^27 (2^29 for ball queries, whose brute force
-runs a warp per query). The `strategy` fixture makes every search of
+runs a warp per query). The `strategy` fixture (tests/conftest.py) makes every search of
 a test take the strategy it names: rows past the lengths (which change no result) push the sizes
 to the grid, and calls of at most 8 queries per cloud keep the CPU on brute force (the tests' sizes
 keep CUDA there)."""
@@ -14,17 +14,10 @@ import torch
 
 import pointops
 from pointops.reference import geometry as ref
-from tests.conftest import DEVICES
+from tests.conftest import STRATEGIES, assert_same
 
-STRATEGIES = ["brute", "grid"]
 CUDA_BRUTE_LIMIT = 2**27  # queries x points per cloud
 CUDA_BALL_BRUTE_LIMIT = 2**29  # ball_query_cuda.cu's kBruteScale = 4
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def _pad_rows(t, rows, dim):
@@ -120,12 +113,6 @@ def use_strategy(monkeypatch, strategy):
 
     for search in (knn, knn_packed, ball_query, ball_query_packed, three_nn):
         monkeypatch.setattr(pointops, search.__name__, search)
-
-
-@pytest.fixture(params=STRATEGIES)
-def strategy(request, monkeypatch):
-    use_strategy(monkeypatch, request.param)
-    return request.param
 
 
 def rand(*shape, seed=0, dtype=torch.float32):

@@ -1,6 +1,5 @@
 """Circle Hough: scikit-image equality, exact references, edge compaction, detection, edge cases,
 errors, CPU == CUDA bit for bit."""
-import math
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """Files that lie about their size are refused before they are read: a FileFormatError naming the
-file, the field and the values, quickly and without a large allocation (pointops/io.py)."""
+file, the field and the values, quickly and without a large allocation (pointops/io/)."""
 import struct
 import time
 

@@ -9,19 +9,11 @@ import os
 import pytest
 import torch
 
-import pointops
 from pointops.ppf import ops as ppf
 from pointops.reference import ppf as ref
-from tests.conftest import DEVICES
+from tests.conftest import DEVICES, assert_same
 
 NAN = float("nan")
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        assert a.dtype == e.dtype, (a.dtype, e.dtype)
-        assert a.shape == e.shape, (a.shape, e.shape)
-        torch.testing.assert_close(a.cpu(), e.cpu(), rtol=0, atol=0, equal_nan=True)
 
 
 def blob(n, seed=0, scale=1.0, offset=(0.0, 0.0, 0.0)):
@@ -315,7 +307,7 @@ def vote_inputs(seed=0):
 
 
 def raw_vote(scene_points, scene_normals, lengths, model, stride, k, spread, backend, chunk_votes=1 << 24, device="cpu"):
-    to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
+    to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731  (a one-line mover)
     return torch.ops.pointops.ppf_vote(
         to(scene_points), to(scene_normals), to(lengths), to(model.points), to(model.normals), to(model.key_offsets),
         to(model.pair_ref), to(model.pair_alpha), to(model.distance_step), to(model.diameter), model.angle_bins,

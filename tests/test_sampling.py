@@ -1,11 +1,11 @@
 """Farthest point sampling: reference equality, edge cases, errors, CPU == CUDA on every plan."""
-import os
 
 import pytest
 import torch
 
 import pointops
 from pointops.reference import sampling as reference
+from tests.conftest import assert_same
 
 NAN = float("nan")
 INF = float("inf")
@@ -21,11 +21,6 @@ def ragged_clouds(dtype=torch.float32, seed=0):
     points[1, 9, 2] = INF
     lengths = torch.tensor([40, 25, 7])
     return points, lengths
-
-
-def assert_same(actual, expected):
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

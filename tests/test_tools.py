@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 SCRIPTS = sorted(glob.glob(os.path.join(TOOLS, "*.py")) + glob.glob(os.path.join(TOOLS, "*.sh")))
 sys.path.insert(0, TOOLS)
-import cli  # noqa: E402
+import cli  # noqa: E402  (tools/ is put on sys.path first)
 
 # Words that speak of the project's history instead of what a script measures.
 HISTORY = re.compile(r"\bissue\s*#?\d+|\bseed\s*0\d\d\b|the issue's", re.IGNORECASE)

@@ -15,25 +15,22 @@ ends with a table of all rows: op, case, sizes, device, median ms, baseline ms a
 
     python tools/bench.py [--ops fps bev_rasterize knn ppf_match ...] [--quick] [--device cpu] [--json f] [--plot f]
 """
-import inspect
-import json
 import os
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 if __name__ == "__main__":
     ARGS = cli.bench_parser(__doc__).parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import pointops  # noqa: E402,F401
+import pointops  # noqa: F401  (loads the operators the families time)
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def time_ms(fn, device, min_reps=5, budget_ms=1500.0):
@@ -113,59 +110,5 @@ def graph_ms(fn, calls=20, rounds=10):
     return statistics.median(samples)
 
 
-def size_label(row, separator=" "):
-    keys = [k for k in ("B", "N", "P", "k", "V", "K", "F") if k in row]
-    grid = f'{row["H"]}x{row["W"]}' if "H" in row else ""
-    return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
-
-
-def plot(results, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in results if "ratio" in r]
-    if not rows:
-        return
-    labels = [r["op"] + "\n" + size_label(r, "\n") for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
-    ax.bar(range(len(rows)), [r["ratio"] for r in rows])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel("speed-up over in-repo baseline")
-    ax.set_title(f'pointops on {rows[0]["device"]}')
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
-def family_benches():
-    """tools/bench_<family>.py modules with rows for this bench: each has OPS (the op names it
-    times) and run(device, quick, ops, results), which appends its rows to results."""
-    import importlib
-
-    sys.path.insert(0, ROOT)
-    return [importlib.import_module(name) for name in cli.family_ops()]
-
-
-def run(args):
-    """Time args.ops on args.device (default: cuda when available) and print the rows as JSON lines,
-    then as a table."""
-    device = cli.default_device(args.device)
-    families = family_benches()
-    results = []
-    for module in families:
-        if any(op in args.ops for op in module.OPS):
-            full = {"full": args.full} if "full" in inspect.signature(module.run).parameters else {}
-            module.run(device, args.quick, args.ops, results, **full)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in results)
-    if args.plot:
-        plot(results, args.plot)
-    print(cli.bench_table(results), flush=True)
-    return results
-
-
 if __name__ == "__main__":
-    run(ARGS)
+    cli.run(ARGS)

@@ -14,21 +14,21 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 OPS = ['bev_rasterize', 'pillar_scatter', 'voxelize']
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, cli.ROOT)
-import pointops  # noqa: E402
-from bench import back_to_back_ms, time_ms  # noqa: E402
-from pointops.reference.bev import (  # noqa: E402
+import pointops
+from bench import back_to_back_ms, time_ms
+from pointops.reference.bev import (
     bev_rasterize_baseline, pillar_scatter_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline)
-from pointops.scenes.lidar import sampled_street  # noqa: E402
+from pointops.scenes.lidar import sampled_street
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 # The name tools/bench.py knows these rows by (`--ops cpu_kernels`); the rows themselves carry the
 # op names.
@@ -42,15 +42,15 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
-import bench  # noqa: E402,F401  (puts the repository first on sys.path)
-import bench_bev  # noqa: E402
-from pointops.reference.bev import bev_rasterize_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline  # noqa: E402
-from pointops.reference.hough import (  # noqa: E402
+import bench  # noqa: F401  (puts the repository first on sys.path)
+import bench_bev
+from pointops.reference.bev import bev_rasterize_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline
+from pointops.reference.hough import (
     hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
-from pointops.reference.sampling import fps_torch_loop  # noqa: E402
-import pointops  # noqa: E402,F401  (registers the operators)
+from pointops.reference.sampling import fps_torch_loop
+import pointops  # noqa: F401  (registers the operators)
 
 ops = torch.ops.pointops
 

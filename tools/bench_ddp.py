@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 CUDA_DEFAULTS = {"frames": 512, "beams": 64, "azimuth": 2048, "batch": 4, "workers": 4, "pool": 32, "warmup": 2}
 CPU_DEFAULTS = {"frames": 16, "beams": 16, "azimuth": 512, "batch": 2, "workers": 1, "pool": 4, "warmup": 1}
@@ -56,14 +56,14 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 sys.path.insert(0, cli.ROOT)
 sys.path.insert(0, os.path.join(cli.ROOT, "examples"))
-import pointops  # noqa: E402
-import ddp_pipeline  # noqa: E402  (the example: frame_cloud, preprocess, PillarNet, the pillar grid)
+import pointops
+import ddp_pipeline  # the example: frame_cloud, preprocess, PillarNet, the pillar grid
 
 
 def make_pool(count, beams, azimuth, cache=None):

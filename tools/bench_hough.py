@@ -28,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 OPS = ["hough_planes", "hough_peaks", "plane_refit", "detect_planes", "hough_circles", "hough_circles_max",
        "detect_circles", "hough_lines", "detect_lines"]
@@ -36,13 +36,13 @@ OPS = ["hough_planes", "hough_peaks", "plane_refit", "detect_planes", "hough_cir
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
 
-import torch  # noqa: E402
+import torch
 
-import pointops  # noqa: E402
-from bench import back_to_back_ms, time_ms  # noqa: E402
-from pointops.reference.hough import (  # noqa: E402
+import pointops
+from bench import back_to_back_ms, time_ms
+from pointops.reference.hough import (
     hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
-from pointops.reference.hough import circle_offsets  # noqa: E402
+from pointops.reference.hough import circle_offsets
 
 # (batch, size, radii, edge pixels per image, floor_ms of detect_circles)
 CIRCLE_CASES = [

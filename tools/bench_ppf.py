@@ -33,22 +33,22 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 OPS = ["ppf_model", "ppf_vote", "pose_cluster", "ppf_lookup", "ppf_match"]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
 
-import torch  # noqa: E402
+import torch
 
-from bench import time_ms  # noqa: E402
+from bench import time_ms
 
-from pointops import scenes  # noqa: E402
-from pointops.scenes import tabletop  # noqa: E402
-from pointops.ppf import ops as ppf  # noqa: E402
-from pointops.ppf.matcher import PPFMatcher  # noqa: E402
-from pointops.reference import ppf as ref  # noqa: E402
+from pointops import scenes
+from pointops.scenes import tabletop
+from pointops.ppf import ops as ppf
+from pointops.ppf.matcher import PPFMatcher
+from pointops.reference import ppf as ref
 
 
 

@@ -139,13 +139,68 @@ def bench_parser(doc, ops=None):
 
 def run_bench_rows(doc, ops):
     """A bench_<family>.py run as a script: tools/bench.py's command line with these ops by
-    default (parsed before torch loads), then bench.py's run."""
-    args = bench_parser(doc, ops).parse_args()
-    sys.path.insert(0, TOOLS)
-    import bench
-
-    bench.run(args)
+    default (parsed before torch loads), then its run."""
+    run(bench_parser(doc, ops).parse_args())
     return 0
+
+
+def size_label(row, separator=" "):
+    keys = [k for k in ("B", "N", "P", "k", "V", "K", "F") if k in row]
+    grid = f'{row["H"]}x{row["W"]}' if "H" in row else ""
+    return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
+
+
+def plot(results, path):
+    """A PNG of the rows' ratios to their baselines (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in results if "ratio" in r]
+    if not rows:
+        return
+    labels = [r["op"] + "\n" + size_label(r, "\n") for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4))
+    ax.bar(range(len(rows)), [r["ratio"] for r in rows])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("speed-up over in-repo baseline")
+    ax.set_title(f'pointops on {rows[0]["device"]}')
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def family_benches():
+    """tools/bench_<family>.py modules with rows for the bench, found by name (family_ops) and
+    imported by importlib: each has OPS (the op names it times) and run(device, quick, ops,
+    results), which appends its rows to results. They import the timing helpers of
+    tools/bench.py; the run below is here so that bench.py and cli.py do not import each other."""
+    import importlib
+
+    sys.path.insert(0, TOOLS)
+    return [importlib.import_module(name) for name in family_ops()]
+
+
+def run(args):
+    """Time args.ops on args.device (default: cuda when available) and print the rows as JSON lines,
+    then as a table (tools/bench.py's run; imports torch through the families)."""
+    import inspect
+    import json
+
+    device = default_device(args.device)
+    results = []
+    for module in family_benches():
+        if any(op in args.ops for op in module.OPS):
+            full = {"full": args.full} if "full" in inspect.signature(module.run).parameters else {}
+            module.run(device, args.quick, args.ops, results, **full)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in results)
+    if args.plot:
+        plot(results, args.plot)
+    print(bench_table(results), flush=True)
+    return results
 
 
 def scripts():

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 
 def parse_args(argv=None):
@@ -38,11 +38,11 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, cli.ROOT)
-import pointops  # noqa: E402
-from pointops.scenes import lidar  # noqa: E402
+import pointops
+from pointops.scenes import lidar
 
 
 def evaluate(layout, scenes, device, progress=None, k=8, **options):

@@ -36,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 
 def parse_args(argv=None):
@@ -65,12 +65,12 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, cli.ROOT)
-from pointops import scenes  # noqa: E402
-from pointops.scenes import tabletop  # noqa: E402
-from pointops.ppf.matcher import PPFMatcher  # noqa: E402
+from pointops import scenes
+from pointops.scenes import tabletop
+from pointops.ppf.matcher import PPFMatcher
 
 BUCKETS = [(0.0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 1.01)]
 

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 
 def parse_args(argv=None):
@@ -42,13 +42,13 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, cli.ROOT)
-from pointops import PPFMatcher, scenes  # noqa: E402
-from pointops.ppf import ops as ppf  # noqa: E402
-from pointops.reference import ppf as ref  # noqa: E402
-from pointops.scenes import tabletop  # noqa: E402
+from pointops import PPFMatcher, scenes
+from pointops.ppf import ops as ppf
+from pointops.reference import ppf as ref
+from pointops.scenes import tabletop
 
 
 def frame(mesh_name, width, height, cache):
@@ -95,7 +95,7 @@ def main(args):
                     for _ in range(3):
                         t0 = time.perf_counter()
                         ppf.ppf_vote(points, normals, model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                                     spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+                                     spread=bool(cfg["spread"]))
                         times.append(time.perf_counter() - t0)
                     row["vote_s"] = round(statistics.median(times), 3)
                 print(json.dumps(row), flush=True)

@@ -7,7 +7,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cli  # noqa: E402  (imports nothing heavy)
+import cli  # imports nothing heavy
 
 
 def parse_args(argv=None):
@@ -19,11 +19,11 @@ def parse_args(argv=None):
 if __name__ == "__main__":
     ARGS = parse_args()  # --help answers here, before torch loads
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, cli.ROOT)
-import pointops  # noqa: E402
-from bench_hough import CIRCLE_CASES, LINE_CASE, circle_image, line_image  # noqa: E402
+import pointops
+from bench_hough import CIRCLE_CASES, LINE_CASE, circle_image, line_image
 
 
 def profile(fn, rows):

@@ -46,7 +46,7 @@ def _samples():
 
 def run_op(name: str, device: str) -> int:
     """Runs every sample of one op on `device` and waits for it; returns the number of samples."""
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415  (after the command line: --help answers without torch)
 
     samples = _samples()  # imports pointops from the repository, which registers the ops
     op = getattr(torch.ops.pointops, name)

@@ -119,10 +119,10 @@ void ball_query_cpu_impl(const BallProblem<acc_t>& pb) {
   }
 }
 
-// Outputs before the search: rows of -1 and zero counts, which the search overwrites where a
-// query is searched.
-std::tuple<at::Tensor, at::Tensor> empty_ball_outputs(at::IntArrayRef rows, int64_t k,
-                                                      const at::Tensor& points) {
+// The outputs of queries that match nothing (rows of -1, zero counts), filled before the search,
+// which overwrites them where a query is searched.
+std::tuple<at::Tensor, at::Tensor> unmatched_ball_outputs(at::IntArrayRef rows, int64_t k,
+                                                          const at::Tensor& points) {
   std::vector<int64_t> shape(rows.begin(), rows.end());
   const auto options = points.options().dtype(at::kLong);
   at::Tensor counts = at::zeros(shape, options);
@@ -130,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor> empty_ball_outputs(at::IntArrayRef rows, int6
   return {at::full(shape, -1, options), counts};
 }
 
-// Both layouts: the search into outputs from empty_ball_outputs.
+// Both layouts: the search into outputs from unmatched_ball_outputs.
 void ball_query_cpu_run(const neighbors::SearchInputs& in, double radius, int64_t k,
                         bool repeat_first, double min_radius,
                         const std::tuple<at::Tensor, at::Tensor>& outputs) {
@@ -162,7 +162,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                                   double min_radius) {
   neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
   neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
-  auto outputs = empty_ball_outputs({points.size(0), queries.size(1)}, k, points);
+  auto outputs = unmatched_ball_outputs({points.size(0), queries.size(1)}, k, points);
   ball_query_cpu_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths),
                      radius, k, repeat_first, min_radius, outputs);
   return outputs;
@@ -176,7 +176,7 @@ std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queri
                                                          double min_radius) {
   neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_ball_query_args(points, queries.size(0), radius, k, min_radius);
-  auto outputs = empty_ball_outputs({queries.size(0)}, k, points);
+  auto outputs = unmatched_ball_outputs({queries.size(0)}, k, points);
   ball_query_cpu_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets),
                      radius, k, repeat_first, min_radius, outputs);
   return outputs;

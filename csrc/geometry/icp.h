@@ -10,51 +10,43 @@
 //            float64 as ((r0 x + r1 y) + r2 z) + t with every product and sum rounded on its
 //            own, then rounded once; rows past lengths[b] are 0. NaN/Inf points give NaN/Inf.
 //
-// icp_step(sources, query_lengths?, targets, target_normals?, poses, indices, converged,
-//          max_correspondence_distance, tolerance, point_to_plane, update)
-//     -> (poses, rmse, inlier_fraction, converged)
+// icp(sources, source_normals?, query_lengths?, targets, target_normals?, lengths?, poses, iterations,
+//     max_correspondence_distance, tolerance, point_to_plane, max_normal_angle?, viewpoint?, centered,
+//     max_step_angle?, max_step_translation?) -> (poses, rmse, inlier_fraction, converged)
 //   sources        (B, N, 3) float; cloud b is rows [0, query_lengths[b]).
-//   targets        (B, M, 3) float, target_normals (B, M, 3) float (point_to_plane only).
-//   poses          (B, H, 4, 4) float32/float64: the current pose of each hypothesis.
-//   indices        (B, H, N) int64: the target matched to source i under hypothesis h (the
-//                  nearest neighbour of transform_points(...)[b, h, i]); -1 or >= M for none.
-//   converged      (B, H) bool: hypotheses that have stopped (their poses pass through).
-//   One step of ICP for every hypothesis at once:
-//   * m = pose applied to source i in float64 (as transform_points, before its final rounding),
-//     q = its target; d2 = (dx*dx + dy*dy) + dz*dz in float64 (common/squared_distance.h). A
-//     source counts when it is in its cloud and finite; it is an inlier when its index is
-//     valid, q is finite and d2 <= max_correspondence_distance^2 (float64; +Inf keeps every
-//     match).
+//   targets        (B, M, 3) float; cloud b is rows [0, lengths[b]). target_normals (B, M, 3), the
+//                  targets' dtype (point_to_plane and max_normal_angle read them).
+//   poses          (B, H, 4, 4) float32/float64: the initial pose of each of H hypotheses.
+//   Every iteration of every hypothesis in one call. A pass of a hypothesis under its pose:
+//   * m = the pose applied to source i in float64 (as transform_points, before its final
+//     rounding); its target q is the nearest target of m rounded as transform_points rounds it,
+//     searched through one uniform grid per cloud (grid.h, built once per call) and bounded by
+//     search_limit (below), which returns the unbounded search's nearest target whenever that
+//     one can be an inlier. d2 = (dx*dx + dy*dy) + dz*dz in float64 (common/squared_distance.h).
+//     A source counts when it is in its cloud and finite; it is an inlier when it has a target,
+//     q is finite and d2 <= max_correspondence_distance^2 (float64; +Inf keeps every match).
 //   * rmse = sqrt(sum of inlier d2 / inliers) and inlier_fraction = inliers / counted sources,
-//     both 0 when the denominator is 0; they describe the pose passed in (float64 for float64
-//     sources, float32 otherwise). As Open3D's inlier_rmse and fitness.
-//   * With update and not converged, the step's rigid increment D (below) moves the pose to
-//     D * pose (float64, rounded once to the poses' dtype; the last row becomes 0 0 0 1), and the
-//     hypothesis converges when D rotates by 2 sin(angle / 2) <= tolerance and translates by
-//     |t| <= tolerance (so tolerance 0 stops only on an exact identity step). Otherwise the pose
-//     and the flag pass through.
+//     both 0 when the denominator is 0 (float64 for float64 sources, float32 otherwise), measured
+//     by a last pass at the final pose. As Open3D's inlier_rmse and fitness.
+//   * Each of the `iterations` passes before it takes a step: the rigid increment D (below) moves
+//     the pose to D * pose (float64), and the hypothesis stops (converged) when D rotates by
+//     2 sin(angle / 2) <= tolerance and translates by <= tolerance (tolerance 0 stops only on an
+//     exact identity step), or when no step can be taken (too few inliers, a non-finite system).
+//     A stopped hypothesis skips its remaining steps (its pose cannot change). Poses stay in
+//     float64 from step to step and are rounded once to the poses' dtype at the end (the last row
+//     becomes 0 0 0 1).
 //   * Point to point (Horn's closed form with unit quaternions): the rotation is the unit
 //     eigenvector of the largest eigenvalue of Horn's symmetric 4x4 matrix of the inliers'
 //     cross-covariance (Jacobi, common/symmetric_eigen.h), turned to w >= 0; t = q_mean - R m_mean.
-//     Fewer than 3 inliers: D = identity.
+//     Fewer than 3 inliers: no step.
 //   * Point to plane (the linearised least squares of Chen & Medioni / Low): per inlier the
 //     residual r = (m - q) . n and row J = (m x n, n); (sum J^T J) x = -sum J^T r solved by
 //     Gaussian elimination in fixed order, where a pivot <= 1e-12 of the largest diagonal entry
 //     marks an unconstrained direction whose component is set to 0 (a plane leaves its in-plane
 //     motions free). x = (w, t): the rotation is the unit quaternion (1, w / 2) / |(1, w / 2)|,
 //     the exact rotation by 2 atan(|w| / 2) about w, which needs no sin or cos (those round
-//     differently on host and device). A NaN/Inf normal counts as 0. Fewer than 6 inliers:
-//     D = identity.
-//
-// icp(sources, source_normals?, query_lengths?, targets, target_normals?, lengths?, poses, iterations,
-//     max_correspondence_distance, tolerance, point_to_plane, max_normal_angle?, viewpoint?, centered,
-//     max_step_angle?, max_step_translation?) -> (poses, rmse, inlier_fraction, converged)
-//   Every iteration of every hypothesis in one call: what a loop of transform_points, knn (k = 1)
-//   and icp_step over `iterations` steps plus a measuring pass returns, bit for bit, with the
-//   default options; targets (B, M, 3) with lengths (B,)? are searched through one uniform grid
-//   per cloud (grid.h, built once per call), a query's search bounded by search_limit (below),
-//   which returns the unbounded search's nearest target whenever that one can be an inlier.
-//   Poses stay in float64 from step to step and are rounded once to the poses' dtype at the end.
+//     differently on host and device). A NaN/Inf normal counts as 0. Fewer than 6 inliers: no
+//     step.
 //   The options (each off by default):
 //   * source_normals (B, N, 3), the sources' dtype: read by the two tests below.
 //   * max_normal_angle (radians): an inlier's target normal lies within this angle of the
@@ -70,17 +62,14 @@
 //   * max_step_angle (radians), max_step_translation: a step beyond either, or with a non-finite
 //     value, is not taken and the hypothesis stops (converged), as one with too few inliers.
 //   A pose with a NaN/Inf among its 12 read entries is returned as given (all 16 entries), with
-//   rmse and inlier_fraction 0 and converged false. Stopped hypotheses skip their remaining
-//   steps (their pose cannot change) and are measured by the last pass.
+//   rmse and inlier_fraction 0 and converged false.
 //
 // Fixed-order sums. Each hypothesis's sums run over kLanes = 256 lanes: lane l adds the terms of
 // sources l, l + 256, l + 512, ... in that order, in float64; then the lanes are combined by a
 // fixed tree: within each group of 32 lanes, lane t adds lane t + s for s = 16, 8, 4, 2, 1
-// (a warp's shuffle-down reduction), then the 8 group totals likewise for s = 4, 2, 1. The
-// CUDA kernel runs one block of 256 threads per hypothesis in exactly this order and the CPU
-// kernel replays it, so both produce the same bits, call after call. The icp op keeps this
-// order: its CUDA block searches with more threads than it sums with (icp_cuda.cu), and the CPU
-// kernel runs the lanes one after another.
+// (a warp's shuffle-down reduction), then the 8 group totals likewise for s = 4, 2, 1. On CUDA
+// a block of threads sums each hypothesis in exactly this order (icp_cuda.cu) and the CPU kernel
+// replays it (combine_lanes), so both produce the same bits, call after call.
 #pragma once
 
 #include "common/aten.h"
@@ -107,7 +96,8 @@ constexpr int kGroups = kLanes / kGroup;
 // Sum slots: 0 inliers, 1 sum of inlier d2, 2 counted sources, then the method's terms.
 constexpr int kStats = 3;
 constexpr int kPointTerms = kStats + 3 + 3 + 9;   // sum m, sum q, sum m_i q_j
-constexpr int kPlaneTerms = kStats + 21 + 6;      // upper triangle of J^T J, J^T r
+constexpr int kCentroidSlot = kStats + 21 + 6;    // after the upper triangle of J^T J and J^T r:
+constexpr int kPlaneTerms = kCentroidSlot + 3;    // the sum of (m - o) over the inliers (add_fit_terms)
 constexpr int kMinPointInliers = 3;
 constexpr int kMinPlaneInliers = 6;
 constexpr double kPivotRatio = 1e-12;
@@ -168,52 +158,6 @@ POINTOPS_HOST_DEVICE inline bool finite3(double x, double y, double z) {
 // The squared-distance formula of common/squared_distance.h, in float64.
 POINTOPS_HOST_DEVICE inline double squared_norm3(const double v[3]) {
   return pointops::squared_norm3<double>(v[0], v[1], v[2]);
-}
-
-// Adds source i's terms to the lane sums acc[terms]. `source` is the point (3,), `target` and
-// `normal` its match's rows (null when it has no valid match).
-template <bool kPlane, typename src_t, typename tgt_t>
-POINTOPS_HOST_DEVICE inline void add_terms(const Pose& pose, const src_t* source, const tgt_t* target,
-                                           const tgt_t* normal, double max_d2, double* acc) {
-  const double s[3] = {static_cast<double>(source[0]), static_cast<double>(source[1]),
-                       static_cast<double>(source[2])};
-  if (!finite3(s[0], s[1], s[2])) return;
-  acc[2] = add(acc[2], 1.0);
-  if (target == nullptr) return;
-  const double q[3] = {static_cast<double>(target[0]), static_cast<double>(target[1]),
-                       static_cast<double>(target[2])};
-  if (!finite3(q[0], q[1], q[2])) return;
-  double m[3];
-  apply(pose, s, m);
-  const double diff[3] = {subtract(m[0], q[0]), subtract(m[1], q[1]), subtract(m[2], q[2])};
-  const double d2 = squared_norm3(diff);
-  if (!(d2 <= max_d2)) return;
-  acc[0] = add(acc[0], 1.0);
-  acc[1] = add(acc[1], d2);
-  if (kPlane) {
-    double n[3] = {static_cast<double>(normal[0]), static_cast<double>(normal[1]),
-                   static_cast<double>(normal[2])};
-    if (!finite3(n[0], n[1], n[2])) n[0] = n[1] = n[2] = 0.0;
-    const double r = add(add(multiply(diff[0], n[0]), multiply(diff[1], n[1])), multiply(diff[2], n[2]));
-    const double j[6] = {subtract(multiply(m[1], n[2]), multiply(m[2], n[1])),
-                         subtract(multiply(m[2], n[0]), multiply(m[0], n[2])),
-                         subtract(multiply(m[0], n[1]), multiply(m[1], n[0])), n[0], n[1], n[2]};
-    int slot = kStats;
-    for (int a = 0; a < 6; ++a) {
-      for (int b = a; b < 6; ++b, ++slot) acc[slot] = add(acc[slot], multiply(j[a], j[b]));
-    }
-    for (int a = 0; a < 6; ++a, ++slot) acc[slot] = add(acc[slot], multiply(j[a], r));
-  } else {
-    for (int d = 0; d < 3; ++d) {
-      acc[kStats + d] = add(acc[kStats + d], m[d]);
-      acc[kStats + 3 + d] = add(acc[kStats + 3 + d], q[d]);
-    }
-    for (int a = 0; a < 3; ++a) {
-      for (int b = 0; b < 3; ++b) {
-        acc[kStats + 6 + 3 * a + b] = add(acc[kStats + 6 + 3 * a + b], multiply(m[a], q[b]));
-      }
-    }
-  }
 }
 
 // Rotation of the unit quaternion (w, x, y, z).
@@ -302,8 +246,8 @@ POINTOPS_HOST_DEVICE inline void plane_system(const double* sums, double a[6][7]
   for (int i = 0; i < 6; ++i, ++slot) a[i][6] = -sums[slot];
 }
 
-// Solves the augmented system by Gaussian elimination in fixed order (icp_step's rule for
-// unconstrained directions); false when an entry is not finite or the matrix is zero.
+// Solves the augmented system by Gaussian elimination in fixed order (a pivot <= kPivotRatio of
+// the largest diagonal entry leaves its direction at 0); false when an entry is not finite or the matrix is zero.
 POINTOPS_HOST_DEVICE inline bool solve_plane_system(double a[6][7], double x[6]) {
   double scale = 0.0;
   for (int i = 0; i < 6; ++i) {
@@ -345,18 +289,6 @@ POINTOPS_HOST_DEVICE inline double plane_rotation(const double x[6], double r[9]
   return angle;
 }
 
-// The point-to-plane increment from its sums; returns false when there are too few inliers.
-POINTOPS_HOST_DEVICE inline bool plane_increment(const double* sums, Pose* step, double* angle) {
-  if (!(sums[0] >= kMinPlaneInliers)) return false;
-  double a[6][7];
-  plane_system(sums, a);
-  double x[6];
-  if (!solve_plane_system(a, x)) return false;
-  *angle = plane_rotation(x, step->r);
-  for (int d = 0; d < 3; ++d) step->t[d] = x[3 + d];
-  return true;
-}
-
 // The fixed combination of kLanes lane sums (laid out lane-major: lanes[l * terms + j]) into
 // lanes[0 .. terms): the CUDA kernel's shuffle and shared-memory tree, replayed.
 POINTOPS_HOST_DEVICE inline void combine_lanes(double* lanes, int terms) {
@@ -377,38 +309,6 @@ POINTOPS_HOST_DEVICE inline void combine_lanes(double* lanes, int terms) {
   }
 }
 
-// From a hypothesis's totals: its statistics and next pose. `pose_in` / `pose_out` are its
-// (4, 4) rows.
-template <bool kPlane, typename pose_t, typename stat_t>
-POINTOPS_HOST_DEVICE inline void finish_step(const double* sums, const pose_t* pose_in, bool converged_in,
-                                             double tolerance, bool update, pose_t* pose_out,
-                                             stat_t* rmse, stat_t* fraction, bool* converged_out) {
-  const double inliers = sums[0];
-  *rmse = static_cast<stat_t>(inliers > 0.0 ? square_root(divide(sums[1], inliers)) : 0.0);
-  *fraction = static_cast<stat_t>(sums[2] > 0.0 ? divide(inliers, sums[2]) : 0.0);
-  bool converged = converged_in;
-  const Pose pose = load_pose(pose_in);
-  Pose next = pose;
-  if (update && !converged_in) {
-    Pose step;
-    double angle = 0.0;
-    const bool moved = kPlane ? plane_increment(sums, &step, &angle) : point_increment(sums, &step, &angle);
-    if (moved) {
-      next = compose(step, pose);
-      converged = angle <= tolerance && square_root(squared_norm3(step.t)) <= tolerance;
-    } else {
-      converged = true;  // no increment: the pose cannot change again
-    }
-  }
-  store_pose(next, pose_out);
-  *converged_out = converged;
-}
-
-// ---- icp: every iteration of every hypothesis in one call ---------------------------------------
-
-// Sum slots of the icp op's point-to-plane terms: icp_step's, then the sum of (m - o) over the
-// inliers (their centroid, relative to the rows' origin o).
-constexpr int kFitPlaneTerms = kPlaneTerms + 3;
 // The search radius's margin (see search_limit).
 constexpr double kSearchMargin = 1.0 / 1048576.0;  // 2^-20
 
@@ -533,9 +433,9 @@ POINTOPS_HOST_DEVICE inline int32_t fit_match(const Pose& pose, const FitRules& 
   return static_cast<int32_t>(t);
 }
 
-// Adds a source's terms to the lane sums acc given its fit_match result: add_terms, with
-// point-to-plane rows ((m - o) x n, n) about `origin` o and three more slots summing m - o
-// (rows about the origin, o = 0 and not centered, are add_terms' to the bit).
+// Adds a source's terms to the lane sums acc given its fit_match result (kNotCounted: nothing;
+// kNoMatch: counted only): its d2, then Horn's sums, or the point-to-plane rows
+// ((m - o) x n, n) about `origin` o (centered; else about 0) and the sum of m - o.
 template <bool kPlane, typename src_t, typename tgt_t>
 POINTOPS_HOST_DEVICE inline void add_fit_terms(const Pose& pose, const double origin[3], bool centered,
                                                const src_t* source, int32_t match, const tgt_t* targets,
@@ -635,7 +535,7 @@ POINTOPS_HOST_DEVICE inline bool fit_update(const double* sums, const double ori
     plane_system(sums, a);
     double c[3] = {0.0, 0.0, 0.0};
     if (rules.centered) {
-      for (int d = 0; d < 3; ++d) c[d] = divide(sums[kPlaneTerms + d], sums[0]);
+      for (int d = 0; d < 3; ++d) c[d] = divide(sums[kCentroidSlot + d], sums[0]);
       center_plane_system(a, c);
     }
     double x[6];
@@ -670,7 +570,7 @@ POINTOPS_HOST_DEVICE inline bool fit_update(const double* sums, const double ori
   return angle <= rules.tolerance && shift <= rules.tolerance;
 }
 
-// rmse and inlier fraction from a pass's sums (finish_step's statistics).
+// rmse and inlier fraction from a pass's sums.
 template <typename stat_t>
 POINTOPS_HOST_DEVICE inline void fit_statistics(const double* sums, stat_t* rmse, stat_t* fraction) {
   const double inliers = sums[0];
@@ -697,23 +597,9 @@ FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::
                              bool centered, std::optional<double> max_step_angle,
                              std::optional<double> max_step_translation);
 
-// The checked arguments of icp_step (defined in icp_cpu.cpp).
-struct StepInputs {
-  at::Tensor sources, targets, normals, poses, indices, converged;  // contiguous
-  CloudLengths lengths;
-  int64_t batch, n, m, hypotheses;
-  double max_d2;
-};
-
-StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
-                               const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
-                               const at::Tensor& poses, const at::Tensor& indices,
-                               const at::Tensor& converged, double max_correspondence_distance,
-                               double tolerance, bool point_to_plane);
-
 void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* points_name);
 
-// The outputs of icp_step and icp on both backends, left for the kernels to write in full:
+// The outputs of icp on both backends, left for the kernels to write in full:
 // (poses (B, H, 4, 4) like the checked poses, rmse and fraction (B, H) float64 for float64
 // sources and float32 otherwise, converged (B, H) bool).
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_pose_outputs(

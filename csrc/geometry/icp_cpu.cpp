@@ -1,6 +1,6 @@
-// Rigid transforms and the ICP step on the CPU: the twin of icp_cuda.cu (rules in icp.h). The
-// step replays the CUDA kernel's lanes and its reduction tree (combine_lanes), so the sums
-// round identically.
+// Rigid transforms and ICP on the CPU: the twin of icp_cuda.cu (rules in icp.h). The sums
+// replay the CUDA blocks' lanes and their reduction tree (combine_lanes), so they round
+// identically.
 #include "geometry/icp.h"
 
 #include <ATen/Dispatch.h>
@@ -30,7 +30,7 @@ void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* 
   check_same_device(poses, "poses", points, points_name);
 }
 
-// The clouds both ICP ops take: sources (B, N, 3) with their lengths, targets (B, M, 3).
+// The clouds icp takes: sources (B, N, 3) with their lengths, targets (B, M, 3).
 static void check_icp_clouds(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
                              const at::Tensor& targets) {
   check_dim(sources, "sources", 3, "(B, N, 3)");
@@ -43,58 +43,6 @@ static void check_icp_clouds(const at::Tensor& sources, const std::optional<at::
               "targets must have shape (B, M, 3) with B = ", sources.size(0),
               " (as sources), got shape ", targets.sizes());
   check_same_device(targets, "targets", sources, "sources");
-}
-
-StepInputs prepare_step_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
-                               const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
-                               const at::Tensor& poses, const at::Tensor& indices,
-                               const at::Tensor& converged, double max_correspondence_distance,
-                               double tolerance, bool point_to_plane) {
-  check_icp_clouds(sources, query_lengths, targets);
-  at::Tensor normals;
-  // Given normals are on the sources' device even when unused: a tensor elsewhere is a caller's
-  // mistake, and the fake kernel refuses it the same way.
-  if (target_normals.has_value()) {
-    check_same_device(*target_normals, "target_normals", sources, "sources");
-  }
-  if (point_to_plane) {
-    TORCH_CHECK(target_normals.has_value(), "target_normals are required for point-to-plane ICP");
-    check_dtype(*target_normals, "target_normals (the dtype of targets)", targets.scalar_type());
-    check_shape(*target_normals, "target_normals", targets.sizes());
-    check_same_device(*target_normals, "target_normals", sources, "sources");
-    normals = target_normals->contiguous();
-  } else {
-    normals = targets;  // never read
-  }
-  check_poses(poses, sources, "sources");
-  const int64_t h = poses.size(1);
-  check_dtype(indices, "indices", at::kLong);
-  check_shape(indices, "indices", {sources.size(0), h, sources.size(1)});
-  check_same_device(indices, "indices", sources, "sources");
-  check_dtype(converged, "converged", at::kBool);
-  check_shape(converged, "converged", {sources.size(0), h});
-  check_same_device(converged, "converged", sources, "sources");
-  TORCH_CHECK(max_correspondence_distance >= 0, "max_correspondence_distance must be >= 0, got ",
-              max_correspondence_distance);
-  TORCH_CHECK(tolerance >= 0, "tolerance must be >= 0, got ", tolerance);
-  // float16 / bfloat16 widen exactly to float32 (the step computes in float64 anyway), which
-  // keeps the kernels to float32 and float64 inputs.
-  auto widen = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat).contiguous()
-                                                                           : t.contiguous();
-  };
-  return {widen(sources),
-          widen(targets),
-          widen(normals),
-          poses.contiguous(),
-          indices.contiguous(),
-          converged.contiguous(),
-          contiguous_lengths(query_lengths),
-          sources.size(0),
-          sources.size(1),
-          targets.size(1),
-          h,
-          multiply(max_correspondence_distance, max_correspondence_distance)};
 }
 
 FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,
@@ -227,81 +175,13 @@ at::Tensor transform_points_cpu(const at::Tensor& points, const std::optional<at
   return moved;
 }
 
-template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
-void step_cpu_typed(const StepInputs& in, double tolerance, bool update, at::Tensor& poses_out,
-                    at::Tensor& rmse, at::Tensor& fraction, at::Tensor& converged_out) {
-  constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
-  const src_t* sources = in.sources.data_ptr<src_t>();
-  const tgt_t* targets = in.targets.data_ptr<tgt_t>();
-  const tgt_t* normals = in.normals.data_ptr<tgt_t>();
-  const pose_t* poses = in.poses.data_ptr<pose_t>();
-  const int64_t* indices = in.indices.data_ptr<int64_t>();
-  const bool* converged = in.converged.data_ptr<bool>();
-  pose_t* poses_next = poses_out.data_ptr<pose_t>();
-  stat_t* rmse_ptr = rmse.data_ptr<stat_t>();
-  stat_t* fraction_ptr = fraction.data_ptr<stat_t>();
-  bool* converged_next = converged_out.data_ptr<bool>();
-  const int64_t n = in.n, m = in.m, h = in.hypotheses;
-  at::parallel_for(0, in.batch * h, 1, [&](int64_t first, int64_t last) {
-    std::vector<double> lanes(static_cast<size_t>(kLanes * kTerms));
-    for (int64_t bh = first; bh < last; ++bh) {
-      const int64_t b = bh / h;
-      const int64_t length = cloud_length(in.lengths.data, b, n);
-      const Pose pose = load_pose(poses + 16 * bh);
-      std::fill(lanes.begin(), lanes.end(), 0.0);
-      // Source i goes to lane i % kLanes; each lane sees its sources in increasing order, as the
-      // CUDA thread of that lane does.
-      for (int64_t i = 0; i < length; ++i) {
-        const int64_t t = indices[bh * n + i];
-        const bool matched = t >= 0 && t < m;
-        const tgt_t* target = matched ? targets + 3 * (b * m + t) : nullptr;
-        const tgt_t* normal = matched ? normals + 3 * (b * m + t) : nullptr;
-        add_terms<kPlane>(pose, sources + 3 * (b * n + i), target, normal, in.max_d2,
-                          lanes.data() + (i % kLanes) * kTerms);
-      }
-      combine_lanes(lanes.data(), kTerms);
-      finish_step<kPlane>(lanes.data(), poses + 16 * bh, converged[bh], tolerance, update,
-                          poses_next + 16 * bh, rmse_ptr + bh, fraction_ptr + bh, converged_next + bh);
-    }
-  });
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cpu(
-    const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
-    const std::optional<at::Tensor>& target_normals, const at::Tensor& poses, const at::Tensor& indices,
-    const at::Tensor& converged, double max_correspondence_distance, double tolerance, bool point_to_plane,
-    bool update) {
-  const StepInputs in = prepare_step_inputs(sources, query_lengths, targets, target_normals, poses, indices,
-                                            converged, max_correspondence_distance, tolerance, point_to_plane);
-  at::Tensor poses_out, rmse, fraction, converged_out;
-  std::tie(poses_out, rmse, fraction, converged_out) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
-  if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged_out};
-  AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_step_cpu", [&] {
-    using src_t = scalar_t;
-    using stat_t = std::conditional_t<std::is_same_v<src_t, double>, double, float>;
-    AT_DISPATCH_FLOATING_TYPES(in.targets.scalar_type(), "icp_step_cpu", [&] {
-      using tgt_t = scalar_t;
-      AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_step_cpu", [&] {
-        if (point_to_plane) {
-          step_cpu_typed<true, src_t, tgt_t, scalar_t, stat_t>(in, tolerance, update, poses_out, rmse, fraction,
-                                                                converged_out);
-        } else {
-          step_cpu_typed<false, src_t, tgt_t, scalar_t, stat_t>(in, tolerance, update, poses_out, rmse, fraction,
-                                                                 converged_out);
-        }
-      });
-    });
-  });
-  return {poses_out, rmse, fraction, converged_out};
-}
-
 // Every hypothesis goes through the passes in lockstep: a pass first finds the correspondences of
 // all (hypothesis, source) rows in parallel, then sums each hypothesis's terms in icp.h's lane
 // order (hypotheses in parallel), so one hypothesis of many sources uses every core too.
 template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
 void fit_cpu_typed(const FitInputs& in, const std::vector<neighbors::CpuGrid<tgt_t>>& grids, at::Tensor& poses_out,
                    at::Tensor& rmse, at::Tensor& fraction, at::Tensor& converged_out) {
-  constexpr int kTerms = kPlane ? kFitPlaneTerms : kPointTerms;
+  constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
   const FitRules rules = in.rules;
   const src_t* sources = in.sources.data_ptr<src_t>();
   const src_t* source_normals = in.source_normals.defined() ? in.source_normals.data_ptr<src_t>() : nullptr;
@@ -421,7 +301,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cpu(
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) {
   m.impl("transform_points", &transform_points_cpu);
-  m.impl("icp_step", &icp_step_cpu);
   m.impl("icp", &icp_cpu);
 }
 

@@ -1,19 +1,26 @@
-// Rigid transforms and the ICP step on CUDA (rules in icp.h; the CPU twin is icp_cpu.cpp).
+// Rigid transforms and ICP on CUDA (rules in icp.h; the CPU twin is icp_cpu.cpp).
 //
 // transform_points: one thread per output row (B * H * N), float64 arithmetic, memory-bound.
 //
-// icp_step: one block of kLanes = 256 threads per hypothesis. Thread l is lane l of icp.h's
-// fixed-order sums: it adds the terms of sources l, l + 256, ... in float64 registers; the lanes
-// of each warp are combined by shuffle-down (s = 16 .. 1), the 8 warp totals by a fixed tree in
-// shared memory, and thread 0 solves the 4x4 (Horn) or 6x6 (point-to-plane) system and writes the
-// pose, so the result is the CPU kernel's to the bit. No atomics, no host sync.
-// What bounds it: per source one 12-byte source read, one 8-byte index read and a dependent
-// 12-byte gather of the target (and normal) row, then ~60 (point-to-point) or ~120
-// (point-to-plane) float64 operations; with N = 10,000 a thread handles ~40 sources, so a step
-// is a few microseconds of latency per hypothesis, and the B * H blocks (16 at the bench's size)
-// leave most SMs idle: the step is latency-bound, and the ICP loop's cost is the kNN search.
-// The final solve is one thread's serial float64 work (10 Jacobi sweeps of a 4x4, or a 6x6
-// elimination), a few microseconds.
+// icp has two launch plans with the same arithmetic, in the same order, so the same bits (the
+// CPU kernel's):
+// * fused (many hypotheses, or few sources): one block per hypothesis runs all its passes in one
+//   launch; a stopped hypothesis skips its remaining steps.
+// * wide (fewer hypotheses than the fused blocks the GPU holds at once, each of at least
+//   kWideSources sources): a block per hypothesis would leave most SMs idle while its threads
+//   walk the sources chunk after chunk, so each pass is two launches instead: every
+//   (hypothesis, source) correspondence at once over the whole GPU (fit_match_kernel, the
+//   costly part: a grid search per source), then one block per hypothesis sums its terms and
+//   steps (fit_sum_kernel). The poses live in float64 on the device between passes; nothing
+//   goes back to the host.
+// In both, the sums of a hypothesis are those of icp.h's kLanes lanes: thread l adds the terms of
+// sources l, l + 256, ... in float64 registers, a warp's lanes are combined by shuffle-down
+// (s = 16 .. 1), the 8 warp totals by a fixed tree in thread 0, which solves the 4x4 (Horn) or
+// 6x6 (point-to-plane) system. No atomics, no host sync.
+// What bounds it: per pass and source a grid search (a few cells of the targets, dependent
+// loads) and ~60 (point-to-point) or ~120 (point-to-plane) float64 operations; the search
+// dominates, and the wide plan spreads it over every SM. The sums of one hypothesis are latency-
+// bound (256 threads each walking N / 256 sources), a few microseconds a pass.
 #include "geometry/icp.h"
 
 #include <ATen/Dispatch.h>
@@ -23,6 +30,7 @@
 
 #include "common/checks.h"
 #include "common/cuda_utils.cuh"
+#include "common/launch.cuh"
 #include "geometry/grid_cuda.cuh"
 
 namespace pointops {
@@ -80,31 +88,11 @@ at::Tensor transform_points_cuda(const at::Tensor& points, const std::optional<a
   return moved;
 }
 
-template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
-__global__ void __launch_bounds__(kLanes) icp_step_kernel(
-    const src_t* __restrict__ sources, const int64_t* __restrict__ lengths, const tgt_t* __restrict__ targets,
-    const tgt_t* __restrict__ normals, const pose_t* __restrict__ poses, const int64_t* __restrict__ indices,
-    const bool* __restrict__ converged, int64_t n, int64_t m, int64_t h, double max_d2, double tolerance,
-    bool update, pose_t* __restrict__ poses_out, stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
-    bool* __restrict__ converged_out) {
-  constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
-  __shared__ double group_sums[kGroups][kTerms];
-  const int64_t bh = blockIdx.x;
-  const int64_t b = bh / h;
-  const int lane = threadIdx.x;
-  const int64_t length = cloud_length(lengths, b, n);
-  const Pose pose = load_pose(poses + 16 * bh);
-  double acc[kTerms];
-#pragma unroll
-  for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
-  for (int64_t i = lane; i < length; i += kLanes) {
-    const int64_t t = indices[bh * n + i];
-    const bool matched = t >= 0 && t < m;
-    const tgt_t* target = matched ? targets + 3 * (b * m + t) : nullptr;
-    const tgt_t* normal = matched ? normals + 3 * (b * m + t) : nullptr;
-    add_terms<kPlane>(pose, sources + 3 * (b * n + i), target, normal, max_d2, acc);
-  }
-  // Within the warp: lane t adds lane t + s, s = 16 .. 1 (combine_lanes' first stage).
+// Lanes 0 .. kLanes - 1 of a block hand their sums to thread 0 in icp.h's fixed tree. First
+// stage (every lane): within the warp lane t adds lane t + s, s = 16 .. 1, and the warp's first
+// lane writes the total to group_sums[warp].
+template <int kTerms>
+__device__ __forceinline__ void warp_totals(double (&acc)[kTerms], double (*group_sums)[kTerms], int lane) {
 #pragma unroll
   for (int j = 0; j < kTerms; ++j) {
     double v = acc[j];
@@ -112,15 +100,15 @@ __global__ void __launch_bounds__(kLanes) icp_step_kernel(
     for (int s = kGroup / 2; s >= 1; s /= 2) v = add(v, __shfl_down_sync(cuda::kFullMask, v, s));
     acc[j] = v;
   }
-  const int warp = lane / kGroup;
   if (lane % kGroup == 0) {
 #pragma unroll
-    for (int j = 0; j < kTerms; ++j) group_sums[warp][j] = acc[j];
+    for (int j = 0; j < kTerms; ++j) group_sums[lane / kGroup][j] = acc[j];
   }
-  __syncthreads();
-  if (lane != 0) return;
-  // The warp totals: group g adds group g + s, s = 4, 2, 1 (combine_lanes' second stage).
-  double sums[kTerms];
+}
+
+// Second stage (thread 0, after a __syncthreads): group g adds group g + s, s = 4, 2, 1.
+template <int kTerms>
+__device__ __forceinline__ void block_totals(const double (*group_sums)[kTerms], double (&sums)[kTerms]) {
   for (int j = 0; j < kTerms; ++j) {
     double g[kGroups];
     for (int w = 0; w < kGroups; ++w) g[w] = group_sums[w][j];
@@ -129,53 +117,60 @@ __global__ void __launch_bounds__(kLanes) icp_step_kernel(
     }
     sums[j] = g[0];
   }
-  finish_step<kPlane>(sums, poses + 16 * bh, converged[bh], tolerance, update, poses_out + 16 * bh, rmse + bh,
-                      fraction + bh, converged_out + bh);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cuda(
-    const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
-    const std::optional<at::Tensor>& target_normals, const at::Tensor& poses, const at::Tensor& indices,
-    const at::Tensor& converged, double max_correspondence_distance, double tolerance, bool point_to_plane,
-    bool update) {
-  check_device_type(sources, "sources", at::kCUDA);
-  const c10::cuda::CUDAGuard device_guard(sources.device());
-  const StepInputs in = prepare_step_inputs(sources, query_lengths, targets, target_normals, poses, indices,
-                                            converged, max_correspondence_distance, tolerance, point_to_plane);
-  at::Tensor poses_out, rmse, fraction, converged_out;
-  std::tie(poses_out, rmse, fraction, converged_out) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
-  const int64_t blocks = in.batch * in.hypotheses;
-  if (blocks == 0) return {poses_out, rmse, fraction, converged_out};
-  TORCH_CHECK(blocks <= INT_MAX, "icp_step: B * H must be at most ", INT_MAX, ", got ", blocks);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(in.sources.scalar_type(), "icp_step_cuda", [&] {
-    using src_t = scalar_t;
-    using stat_t = std::conditional_t<std::is_same_v<src_t, double>, double, float>;
-    AT_DISPATCH_FLOATING_TYPES(in.targets.scalar_type(), "icp_step_cuda", [&] {
-      using tgt_t = scalar_t;
-      AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_step_cuda", [&] {
-        auto launch = [&](auto plane) {
-          constexpr bool kPlane = decltype(plane)::value;
-          icp_step_kernel<kPlane, src_t, tgt_t, scalar_t, stat_t><<<static_cast<unsigned>(blocks), kLanes, 0, stream>>>(
-              in.sources.data_ptr<src_t>(), in.lengths.data, in.targets.data_ptr<tgt_t>(),
-              in.normals.data_ptr<tgt_t>(), in.poses.data_ptr<scalar_t>(), in.indices.data_ptr<int64_t>(),
-              in.converged.data_ptr<bool>(), in.n, in.m, in.hypotheses, in.max_d2, tolerance, update,
-              poses_out.data_ptr<scalar_t>(), rmse.data_ptr<stat_t>(), fraction.data_ptr<stat_t>(),
-              converged_out.data_ptr<bool>());
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-        };
-        if (point_to_plane) {
-          launch(std::true_type{});
-        } else {
-          launch(std::false_type{});
-        }
-      });
-    });
-  });
-  return {poses_out, rmse, fraction, converged_out};
+// The targets' grid as the kernels read it (null pointers: no targets, every source unmatched).
+template <typename tgt_t>
+struct GridView {
+  const neighbors::GridCloud* clouds;
+  const int32_t* cell_start;
+  const neighbors::SortedPoint<tgt_t>* points;
+};
+
+// The clouds of one call as the kernels read them.
+template <typename src_t, typename tgt_t>
+struct FitClouds {
+  const src_t* sources;
+  const src_t* source_normals;  // null unless a rule reads them
+  const int64_t* query_lengths;
+  const tgt_t* targets;
+  const tgt_t* target_normals;  // null unless a rule reads them
+  GridView<tgt_t> grid;
+  int64_t n, m, h;
+};
+
+// The correspondence of source i of cloud b under `pose` (fit_match on that cloud's rows).
+template <typename src_t, typename tgt_t>
+__device__ __forceinline__ int32_t match_source(const FitClouds<src_t, tgt_t>& c, const FitRules& rules,
+                                                const Pose& pose, int64_t b, int64_t i) {
+  const int64_t row = b * c.n + i;
+  return fit_match(pose, rules, c.sources + 3 * row, c.source_normals != nullptr ? c.source_normals + 3 * row : nullptr,
+                   c.targets + 3 * b * c.m, c.target_normals != nullptr ? c.target_normals + 3 * b * c.m : nullptr,
+                   c.grid.clouds != nullptr ? c.grid.clouds + b : nullptr, c.grid.cell_start, c.grid.points);
 }
 
-// icp: one block of kFitThreads threads per hypothesis runs every pass of it. A pass takes the
+// Adds the terms of source i of cloud b, matched to `match`, to lane sums acc.
+template <bool kPlane, int kTerms, typename src_t, typename tgt_t>
+__device__ __forceinline__ void add_source(const FitClouds<src_t, tgt_t>& c, const FitRules& rules,
+                                           const Pose& pose, const double origin[3], int64_t b, int64_t i,
+                                           int32_t match, double (&acc)[kTerms]) {
+  add_fit_terms<kPlane>(pose, origin, rules.centered, c.sources + 3 * (b * c.n + i), match, c.targets + 3 * b * c.m,
+                        c.target_normals != nullptr ? c.target_normals + 3 * b * c.m : nullptr, acc);
+}
+
+// A non-finite pose comes back as given, with zero statistics, not converged.
+template <typename pose_t, typename stat_t>
+__device__ __forceinline__ void pass_through(const pose_t* pose_in, int thread, pose_t* pose_out, stat_t* rmse,
+                                             stat_t* fraction, bool* converged) {
+  if (thread < 16) pose_out[thread] = pose_in[thread];
+  if (thread == 0) {
+    *rmse = *fraction = stat_t(0);
+    *converged = false;
+  }
+}
+
+// ---- the fused plan --------------------------------------------------------------------------
+// One block of kFitThreads threads per hypothesis runs every pass of it. A pass takes the
 // sources kFitThreads at a time: each thread finds the correspondence of one (fit_match: the
 // bounded nearest-neighbour search in the targets' grid, built once per call by
 // grid_cuda.cuh), then threads 0 .. kLanes - 1, icp.h's lanes, add the chunk's terms in lane
@@ -185,37 +180,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_step_cuda(
 constexpr int kFitThreads = 2 * kLanes;
 
 template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
-__global__ void __launch_bounds__(kFitThreads) icp_kernel(
-    const src_t* __restrict__ sources, const src_t* __restrict__ source_normals,
-    const int64_t* __restrict__ query_lengths, const tgt_t* __restrict__ targets,
-    const tgt_t* __restrict__ target_normals, const neighbors::GridCloud* __restrict__ clouds,
-    const int32_t* __restrict__ cell_start, const neighbors::SortedPoint<tgt_t>* __restrict__ grid_points,
-    const pose_t* __restrict__ poses, int64_t n, int64_t m, int64_t h, FitRules rules,
-    pose_t* __restrict__ poses_out, stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
-    bool* __restrict__ converged_out) {
-  constexpr int kTerms = kPlane ? kFitPlaneTerms : kPointTerms;
+__global__ void __launch_bounds__(kFitThreads) icp_kernel(FitClouds<src_t, tgt_t> c, const pose_t* __restrict__ poses,
+                                                          FitRules rules, pose_t* __restrict__ poses_out,
+                                                          stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
+                                                          bool* __restrict__ converged_out) {
+  constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
   __shared__ double group_sums[kGroups][kTerms];
   __shared__ double shared_pose[12];
   __shared__ int32_t matches[kFitThreads];
   __shared__ bool shared_stop;
   const int64_t bh = blockIdx.x;
-  const int64_t b = bh / h;
+  const int64_t b = bh / c.h;
   const int thread = threadIdx.x;
   const pose_t* pose_in = poses + 16 * bh;
   if (!pose_finite(pose_in)) {  // the same answer in every thread: the block leaves together
-    if (thread < 16) poses_out[16 * bh + thread] = pose_in[thread];
-    if (thread == 0) {
-      rmse[bh] = fraction[bh] = stat_t(0);
-      converged_out[bh] = false;
-    }
+    pass_through(pose_in, thread, poses_out + 16 * bh, rmse + bh, fraction + bh, converged_out + bh);
     return;
   }
-  const int64_t length = cloud_length(query_lengths, b, n);
-  const src_t* src = sources + 3 * b * n;
-  const src_t* src_n = source_normals != nullptr ? source_normals + 3 * b * n : nullptr;
-  const tgt_t* tgt = targets + 3 * b * m;
-  const tgt_t* tgt_n = target_normals != nullptr ? target_normals + 3 * b * m : nullptr;
-  const neighbors::GridCloud* grid = clouds != nullptr ? clouds + b : nullptr;
+  const int64_t length = cloud_length(c.query_lengths, b, c.n);
   const bool lane = thread < kLanes;
   Pose pose = load_pose(pose_in);
   bool stopped = false;
@@ -231,49 +213,22 @@ __global__ void __launch_bounds__(kFitThreads) icp_kernel(
     for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
     for (int64_t chunk = 0; chunk < length; chunk += kFitThreads) {
       const int64_t i = chunk + thread;
-      if (i < length) {
-        matches[thread] = fit_match(pose, rules, src + 3 * i, src_n != nullptr ? src_n + 3 * i : nullptr, tgt, tgt_n,
-                                    grid, cell_start, grid_points);
-      }
+      if (i < length) matches[thread] = match_source(c, rules, pose, b, i);
       __syncthreads();
       if (lane) {
 #pragma unroll
         for (int k = 0; k < kFitThreads / kLanes; ++k) {
           const int64_t j = chunk + k * kLanes + thread;
-          if (j < length) {
-            add_fit_terms<kPlane>(pose, origin, rules.centered, src + 3 * j, matches[k * kLanes + thread], tgt, tgt_n,
-                                  acc);
-          }
+          if (j < length) add_source<kPlane>(c, rules, pose, origin, b, j, matches[k * kLanes + thread], acc);
         }
       }
       __syncthreads();
     }
-    if (lane) {
-      // Within the warp: lane t adds lane t + s, s = 16 .. 1 (combine_lanes' first stage).
-#pragma unroll
-      for (int j = 0; j < kTerms; ++j) {
-        double v = acc[j];
-#pragma unroll
-        for (int s = kGroup / 2; s >= 1; s /= 2) v = add(v, __shfl_down_sync(cuda::kFullMask, v, s));
-        acc[j] = v;
-      }
-      if (thread % kGroup == 0) {
-#pragma unroll
-        for (int j = 0; j < kTerms; ++j) group_sums[thread / kGroup][j] = acc[j];
-      }
-    }
+    if (lane) warp_totals(acc, group_sums, thread);
     __syncthreads();
     if (thread == 0) {
-      // The warp totals: group g adds group g + s, s = 4, 2, 1 (combine_lanes' second stage).
       double sums[kTerms];
-      for (int j = 0; j < kTerms; ++j) {
-        double g[kGroups];
-        for (int w = 0; w < kGroups; ++w) g[w] = group_sums[w][j];
-        for (int s = kGroups / 2; s >= 1; s /= 2) {
-          for (int w = 0; w < s; ++w) g[w] = add(g[w], g[w + s]);
-        }
-        sums[j] = g[0];
-      }
+      block_totals(group_sums, sums);
       if (update) {
         shared_stop = fit_update<kPlane>(sums, origin, rules, &pose);
         for (int k = 0; k < 9; ++k) shared_pose[k] = pose.r[k];
@@ -292,6 +247,102 @@ __global__ void __launch_bounds__(kFitThreads) icp_kernel(
   if (thread == 0) {
     store_pose(pose, poses_out + 16 * bh);
     converged_out[bh] = stopped;
+  }
+}
+
+// ---- the wide plan ---------------------------------------------------------------------------
+// Between passes each hypothesis keeps its float64 pose (12 values: R row-major, t) and flags.
+constexpr uint8_t kFinite = 1;   // its initial pose is finite (else it is passed through)
+constexpr uint8_t kStopped = 2;  // it has stopped stepping
+constexpr int kMatchThreads = 256;
+// Sources per cloud from which the wide plan pays: a pass of fewer is a chunk or two of the
+// fused block, cheaper than two launches.
+constexpr int64_t kWideSources = 4 * kFitThreads;
+// The most (hypothesis, source) rows of the wide plan's int32 correspondences (512 MB).
+constexpr int64_t kMaxWideRows = int64_t{1} << 27;
+
+__device__ __forceinline__ Pose state_pose(const double* state) {
+  Pose p;
+  for (int k = 0; k < 9; ++k) p.r[k] = state[k];
+  for (int d = 0; d < 3; ++d) p.t[d] = state[9 + d];
+  return p;
+}
+
+__device__ __forceinline__ void store_state(const Pose& p, double* state) {
+  for (int k = 0; k < 9; ++k) state[k] = p.r[k];
+  for (int d = 0; d < 3; ++d) state[9 + d] = p.t[d];
+}
+
+template <typename pose_t>
+__global__ void fit_begin_kernel(const pose_t* __restrict__ poses, int64_t count, double* __restrict__ state,
+                                 uint8_t* __restrict__ flags) {
+  const int64_t bh = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (bh >= count) return;
+  const pose_t* pose = poses + 16 * bh;
+  const bool finite = pose_finite(pose);
+  if (finite) store_state(load_pose(pose), state + 12 * bh);
+  flags[bh] = finite ? kFinite : 0;
+}
+
+// The correspondences of one pass: a thread per (hypothesis, source) row of the hypotheses that
+// take part (finite, and for a step not stopped).
+template <typename src_t, typename tgt_t>
+__global__ void __launch_bounds__(kMatchThreads) fit_match_kernel(FitClouds<src_t, tgt_t> c, FitRules rules,
+                                                                  const double* __restrict__ state,
+                                                                  const uint8_t* __restrict__ flags, bool update,
+                                                                  int64_t rows, int32_t* __restrict__ matches) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t bh = row / c.n, i = row - bh * c.n, b = bh / c.h;
+  const uint8_t f = flags[bh];
+  if (!(f & kFinite) || (update && (f & kStopped)) || i >= cloud_length(c.query_lengths, b, c.n)) return;
+  matches[row] = match_source(c, rules, state_pose(state + 12 * bh), b, i);
+}
+
+// The sums and step of one pass (a block of kLanes threads per hypothesis); the last pass, which
+// measures, writes the outputs.
+template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
+__global__ void __launch_bounds__(kLanes) fit_sum_kernel(FitClouds<src_t, tgt_t> c, FitRules rules,
+                                                         const int32_t* __restrict__ matches, bool update,
+                                                         const pose_t* __restrict__ poses, double* __restrict__ state,
+                                                         uint8_t* __restrict__ flags, pose_t* __restrict__ poses_out,
+                                                         stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
+                                                         bool* __restrict__ converged_out) {
+  constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
+  __shared__ double group_sums[kGroups][kTerms];
+  const int64_t bh = blockIdx.x;
+  const int64_t b = bh / c.h;
+  const int lane = threadIdx.x;
+  const uint8_t f = flags[bh];
+  if (!(f & kFinite)) {
+    if (!update) pass_through(poses + 16 * bh, lane, poses_out + 16 * bh, rmse + bh, fraction + bh, converged_out + bh);
+    return;
+  }
+  if (update && (f & kStopped)) return;
+  Pose pose = state_pose(state + 12 * bh);
+  double origin[3] = {0.0, 0.0, 0.0};
+  if (rules.centered) {
+    for (int d = 0; d < 3; ++d) origin[d] = pose.t[d];
+  }
+  double acc[kTerms];
+#pragma unroll
+  for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
+  const int64_t length = cloud_length(c.query_lengths, b, c.n);
+  const int32_t* match = matches + bh * c.n;
+  for (int64_t i = lane; i < length; i += kLanes) add_source<kPlane>(c, rules, pose, origin, b, i, match[i], acc);
+  warp_totals(acc, group_sums, lane);
+  __syncthreads();
+  if (lane != 0) return;
+  double sums[kTerms];
+  block_totals(group_sums, sums);
+  if (update) {
+    const bool stop = fit_update<kPlane>(sums, origin, rules, &pose);
+    store_state(pose, state + 12 * bh);
+    if (stop) flags[bh] = kFinite | kStopped;
+  } else {
+    fit_statistics(sums, rmse + bh, fraction + bh);
+    store_pose(pose, poses_out + 16 * bh);
+    converged_out[bh] = (f & kStopped) != 0;
   }
 }
 
@@ -328,19 +379,51 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cuda(
             in.targets, neighbors::CloudRows{in.lengths.data, in.batch, in.m, false}, total_targets, 0.0,
             neighbors::CellBudget{1, cell_points}, static_cast<double>(cell_points));
       }
-      const src_t* source_normals_ptr = in.source_normals.defined() ? in.source_normals.data_ptr<src_t>() : nullptr;
-      const tgt_t* target_normals_ptr = in.target_normals.defined() ? in.target_normals.data_ptr<tgt_t>() : nullptr;
+      const FitClouds<src_t, tgt_t> clouds{
+          in.sources.data_ptr<src_t>(),
+          in.source_normals.defined() ? in.source_normals.data_ptr<src_t>() : nullptr,
+          in.query_lengths.data,
+          in.targets.data_ptr<tgt_t>(),
+          in.target_normals.defined() ? in.target_normals.data_ptr<tgt_t>() : nullptr,
+          searched ? GridView<tgt_t>{grid.cloud_ptr(), grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()}
+                   : GridView<tgt_t>{nullptr, nullptr, nullptr},
+          in.n,
+          in.m,
+          in.hypotheses};
       AT_DISPATCH_FLOATING_TYPES(in.poses.scalar_type(), "icp_cuda", [&] {
+        using pose_t = scalar_t;
         auto launch = [&](auto plane) {
           constexpr bool kPlane = decltype(plane)::value;
-          icp_kernel<kPlane, src_t, tgt_t, scalar_t, stat_t><<<static_cast<unsigned>(blocks), kFitThreads, 0, stream>>>(
-              in.sources.data_ptr<src_t>(), source_normals_ptr, in.query_lengths.data, in.targets.data_ptr<tgt_t>(),
-              target_normals_ptr, searched ? grid.cloud_ptr() : nullptr,
-              searched ? grid.cell_start.template data_ptr<int32_t>() : nullptr,
-              searched ? grid.point_ptr() : nullptr, in.poses.data_ptr<scalar_t>(), in.n, in.m, in.hypotheses,
-              in.rules, poses_out.data_ptr<scalar_t>(), rmse.data_ptr<stat_t>(), fraction.data_ptr<stat_t>(),
-              converged.data_ptr<bool>());
+          const auto fused = icp_kernel<kPlane, src_t, tgt_t, pose_t, stat_t>;
+          const int64_t rows = blocks * in.n;
+          const bool wide = in.n >= kWideSources && rows <= kMaxWideRows &&
+                            blocks < int64_t{cuda::sm_count()} * cuda::blocks_per_sm(fused, kFitThreads);
+          if (!wide) {
+            icp_kernel<kPlane, src_t, tgt_t, pose_t, stat_t><<<static_cast<unsigned>(blocks), kFitThreads, 0, stream>>>(
+                clouds, in.poses.data_ptr<pose_t>(), in.rules, poses_out.data_ptr<pose_t>(), rmse.data_ptr<stat_t>(),
+                fraction.data_ptr<stat_t>(), converged.data_ptr<bool>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            return;
+          }
+          at::Tensor state = at::empty({blocks, 12}, in.sources.options().dtype(at::kDouble));
+          at::Tensor flags = at::empty({blocks}, in.sources.options().dtype(at::kByte));
+          at::Tensor matches = at::empty({rows}, in.sources.options().dtype(at::kInt));
+          fit_begin_kernel<<<static_cast<unsigned>(cuda::ceil_div(blocks, kMatchThreads)), kMatchThreads, 0, stream>>>(
+              in.poses.data_ptr<pose_t>(), blocks, state.data_ptr<double>(), flags.data_ptr<uint8_t>());
           C10_CUDA_KERNEL_LAUNCH_CHECK();
+          const unsigned match_blocks = static_cast<unsigned>(cuda::ceil_div(rows, kMatchThreads));
+          for (int64_t pass = 0; pass <= in.rules.iterations; ++pass) {
+            const bool update = pass < in.rules.iterations;
+            fit_match_kernel<<<match_blocks, kMatchThreads, 0, stream>>>(clouds, in.rules, state.data_ptr<double>(),
+                                                                         flags.data_ptr<uint8_t>(), update, rows,
+                                                                         matches.data_ptr<int32_t>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            fit_sum_kernel<kPlane, src_t, tgt_t, pose_t, stat_t><<<static_cast<unsigned>(blocks), kLanes, 0, stream>>>(
+                clouds, in.rules, matches.data_ptr<int32_t>(), update, in.poses.data_ptr<pose_t>(),
+                state.data_ptr<double>(), flags.data_ptr<uint8_t>(), poses_out.data_ptr<pose_t>(),
+                rmse.data_ptr<stat_t>(), fraction.data_ptr<stat_t>(), converged.data_ptr<bool>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          }
         };
         if (in.plane) {
           launch(std::true_type{});
@@ -357,7 +440,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cuda(
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) {
   m.impl("transform_points", &transform_points_cuda);
-  m.impl("icp_step", &icp_step_cuda);
   m.impl("icp", &icp_cuda);
 }
 

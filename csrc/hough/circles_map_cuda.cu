@@ -168,14 +168,13 @@ struct LaneWord {
   bool active;
 };
 
-__device__ __forceinline__ LaneWord lane_word(const BitmapLaunch& a, const BlockPlace& p, int32_t word_warp) {
+__device__ __forceinline__ LaneWord lane_word(const BlockPlace& p, int32_t word_warp) {
   LaneWord w;
   w.f = p.f0 + word_warp * 32 + static_cast<int32_t>(threadIdx.x % kWarpSize);
   w.active = w.f < p.f1;
   if (!w.active) w.f = p.f0;
   w.row = w.f / p.cols;
   w.col = w.f - w.row * p.cols;
-  (void)a;
   return w;
 }
 
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int32_t word_warp = warp % a.word_warps, chunk = warp / a.word_warps;
-  const LaneWord w = lane_word(a, p, word_warp);
+  const LaneWord w = lane_word(p, word_warp);
   const SmemFetch fetch{
       reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col),
       p.stride * 8};
@@ -279,7 +278,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
   load_band(a, p, band);
   __syncthreads();
   const int32_t word_warp = warp % a.word_warps, chunk = warp / a.word_warps;
-  const LaneWord w = lane_word(a, p, word_warp);
+  const LaneWord w = lane_word(p, word_warp);
   const SmemFetch fetch{
       reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col),
       p.stride * 8};

@@ -12,8 +12,8 @@
 //   5. key_offsets by a binary search of b * K + k per key among the runs, the runs copied into
 //      unique_keys / starts / counts, and every kept pair written with its alpha.
 // What bounds it: the radix sort of 4M (key, int32) pairs per 2,000-point model (17 key bits
-// plus the group's: 3 passes), and the key pass's 4M features; both at HBM bandwidth, a few
-// tenths of a millisecond on an H100 (not yet measured).
+// plus the group's: 3 passes), and the key pass's 4M features; both at HBM bandwidth
+// (`python tools/bench.py --ops ppf_model` times it).
 #include "ppf/model.h"
 
 #include <ATen/cuda/CUDAContext.h>

@@ -10,8 +10,8 @@
 // ranges over its lanes (a warp scan of the range lengths and a 5-step search for each row's
 // owner), so a lane that drew a large bucket does not stall the others. round_rows gives each
 // lane kUnroll rows at a time and issues all their loads (pair_ref, pair_alpha) before the first
-// vote, so a warp has kUnroll L2 requests in flight instead of one: the vote loop was bound by
-// the latency of one owner search + one row load + one shared-memory atomic per step.
+// vote, so a warp has kUnroll L2 requests in flight instead of one: a step of one row at a time
+// would wait on the latency of one owner search + one row load + one shared-memory atomic.
 //
 // dense (default; no host sync): one block per (scene, model, reference, model-point slice)
 //   with a 32-bit (slice points x angle_bins) accumulator in shared memory: a slice is as many
@@ -55,18 +55,16 @@ namespace {
 using cuda::kFullMask;
 using cuda::kWarpSize;
 
-// One block of 32 warps per SM (a slice's accumulator takes most of the shared memory): twice the
-// warps of 512 threads hide more of the pair-row loads' latency (an H200 frame 38.4 -> 31.2 ms,
-// the bench vote 3.09 -> 2.24 ms), at 64 registers a thread with a few bytes spilled.
+// One block of 32 warps per SM (a slice's accumulator takes most of the shared memory): the most
+// warps a block can have, to hide the pair-row loads' latency, at 64 registers a thread with a
+// few bytes spilled.
 constexpr int kDenseThreads = 1024;
 constexpr int kSortThreads = 256;
 constexpr int kPrepareThreads = 256;
 constexpr int kUnroll = 4;  // pair rows a lane has in flight per step of round_rows
 // Each slice's block pairs its reference with every scene partner again (features, keys,
-// lookups), so fewer, larger slices beat more blocks per SM. On an H200 (512 threads a block), a
-// 640 x 480 frame with a 990-point model: 38.2 ms in one slice of 119 KB (one block an SM),
-// 40.6 ms in 2 of 59 KB (3 an SM), 43.4 and 47.0 ms in 3 and 4; the bench's 16 models of 1,136
-// points: 51.6 ms in one slice each, 81.8 ms in 2.
+// lookups), so fewer, larger slices beat more blocks per SM: the budget takes the presets'
+// models (up to 1,280 points at 30 bins) in one slice, one block an SM.
 constexpr int64_t kDenseSmemBudget = 160 * 1024;
 
 // Device pointers and sizes of one call.

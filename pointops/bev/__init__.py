@@ -1,5 +1,5 @@
 """BEV family (csrc/bev): bird's-eye-view images, hard and dynamic voxelization, pillar scatter."""
-from .ops import (  # noqa: F401
+from .ops import (
     CHANNELS,
     DynamicVoxels,
     Voxels,

@@ -24,7 +24,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from .._checks import check_floating, check_output_fits, check_same_device, check_tensor, per_axis
+from .._checks import check_floating, check_output_fits, check_same_device, check_tensor, distance_dtype, per_axis
 from ..presets import bev_preset
 
 CHANNELS = (
@@ -360,8 +360,8 @@ def _bev_point_cells(points: Tensor, lengths: Optional[Tensor], point_range: Lis
                      forward_up: bool) -> Tuple[Tensor, int]:
     """Each point's flat cell in the output image (B, N) int64, or the spare index H * W for points
     that do not count; the cell rule of csrc/bev/rasterize.h in the compute type."""
-    compute = points.double() if points.dtype == torch.float64 else points.float()
-    batch, n = points.shape[0], points.shape[1]
+    compute = points.to(distance_dtype(points))
+    n = points.shape[1]
     height, width = bev_grid_size(point_range, cell_size)
     x, y, z = compute[..., 0], compute[..., 1], compute[..., 2]
     lo = [torch.tensor(v, dtype=compute.dtype) for v in point_range]
@@ -406,7 +406,7 @@ def _bev_backward(ctx, grad):
     counted = cell < cells
     flat_grad = torch.cat([grad.reshape(batch, grad.shape[1], cells),
                            grad.new_zeros(batch, grad.shape[1], 1)], 2)  # the spare cell reads 0
-    compute = points.double() if points.dtype == torch.float64 else points.float()
+    compute = points.to(distance_dtype(points))
     z = compute[..., 2].float()
     feature = compute[..., feature_column]
     feature_ok = ~torch.isnan(feature) & (feature.abs() <= FEATURE_LIMIT)  # NaN and clamped features pass nothing

@@ -1,7 +1,7 @@
 """Geometry ops: neighbourhoods (kNN, ball query, interpolation), downsampling, normals, registration."""
-from .downsample import VoxelDownsample, voxel_downsample  # noqa: F401
-from .icp import ICPResult, icp, transform_points  # noqa: F401
-from .neighbors import (  # noqa: F401
+from .downsample import VoxelDownsample, voxel_downsample
+from .icp import ICPResult, icp, transform_points
+from .neighbors import (
     KNN,
     BallQuery,
     ball_query,
@@ -13,4 +13,4 @@ from .neighbors import (  # noqa: F401
     knn_packed,
     three_nn,
 )
-from .normals import Normals, estimate_normals  # noqa: F401
+from .normals import Normals, estimate_normals

@@ -4,11 +4,12 @@
 iteration of every hypothesis runs inside it (on CUDA a block per hypothesis), each moved
 source finds its nearest target in a grid of the targets built once per call (the ``knn`` op's
 search, bounded by the correspondence distance), and the step's float64 sums run in a fixed
-order, so CPU and CUDA return the same bits and repeated calls agree. With its default options
-it returns what a loop of ``transform_points``, ``knn`` (k = 1) and ``icp_step`` returns, bit for
-bit; the options add what registering a model to a partial view needs (PPF's refinement): a
-normal-agreement test, a test on facing the sensor, a linearisation about the inliers' centroid
-and bounds on a step. No host sync: a hypothesis that meets ``tolerance`` simply stops changing.
+order, so CPU and CUDA return the same bits and repeated calls agree. A few hypotheses of many
+sources spread each pass's searches over the whole GPU (csrc/geometry/icp_cuda.cu); the bits do
+not depend on it. The options add what registering a model to a partial view needs (PPF's
+refinement): a normal-agreement test, a test on facing the sensor, a linearisation about the
+inliers' centroid and bounds on a step. No host sync: a hypothesis that meets ``tolerance``
+simply stops changing.
 """
 import math
 from typing import List, NamedTuple, Optional
@@ -17,7 +18,8 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor)
+                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor,
+                       distance_dtype, in_common_dtype)
 
 
 class ICPResult(NamedTuple):
@@ -41,14 +43,6 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     if poses.dtype == torch.float16 or poses.dtype == torch.bfloat16:
         poses = poses.to(torch.float32)  # the poses compose in float64 anyway
     return torch.ops.pointops.transform_points(points, lengths, poses)
-
-
-def _in_wider_type(normals: Tensor, points: Tensor):
-    """Normals and their points in one dtype (mixed precision: both in the wider type)."""
-    if normals.dtype != points.dtype and normals.is_floating_point() and points.is_floating_point():
-        common = torch.promote_types(normals.dtype, points.dtype)
-        return normals.to(common), points.to(common)
-    return normals, points
 
 
 def icp(
@@ -128,10 +122,10 @@ def icp(
     targets = targets.detach()
     normals: Optional[Tensor] = None
     if target_normals is not None:
-        normals, targets = _in_wider_type(target_normals.detach(), targets)
+        normals, targets = in_common_dtype(target_normals.detach(), targets)
     turned: Optional[Tensor] = None
     if source_normals is not None:
-        turned, sources = _in_wider_type(source_normals.detach(), sources)
+        turned, sources = in_common_dtype(source_normals.detach(), sources)
     if init_poses is None:
         poses = torch.eye(4, dtype=torch.float32, device=sources.device).expand(sources.shape[0], 1, 4, 4).contiguous()
     else:
@@ -139,48 +133,10 @@ def icp(
     pose_dtype = poses.dtype
     if pose_dtype in (torch.float16, torch.bfloat16):  # the op refines float32 or float64 poses
         poses = poses.to(torch.float32)
-    plain = (max_normal_angle is None and viewpoint is None and not centered and max_step_angle is None
-             and max_step_translation is None)
-    if plain and _few_wide_hypotheses(sources.shape[0] * poses.shape[1], sources.shape[1]):
-        return _icp_steps(sources, query_lengths, targets, normals, lengths, poses, iterations,
-                          max_correspondence_distance, tolerance, plane, pose_dtype)
     poses, rmse, fraction, converged = torch.ops.pointops.icp(
         sources, turned, query_lengths, targets, normals, lengths, poses, iterations, max_correspondence_distance,
         tolerance, plane, max_normal_angle, viewpoint, centered, max_step_angle, max_step_translation,
     )
-    return ICPResult(poses.to(pose_dtype), rmse, fraction, converged)
-
-
-def _few_wide_hypotheses(hypotheses: int, sources: int) -> bool:
-    """The icp op runs a hypothesis in one block of threads: on a GPU, a few hypotheses of many
-    sources leave most of its multiprocessors idle (16 hypotheses of 10,000 sources: 35.6 ms
-    against 14 ms for the step-by-step loop, H100). There, and on the CPU alike (the same bits
-    either way), :func:`icp` runs one ``icp_step`` per iteration on a whole-device kNN search."""
-    return hypotheses < 64 and sources >= 2048
-
-
-def _icp_steps(sources: Tensor, query_lengths: Optional[Tensor], targets: Tensor, normals: Optional[Tensor],
-               lengths: Optional[Tensor], poses: Tensor, iterations: int, max_correspondence_distance: float,
-               tolerance: float, plane: bool, pose_dtype: torch.dtype) -> ICPResult:
-    """:func:`icp` without the correspondence tests, step by step: transform, the nearest target
-    of every source (``knn``), one ``icp_step``; the last pass only measures the final poses.
-    Equal to the icp op bit for bit (tests/test_geometry_icp.py)."""
-    batch, hypotheses, n = sources.shape[0], poses.shape[1], sources.shape[1]
-    poses = poses.to(torch.float64)
-    converged = torch.zeros((batch, hypotheses), dtype=torch.bool, device=sources.device)
-    rmse = torch.zeros((batch, hypotheses), dtype=torch.float64 if sources.dtype == torch.float64 else torch.float32,
-                       device=sources.device)
-    fraction = rmse
-    for step in range(iterations + 1):
-        moved = torch.ops.pointops.transform_points(sources, query_lengths, poses)
-        queries = moved.view(batch, hypotheses * n, 3)
-        if queries.dtype != targets.dtype:
-            queries = queries.to(targets.dtype)
-        nearest = torch.ops.pointops.knn(queries, None, targets, lengths, 1)[0]
-        poses, rmse, fraction, converged = torch.ops.pointops.icp_step(
-            sources, query_lengths, targets, normals, poses, nearest.view(batch, hypotheses, n), converged,
-            max_correspondence_distance, tolerance, plane, step < iterations,
-        )
     return ICPResult(poses.to(pose_dtype), rmse, fraction, converged)
 
 
@@ -197,15 +153,14 @@ def _check_poses(poses: Tensor, points: Tensor, points_name: str) -> None:
 def _transform_points_fake(points, lengths, poses):
     check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
     _check_poses(poses, points, "points")
-    dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(points)
     shape = (points.shape[0], poses.shape[1], points.shape[1], 3)
-    check_output_fits(points.device, f"poses of {poses.shape[1]} hypotheses per cloud", shape,
-                      8 if dtype == torch.float64 else 4)
+    check_output_fits(points.device, f"poses of {poses.shape[1]} hypotheses per cloud", shape, dtype.itemsize)
     return points.new_empty(shape, dtype=dtype)
 
 
 def _check_icp_clouds(sources: Tensor, query_lengths: Optional[Tensor], targets: Tensor) -> None:
-    """The clouds both ICP ops take: sources (B, N, 3) with their lengths, targets (B, M, 3)."""
+    """The clouds icp takes: sources (B, N, 3) with their lengths, targets (B, M, 3)."""
     check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
     check_dim(targets, "targets", 3, "(B, M, 3)")
     check_floating(targets, "targets")
@@ -213,38 +168,6 @@ def _check_icp_clouds(sources: Tensor, query_lengths: Optional[Tensor], targets:
                  lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
                          f"{tuple(targets.shape)}")
     check_same_device(targets, "targets", sources, "sources")
-
-
-@torch.library.register_fake("pointops::icp_step")
-def _icp_step_fake(sources, query_lengths, targets, target_normals, poses, indices, converged,
-                   max_correspondence_distance, tolerance=0.0, point_to_plane=False, update=True):
-    _check_icp_clouds(sources, query_lengths, targets)
-    torch._check(not point_to_plane or target_normals is not None,
-                 lambda: "target_normals are required for point-to-plane ICP")
-    if target_normals is not None:
-        check_same_device(target_normals, "target_normals", sources, "sources")
-        if point_to_plane:
-            check_dtype(target_normals, "target_normals (the dtype of targets)", targets.dtype)
-            check_shape(target_normals, "target_normals", targets.shape)
-    _check_poses(poses, sources, "sources")
-    h = poses.shape[1]
-    check_dtype(indices, "indices", torch.int64)
-    check_shape(indices, "indices", (sources.shape[0], h, sources.shape[1]))
-    check_same_device(indices, "indices", sources, "sources")
-    check_dtype(converged, "converged", torch.bool)
-    check_shape(converged, "converged", (sources.shape[0], h))
-    check_same_device(converged, "converged", sources, "sources")
-    torch._check(max_correspondence_distance >= 0,
-                 lambda: f"max_correspondence_distance must be >= 0, got {max_correspondence_distance}")
-    torch._check(tolerance >= 0, lambda: f"tolerance must be >= 0, got {tolerance}")
-    dtype = torch.float64 if sources.dtype == torch.float64 else torch.float32
-    shape = (poses.shape[0], poses.shape[1])
-    return (
-        torch.empty_like(poses, memory_format=torch.contiguous_format),
-        sources.new_empty(shape, dtype=dtype),
-        sources.new_empty(shape, dtype=dtype),
-        converged.new_empty(shape),
-    )
 
 
 @torch.library.register_fake("pointops::icp")
@@ -279,7 +202,7 @@ def _icp_fake(sources, source_normals, query_lengths, targets, target_normals, l
         check_dtype(source_normals, "source_normals (the dtype of sources)", sources.dtype)
         check_shape(source_normals, "source_normals", sources.shape)
         check_same_device(source_normals, "source_normals", sources, "sources")
-    dtype = torch.float64 if sources.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(sources)
     shape = (poses.shape[0], poses.shape[1])
     return (
         torch.empty_like(poses, memory_format=torch.contiguous_format),

@@ -10,25 +10,14 @@ and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +in
 distances carry a gradient to both clouds (registered below); indices and counts none.
 """
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_same_device, check_shape, check_tensor)
-
-
-
-def _common_dtype(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
-    """Two float tensors of different dtypes (autocast's half activations meeting float32 points)
-    as torch's binary ops take them: both in the promoted (wider) type. Converting up is exact,
-    so the result is the op's on the rounded values in that type. Other dtypes reach the op's
-    checks as they are."""
-    if a.dtype != b.dtype and a.is_floating_point() and b.is_floating_point():
-        common = torch.promote_types(a.dtype, b.dtype)
-        a, b = a.to(common), b.to(common)
-    return a, b
+                       check_output_fits, check_same_device, check_shape, check_tensor, distance_dtype,
+                       in_common_dtype)
 
 
 class KNN(NamedTuple):
@@ -67,7 +56,7 @@ def knn(
     """
     check_tensor(queries, "queries", "(B, M, 3)")
     check_tensor(points, "points", "(B, N, 3)")
-    queries, points = _common_dtype(queries, points)
+    queries, points = in_common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn(queries, query_lengths, points, lengths, k, max_distance)
     return KNN(indices, distances)
 
@@ -79,7 +68,7 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     the rows of ``points`` and squared distances; query rows outside every cloud get -1 / +inf."""
     check_tensor(queries, "queries", "(Mq, 3)")
     check_tensor(points, "points", "(P, 3)")
-    queries, points = _common_dtype(queries, points)
+    queries, points = in_common_dtype(queries, points)
     indices, distances = torch.ops.pointops.knn_packed(queries, query_offsets, points, offsets, k)
     return KNN(indices, distances)
 
@@ -128,7 +117,7 @@ def ball_query(
     check_tensor(points, "points", "(B, N, 3)")
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
-    queries, points = _common_dtype(queries, points)
+    queries, points = in_common_dtype(queries, points)
     indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first",
                                                     min_radius)
     return BallQuery(indices, counts)
@@ -152,7 +141,7 @@ def ball_query_packed(
     (Mq,) int64; query rows outside every cloud get rows of -1 and count 0."""
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
-    queries, points = _common_dtype(queries, points)
+    queries, points = in_common_dtype(queries, points)
     indices, counts = torch.ops.pointops.ball_query_packed(queries, query_offsets, points, offsets, radius, k,
                                                            pad == "first", min_radius)
     return BallQuery(indices, counts)
@@ -204,7 +193,7 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
     check_tensor(features, "features", "(B, N, C)")
-    features, weights = _common_dtype(features, weights)
+    features, weights = in_common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
 
@@ -347,10 +336,6 @@ torch.library.register_autograd("pointops::knn_packed", _knn_packed_backward, se
 # ---- fake kernels (shapes and dtypes only) ----------------------------------------------------
 
 
-def _distance_dtype(points: Tensor) -> torch.dtype:
-    return torch.float64 if points.dtype == torch.float64 else torch.float32
-
-
 def _check_coords(t: Tensor, name: str, dims: int, layout: str) -> None:
     check_dim(t, name, dims, layout)
     check_floating(t, name)
@@ -374,7 +359,7 @@ def _check_offsets(offsets: Tensor, name: str, points: Tensor) -> None:
 
 
 def _check_neighbour_output(points: Tensor, shape, k: int, index_only: bool = False) -> None:
-    element = 8 if index_only else 8 + torch.empty((), dtype=_distance_dtype(points)).element_size()
+    element = 8 if index_only else 8 + torch.empty((), dtype=distance_dtype(points)).element_size()
     check_output_fits(points.device, f"k = {k}", shape, element)
 
 
@@ -388,7 +373,7 @@ def _knn_fake(queries, query_lengths, points, lengths, k, max_distance=None):
                  lambda: f"max_distance must be >= 0 (or None), got {max_distance}")
     shape = (queries.shape[0], queries.shape[1], k)
     _check_neighbour_output(points, shape, k)
-    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
+    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=distance_dtype(points))
 
 
 @torch.library.register_fake("pointops::knn_packed")
@@ -401,7 +386,7 @@ def _knn_packed_fake(queries, query_offsets, points, offsets, k):
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     shape = (queries.shape[0], k)
     _check_neighbour_output(points, shape, k)
-    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=_distance_dtype(points))
+    return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=distance_dtype(points))
 
 
 def _check_ball_args(radius: float, k: int, min_radius: float) -> None:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_padded_clouds, check_same_device,
-                       check_shape, check_tensor)
+                       check_shape, check_tensor, distance_dtype)
 from ..clouds import bounding_box
 
 
@@ -96,7 +96,7 @@ def _estimate_normals_fake(points, lengths, neighbors, viewpoints, orientation=1
         check_shape(viewpoints, "viewpoints", (points.shape[0], 3))
         check_same_device(viewpoints, "viewpoints", points)
     torch._check(0 <= orientation <= 2, lambda: f"orientation must be 0, 1 or 2, got {orientation}")
-    dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    dtype = distance_dtype(points)
     batch, n = points.shape[0], points.shape[1]
     return points.new_empty((batch, n, 3), dtype=dtype), points.new_empty((batch, n), dtype=dtype)
 

@@ -1,9 +1,9 @@
 """Hough family (csrc/hough): plane accumulators of clouds (:mod:`.planes`), circle and line
 accumulators of edge images (:mod:`.images`), the shared peak search, and the detectors built on
 them (:mod:`.detect_planes`, :mod:`.detect_images`)."""
-from .detect_images import CircleDetections, LineDetections, circle_peaks, detect_circles, detect_lines, line_peaks  # noqa: F401
-from .detect_planes import PlaneDetections, detect_planes  # noqa: F401
-from .images import (  # noqa: F401
+from .detect_images import CircleDetections, LineDetections, circle_peaks, detect_circles, detect_lines, line_peaks
+from .detect_planes import PlaneDetections, detect_planes
+from .images import (
     circle_perimeter_size,
     edge_points,
     hough_circles,
@@ -15,7 +15,7 @@ from .images import (  # noqa: F401
     line_distances,
     rho_offset,
 )
-from .planes import (  # noqa: F401
+from .planes import (
     Peaks,
     PlaneFit,
     ball_cells,

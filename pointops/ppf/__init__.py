@@ -1,7 +1,7 @@
 """PPF family (csrc/ppf): point pair features, the model description, voting, pose clustering
 (:mod:`.ops`), and the matcher built on them and on the geometry ops (:mod:`.matcher`)."""
-from .matcher import PPFMatcher, PPFMatches  # noqa: F401
-from .ops import (  # noqa: F401
+from .matcher import PPFMatcher, PPFMatches
+from .ops import (
     PoseClusters,
     PPFModel,
     PPFVotes,

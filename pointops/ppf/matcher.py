@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_optional_tensor, check_tensor
+from ..clouds import bounding_box
 from ..geometry import estimate_normals, icp, knn, voxel_downsample
 from ..presets import ppf_preset
 from .ops import (
@@ -282,11 +283,8 @@ class PPFMatcher:
         if normals is None:
             normals = estimate_normals(points, int(cfg["normal_neighbors"]), lengths, orientation="outward").normals
         self.diameter = bounding_diameter(points, lengths)
-        valid = torch.arange(points.shape[1], device=points.device)[None, :] < lengths[:, None]
-        big = torch.tensor(float("inf"), device=points.device)
-        low = torch.where(valid[..., None], points, big).amin(1)
-        high = torch.where(valid[..., None], points, -big).amax(1)
-        self.center = torch.where(valid.any(1)[:, None], (low + high) / 2, torch.zeros_like(low))  # (M, 3)
+        box = bounding_box(points, lengths)
+        self.center = (box.low + box.high) / 2  # (M, 3); 0 for an empty model (its box is 0)
         centred = points - self.center[:, None, :]
         # each model at its own step (tau_d diameters), then padded into one batch
         parts = [downsample(centred[b:b + 1], normals[b:b + 1], lengths[b:b + 1],
@@ -346,7 +344,7 @@ class PPFMatcher:
         cfg = self.config
         with _stage("ppf.vote"):
             votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                             spread=bool(cfg["spread"]), backend=str(cfg["backend"]))
+                             spread=bool(cfg["spread"]))
         with _stage("ppf.cluster"):
             return self._clusters(votes, k, turned)
 

@@ -28,7 +28,7 @@ from ..clouds import bounding_box
 # ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
 
 def _check_oriented_clouds(points: Tensor, normals: Tensor, lengths: Optional[Tensor], p: str = "points",
-                           n: str = "normals", l: str = "lengths") -> None:
+                           n: str = "normals", lengths_name: str = "lengths") -> None:
     check_dim(points, p, 3, "(B, N, 3)")
     check_floating(points, p)
     torch._check(points.shape[2] == 3, lambda: f"{p} must have shape (B, N, 3), got shape {tuple(points.shape)}")
@@ -36,7 +36,7 @@ def _check_oriented_clouds(points: Tensor, normals: Tensor, lengths: Optional[Te
     check_same_device(normals, n, points, p)
     torch._check(normals.shape == points.shape,
                  lambda: f"{n} must have the shape of {p} {tuple(points.shape)}, got {tuple(normals.shape)}")
-    check_optional_batch_vector(lengths, l, points.shape[0], points, p)
+    check_optional_batch_vector(lengths, lengths_name, points.shape[0], points, p)
 
 
 def _check_cloud_values(t: Tensor, name: str, batch: int, ref: Tensor, ref_name: str = "points") -> None:

@@ -109,22 +109,3 @@ def check_scene(scene_points: Tensor, scene_normals: Optional[Tensor], scene_len
     if scene_points.device != device:
         raise ValueError(f"scene_points must be on the matcher's device ({device}; PPFMatcher.to moves it), "
                          f"got {scene_points.device}")
-
-
-def has_valid_point(scene_points: Tensor, scene_normals: Optional[Tensor], scene_lengths: Optional[Tensor]) -> bool:
-    """Whether any scene of the batch has a finite point (and normal, where given) within its
-    length (one read back)."""
-    points = scene_points[None] if scene_points.dim() == 2 else scene_points
-    valid = torch.isfinite(points).all(-1)
-    if scene_normals is not None:
-        valid = valid & torch.isfinite(scene_normals.reshape(points.shape)).all(-1)
-    if scene_lengths is not None:
-        valid = valid & (torch.arange(points.shape[1], device=points.device)[None, :] < scene_lengths[:, None])
-    return bool(valid.any())
-
-
-def no_instances(scenes: int, models: int, max_instances: int, device: torch.device) -> Tuple[Tensor, Tensor, Tensor]:
-    """The matches of scenes with nothing in them: NaN poses, zero scores and votes."""
-    shape = (scenes, models, max_instances)
-    return (torch.full(shape + (4, 4), float("nan"), device=device), torch.zeros(shape, device=device),
-            torch.zeros(shape, dtype=torch.int64, device=device))

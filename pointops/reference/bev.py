@@ -6,6 +6,8 @@ import math
 import numpy as np
 import torch
 
+from .._checks import distance_dtype
+
 FEATURE_LIMIT = 2.0**30
 
 
@@ -31,8 +33,8 @@ def bev_grid(point_range, cell_size):
 def bev_cells(points: torch.Tensor, point_range, cell_size, length=None):
     """Per-cell lists of (point index, z, raw feature row) of one cloud (N, C), keyed by (iy, ix);
     cell indices computed in the compute type exactly like the kernels (float32 unless float64)."""
-    ctype = np.float64 if points.dtype == torch.float64 else np.float32
-    pts = points.double().numpy() if points.dtype == torch.float64 else points.float().numpy()
+    pts = points.to(distance_dtype(points)).numpy()
+    ctype = pts.dtype.type
     n = pts.shape[0] if length is None else min(max(int(length), 0), pts.shape[0])
     lo = [ctype(v) for v in point_range[:3]]
     hi = [ctype(v) for v in point_range[3:]]
@@ -54,7 +56,7 @@ def bev_cells(points: torch.Tensor, point_range, cell_size, length=None):
 def bev_rasterize(points: torch.Tensor, point_range, cell_size, channels, lengths=None, feature_column=3,
                   density_base=64.0, height_slices=0, forward_up=False):
     """(B, N, C) -> (B, n_out, H, W) float32 (means in float64, rounded once), one Python loop."""
-    ctype = np.float64 if points.dtype == torch.float64 else np.float32
+    ctype = torch.empty(0, dtype=distance_dtype(points)).numpy().dtype.type
     nx, ny = bev_grid(point_range, cell_size)
     z_lo = ctype(point_range[2])
     slice_height = ctype((point_range[5] - point_range[2]) / max(height_slices, 1))
@@ -161,8 +163,8 @@ def voxelize(points: torch.Tensor, voxel_size, point_range, max_points: int, max
     num_voxels, point_voxel) as in csrc/bev/voxelize.h.
     """
     batch, n, channels = points.shape
-    dtype = np.float64 if points.dtype == torch.float64 else np.float32
-    compute = points.to(torch.float64 if dtype == np.float64 else torch.float32).numpy()
+    compute = points.to(distance_dtype(points)).numpy()
+    dtype = compute.dtype.type
     lo = np.array(point_range[:3], dtype=dtype)
     size = np.array(voxel_size, dtype=dtype)
     dims = voxel_grid_dims(voxel_size, point_range)

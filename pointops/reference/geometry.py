@@ -7,8 +7,8 @@ dz*dz``, so it rounds exactly like the kernels.
 
 Downsampling, normals and registration: ``voxel_downsample`` and ``transform_points`` reproduce
 the kernels to the bit (same cells, same order of float64 sums, same roundings).
-``estimate_normals`` is float64 NumPy PCA (``eigh``) and ``icp_step`` / ``icp`` are float64 NumPy
-registrations (SVD for point to point, least squares for point to plane): the kernels agree with
+``estimate_normals`` is float64 NumPy PCA (``eigh``) and ``icp`` is a float64 NumPy
+registration (SVD for point to point, least squares for point to plane): the kernels agree with
 them within float64 round-off of different summation orders, and the tests say how close.
 """
 from typing import List, Optional, Tuple
@@ -17,14 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
-def _compute_dtype(t: Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
+from .._checks import distance_dtype
 
 
 def squared_distances(queries: Tensor, points: Tensor) -> Tensor:
     """(B, M, N) squared distances of (B, M, 3) queries to (B, N, 3) points in the compute type."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     q = queries.to(dtype)
     p = points.to(dtype)
     dx = q[:, :, None, 0] - p[:, None, :, 0]
@@ -37,7 +35,7 @@ def _valid_rows(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
     """(B, N) rows that take part: inside lengths (clamped to [0, N]) and finite."""
     n = x.shape[1]
     rows = torch.arange(n, device=x.device)
-    valid = torch.isfinite(x.to(_compute_dtype(x))).all(-1)
+    valid = torch.isfinite(x.to(distance_dtype(x))).all(-1)
     if lengths is not None:
         valid = valid & (rows[None, :] < lengths.clamp(0, n)[:, None])
     return valid
@@ -79,7 +77,7 @@ def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: 
     qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
     poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()
     indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
-    distances = torch.full((queries.shape[0], k), float("inf"), dtype=_compute_dtype(points), device=queries.device)
+    distances = torch.full((queries.shape[0], k), float("inf"), dtype=distance_dtype(points), device=queries.device)
     for b in range(len(poff) - 1):
         q = queries[qoff[b]:qoff[b + 1]][None]
         p = points[poff[b]:poff[b + 1]][None]
@@ -103,7 +101,7 @@ def ball_query(
     distance d2 < radius^2 and (d2 >= min_radius^2 or d2 == 0) (radii rounded to the compute
     type, squared there), then the first hit repeated (pad="first") or -1 (pad="minus_one"); rows
     without a hit are all -1."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     n = points.shape[1]
     r = torch.tensor(radius, dtype=dtype)
     r_min = torch.tensor(min_radius, dtype=dtype)
@@ -145,7 +143,7 @@ def three_nn(queries: Tensor, points: Tensor, query_lengths=None, lengths=None) 
 def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
     """(B, M, C): sum over j of weights[..., j] * features[indices[..., j]] in order of j, one torch
     op per rounding step, indices outside [0, N) adding +0."""
-    dtype = _compute_dtype(features)
+    dtype = distance_dtype(features)
     f, w = features.to(dtype), weights.to(dtype)
     b, n, c = f.shape
     valid = (indices >= 0) & (indices < n)
@@ -246,7 +244,7 @@ def voxel_downsample(
     points = points.cpu()
     features = None if features is None else features.cpu()
     batch, n, _ = points.shape
-    acc = torch.float64 if points.dtype == torch.float64 else torch.float32
+    acc = distance_dtype(points)
     pts = points.to(acc)
     origin = torch.tensor(point_range[:3] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
     upper = torch.tensor(point_range[3:] if point_range is not None else [0.0, 0.0, 0.0], dtype=torch.float64).to(acc)
@@ -343,7 +341,7 @@ def estimate_normals(
 def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
     """R p + t per pose, bit for bit as the op: float64 products and sums rounded one at a time,
     ((r0 x + r1 y) + r2 z) + t, then one rounding to float32 (float64 for float64 points)."""
-    out_dtype = torch.float64 if points.dtype == torch.float64 else torch.float32
+    out_dtype = distance_dtype(points)
     p = points.double().unsqueeze(1)  # (B, 1, N, 3)
     pose = poses.double()
     rows = []
@@ -388,72 +386,17 @@ def nearest_neighbors(queries: Tensor, points: Tensor, k: int, query_lengths: Op
     return out
 
 
-def _pose_increment(pairs_m: np.ndarray, pairs_q: np.ndarray, normals: Optional[np.ndarray]) -> np.ndarray:
-    """The 4x4 increment of one ICP step from inlier pairs (float64)."""
+def _point_increment(pairs_m: np.ndarray, pairs_q: np.ndarray) -> np.ndarray:
+    """The 4x4 point-to-point increment from 3 or more inlier pairs (float64, SVD)."""
     step = np.eye(4)
-    if normals is None:
-        if len(pairs_m) < 3:
-            return step
-        mm, qm = pairs_m.mean(0), pairs_q.mean(0)
-        h = (pairs_m - mm).T @ (pairs_q - qm)
-        u, _, vt = np.linalg.svd(h)
-        d = np.sign(np.linalg.det(vt.T @ u.T))
-        r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
-        step[:3, :3] = r
-        step[:3, 3] = qm - r @ mm
-        return step
-    if len(pairs_m) < 6:
-        return step
-    normals = np.where(np.isfinite(normals), normals, 0.0)
-    jac = np.concatenate([np.cross(pairs_m, normals), normals], 1)
-    res = ((pairs_m - pairs_q) * normals).sum(1)
-    x = np.linalg.lstsq(jac, -res, rcond=1e-10)[0]
-    q = np.concatenate([[1.0], 0.5 * x[:3]])
-    q /= np.linalg.norm(q)
-    w, a, b, c = q
-    step[:3, :3] = [[1 - 2 * (b * b + c * c), 2 * (a * b - w * c), 2 * (a * c + w * b)],
-                    [2 * (a * b + w * c), 1 - 2 * (a * a + c * c), 2 * (b * c - w * a)],
-                    [2 * (a * c - w * b), 2 * (b * c + w * a), 1 - 2 * (a * a + b * b)]]
-    step[:3, 3] = x[3:]
+    mm, qm = pairs_m.mean(0), pairs_q.mean(0)
+    h = (pairs_m - mm).T @ (pairs_q - qm)
+    u, _, vt = np.linalg.svd(h)
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    step[:3, :3] = r
+    step[:3, 3] = qm - r @ mm
     return step
-
-
-def icp_step(sources: Tensor, targets: Tensor, poses: Tensor, indices: Tensor, max_correspondence_distance: float,
-             target_normals: Optional[Tensor] = None, query_lengths: Optional[Tensor] = None):
-    """One ICP step in float64 NumPy for every hypothesis: (next poses (B, H, 4, 4) float64, rmse, fraction)
-    with the op's inlier rule, statistics and increments (SVD / least squares instead of
-    Horn's eigenvector and the op's elimination)."""
-    src = sources.detach().cpu().double().numpy()
-    tgt = targets.detach().cpu().double().numpy()
-    nrm = None if target_normals is None else target_normals.detach().cpu().double().numpy()
-    pose = poses.detach().cpu().double().numpy()
-    idx = indices.cpu().numpy()
-    batch, hyps = pose.shape[:2]
-    n, m = src.shape[1], tgt.shape[1]
-    nxt = pose.copy()
-    nxt[..., 3, :] = [0.0, 0.0, 0.0, 1.0]
-    rmse = np.zeros((batch, hyps))
-    fraction = np.zeros((batch, hyps))
-    max_d2 = max_correspondence_distance * max_correspondence_distance
-    for b in range(batch):
-        length = _length(query_lengths, b, n)
-        s = src[b, :length]
-        finite = np.isfinite(s).all(1)
-        for h in range(hyps):
-            moved = s @ pose[b, h, :3, :3].T + pose[b, h, :3, 3]
-            j = idx[b, h, :length]
-            ok = finite & (j >= 0) & (j < m)
-            q = tgt[b, np.clip(j, 0, max(m - 1, 0))] if m else np.zeros_like(moved)
-            ok &= np.isfinite(q).all(1)
-            d2 = ((moved - q) ** 2).sum(1)
-            ok &= d2 <= max_d2
-            inliers = int(ok.sum())
-            rmse[b, h] = np.sqrt(d2[ok].sum() / inliers) if inliers else 0.0
-            fraction[b, h] = inliers / finite.sum() if finite.sum() else 0.0
-            normals = None if nrm is None else nrm[b, np.clip(j, 0, max(m - 1, 0))][ok]
-            step = _pose_increment(moved[ok], q[ok], normals)
-            nxt[b, h] = step @ np.vstack([pose[b, h, :3], [0.0, 0.0, 0.0, 1.0]])
-    return nxt, rmse, fraction
 
 
 def _quaternion_step(w: np.ndarray) -> np.ndarray:
@@ -539,7 +482,7 @@ def icp(sources: Tensor, targets: Tensor, init_poses: Tensor, max_correspondence
                     if inliers < 3:
                         stopped[b, h] = True
                         continue
-                    increment = _pose_increment(m, q, None)
+                    increment = _point_increment(m, q)
                     shift = np.linalg.norm(q.mean(0) - m.mean(0)) if centered else np.linalg.norm(increment[:3, 3])
                     angle = _chord(increment[:3, :3])
                 else:

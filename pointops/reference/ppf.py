@@ -210,12 +210,12 @@ def ppf_features_float64(points: Tensor, normals: Tensor, pairs: Tensor) -> Tupl
     arithmetic approximates (no validity handling)."""
     p, n = points.double(), normals.double()
     n = n / n.norm(dim=-1, keepdim=True)
-    take = lambda t, idx: torch.gather(t, 1, idx[..., None].expand(-1, -1, 3))  # noqa: E731
+    take = lambda t, idx: torch.gather(t, 1, idx[..., None].expand(-1, -1, 3))  # noqa: E731  (a one-line helper of this oracle)
     p1, n1, p2, n2 = take(p, pairs[..., 0]), take(n, pairs[..., 0]), take(p, pairs[..., 1]), take(n, pairs[..., 1])
     d = p2 - p1
     dist = d.norm(dim=-1)
     u = d / dist[..., None]
-    angle = lambda a, b: (a * b).sum(-1).clamp(-1, 1).acos()  # noqa: E731
+    angle = lambda a, b: (a * b).sum(-1).clamp(-1, 1).acos()  # noqa: E731  (a one-line helper of this oracle)
     features = torch.stack([dist, angle(n1, u), angle(n2, u), angle(n1, n2)], -1)
     b1, b2 = basis(n1.float())
     alpha = torch.atan2((b2.double() * d).sum(-1), (b1.double() * d).sum(-1))
@@ -313,7 +313,7 @@ def alpha_bins(scene_alpha: Tensor, model_alpha: Tensor, binning: Binning) -> Te
 def alpha_table(angle_bins: int) -> Tuple[List[float], List[float]]:
     """float32 cos and sin of the bin centres, from double, as the host computes them."""
     angles = [(k + 0.5) * 2.0 * math.pi / angle_bins for k in range(angle_bins)]
-    to32 = lambda v: float(torch.tensor(v, dtype=torch.float64).to(F32))  # noqa: E731
+    to32 = lambda v: float(torch.tensor(v, dtype=torch.float64).to(F32))  # noqa: E731  (a one-line helper of this oracle)
     return [to32(math.cos(a)) for a in angles], [to32(math.sin(a)) for a in angles]
 
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import torch
 
+from .._checks import distance_dtype
 from ._exact import _squared_distance
 
 
@@ -38,7 +39,7 @@ def fps_one_cloud(cloud: np.ndarray, k: int, start: int, float64: bool):
 def fps(points: torch.Tensor, k: int, lengths=None, start=None):
     """(B, N, D) padded clouds -> (indices (B, k) int64, distances (B, k))."""
     float64 = points.dtype == torch.float64
-    compute = points.double() if float64 else points.float()
+    compute = points.to(distance_dtype(points))
     batch, n = points.shape[0], points.shape[1]
     all_idx, all_dist = [], []
     for b in range(batch):
@@ -47,7 +48,7 @@ def fps(points: torch.Tensor, k: int, lengths=None, start=None):
         idx, dist = fps_one_cloud(compute[b, :length].numpy(), k, first, float64)
         all_idx.append(idx)
         all_dist.append(dist)
-    dist_dtype = torch.float64 if float64 else torch.float32
+    dist_dtype = compute.dtype
     return (
         torch.tensor(all_idx, dtype=torch.int64).reshape(batch, k),
         torch.tensor(all_dist, dtype=dist_dtype).reshape(batch, k),

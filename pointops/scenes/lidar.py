@@ -28,6 +28,8 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from .camera import Camera, focal_length
+
 _F64 = torch.float64
 # Rays are cast in chunks: (chunk, primitives) float64 temporaries stay a few MB each.
 _RAY_CHUNK = 16384
@@ -99,12 +101,12 @@ def _box_faces(center: Tensor, yaw: float, size: Tensor) -> List[Tuple[Tensor, T
     a = torch.tensor([math.cos(yaw), math.sin(yaw), 0.0], dtype=_F64)
     b = torch.tensor([-math.sin(yaw), math.cos(yaw), 0.0], dtype=_F64)
     z = torch.tensor([0.0, 0.0, 1.0], dtype=_F64)
-    l, w, h = (float(s) / 2 for s in size)
+    half_length, w, h = (float(s) / 2 for s in size)
     faces = []
     for sign in (1.0, -1.0):  # u x v points out of the box
-        faces.append((center + sign * l * a, sign * b, z, (w, h)))
-        faces.append((center + sign * w * b, sign * z, a, (h, l)))
-    faces.append((center + h * z, a, b, (l, w)))
+        faces.append((center + sign * half_length * a, sign * b, z, (w, h)))
+        faces.append((center + sign * w * b, sign * z, a, (h, half_length)))
+    faces.append((center + h * z, a, b, (half_length, w)))
     return faces
 
 
@@ -412,16 +414,14 @@ def depth_camera_scan(
         a :class:`Scan` in the camera's optical frame (x right, y down, z forward: OpenCV), so
         ``points[:, 2]`` is the depth of pixel ``ray = row * width + col``.
     """
-    focal = width / 2 / math.tan(math.radians(horizontal_fov) / 2)
-    rows, cols = torch.meshgrid(torch.arange(height, dtype=_F64), torch.arange(width, dtype=_F64), indexing="ij")
-    dirs = torch.stack([(cols + 0.5 - width / 2) / focal, (rows + 0.5 - height / 2) / focal, torch.ones_like(rows)], -1)
-    dirs = (dirs / dirs.norm(dim=-1, keepdim=True)).reshape(-1, 3)
     y, p = math.radians(yaw), math.radians(pitch)
     forward = torch.tensor([math.cos(p) * math.cos(y), math.cos(p) * math.sin(y), math.sin(p)], dtype=_F64)
     right = torch.tensor([math.sin(y), -math.cos(y), 0.0], dtype=_F64)
-    rotation = torch.stack([right, torch.linalg.cross(forward, right), forward], 1)
-    origin = torch.tensor(position, dtype=_F64)
-    return _scan(scene, rotation, origin, dirs, max_range, range_noise, dropout, clutter, seed)
+    camera = Camera(torch.stack([right, torch.linalg.cross(forward, right), forward], 1),
+                    torch.tensor(position, dtype=_F64), width, height, focal_length(width, horizontal_fov))
+    dirs = camera.rays()
+    dirs = dirs / dirs.norm(dim=-1, keepdim=True)
+    return _scan(scene, camera.rotation, camera.position, dirs, max_range, range_noise, dropout, clutter, seed)
 
 
 def sampled_street(n: int, seed: int = 0) -> Tensor:

@@ -106,9 +106,9 @@ def normalized(mesh: Mesh, diameter: float = 1.0) -> Mesh:
     return Mesh((mesh.vertices - (lo + hi) / 2) * scale, mesh.faces)
 
 
-def load_mesh(name: str, diameter: float = 1.0, path: str = CGAL_DATA) -> Mesh:
-    """CGAL's example mesh ``data/meshes/<name>.off`` from the libcgal-demo tarball, float64,
-    centred on its bounding box and scaled to the given bounding-box diagonal."""
+def cgal_off(name: str, path: str = CGAL_DATA) -> bytes:
+    """The bytes of CGAL's example mesh ``data/meshes/<name>.off`` in the tarball at ``path``
+    (Debian's libcgal-dev data); FileNotFoundError naming what is missing."""
     if not cgal_available(path):
         raise FileNotFoundError(f"{path} not found: install Debian's libcgal-demo for the CGAL example meshes")
     with tarfile.open(path) as tar:
@@ -118,11 +118,18 @@ def load_mesh(name: str, diameter: float = 1.0, path: str = CGAL_DATA) -> Mesh:
             member = None
         if member is None:
             raise FileNotFoundError(f"data/meshes/{name}.off is not in {path}")
-        with tempfile.TemporaryDirectory() as folder:
-            off = os.path.join(folder, name + ".off")
-            with open(off, "wb") as f:
-                f.write(member.read())
-            mesh = read_mesh(off, dtype=_F64)
+        return member.read()
+
+
+def load_mesh(name: str, diameter: float = 1.0, path: str = CGAL_DATA) -> Mesh:
+    """CGAL's example mesh ``data/meshes/<name>.off`` (:func:`cgal_off`), float64, centred on its
+    bounding box and scaled to the given bounding-box diagonal."""
+    data = cgal_off(name, path)
+    with tempfile.TemporaryDirectory() as folder:
+        off = os.path.join(folder, name + ".off")
+        with open(off, "wb") as f:
+            f.write(data)
+        mesh = read_mesh(off, dtype=_F64)
     return normalized(mesh, diameter)
 
 

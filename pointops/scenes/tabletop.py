@@ -32,6 +32,8 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from ..ppf.ops import quaternion_to_matrix
+from .camera import Camera, focal_length
 from .mesh import Mesh, box_mesh
 
 _F64 = torch.float64
@@ -40,42 +42,10 @@ _F64 = torch.float64
 def random_rotation(g: torch.Generator) -> Tensor:
     """A uniformly random rotation (3, 3) float64 (normalized Gaussian quaternion)."""
     q = torch.randn(4, generator=g, dtype=_F64)
-    w, x, y, z = (q / q.norm()).tolist()
-    return torch.tensor([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ], dtype=_F64)
+    return quaternion_to_matrix(q / q.norm())
 
 
 # ---- camera and rasterizer ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Camera:
-    """Pinhole camera: ``rotation`` (3, 3) has the camera axes (x right, y down, z forward) as
-    columns in the world frame, ``position`` (3,) is its centre; square pixels."""
-
-    rotation: Tensor
-    position: Tensor
-    width: int
-    height: int
-    focal: float
-
-    @property
-    def world_to_camera(self) -> Tensor:
-        out = torch.eye(4, dtype=_F64)
-        out[:3, :3] = self.rotation.T
-        out[:3, 3] = -self.rotation.T @ self.position
-        return out
-
-    def rays(self) -> Tensor:
-        """(H * W, 3) directions through the pixel centres in the camera frame, z = 1."""
-        rows, cols = torch.meshgrid(torch.arange(self.height, dtype=_F64), torch.arange(self.width, dtype=_F64),
-                                    indexing="ij")
-        x = (cols + 0.5 - self.width / 2) / self.focal
-        y = (rows + 0.5 - self.height / 2) / self.focal
-        return torch.stack([x, y, torch.ones_like(x)], -1).reshape(-1, 3)
-
 
 def look_at(target: Tensor, distance: float, azimuth: float, elevation: float, width: int = 320, height: int = 240,
             fov_deg: float = 55.0) -> Camera:
@@ -87,8 +57,7 @@ def look_at(target: Tensor, distance: float, azimuth: float, elevation: float, w
     right = torch.linalg.cross(forward, torch.tensor([0.0, 0.0, 1.0], dtype=_F64))
     right = right / right.norm()
     down = torch.linalg.cross(forward, right)
-    focal = width / 2 / math.tan(math.radians(fov_deg) / 2)
-    return Camera(torch.stack([right, down, forward], 1), position, width, height, focal)
+    return Camera(torch.stack([right, down, forward], 1), position, width, height, focal_length(width, fov_deg))
 
 
 def _rasterize(camera: Camera, vertices: Tensor, faces: Tensor) -> Tuple[Tensor, Tensor]:

@@ -133,6 +133,14 @@ PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
                           const c10::List<bool>& periodic, double min_votes, int64_t k,
                           bool plane_seam);
 
+// Every bin's key (see above): (B, bins) int64 on acc's device, acc contiguous. One per backend
+// (peaks_cpu.cpp, peaks_cuda.cu); hough_peaks and plane_detections decode them.
+at::Tensor peak_keys_cpu(const at::Tensor& acc, const PeakGrid& grid);
+at::Tensor peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid);
+
+// The k largest keys of each row, descending, padded with 0 (no peak) past the row's bins.
+at::Tensor top_peak_keys(const at::Tensor& keys, int64_t k);
+
 // keys (B, S) int64 -> (votes (B, k), indices (B, k, ndim)); runs on the keys' device.
 std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid,
                                                     int64_t k, at::ScalarType vote_dtype);

@@ -135,56 +135,62 @@ std::tuple<at::Tensor, at::Tensor> hough_peaks_cuda(const at::Tensor& acc, at::I
       hough_detail::check_peaks_args(acc, radius, periodic, min_votes, k, plane_seam);
   const c10::cuda::CUDAGuard guard(acc.device());
   const at::Tensor a = acc.contiguous();
-  const int64_t batch = a.size(0);
-  const int64_t bins = batch == 0 ? 0 : a.numel() / batch;
-  at::Tensor keys = at::empty({batch, bins}, a.options().dtype(at::kLong));
-  const int64_t total = batch * bins;
-  if (total > 0) {
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const int64_t blocks = grid_blocks(total);
-    if (a.scalar_type() == at::kInt) {
-      candidate_keys_kernel<int32_t><<<blocks, kThreads, 0, stream>>>(
-          a.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
-    } else {
-      candidate_keys_kernel<float><<<blocks, kThreads, 0, stream>>>(
-          a.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const std::vector<int> dims = window_dims(grid);
-    if (!dims.empty()) {
-      at::Tensor ping = at::empty_like(keys), pong = at::empty_like(keys);
-      const int64_t* source = keys.data_ptr<int64_t>();
-      for (int d : dims) {
-        // A window wider than one turn of its dim (two for the sphere's phi and theta, which
-        // come back mirrored after one) sees nothing new.
-        const int64_t turn = grid.plane_seam && d != 2 ? 2 * grid.size[d] : grid.size[d];
-        WindowPass w{};
-        w.bins = bins;
-        w.dim = d;
-        w.radius = static_cast<int32_t>(std::min<int64_t>(grid.radius[d], turn));
-        w.stride = static_cast<uint32_t>(grid.stride[d]);
-        w.size = static_cast<uint32_t>(grid.size[d]);
-        w.periodic = grid.periodic[d];
-        w.plane_seam = grid.plane_seam;
-        if (grid.plane_seam) {
-          w.n_phi = static_cast<uint32_t>(grid.size[0]);
-          w.n_theta = static_cast<uint32_t>(grid.size[1]);
-          w.n_rho = static_cast<uint32_t>(grid.size[2]);
-        }
-        int64_t* target = ping.data_ptr<int64_t>();
-        window_max_kernel<<<blocks, kThreads, 0, stream>>>(source, total, w, target);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        source = target;
-        std::swap(ping, pong);
-      }
-      keep_maxima_kernel<<<blocks, kThreads, 0, stream>>>(keys.data_ptr<int64_t>(), source, total);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-  }
-  return hough_detail::decode_peak_keys(keys, grid, k, a.scalar_type());
+  return hough_detail::decode_peak_keys(hough_detail::peak_keys_cuda(a, grid), grid, k, a.scalar_type());
 }
 
 }  // namespace
+
+at::Tensor hough_detail::peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid) {
+  const c10::cuda::CUDAGuard guard(acc.device());
+  const int64_t batch = acc.size(0);
+  const int64_t bins = batch == 0 ? 0 : acc.numel() / batch;
+  at::Tensor keys = at::empty({batch, bins}, acc.options().dtype(at::kLong));
+  const int64_t total = batch * bins;
+  if (total == 0) return keys;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int64_t blocks = grid_blocks(total);
+  if (acc.scalar_type() == at::kInt) {
+    candidate_keys_kernel<int32_t><<<blocks, kThreads, 0, stream>>>(
+        acc.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
+  } else {
+    candidate_keys_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        acc.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const std::vector<int> dims = window_dims(grid);
+  if (dims.empty()) return keys;
+  // Two scratch buffers of the window maxima, ping-ponged, in one allocation.
+  at::Tensor scratch = at::empty({2, batch, bins}, keys.options());
+  int64_t* buffers[2] = {scratch.data_ptr<int64_t>(), scratch.data_ptr<int64_t>() + total};
+  const int64_t* source = keys.data_ptr<int64_t>();
+  int next = 0;
+  for (int d : dims) {
+    // A window wider than one turn of its dim (two for the sphere's phi and theta, which
+    // come back mirrored after one) sees nothing new.
+    const int64_t turn = grid.plane_seam && d != 2 ? 2 * grid.size[d] : grid.size[d];
+    WindowPass w{};
+    w.bins = bins;
+    w.dim = d;
+    w.radius = static_cast<int32_t>(std::min<int64_t>(grid.radius[d], turn));
+    w.stride = static_cast<uint32_t>(grid.stride[d]);
+    w.size = static_cast<uint32_t>(grid.size[d]);
+    w.periodic = grid.periodic[d];
+    w.plane_seam = grid.plane_seam;
+    if (grid.plane_seam) {
+      w.n_phi = static_cast<uint32_t>(grid.size[0]);
+      w.n_theta = static_cast<uint32_t>(grid.size[1]);
+      w.n_rho = static_cast<uint32_t>(grid.size[2]);
+    }
+    int64_t* target = buffers[next];
+    window_max_kernel<<<blocks, kThreads, 0, stream>>>(source, total, w, target);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    source = target;
+    next ^= 1;
+  }
+  keep_maxima_kernel<<<blocks, kThreads, 0, stream>>>(keys.data_ptr<int64_t>(), source, total);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return keys;
+}
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_peaks", &hough_peaks_cuda); }
 

@@ -9,6 +9,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "common/cuda_utils.cuh"
 
 namespace pointops {
@@ -26,8 +28,10 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 rows[];
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
     __syncthreads();  // the previous cloud's rows are no longer read
-    const float4* cloud = reinterpret_cast<const float4*>(planes) + b * k;
-    for (int64_t j = threadIdx.x; j < k; j += kThreads) rows[j] = cloud[j];
+    const float* cloud = planes + 4 * b * k;
+    for (int64_t j = threadIdx.x; j < k; j += kThreads) {
+      rows[j] = make_float4(cloud[4 * j], cloud[4 * j + 1], cloud[4 * j + 2], cloud[4 * j + 3]);
+    }
     __syncthreads();
     uint32_t kept = 0;  // bit s: row threadIdx.x + s * kThreads is kept
     for (int64_t j = 0; j < k; ++j) {
@@ -46,11 +50,17 @@ __global__ void __launch_bounds__(kThreads)
       const bool repeated = __syncthreads_or(close) != 0;
       if (j % kThreads == threadIdx.x && !repeated && !isnan(pj.w)) kept |= 1u << (j / kThreads);
     }
-    float4* target = reinterpret_cast<float4*>(out) + b * k;
+    float* target = out + 4 * b * k;
 #pragma unroll
     for (int s = 0; s < kRowsPerThread; ++s) {
       const int64_t i = threadIdx.x + int64_t{s} * kThreads;
-      if (i < k) target[i] = ((kept >> s) & 1u) ? rows[i] : make_float4(NAN, NAN, NAN, NAN);
+      if (i < k) {
+        const float4 row = ((kept >> s) & 1u) ? rows[i] : make_float4(NAN, NAN, NAN, NAN);
+        target[4 * i] = row.x;
+        target[4 * i + 1] = row.y;
+        target[4 * i + 2] = row.z;
+        target[4 * i + 3] = row.w;
+      }
     }
   }
 }

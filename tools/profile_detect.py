@@ -65,9 +65,12 @@ def counts(fn):
     return len(top), len(children), len(ops), max(0, len(syncs) - 1), prof
 
 
-def case_points(b, n):
-    scans = [lidar.lidar_scan(lidar.make_scene(s), range_noise=0.02, clutter=0.1, seed=s).points for s in range(b)]
-    return torch.stack([s.repeat((n + len(s) - 1) // len(s), 1)[:n] for s in scans]).cuda()
+def case_points(b, n, scans={}):
+    """B scans of seeds 0..B-1, each tiled to N points (bench_hough's clouds); scans made once."""
+    for seed in range(b):
+        if seed not in scans:
+            scans[seed] = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
+    return torch.stack([scans[s].repeat((n + len(scans[s]) - 1) // len(scans[s]), 1)[:n] for s in range(b)]).cuda()
 
 
 def main(args):
@@ -84,7 +87,7 @@ def main(args):
         pytorch = lambda: reference.detect_planes(points, k, None, **explicit)  # noqa: E731
         for got, want in zip(run(), pytorch()):
             torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)  # the same planes
-        config = options.get("preset", "x".join(str(options[key]) for key in ("n_phi", "n_theta")))
+        config = options["preset"] if "preset" in options else f"{explicit['n_phi']}x{explicit['n_theta']}"
         row = {"case": config, "B": b, "N": n, "k": k, "device": torch.cuda.get_device_name(), "floor_ms": floor,
                "ms": time_ms(run, "cuda"), "back_to_back_ms": back_to_back_ms(run, calls=10, rounds=5),
                "graph_ms": graph_ms(run, calls=5, rounds=5), "pytorch_ms": time_ms(pytorch, "cuda")}

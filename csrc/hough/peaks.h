@@ -133,8 +133,10 @@ PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
                           const c10::List<bool>& periodic, double min_votes, int64_t k,
                           bool plane_seam);
 
-// Every bin's key (see above): (B, bins) int64 on acc's device, acc contiguous. One per backend
-// (peaks_cpu.cpp, peaks_cuda.cu); hough_peaks and plane_detections decode them.
+// The peaks' keys (see above), zeros elsewhere: (B, S) int64 on acc's device, acc contiguous,
+// S <= bins. The CPU returns every bin's key in place (S = bins); CUDA a pool of the peaks per
+// cloud, in no particular order. Only the values count: hough_peaks and plane_detections take
+// their top-k (top_peak_keys), which is the same for both.
 at::Tensor peak_keys_cpu(const at::Tensor& acc, const PeakGrid& grid);
 at::Tensor peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid);
 

@@ -8,7 +8,7 @@ with the outdoor presets and a 180 x 180 x 256 vote grid), one JSON line with:
                  .detect_planes: an op call per refit band, the duplicate suppression a Python
                  loop, the bin-centre tables made on the host per call), the in-repo baseline
   ratio          pytorch_ms / ms
-  python_ops     operators called from Python per call (torch.profiler's top-level events)
+  python_ops     operators called from Python per call (torch.profiler's outermost events)
   kernel_ops     operators the detect_planes op issues (its direct children)
   events         every dispatcher event of the call, nested ones included
   syncs          CUDA runtime calls that wait for the GPU (cudaStreamSynchronize,
@@ -53,16 +53,19 @@ def counts(fn):
     """(top-level operators, children of pointops::detect_planes, all dispatcher events, syncs) of one call."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
+        with torch.profiler.record_function("the call"):
+            fn()
         torch.cuda.synchronize()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    call = next(e for e in events if e.name == "the call")
     ops = [e for e in events if "::" in e.name]
-    top = [e for e in ops if e.cpu_parent is None]
+    top = [e for e in ops if e.cpu_parent is not None and e.cpu_parent.id == call.id]
     op = [e for e in ops if e.name == "pointops::detect_planes"]
     children = [e for e in ops if op and e.cpu_parent is not None and e.cpu_parent.id == op[0].id]
-    # the synchronize at the end is this function's, not the call's
-    syncs = [e for e in events if e.name in SYNC_CALLS or e.name.startswith("cudaMemcpy") and "Async" not in e.name]
-    return len(top), len(children), len(ops), max(0, len(syncs) - 1), prof
+    # runtime calls that wait, issued during the call (the synchronize after it is this function's)
+    syncs = [e for e in events if (e.name in SYNC_CALLS or e.name.startswith("cudaMemcpy") and "Async" not in e.name)
+             and call.time_range.start <= e.time_range.start <= call.time_range.end]
+    return len(top), len(children), len(ops), len(syncs), prof
 
 
 def case_points(b, n, scans={}):

@@ -1,6 +1,5 @@
 // Tables of the plane ops that depend on their arguments only (orientation normals, rho-bin
-// centres, the vote order), made once per (table, arguments, device) and kept for the life of the
-// process.
+// centres), made once per (table, arguments, device) and kept for the life of the process.
 //
 // Why a cache: a call then builds no host tensor and copies nothing to the device, so the ops
 // (and detect_planes, which is made of them) can be captured in a CUDA graph. The first call for

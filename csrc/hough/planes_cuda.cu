@@ -52,8 +52,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "common/checks.h"
 #include "common/clouds.h"
@@ -171,24 +169,23 @@ __device__ __forceinline__ void store_shared(uint32_t address, uint32_t v) {
 }
 
 // Adds the block's 16-bit histograms into out (one cloud's rows), then clears this thread's
-// column. Word column c holds vote-order orientations m_base + 2c (low half) and m_base + 2c + 1
-// (high half), whose accumulator rows are rows[m].
+// column. Word column c holds orientation m_base + c (low half) and m_base + T + c (high half).
 // A warp per column and a lane per rho bin, so the global atomics coalesce; the shared reads
 // conflict (a column's words share a bank), which costs ~2% of the votes between flushes.
 // Rows [0, rows) of the block's counters are bins [w0, w0 + rows) of the output; all `window` + 1
 // counter rows are cleared.
 __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base, int64_t m_total,
-                                             const int32_t* __restrict__ rows_of, int32_t n_rho, int32_t w0,
-                                             int32_t rows, int32_t window, int32_t* out_cloud) {
+                                             int32_t n_rho, int32_t w0, int32_t rows,
+                                             int32_t window, int32_t* out_cloud) {
   __syncthreads();
   const int threads = blockDim.x;
   const int lane = threadIdx.x % kWarpSize;
   for (int column = threadIdx.x / kWarpSize; column < threads; column += threads / kWarpSize) {
-    const int64_t m_lo = m_base + 2 * column, m_hi = m_lo + 1;
+    const int64_t m_lo = m_base + column, m_hi = m_base + threads + column;
     if (m_lo >= m_total) continue;
+    int32_t* row_lo = out_cloud + m_lo * n_rho + w0;
+    int32_t* row_hi = out_cloud + m_hi * n_rho + w0;
     const bool has_hi = m_hi < m_total;
-    int32_t* row_lo = out_cloud + int64_t{rows_of[m_lo]} * n_rho + w0;
-    int32_t* row_hi = has_hi ? out_cloud + int64_t{rows_of[m_hi]} * n_rho + w0 : row_lo;
     for (int32_t r = lane; r < rows; r += kWarpSize) {
       const uint32_t word = counters[r * threads + column];
       const uint32_t lo = word & 0xffffu, hi = word >> 16;
@@ -198,49 +195,6 @@ __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base,
   }
   __syncthreads();
   for (int32_t r = 0; r <= window; ++r) counters[r * threads + threadIdx.x] = 0;
-}
-
-// The orientations of one warp (64 in vote order, two per lane) as a cone: every unit normal n of
-// them has |n - centre| <= radius, so for a point p (in rho bins, |p| its length) every t = n . p +
-// frac lies within (centre . p + frac) +- radius |p| (Cauchy-Schwarz). With several rho windows,
-// a warp skips the points whose whole range misses the block's window: their votes would all go
-// to the discard row. The test is conservative (slack for the float32 rounding of t, the centre
-// and the radius: 1e-5 |p| + 1 bin), so the counts are the same as without it.
-struct WarpCone {
-  float x, y, z, radius;
-  bool empty;  // only padding orientations: nothing to vote
-
-  __device__ __forceinline__ bool reaches(float4 p, float frac, float t_low, float t_high) const {
-    const float t = fused_multiply_add(z, p.z, fused_multiply_add(y, p.y, fused_multiply_add(x, p.x, frac)));
-    const float e = fused_multiply_add(radius + 1e-5f, p.w, 1.f);  // p.w = |p|; NaN: no vote
-    return t + e >= t_low && t - e < t_high;
-  }
-};
-
-__device__ __forceinline__ float warp_total(float v) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(cuda::kFullMask, v, offset);
-  return v;
-}
-
-__device__ __forceinline__ WarpCone warp_cone(float3 lo, float3 hi) {
-  const bool has_lo = !isnan(lo.x), has_hi = !isnan(hi.x);  // padding orientations are NaN
-  const float count = warp_total(float(has_lo) + float(has_hi));
-  WarpCone cone{};
-  cone.empty = count == 0.f;
-  if (cone.empty) return cone;
-  cone.x = warp_total((has_lo ? lo.x : 0.f) + (has_hi ? hi.x : 0.f)) / count;
-  cone.y = warp_total((has_lo ? lo.y : 0.f) + (has_hi ? hi.y : 0.f)) / count;
-  cone.z = warp_total((has_lo ? lo.z : 0.f) + (has_hi ? hi.z : 0.f)) / count;
-  auto distance = [&](float3 n) {
-    const float dx = n.x - cone.x, dy = n.y - cone.y, dz = n.z - cone.z;
-    return sqrtf(dx * dx + dy * dy + dz * dz);
-  };
-  float far = fmaxf(has_lo ? distance(lo) : 0.f, has_hi ? distance(hi) : 0.f);
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    far = fmaxf(far, __shfl_xor_sync(cuda::kFullMask, far, offset));
-  }
-  cone.radius = far;
-  return cone;
 }
 
 // Counts. The work is a list of units (cloud b, tile, 64-point tile), tile-major per cloud, where a
@@ -255,8 +209,8 @@ __device__ __forceinline__ WarpCone warp_cone(float3 lo, float3 hi) {
 __global__ void __launch_bounds__(kMaxThreads, 1)
     vote_counts_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
                        int64_t batch, int64_t n, const float* __restrict__ normals,
-                       const int32_t* __restrict__ rows_of, int64_t m_total, RhoBinning binning,
-                       int64_t n_tiles, int32_t window, int64_t n_windows, int32_t* __restrict__ out) {
+                       int64_t m_total, RhoBinning binning, int64_t n_tiles,
+                       int32_t window, int64_t n_windows, int32_t* __restrict__ out) {
   extern __shared__ float4 vote_smem[];
   float4* tiles = vote_smem;  // [2][kCountTileStride]
   uint32_t* counters = reinterpret_cast<uint32_t*>(vote_smem + 2 * kCountTileStride);
@@ -305,16 +259,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       if (i < kCountTile) p[j] = fetch_point(cloud, c.first + i, c.length);
     }
   };
-  // Staged points carry their length in rho bins in w (WarpCone::reaches).
   auto stage = [&](float4* tile, const float4 (&p)[2]) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int i = threadIdx.x + j * threads;
-      if (i < kCountTile) {
-        float4 q = binned_point(p[j], binning);
-        q.w = sqrtf(q.x * q.x + q.y * q.y + q.z * q.z);
-        tile[i] = q;
-      }
+      if (i < kCountTile) tile[i] = binned_point(p[j], binning);
     }
   };
 
@@ -324,28 +273,21 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   float4 staged[2];
   fetch(cur, staged);
   stage(tiles, staged);
-  // The tile's orientations (thread t votes for vote-order orientations m_base + 2t and
-  // m_base + 2t + 1) and rho window.
+  // The tile's orientations and rho window.
   int64_t m_base = 0;
   int32_t w0 = 0, w_rows = 0;
   uint32_t base = 0;
-  float t_low = 0.f, t_high = 0.f;  // the window's range of t (see WarpCone)
   auto enter = [&](int64_t tile) {
     const int64_t orientation_tile = tile / n_windows;
     m_base = orientation_tile * 2 * threads;
     w0 = static_cast<int32_t>(tile - orientation_tile * n_windows) * window;
     w_rows = min(window, n_rho - w0);
     base = kTwo23Bits + static_cast<uint32_t>(w0);
-    t_low = static_cast<float>(w0 - binning.floor_half);
-    t_high = static_cast<float>(w0 - binning.floor_half + window);
   };
   enter(cur.tile);
   const uint32_t limit = static_cast<uint32_t>(window);
-  const bool windowed = n_windows > 1;
-  const int lane = threadIdx.x % kWarpSize;
-  float3 lo = load_normal(normals, m_base + 2 * threadIdx.x, m_total);
-  float3 hi = load_normal(normals, m_base + 2 * threadIdx.x + 1, m_total);
-  WarpCone cone = warp_cone(lo, hi);
+  float3 lo = load_normal(normals, m_base + threadIdx.x, m_total);
+  float3 hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
   __syncthreads();
   int buffer = 0;
   int64_t since_flush = 0;
@@ -364,75 +306,32 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     // word for both orientations: the second store carries both increments. (Choosing the high
     // increment from the rows instead, off the load -> store chain, measured slower.)
     const float4* tile = tiles + buffer * kCountTileStride;
-    if (!windowed) {
-      float4 q = tile[1];
-      uint32_t row_lo = vote_row(lo, tile[0], binning, base, limit);
-      uint32_t row_hi = vote_row(hi, tile[0], binning, base, limit);
+    float4 q = tile[1];
+    uint32_t row_lo = vote_row(lo, tile[0], binning, base, limit);
+    uint32_t row_hi = vote_row(hi, tile[0], binning, base, limit);
 #pragma unroll
-      for (int i = 0; i < kCountTile; ++i) {
-        const uint32_t at_lo = row_lo * stride + column;  // one IMAD each
-        const uint32_t at_hi = row_hi * stride + column;
-        uint32_t a = load_shared(at_lo);
-        uint32_t c = load_shared(at_hi);
-        const float4 q2 = tile[i + 2];  // i + 2 <= kCountTile + 1 < kCountTileStride
-        const uint32_t next_lo = vote_row(lo, q, binning, base, limit);
-        const uint32_t next_hi = vote_row(hi, q, binning, base, limit);
-        a += 1u;
-        c = (row_lo == row_hi ? a : c) + 0x10000u;
-        store_shared(at_lo, a);
-        store_shared(at_hi, c);
-        row_lo = next_lo;
-        row_hi = next_hi;
-        q = q2;
-      }
-    } else {
-      // The same pipeline over the tile's points that this warp's cone reaches in this window
-      // (a warp-uniform bit mask), in point order.
-      uint64_t pending = 0;
-      if (!cone.empty) {
-        const uint32_t first = __ballot_sync(cuda::kFullMask, cone.reaches(tile[lane], binning.frac, t_low, t_high));
-        const uint32_t second =
-            __ballot_sync(cuda::kFullMask, cone.reaches(tile[lane + kWarpSize], binning.frac, t_low, t_high));
-        pending = (uint64_t{second} << 32) | first;
-      }
-      auto pop = [&]() {
-        const int i = __ffsll(static_cast<long long>(pending)) - 1;
-        pending &= pending - 1;
-        return i;
-      };
-      if (pending != 0) {
-        const float4 q0 = tile[pop()];
-        bool has_next = pending != 0;
-        float4 q = tile[has_next ? pop() : 0];
-        uint32_t row_lo = vote_row(lo, q0, binning, base, limit);
-        uint32_t row_hi = vote_row(hi, q0, binning, base, limit);
-        while (true) {
-          const uint32_t at_lo = row_lo * stride + column;
-          const uint32_t at_hi = row_hi * stride + column;
-          uint32_t a = load_shared(at_lo);
-          uint32_t c = load_shared(at_hi);
-          const bool has_after = pending != 0;
-          const float4 q2 = tile[has_after ? pop() : 0];
-          const uint32_t next_lo = vote_row(lo, q, binning, base, limit);
-          const uint32_t next_hi = vote_row(hi, q, binning, base, limit);
-          a += 1u;
-          c = (row_lo == row_hi ? a : c) + 0x10000u;
-          store_shared(at_lo, a);
-          store_shared(at_hi, c);
-          if (!has_next) break;
-          row_lo = next_lo;
-          row_hi = next_hi;
-          q = q2;
-          has_next = has_after;
-        }
-      }
+    for (int i = 0; i < kCountTile; ++i) {
+      const uint32_t at_lo = row_lo * stride + column;  // one IMAD each
+      const uint32_t at_hi = row_hi * stride + column;
+      uint32_t a = load_shared(at_lo);
+      uint32_t c = load_shared(at_hi);
+      const float4 q2 = tile[i + 2];  // i + 2 <= kCountTile + 1 < kCountTileStride
+      const uint32_t next_lo = vote_row(lo, q, binning, base, limit);
+      const uint32_t next_hi = vote_row(hi, q, binning, base, limit);
+      a += 1u;
+      c = (row_lo == row_hi ? a : c) + 0x10000u;
+      store_shared(at_lo, a);
+      store_shared(at_hi, c);
+      row_lo = next_lo;
+      row_hi = next_hi;
+      q = q2;
     }
     since_flush += kCountTile;
 
     const bool new_group = last || next.b != cur.b || next.tile != cur.tile;
     if (!last) stage(tiles + (buffer ^ 1) * kCountTileStride, staged);
     if (new_group || since_flush + kCountTile > kFlushPoints) {
-      flush_counts(counters, m_base, m_total, rows_of, n_rho, w0, w_rows, window,
+      flush_counts(counters, m_base, m_total, n_rho, w0, w_rows, window,
                    out + cur.b * m_total * n_rho);  // its barriers also publish the staged tile
       since_flush = 0;
     } else {
@@ -440,13 +339,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
     if (last) break;
     if (new_group) {
-      const int64_t previous_base = m_base;
       enter(next.tile);
-      if (m_base != previous_base) {  // another orientation tile (not only another rho window)
-        lo = load_normal(normals, m_base + 2 * threadIdx.x, m_total);
-        hi = load_normal(normals, m_base + 2 * threadIdx.x + 1, m_total);
-        cone = warp_cone(lo, hi);
-      }
+      lo = load_normal(normals, m_base + threadIdx.x, m_total);
+      hi = load_normal(normals, m_base + threads + threadIdx.x, m_total);
     }
     cur = next;
     buffer ^= 1;
@@ -529,65 +424,15 @@ __global__ void vote_global_kernel(const float* __restrict__ points,
   }
 }
 
-// Interleaves the bits of (a, b), a's above b's: a Morton (Z-order) key.
-uint64_t morton_key(uint32_t a, uint32_t b) {
-  uint64_t key = 0;
-  for (int bit = 0; bit < 32; ++bit) {
-    key |= ((uint64_t{a} >> bit) & 1) << (2 * bit + 1);
-    key |= ((uint64_t{b} >> bit) & 1) << (2 * bit);
-  }
-  return key;
-}
-
-// The counts kernel's orientations: the layout's normals (plane_normals(), the table both
-// backends vote with) in Z-order of their (phi, theta) cells, so that a warp's 64 consecutive
-// orientations are a compact patch of the sphere (a narrow WarpCone), followed by each one's
-// accumulator row: (M, 3) float32 normals then M int32 rows (their bits), one host tensor.
-at::Tensor vote_order(PlaneLayout layout, int64_t n_phi, int64_t n_theta) {
-  const at::Tensor normals = hough_detail::plane_normals(layout, n_phi, n_theta);
-  const int64_t m_total = normals.size(0);
-  std::vector<std::pair<uint64_t, int32_t>> keyed;
-  keyed.reserve(m_total);
-  constexpr double kPi = 3.14159265358979323846;
-  for (int64_t i = 0; i < n_phi; ++i) {
-    // A ball ring's cell count (planes.h); its theta positions are scaled to n_theta's.
-    int64_t cells = n_theta;
-    if (layout == PlaneLayout::kBall) {
-      const double phi = (static_cast<double>(i) + 0.5) * kPi / static_cast<double>(n_phi);
-      cells = std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(n_theta) * std::sin(phi) + 0.5)));
-    }
-    for (int64_t j = 0; j < cells; ++j) {
-      const int64_t theta = layout == PlaneLayout::kBall ? (2 * j + 1) * n_theta / (2 * cells) : j;
-      keyed.emplace_back(morton_key(static_cast<uint32_t>(i), static_cast<uint32_t>(theta)),
-                         static_cast<int32_t>(keyed.size()));
-    }
-  }
-  TORCH_CHECK(static_cast<int64_t>(keyed.size()) == m_total, "hough_planes: the vote order has ", keyed.size(),
-              " orientations for a table of ", m_total);
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  at::Tensor table = at::empty({4 * m_total}, at::TensorOptions().dtype(at::kFloat));
-  float* out = table.data_ptr<float>();
-  const float* in = normals.data_ptr<float>();
-  for (int64_t v = 0; v < m_total; ++v) {
-    const int32_t row = keyed[v].second;
-    for (int c = 0; c < 3; ++c) out[3 * v + c] = in[3 * row + c];
-    out[3 * m_total + v] = bits_float(static_cast<uint32_t>(row));
-  }
-  return table;
-}
-
-// A layout's vote tables on the device, made once (plane_tables.h): the normals in accumulator
-// order (weighted and global-memory kernels), or vote_order()'s (the counts kernel).
-at::Tensor vote_table(PlaneLayout layout, int64_t n_phi, int64_t n_theta, bool ordered, const at::Device& device) {
+// The layout's normals (plane_normals(), the table both backends vote with) on the device, made
+// once per grid and device (plane_tables.h): a call copies nothing from the host.
+at::Tensor device_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta, const at::Device& device) {
   const bool capturing =
       c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-  const std::string key = std::string(ordered ? "vote order " : "vote normals ") +
-                          (layout == PlaneLayout::kGrid ? "grid " : "ball ") + std::to_string(n_phi) + " x " +
-                          std::to_string(n_theta);
-  return hough_detail::cached_table(key, device, capturing, [&] {
-    return ordered ? vote_order(layout, n_phi, n_theta) : hough_detail::plane_normals(layout, n_phi, n_theta);
-  });
+  const std::string key = std::string("vote normals ") + (layout == PlaneLayout::kGrid ? "grid " : "ball ") +
+                          std::to_string(n_phi) + " x " + std::to_string(n_theta);
+  return hough_detail::cached_table(key, device, capturing,
+                                    [&] { return hough_detail::plane_normals(layout, n_phi, n_theta); });
 }
 
 at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
@@ -606,7 +451,8 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
       hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
   at::Tensor out = at::zeros(shape, points.options().dtype(w.defined() ? at::kFloat : at::kInt));
   if (out.numel() == 0 || n == 0) return out;
-  const int64_t m_total = out.size(1) * (layout == PlaneLayout::kGrid ? out.size(2) : 1);
+  const at::Tensor normals = device_normals(layout, n_phi, n_theta, points.device());
+  const int64_t m_total = normals.size(0);
 
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
@@ -629,7 +475,6 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   // Else global memory: weights too wide for shared memory, or counts with so many rho bins that
   // the counts kernel's binning (exact for bins below 2^23) cannot take them.
   if (w.defined() ? weight_smem(weight_threads) > most : binning.n_rho >= kMaxWindowedRhoBins) {
-    const at::Tensor normals = vote_table(layout, n_phi, n_theta, false, points.device());
     const int64_t block = 128;
     const dim3 grid(static_cast<unsigned>(cuda::ceil_div(m_total, block)),
                     static_cast<unsigned>(batch_blocks));
@@ -646,7 +491,6 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     return out;
   }
   if (w.defined()) {
-    const at::Tensor normals = vote_table(layout, n_phi, n_theta, false, points.device());
     const int smem = static_cast<int>(weight_smem(weight_threads));
     const int64_t tiles = cuda::ceil_div(m_total, 2 * weight_threads);
     cuda::set_dynamic_smem(vote_weights_kernel, smem);
@@ -702,13 +546,11 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const int64_t units = batch * n_tiles * cuda::ceil_div(n, kCountTile);
   const int64_t grid =
       std::clamp<int64_t>(int64_t{chosen.per_sm} * prop->multiProcessorCount, 1, std::min<int64_t>(units, 1 << 30));
-  const at::Tensor ordered = vote_table(layout, n_phi, n_theta, true, points.device());
-  const float* ordered_normals = ordered.data_ptr<float>();
-  const int32_t* rows_of = reinterpret_cast<const int32_t*>(ordered_normals + 3 * m_total);
   vote_counts_kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), smem,
-                       stream>>>(pts.data_ptr<float>(), lengths_ptr, batch, n, ordered_normals, rows_of,
-                                 m_total, binning, n_tiles, static_cast<int32_t>(chosen.window),
-                                 chosen.n_windows, out.data_ptr<int32_t>());
+                       stream>>>(pts.data_ptr<float>(), lengths_ptr, batch, n,
+                                 normals.data_ptr<float>(), m_total, binning, n_tiles,
+                                 static_cast<int32_t>(chosen.window), chosen.n_windows,
+                                 out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

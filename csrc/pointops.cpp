@@ -38,8 +38,18 @@ TORCH_LIBRARY(pointops, m) {
   m.def("hough_peaks(Tensor acc, int[] radius, bool[] periodic, float min_votes, int k, bool plane_seam=False) -> (Tensor votes, Tensor indices)");
   // points (B,N,3) float, lengths (B,) int64?, planes (B,K,4) float (n, d: n.p = d) -> labels (B,N) int64: first plane within threshold, else -1
   m.def("plane_labels(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> Tensor");
-  // as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64
-  m.def("plane_refit(Tensor points, Tensor? lengths, Tensor planes, float threshold) -> (Tensor planes, Tensor inliers)");
+  // as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64;
+  //   one refit per band, each of the previous one's planes within band * threshold (counts: the last band's)
+  m.def("plane_refit(Tensor points, Tensor? lengths, Tensor planes, float threshold, float[] bands=[1.0]) -> (Tensor planes, Tensor inliers)");
+  // planes (B,K,4) float, strongest first, K <= 1024 -> (B,K,4) float32: rows repeating a kept stronger one
+  //   (normals within max_angle radians, either sign, offsets within max_offset) NaN
+  m.def("plane_suppress(Tensor planes, float max_angle, float max_offset) -> Tensor");
+  // acc (B,n_phi,n_theta,n_rho) grid or (B,n_cells,n_rho) ball, int32/float32 -> the k strongest peaks' bin-centre
+  //   planes (B,k,4) float32 NaN padded, votes (B,k) float32
+  m.def("plane_detections(Tensor acc, int n_phi, int n_theta, float rho_step, float rho_max, int k, int radius=1, float min_votes=1.0) -> (Tensor planes, Tensor votes)");
+  // points (B,N,C>=3) float, lengths (B,) int64? -> planes (B,k,4) float32 (n, d: n.p = d >= 0) NaN padded,
+  //   votes (B,k) float32, labels (B,N) int64 (-1: on no plane); layout "grid" or "ball"
+  m.def("detect_planes(Tensor points, Tensor? lengths, int k, int n_phi, int n_theta, float rho_step, float rho_max, float distance_threshold, float min_inliers, float min_votes=1.0, int peak_radius=2, int iterations=1, str layout=\"grid\") -> (Tensor planes, Tensor votes, Tensor labels)");
 
   // ---- geometry: neighbourhoods (kNN, ball query, interpolation) ----
   m.set_python_module("pointops.geometry.neighbors");
@@ -115,7 +125,8 @@ TORCH_LIBRARY(pointops, m) {
 // register their backward with torch.library.register_autograd in their family's module instead.
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "ball_query_packed", "hough_planes", "hough_planes_ball",
-                           "hough_peaks", "plane_labels", "plane_refit", "edge_points", "hough_circles",
+                           "hough_peaks", "plane_labels", "plane_refit", "plane_suppress", "plane_detections",
+                           "detect_planes", "edge_points", "hough_circles",
                            "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
                            "circle_detections", "line_detections", "ball_query",
                            "icp", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {

@@ -46,6 +46,47 @@ def _plane_fit_samples(device: str) -> List[tuple]:
     ]
 
 
+def _plane_refit_samples(device: str) -> List[tuple]:
+    points, lengths, planes, _ = _plane_fit_samples(device)[0]
+    return _plane_fit_samples(device) + [(points, lengths, planes, 0.05, [3.0, 2.0, 1.0, 0.5])]
+
+
+def _plane_suppress_samples(device: str) -> List[tuple]:
+    # no row repeats a kept one here (a suppressed row is NaN, which opcheck's comparisons take
+    # NaN != NaN); tests/test_hough_detect_planes.py checks the suppression itself
+    planes = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 0.0, -1.0, 0.4]],
+                           [[0.6, 0.8, 0.0, 2.0], [0.0, 0.0, 1.0, 2.0], [0.8, 0.6, 0.0, 2.0]]], device=device)
+    return [
+        (planes, 0.1, 0.2),
+        (planes.double(), 0.0, 0.0),
+        (planes[:, :0], 0.1, 0.2),
+    ]
+
+
+def _plane_detections_samples(device: str) -> List[tuple]:
+    # k no more than the peaks there are (padding rows are NaN, and opcheck takes NaN != NaN)
+    grid = torch.ops.pointops.hough_planes(_plane_scene(device), None, None, 6, 8, 0.25, 4.0)
+    ball = torch.ops.pointops.hough_planes_ball(_plane_scene(device), None, None, 6, 8, 0.25, 4.0)
+    return [
+        (grid, 6, 8, 0.25, 4.0, 3, 1, 1.0),
+        (grid.float(), 6, 8, 0.25, 4.0, 2, 0, 2.0),
+        (ball, 6, 8, 0.25, 4.0, 4, 2, 1.0),
+        (grid[:0], 6, 8, 0.25, 4.0, 3, 1, 1.0),
+    ]
+
+
+def _detect_planes_samples(device: str) -> List[tuple]:
+    # every cloud holds its k planes (NaN rows, as opcheck takes NaN != NaN, are left to the tests)
+    points = _plane_scene(device)
+    lengths = torch.tensor([400, 250], device=device)
+    return [
+        (points, lengths, 3, 45, 45, 0.05, 8.0, 0.03, 0.02, 1.0, 2, 1, "grid"),  # 320 rho bins: rho windows on CUDA
+        (points.double(), None, 2, 45, 45, 0.05, 8.0, 0.03, 0.02, 1.0, 2, 2, "grid"),
+        (points, lengths, 3, 30, 60, 0.05, 8.0, 0.03, 0.02, 1.0, 1, 1, "ball"),
+        (points, lengths, 0, 30, 30, 0.05, 8.0, 0.03, 0.02, 1.0, 2, 1, "grid"),
+    ]
+
+
 def _plane_fit_wrapper_args(device: str) -> tuple:
     points, lengths, planes, threshold = _plane_fit_samples(device)[0]
     return points, planes, threshold, lengths
@@ -171,7 +212,10 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "hough_planes_ball": _hough_planes_samples,
     "hough_peaks": _hough_peaks_samples,
     "plane_labels": _plane_fit_samples,
-    "plane_refit": _plane_fit_samples,
+    "plane_refit": _plane_refit_samples,
+    "plane_suppress": _plane_suppress_samples,
+    "plane_detections": _plane_detections_samples,
+    "detect_planes": _detect_planes_samples,
     "edge_points": _edge_points_samples,
     "hough_circles": _hough_circles_samples,
     "hough_circles_max": _hough_circles_max_samples,
@@ -205,6 +249,9 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     ),
     "plane_labels": WrapperCase(pointops.plane_labels, lambda d: _plane_fit_wrapper_args(d)),
     "plane_refit": WrapperCase(pointops.plane_refit, lambda d: _plane_fit_wrapper_args(d)),
+    "plane_refit_bands": WrapperCase(pointops.plane_refit, lambda d: _plane_fit_wrapper_args(d) + ([3.0, 1.0],)),
+    "plane_suppress": WrapperCase(pointops.plane_suppress, lambda d: (_plane_suppress_samples(d)[0][0], 0.1, 0.2)),
+    "plane_detections": WrapperCase(pointops.plane_detections, lambda d: _plane_detections_samples(d)[0][:6]),
     "detect_planes": WrapperCase(
         pointops.detect_planes, lambda d: (_plane_scene(d), 3, torch.tensor([400, 250], device=d), "indoor")
     ),

@@ -1,4 +1,7 @@
-"""plane_labels and plane_refit: loop / NumPy references, keep rules, edge cases, errors, CPU == CUDA."""
+"""plane_labels, plane_refit (in bands) and plane_suppress: loop / NumPy references, keep rules, edge
+cases, errors, CPU == CUDA."""
+import math
+
 import pytest
 import torch
 
@@ -163,3 +166,131 @@ def test_many_clouds_and_planes_on_cuda():
     cuda = pointops.plane_refit(points.cuda(), planes.cuda(), 0.02)
     torch.testing.assert_close(cuda[0].cpu(), cpu[0], rtol=0, atol=0)
     assert torch.equal(cuda[1].cpu(), cpu[1]) and int(cpu[1].sum()) > 0
+
+
+# ---- plane_refit in bands ----
+
+
+def test_refit_bands_are_refits_in_turn(device):
+    points, planes, lengths = planar_clouds(5, noise=0.02)
+    points, planes, lengths = points.to(device), planes.to(device), lengths.to(device)
+    bands = [3.0, 2.0, 1.0, 0.5]
+    got, inliers = pointops.plane_refit(points, planes, 0.05, lengths, bands)
+    want = planes
+    for band in bands:
+        want, want_inliers = pointops.plane_refit(points, want, band * 0.05, lengths)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(inliers, want_inliers, rtol=0, atol=0)
+    # one band is plane_refit itself; the bands follow the reference refit in turn
+    torch.testing.assert_close(pointops.plane_refit(points, planes, 0.1, lengths, [1.0]).planes,
+                               pointops.plane_refit(points, planes, 0.1, lengths).planes, rtol=0, atol=0, equal_nan=True)
+    expected = planes.cpu()
+    for band in (2.0, 1.0):
+        expected, counts = reference.plane_refit(points.cpu(), expected, band * 0.05, lengths.cpu())
+    refit, inliers = pointops.plane_refit(points, planes, 0.05, lengths, [2.0, 1.0])
+    torch.testing.assert_close(inliers.cpu(), counts, rtol=0, atol=0)
+    torch.testing.assert_close(refit.cpu(), expected, rtol=0, atol=2e-6, equal_nan=True)
+
+
+def test_refit_bands_bad_arguments(device):
+    points, planes = torch.rand(1, 10, 3, device=device), torch.rand(1, 2, 4, device=device)
+    with pytest.raises(RuntimeError, match="bands must have at least one entry"):
+        torch.ops.pointops.plane_refit(points, None, planes, 0.1, [])
+    for bands in ([1.0, -2.0], [float("nan")], [float("inf")]):
+        with pytest.raises(RuntimeError, match="bands must make thresholds band \\* threshold finite and >= 0"):
+            torch.ops.pointops.plane_refit(points, None, planes, 0.1, bands)
+
+
+# ---- plane_suppress ----
+
+
+def suppress_cases(seed=0):
+    """Rows (B, K, 4) with repeats of every kind: near-equal planes, flipped copies (-n, -d), a
+    repeat of a row that is itself suppressed (kept: only kept rows suppress), NaN rows and a
+    NaN normal with a finite offset, an Inf offset, non-unit normals, and random rows."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.tensor([
+        [0.0, 0.0, 1.0, 1.0],
+        [0.0, 0.01, 0.99995, 1.02],    # repeats row 0: suppressed
+        [0.0, -0.02, -0.9998, -1.01],  # row 0 flipped: suppressed
+        [0.0, 0.03, 0.99955, 1.15],    # near row 1 (suppressed) but too far from row 0: kept
+        [NAN, NAN, NAN, NAN],
+        [NAN, 0.0, 1.0, 1.0],          # NaN normal: close to nothing, kept
+        [1.0, 0.0, 0.0, INF],
+        [1.0, 0.0, 0.0, INF],          # Inf - Inf is NaN: kept
+        [2.0, 0.0, 0.0, 3.0],          # non-unit: the plain dot product
+        [0.0, 0.0, 1.0, 1.0],          # an exact repeat of row 0
+    ])
+    random = torch.nn.functional.normalize(torch.randn(2, 40, 3, generator=g), dim=-1)
+    random = torch.cat([random, torch.rand(2, 40, 1, generator=g) * 2], -1)
+    random[:, 20:] = random[:, :20] + torch.randn(2, 20, 4, generator=g) * 0.01  # near repeats
+    return torch.cat([base.expand(2, -1, -1), random], 1)
+
+
+@pytest.mark.parametrize("max_angle, max_offset", [(0.05, 0.1), (0.2, 0.5), (0.0, 0.0), (3.2, 10.0)])
+def test_suppress_matches_reference(device, max_angle, max_offset):
+    planes = suppress_cases()
+    got = pointops.plane_suppress(planes.to(device), max_angle, max_offset)
+    assert got.dtype == torch.float32 and got.shape == planes.shape
+    torch.testing.assert_close(got.cpu(), reference.plane_suppress(planes, max_angle, max_offset),
+                               rtol=0, atol=0, equal_nan=True)
+    if max_angle == 0.05:
+        kept = ~torch.isnan(got[0, :10, 3].cpu())
+        assert kept.tolist() == [True, False, False, True, False, True, True, True, True, False]
+
+
+def test_suppress_matches_the_pipeline_s_pytorch_loop(device):
+    """The op's rule is the one detect_planes applied in PyTorch (angles in degrees there)."""
+    planes = suppress_cases(1)
+    for degrees, offset in ((4.0, 0.48), (1.0, 0.16)):
+        torch.testing.assert_close(
+            pointops.plane_suppress(planes.to(device), math.radians(degrees), offset).cpu(),
+            reference._suppress_duplicates(planes, degrees, offset), rtol=0, atol=0, equal_nan=True)
+
+
+def test_suppress_keeps_the_strongest_of_each_group_and_other_dtypes(device):
+    planes = suppress_cases(2).to(device)
+    got = pointops.plane_suppress(planes, 0.1, 0.2)
+    torch.testing.assert_close(pointops.plane_suppress(planes.double(), 0.1, 0.2), got, rtol=0, atol=0, equal_nan=True)
+    for b in range(2):  # what a cloud keeps repeats nothing it keeps
+        kept = got[b][~torch.isnan(got[b, :, 3])][None]
+        torch.testing.assert_close(pointops.plane_suppress(kept, 0.1, 0.2), kept, rtol=0, atol=0, equal_nan=True)
+    assert pointops.plane_suppress(planes[:, :0], 0.1, 0.2).shape == (2, 0, 4)
+    assert pointops.plane_suppress(planes[:0], 0.1, 0.2).shape == (0, planes.shape[1], 4)
+
+
+def test_suppress_bad_arguments(device):
+    planes = torch.rand(2, 3, 4, device=device)
+    op = torch.ops.pointops.plane_suppress
+    cases = [((planes[..., :3], 0.1, 0.1), "planes must have shape \\(B, K, 4\\)"),
+             ((planes.int(), 0.1, 0.1), "planes must be float32"),
+             ((torch.rand(1, 1025, 4, device=device), 0.1, 0.1), "at most 1024 rows"),
+             ((planes, -0.1, 0.1), "max_angle must be finite and >= 0"),
+             ((planes, NAN, 0.1), "max_angle must be finite and >= 0"),
+             ((planes, 0.1, INF), "max_offset must be finite and >= 0")]
+    for args, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            op(*args)
+
+
+@pytest.mark.cuda
+def test_suppress_cpu_equals_cuda_on_many_clouds():
+    g = torch.Generator().manual_seed(9)
+    planes = torch.randn(70, 1024, 4, generator=g)
+    planes[:, 512:] = planes[:, :512] * -1 + torch.randn(70, 512, 4, generator=g) * 0.02
+    planes[::3, ::7, 3] = NAN
+    for args in ((0.3, 0.5), (0.05, 0.05)):
+        torch.testing.assert_close(pointops.plane_suppress(planes.cuda(), *args).cpu(),
+                                   pointops.plane_suppress(planes, *args), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.cuda
+def test_refit_bands_cpu_equals_cuda():
+    g = torch.Generator().manual_seed(10)
+    points = torch.randn(3, 20000, 3, generator=g) * torch.tensor([20.0, 20.0, 0.3])
+    planes = torch.randn(3, 40, 4, generator=g) * 0.05 + torch.tensor([0.0, 0.0, 1.0, 0.0])
+    lengths = torch.tensor([20000, 777, 0])
+    want = pointops.plane_refit(points, planes, 0.3, lengths, [3.0, 2.0, 1.0, 0.5])
+    got = pointops.plane_refit(points.cuda(), planes.cuda(), 0.3, lengths.cuda(), [3.0, 2.0, 1.0, 0.5])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, equal_nan=True)

@@ -346,3 +346,79 @@ def test_plane_tables_are_marked_as_torch_marks_a_constant_result():
     assert expected, "torch.compiler.assume_constant_result no longer marks the function it is given"
     for table in (planes._rho_table, planes._grid_normal_table, planes._ball_normal_table):
         assert {k: vars(table)[k] for k in expected if k in vars(table)} == expected, table.__name__
+
+
+# ---- plane_detections: peaks as planes ----
+
+
+@pytest.mark.parametrize("ball", [False, True])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_plane_detections_match_reference(device, ball, dtype):
+    points = torch.randn(2, 400, 3, generator=torch.Generator().manual_seed(11))
+    lengths = torch.tensor([400, 150])
+    fn = pointops.hough_planes_ball if ball else pointops.hough_planes
+    acc = fn(points, 0.25, 3.0, lengths, 6, 8)
+    acc = acc.to(dtype) * (0.5 if dtype == torch.float32 else 1)
+    for k, radius, min_votes in ((5, 1, 1.0), (40, 0, 3.0), (0, 1, 1.0), (10_000, 2, 1.0)):
+        planes, votes = pointops.plane_detections(acc.to(device), 6, 8, 0.25, 3.0, k, radius, min_votes)
+        want_planes, want_votes = reference.plane_detections(acc, 6, 8, 0.25, 3.0, k, radius, min_votes)
+        assert planes.shape == (2, k, 4) and planes.dtype == votes.dtype == torch.float32
+        torch.testing.assert_close(planes.cpu(), want_planes, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(votes.cpu(), want_votes, rtol=0, atol=0)
+    assert torch.isnan(planes[:, -1]).all() and (votes[:, -1] == 0).all()  # k past the peaks: padding
+
+
+def test_plane_detections_are_the_peaks_bin_centres(device):
+    """The grid's detections are hough_plane_peaks' bins through peaks_to_planes, rounded to float32."""
+    points = torch.randn(1, 3000, 3, generator=torch.Generator().manual_seed(12)).to(device)
+    acc = pointops.hough_planes(points, 0.1, 4.0, n_phi=30, n_theta=40)
+    votes, idx = pointops.hough_plane_peaks(acc, 25, [2, 2, 2])
+    normals, offsets = pointops.peaks_to_planes(idx, 30, 40, 0.1, 4.0)
+    planes, got_votes = pointops.plane_detections(acc, 30, 40, 0.1, 4.0, 25, 2)
+    torch.testing.assert_close(planes, torch.cat([normals, offsets.unsqueeze(-1)], -1).float(), rtol=0, atol=0,
+                               equal_nan=True)
+    torch.testing.assert_close(got_votes, votes.float(), rtol=0, atol=0)
+
+
+def test_plane_detections_check_the_accumulator(device):
+    acc = torch.zeros(1, 6, 8, 24, dtype=torch.int32, device=device)
+    op = torch.ops.pointops.plane_detections
+    for args, message in [((acc, 6, 9, 0.25, 3.0, 3), "acc must have shape \\[1, 6, 9, 24\\]"),
+                          ((acc, 6, 8, 0.25, 4.0, 3), "acc must have shape \\[1, 6, 8, 32\\]"),
+                          ((acc[0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
+                          ((acc[..., 0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
+                          ((acc.double(), 6, 8, 0.25, 3.0, 3), "acc must be int32 or float32"),
+                          ((acc, 6, 8, 0.0, 3.0, 3), "rho_step must be finite and > 0"),
+                          ((acc, 6, 8, 0.25, 3.0, -1), "k must be >= 0"),
+                          ((acc, 6, 8, 0.25, 3.0, 3, -2), "radius must be >= 0")]:
+        with pytest.raises(RuntimeError, match=message):
+            op(*args)
+    planes, votes = op(acc, 6, 8, 0.25, 3.0, 3)  # no votes: all padding
+    assert torch.isnan(planes).all() and (votes == 0).all()
+
+
+@pytest.mark.cuda
+def test_cuda_plane_detections_equal_cpu_on_a_scan():
+    from pointops.scenes import lidar
+
+    points = lidar.lidar_scan(lidar.make_scene(1), n_beams=32, n_azimuth=1024, seed=1).points[None]
+    for fn in (pointops.hough_planes, pointops.hough_planes_ball):
+        acc = fn(points, 0.1, 50.0, n_phi=90, n_theta=90)
+        want = pointops.plane_detections(acc, 90, 90, 0.1, 50.0, 64, 2)
+        for got, expected in zip(pointops.plane_detections(acc.cuda(), 90, 90, 0.1, 50.0, 64, 2), want):
+            torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.cuda
+def test_cuda_counts_equal_cpu_on_a_scan_in_rho_windows():
+    """A LiDAR scan with the outdoor preset's 90 x 90 x 1,000 grid (four rho windows, where each
+    warp skips the points its orientations cannot bring into the window), points far out and on
+    the window edges included: the CPU's counts."""
+    from pointops.scenes import lidar
+
+    points = lidar.lidar_scan(lidar.make_scene(2), n_beams=32, n_azimuth=1024, seed=2).points
+    extra = torch.tensor([[2e4, 0.0, 0.0], [0.0, -49.95, 0.0], [0.0, 0.0, 25.0], [0.0, 0.0, -25.05], [1e30, 1.0, 1.0]])
+    points = torch.cat([points, extra])[None]
+    for ball in (False, True):
+        acc = _cuda_equal(points, n_phi=90, n_theta=90, rho_step=0.1, rho_max=50.0, ball=ball)
+        assert int(acc.sum()) > 0.9 * points.shape[1] * acc[0, ..., 0].numel()

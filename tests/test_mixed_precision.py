@@ -37,8 +37,8 @@ def _wrapper_case(name, promoted=True):
 def _cases():
     cases = {}
     for name in ("ball_query", "ball_query_packed", "estimate_normals", "hough_planes_ball", "interpolate", "knn",
-                 "knn_packed", "plane_labels", "plane_refit", "pose_cluster", "ppf_features", "ppf_model", "ppf_vote", "three_nn",
-                 "transform_points"):
+                 "knn_packed", "plane_labels", "plane_refit", "plane_refit_bands", "pose_cluster", "ppf_features",
+                 "ppf_model", "ppf_vote", "three_nn", "transform_points"):
         cases[name] = _wrapper_case(name)
     # voxel_downsample: centroids keep the points' dtype, means the features'; icp: the poses
     # come back in the initial poses' dtype (both documented)

@@ -133,6 +133,16 @@ PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
                           const c10::List<bool>& periodic, double min_votes, int64_t k,
                           bool plane_seam);
 
+// The peaks' keys (see above), zeros elsewhere: (B, S) int64 on acc's device, acc contiguous,
+// S <= bins. The CPU returns every bin's key in place (S = bins); CUDA a pool of the peaks per
+// cloud, in no particular order. Only the values count: hough_peaks and plane_detections take
+// their top-k (top_peak_keys), which is the same for both.
+at::Tensor peak_keys_cpu(const at::Tensor& acc, const PeakGrid& grid);
+at::Tensor peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid);
+
+// The k largest keys of each row, descending, padded with 0 (no peak) past the row's bins.
+at::Tensor top_peak_keys(const at::Tensor& keys, int64_t k);
+
 // keys (B, S) int64 -> (votes (B, k), indices (B, k, ndim)); runs on the keys' device.
 std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid,
                                                     int64_t k, at::ScalarType vote_dtype);

@@ -56,13 +56,18 @@ PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
   return g;
 }
 
-std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid,
-                                                    int64_t k, at::ScalarType vote_dtype) {
+at::Tensor top_peak_keys(const at::Tensor& keys, int64_t k) {
   const int64_t batch = keys.size(0), bins = keys.size(1);
   const int64_t kept = std::min(k, bins);
   at::Tensor top = batch > 0 && kept > 0 ? std::get<0>(at::topk(keys, kept, 1, true, true))
                                          : keys.new_zeros({batch, kept});
   if (kept < k) top = at::constant_pad_nd(top, {0, k - kept}, 0);
+  return top;
+}
+
+std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid,
+                                                    int64_t k, at::ScalarType vote_dtype) {
+  const at::Tensor top = top_peak_keys(keys, k);
   at::Tensor vote_bits = at::bitwise_right_shift(top, 32).to(at::kInt);
   at::Tensor votes = vote_dtype == at::kFloat ? vote_bits.view(at::kFloat) : vote_bits;
   const at::Tensor flat = at::rsub(at::bitwise_and(top, int64_t{0xffffffff}), int64_t{0xffffffff});
@@ -123,9 +128,15 @@ std::tuple<at::Tensor, at::Tensor> hough_peaks_cpu(const at::Tensor& acc, at::In
   const hough_detail::PeakGrid grid =
       hough_detail::check_peaks_args(acc, radius, periodic, min_votes, k, plane_seam);
   const at::Tensor a = acc.contiguous();
-  const int64_t batch = a.size(0);
-  const int64_t bins = batch == 0 ? 0 : a.numel() / batch;
-  at::Tensor keys = at::empty({batch, bins}, a.options().dtype(at::kLong));
+  return hough_detail::decode_peak_keys(hough_detail::peak_keys_cpu(a, grid), grid, k, a.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor hough_detail::peak_keys_cpu(const at::Tensor& acc, const PeakGrid& grid) {
+  const int64_t batch = acc.size(0);
+  const int64_t bins = batch == 0 ? 0 : acc.numel() / batch;
+  at::Tensor keys = at::empty({batch, bins}, acc.options().dtype(at::kLong));
   int64_t* key_ptr = keys.data_ptr<int64_t>();
   auto mark = [&](auto* values) {
     at::parallel_for(0, batch * bins, 4096, [&](int64_t first, int64_t last) {
@@ -135,15 +146,13 @@ std::tuple<at::Tensor, at::Tensor> hough_peaks_cpu(const at::Tensor& acc, at::In
       }
     });
   };
-  if (a.scalar_type() == at::kInt) {
-    mark(a.data_ptr<int32_t>());
+  if (acc.scalar_type() == at::kInt) {
+    mark(acc.data_ptr<int32_t>());
   } else {
-    mark(a.data_ptr<float>());
+    mark(acc.data_ptr<float>());
   }
-  return hough_detail::decode_peak_keys(keys, grid, k, a.scalar_type());
+  return keys;
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("hough_peaks", &hough_peaks_cpu); }
 

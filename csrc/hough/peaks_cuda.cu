@@ -3,7 +3,9 @@
 //
 // Each bin gets its candidate key (candidate_key(), as on the CPU); one pass per dim with a
 // radius replaces every key by the largest key in its 1-D window along that dim (peaks.h says why
-// that composes to the box); a last pass keeps the candidates that are their box's maximum.
+// that composes to the box); a last pass appends the candidates that are their box's maximum to a
+// pool per cloud, which the top-k reads instead of every bin (a radix top-k reads its input once
+// per 8 bits of key: for 16 clouds of 8.1M bins that was 8 GB).
 // Scanning each candidate's whole box instead (the CPU's way) is slow on a GPU: nearly every bin
 // of a LiDAR accumulator is a candidate, and each would decode its box's coordinates with 64-bit
 // divisions. The passes are a few reads and writes of 8 bytes per bin with 32-bit index
@@ -103,13 +105,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Appends the key of every candidate that is its box's maximum (a peak) to its cloud's pool
+// (pool[b][0, capacity), counts[b] its fill). The order within a pool depends on the atomics; only
+// the pool's values reach the caller (a top-k), and those are the same in any order.
 __global__ void __launch_bounds__(kThreads)
-    keep_maxima_kernel(int64_t* __restrict__ keys, const int64_t* __restrict__ box_max,
-                       int64_t total) {
+    pool_peaks_kernel(const int64_t* __restrict__ keys, const int64_t* __restrict__ box_max, int64_t total,
+                      int64_t bins, int64_t capacity, unsigned long long* __restrict__ counts,
+                      int64_t* __restrict__ pool) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
-    if (keys[i] != box_max[i]) keys[i] = 0;
+    const int64_t key = keys[i];
+    if (key == 0 || key != box_max[i]) continue;
+    const int64_t b = i / bins;
+    const unsigned long long slot = atomicAdd(counts + b, 1ull);
+    if (slot < static_cast<unsigned long long>(capacity)) pool[b * capacity + static_cast<int64_t>(slot)] = key;
   }
+}
+
+// The most peaks one cloud can hold: no two peaks are in each other's box (the better beats the
+// other), so cutting the grid into blocks of (radius + 1) bins per dim leaves at most one peak in
+// each block (plain offsets inside the grid are neighbours whatever the seams or wrap-arounds add).
+int64_t peak_capacity(const PeakGrid& grid, int64_t bins) {
+  int64_t capacity = 1;
+  for (int d = 0; d < grid.ndim; ++d) capacity *= cuda::ceil_div(grid.size[d], grid.radius[d] + 1);
+  return std::min(capacity, bins);
 }
 
 // The dims to take windows along, in order (see peaks.h for the plane sphere's order).
@@ -135,56 +154,68 @@ std::tuple<at::Tensor, at::Tensor> hough_peaks_cuda(const at::Tensor& acc, at::I
       hough_detail::check_peaks_args(acc, radius, periodic, min_votes, k, plane_seam);
   const c10::cuda::CUDAGuard guard(acc.device());
   const at::Tensor a = acc.contiguous();
-  const int64_t batch = a.size(0);
-  const int64_t bins = batch == 0 ? 0 : a.numel() / batch;
-  at::Tensor keys = at::empty({batch, bins}, a.options().dtype(at::kLong));
-  const int64_t total = batch * bins;
-  if (total > 0) {
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const int64_t blocks = grid_blocks(total);
-    if (a.scalar_type() == at::kInt) {
-      candidate_keys_kernel<int32_t><<<blocks, kThreads, 0, stream>>>(
-          a.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
-    } else {
-      candidate_keys_kernel<float><<<blocks, kThreads, 0, stream>>>(
-          a.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const std::vector<int> dims = window_dims(grid);
-    if (!dims.empty()) {
-      at::Tensor ping = at::empty_like(keys), pong = at::empty_like(keys);
-      const int64_t* source = keys.data_ptr<int64_t>();
-      for (int d : dims) {
-        // A window wider than one turn of its dim (two for the sphere's phi and theta, which
-        // come back mirrored after one) sees nothing new.
-        const int64_t turn = grid.plane_seam && d != 2 ? 2 * grid.size[d] : grid.size[d];
-        WindowPass w{};
-        w.bins = bins;
-        w.dim = d;
-        w.radius = static_cast<int32_t>(std::min<int64_t>(grid.radius[d], turn));
-        w.stride = static_cast<uint32_t>(grid.stride[d]);
-        w.size = static_cast<uint32_t>(grid.size[d]);
-        w.periodic = grid.periodic[d];
-        w.plane_seam = grid.plane_seam;
-        if (grid.plane_seam) {
-          w.n_phi = static_cast<uint32_t>(grid.size[0]);
-          w.n_theta = static_cast<uint32_t>(grid.size[1]);
-          w.n_rho = static_cast<uint32_t>(grid.size[2]);
-        }
-        int64_t* target = ping.data_ptr<int64_t>();
-        window_max_kernel<<<blocks, kThreads, 0, stream>>>(source, total, w, target);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        source = target;
-        std::swap(ping, pong);
-      }
-      keep_maxima_kernel<<<blocks, kThreads, 0, stream>>>(keys.data_ptr<int64_t>(), source, total);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    }
-  }
-  return hough_detail::decode_peak_keys(keys, grid, k, a.scalar_type());
+  return hough_detail::decode_peak_keys(hough_detail::peak_keys_cuda(a, grid), grid, k, a.scalar_type());
 }
 
 }  // namespace
+
+at::Tensor hough_detail::peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid) {
+  const c10::cuda::CUDAGuard guard(acc.device());
+  const int64_t batch = acc.size(0);
+  const int64_t bins = batch == 0 ? 0 : acc.numel() / batch;
+  at::Tensor keys = at::empty({batch, bins}, acc.options().dtype(at::kLong));
+  const int64_t total = batch * bins;
+  if (total == 0) return keys;
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int64_t blocks = grid_blocks(total);
+  if (acc.scalar_type() == at::kInt) {
+    candidate_keys_kernel<int32_t><<<blocks, kThreads, 0, stream>>>(
+        acc.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
+  } else {
+    candidate_keys_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        acc.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const std::vector<int> dims = window_dims(grid);
+  if (dims.empty()) return keys;
+  // Two scratch buffers of the window maxima, ping-ponged, in one allocation.
+  at::Tensor scratch = at::empty({2, batch, bins}, keys.options());
+  int64_t* buffers[2] = {scratch.data_ptr<int64_t>(), scratch.data_ptr<int64_t>() + total};
+  const int64_t* source = keys.data_ptr<int64_t>();
+  int next = 0;
+  for (int d : dims) {
+    // A window wider than one turn of its dim (two for the sphere's phi and theta, which
+    // come back mirrored after one) sees nothing new.
+    const int64_t turn = grid.plane_seam && d != 2 ? 2 * grid.size[d] : grid.size[d];
+    WindowPass w{};
+    w.bins = bins;
+    w.dim = d;
+    w.radius = static_cast<int32_t>(std::min<int64_t>(grid.radius[d], turn));
+    w.stride = static_cast<uint32_t>(grid.stride[d]);
+    w.size = static_cast<uint32_t>(grid.size[d]);
+    w.periodic = grid.periodic[d];
+    w.plane_seam = grid.plane_seam;
+    if (grid.plane_seam) {
+      w.n_phi = static_cast<uint32_t>(grid.size[0]);
+      w.n_theta = static_cast<uint32_t>(grid.size[1]);
+      w.n_rho = static_cast<uint32_t>(grid.size[2]);
+    }
+    int64_t* target = buffers[next];
+    window_max_kernel<<<blocks, kThreads, 0, stream>>>(source, total, w, target);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    source = target;
+    next ^= 1;
+  }
+  // The peaks, gathered into a pool per cloud (zeros after them): the top-k then reads the pool,
+  // at most 1 / ((r_0 + 1)(r_1 + 1)...) of the bins, instead of every bin's key.
+  const int64_t capacity = peak_capacity(grid, bins);
+  at::Tensor pool = at::zeros({batch * capacity + batch}, keys.options());
+  pool_peaks_kernel<<<blocks, kThreads, 0, stream>>>(
+      keys.data_ptr<int64_t>(), source, total, bins, capacity,
+      reinterpret_cast<unsigned long long*>(pool.data_ptr<int64_t>() + batch * capacity), pool.data_ptr<int64_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return pool.narrow(0, 0, batch * capacity).view({batch, capacity});
+}
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_peaks", &hough_peaks_cuda); }
 

@@ -12,13 +12,18 @@
 //   residual_k(p) = fma(nz, z, fma(ny, y, nx * x)) - d in float32, rounded like this on both
 //   backends.
 //
-// plane_refit(points, lengths?, planes, threshold) -> (refit, inliers)
+// plane_refit(points, lengths?, planes, threshold, bands=[1.0]) -> (refit, inliers)
 //   Labels the points as plane_labels does; then plane k's inliers (the points labelled k)
 //   give its least-squares plane: the unit normal is the eigenvector of the smallest eigenvalue
 //   of the inliers' covariance, turned to within 90 degrees of row k's normal, through their
 //   centroid. refit (B, K, 4) float32; inliers (B, K) int64, the inlier counts. A row keeps its
 //   input values when it has fewer than 3 inliers or its inliers leave the plane undetermined
 //   (all on one line: the middle eigenvalue is at most 1e-12 of the largest).
+//   bands: one refit per entry, in order, each of the previous one's planes with the threshold
+//   band * threshold (the product in float64, then rounded to float32; every one finite and
+//   >= 0): plane_refit with bands [a, b] is plane_refit(plane_refit(planes, a t)[0], b t). The
+//   inlier counts are the last refit's. Shrinking bands (detect_planes: 3, 2, 1, 0.5) let a
+//   coarse plane reach its far points before the band tightens.
 //
 // Exactness. The moments are exact integers, so the sums do not depend on the order in which
 // points are added and both backends get the same moments: each cloud's coordinates are scaled by
@@ -36,6 +41,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "common/clouds.h"
 #include "common/float_bits.h"
@@ -190,11 +196,13 @@ struct FitInputs {
   at::Tensor planes;  // (B, K, 4) float32, contiguous, as given (kernels sanitize as they read)
   CloudLengths lengths;
   int64_t batch, n, k;
-  float threshold;
+  float threshold;               // plane_labels'
+  std::vector<float> thresholds;  // plane_refit's, one per band
 };
 
 FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const at::Tensor& planes, double threshold);
+                             const at::Tensor& planes, double threshold,
+                             at::ArrayRef<double> bands = {1.0});
 
 }  // namespace plane_fit_detail
 }  // namespace pointops

@@ -1,10 +1,11 @@
 // Plane labels and least-squares refits on CUDA (rules in plane_fit.h; the CPU twin is
 // plane_fit_cpu.cpp).
 //
-// plane_refit runs four kernels: a zero fill of the scratch, the clouds' extents (a max of
-// |coordinate| bit patterns, exact and order-free), the moments (each block stages its cloud's
-// planes in shared memory, labels its points, and sums their integer moment terms per plane), and
-// a thread per plane for the solve. The moment sums are integers, so atomics give the same
+// plane_refit runs a zero fill of the scratch, the clouds' extents (a max of |coordinate| bit
+// patterns, exact and order-free), then per band the moments (each block stages its cloud's
+// planes in shared memory, labels its points, and sums their integer moment terms per plane) and
+// a thread per plane for the solve, which writes the planes the next band starts from (a band
+// after the first clears the moments with a memset first). The moment sums are integers, so atomics give the same
 // result in any order. Within a warp the lanes that share a label are summed with shuffles
 // first: in a LiDAR scan most warps lie on one plane, and one lane then adds 16 words for 32
 // points instead of every lane contending for the same 16 shared-memory words.
@@ -138,19 +139,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A thread per (cloud, plane).
+// A thread per (cloud, plane); planes and refit may be the same rows.
 __global__ void solve_kernel(const unsigned long long* __restrict__ moments,
-                             const unsigned long long* __restrict__ max_bits,
-                             const float* __restrict__ planes, int64_t batch, int64_t k,
-                             float* __restrict__ refit, int64_t* __restrict__ inliers) {
+                             const unsigned long long* __restrict__ max_bits, const float* planes,
+                             int64_t batch, int64_t k, float* refit, int64_t* __restrict__ inliers) {
   const int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (row >= batch * k) return;
   int64_t m[kMoments];
   for (int t = 0; t < kMoments; ++t) m[t] = static_cast<int64_t>(moments[row * kMoments + t]);
-  float clean[4];
-  sanitize_plane(planes + 4 * row, clean);
-  solve_plane(m, quant_shift(static_cast<uint32_t>(max_bits[row / k])), clean, planes + 4 * row,
-              refit + 4 * row);
+  float original[4], clean[4];
+  for (int c = 0; c < 4; ++c) original[c] = planes[4 * row + c];  // planes may be refit (in place)
+  sanitize_plane(original, clean);
+  solve_plane(m, quant_shift(static_cast<uint32_t>(max_bits[row / k])), clean, original, refit + 4 * row);
   inliers[row] = m[0];
 }
 
@@ -186,12 +186,12 @@ at::Tensor plane_labels_cuda(const at::Tensor& points, const std::optional<at::T
 
 std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
                                                     const std::optional<at::Tensor>& lengths,
-                                                    const at::Tensor& planes, double threshold) {
+                                                    const at::Tensor& planes, double threshold,
+                                                    at::ArrayRef<double> bands) {
   const c10::cuda::CUDAGuard guard(points.device());
-  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold);
+  const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold, bands);
   const int64_t batch = in.batch, n = in.n, k = in.k;
   const float* pts = in.points.data_ptr<float>();
-  const float* pl = in.planes.data_ptr<float>();
   at::Tensor refit = at::empty({batch, k, 4}, points.options().dtype(at::kFloat));
   at::Tensor inliers = at::empty({batch, k}, points.options().dtype(at::kLong));
   if (batch * k == 0) return {refit, inliers};
@@ -199,24 +199,31 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
   at::Tensor scratch = at::zeros({batch * k * kMoments + batch}, points.options().dtype(at::kLong));
   auto* moments = reinterpret_cast<unsigned long long*>(scratch.data_ptr<int64_t>());
   unsigned long long* max_bits = moments + batch * k * kMoments;
+  const size_t moment_bytes = static_cast<size_t>(batch * k * kMoments) * sizeof(unsigned long long);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const Launch launch = point_launch(batch, std::max<int64_t>(n, 1));
   if (n > 0) {
-    const Launch launch = point_launch(batch, n);
-    extent_kernel<<<launch.grid, kThreads, 0, stream>>>(pts, in.lengths.data, batch,
-                                                        n, max_bits);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const size_t smem = static_cast<size_t>(k) * (kMoments * sizeof(unsigned long long) + 4 * sizeof(float));
-    cuda::set_dynamic_smem(moments_kernel, smem);
-    moments_kernel<<<launch.grid, kThreads, smem, stream>>>(
-        pts, in.lengths.data, batch, n, pl, k,
-        in.threshold, max_bits, moments);
+    extent_kernel<<<launch.grid, kThreads, 0, stream>>>(pts, in.lengths.data, batch, n, max_bits);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
+  const size_t smem = static_cast<size_t>(k) * (kMoments * sizeof(unsigned long long) + 4 * sizeof(float));
+  if (n > 0) cuda::set_dynamic_smem(moments_kernel, smem);
   const int64_t rows = batch * k;
-  solve_kernel<<<static_cast<unsigned>(cuda::ceil_div(rows, 128)), 128, 0, stream>>>(
-      moments, max_bits, pl, batch, k, refit.data_ptr<float>(),
-      inliers.data_ptr<int64_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  // Each band refits the previous band's planes (the first band the input rows), in place.
+  const float* current = in.planes.data_ptr<float>();
+  float* out = refit.data_ptr<float>();
+  for (size_t band = 0; band < in.thresholds.size(); ++band) {
+    if (band > 0) C10_CUDA_CHECK(cudaMemsetAsync(moments, 0, moment_bytes, stream));
+    if (n > 0) {
+      moments_kernel<<<launch.grid, kThreads, smem, stream>>>(pts, in.lengths.data, batch, n, current, k,
+                                                              in.thresholds[band], max_bits, moments);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    solve_kernel<<<static_cast<unsigned>(cuda::ceil_div(rows, 128)), 128, 0, stream>>>(
+        moments, max_bits, current, batch, k, out, inliers.data_ptr<int64_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    current = out;
+  }
   return {refit, inliers};
 }
 

@@ -78,13 +78,20 @@ POINTOPS_HOST_DEVICE inline int32_t rho_bin(float nx, float ny, float nz, float 
   return (f >= low && f < high) ? static_cast<int32_t>(f) + binning.floor_half : binning.n_rho;
 }
 
-// Checks shared by both backends; returns the rho binning. Defined in planes_cpu.cpp.
+// The rho binning of (rho_step, rho_max), both checked (finite, > 0, at most 2^24 bins).
+// Defined in planes_cpu.cpp, like the two below.
+RhoBinning rho_binning(double rho_step, double rho_max);
+
+// Checks shared by both backends; returns the rho binning.
 RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              const std::optional<at::Tensor>& weights, int64_t n_phi,
                              int64_t n_theta, double rho_step, double rho_max);
 
 // (M, 3) float32 CPU tensor of the layout's unit normals, in accumulator order.
 at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta);
+
+// Cells of the equal-area ball with these arguments.
+int64_t ball_cell_count(int64_t n_phi, int64_t n_theta);
 
 // Output shape for a batch of `batch` clouds.
 std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi,

@@ -50,6 +50,10 @@ RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::T
   TORCH_CHECK(n_theta >= 1 && n_theta <= 1 << 20, "n_theta must be in [1, 2^20], got ", n_theta);
   TORCH_CHECK(n_phi * n_theta <= std::numeric_limits<int32_t>::max(),
               "n_phi * n_theta must be at most 2^31 - 1 orientations, got ", n_phi * n_theta);
+  return rho_binning(rho_step, rho_max);
+}
+
+RhoBinning rho_binning(double rho_step, double rho_max) {
   TORCH_CHECK(std::isfinite(rho_step) && rho_step > 0, "rho_step must be finite and > 0, got ",
               rho_step);
   TORCH_CHECK(std::isfinite(rho_max) && rho_max > 0, "rho_max must be finite and > 0, got ",
@@ -80,6 +84,8 @@ at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta) {
   }
   return table;
 }
+
+int64_t ball_cell_count(int64_t n_phi, int64_t n_theta) { return ball_cells(n_phi, n_theta); }
 
 std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi,
                                          int64_t n_theta, int64_t n_rho) {

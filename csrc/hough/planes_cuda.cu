@@ -47,15 +47,18 @@
 #include "hough/planes.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <string>
 
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 #include "common/float_bits.h"
 #include "common/launch.cuh"
+#include "hough/plane_tables.h"
 
 namespace pointops {
 namespace {
@@ -421,12 +424,15 @@ __global__ void vote_global_kernel(const float* __restrict__ points,
   }
 }
 
-// The normal table as both backends compute it, on the device without blocking the host: a
-// pinned staging copy is stream-ordered, and the caching host allocator keeps the buffer alive
-// until the copy has run.
-at::Tensor device_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta,
-                          const at::Device& device) {
-  return hough_detail::plane_normals(layout, n_phi, n_theta).pin_memory().to(device, /*non_blocking=*/true);
+// The layout's normals (plane_normals(), the table both backends vote with) on the device, made
+// once per grid and device (plane_tables.h): a call copies nothing from the host.
+at::Tensor device_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta, const at::Device& device) {
+  const bool capturing =
+      c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+  const std::string key = std::string("vote normals ") + (layout == PlaneLayout::kGrid ? "grid " : "ball ") +
+                          std::to_string(n_phi) + " x " + std::to_string(n_theta);
+  return hough_detail::cached_table(key, device, capturing,
+                                    [&] { return hough_detail::plane_normals(layout, n_phi, n_theta); });
 }
 
 at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,

@@ -17,6 +17,7 @@ from .images import (
 )
 from .planes import (
     Peaks,
+    PlaneCandidates,
     PlaneFit,
     ball_cells,
     ball_peaks_to_planes,
@@ -26,7 +27,9 @@ from .planes import (
     hough_planes_ball,
     peaks_to_planes,
     plane_grid_normals,
+    plane_detections,
     plane_labels,
     plane_refit,
+    plane_suppress,
     rho_bins,
 )

@@ -237,12 +237,17 @@ class PlaneFit(NamedTuple):
     inliers: Tensor  # (B, K) int64 points within the threshold of each input plane
 
 
-def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None) -> PlaneFit:
+def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None,
+                bands: Optional[List[float]] = None) -> PlaneFit:
     """Least-squares refit of each plane to its inliers (the points :func:`plane_labels` gives it).
 
     The normal is the covariance's smallest-eigenvalue direction, turned to within 90 degrees of
     the row's normal, and the plane passes through the inliers' centroid. Rows with fewer than 3
     inliers, or with inliers all on one line, keep their values.
+
+    ``bands`` (default ``[1.0]``): one refit per entry, in order, each of the previous one's planes
+    with the threshold ``band * threshold``; shrinking bands (``[3, 2, 1, 0.5]``) let a coarse
+    plane reach its far points before the band tightens. The inlier counts are the last band's.
 
     Returns:
         :class:`PlaneFit` (planes (B, K, 4) float32, inliers (B, K) int64); identical on CPU and
@@ -250,8 +255,53 @@ def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optio
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(planes, "planes", "(B, K, 4)")
-    fitted, inliers = torch.ops.pointops.plane_refit(points, lengths, planes, threshold)
+    if bands is None:
+        bands = [1.0]
+    fitted, inliers = torch.ops.pointops.plane_refit(points, lengths, planes, threshold, bands)
     return PlaneFit(fitted, inliers)
+
+
+def plane_suppress(planes: Tensor, max_angle: float, max_offset: float) -> Tensor:
+    """Greedy removal of repeated planes: rows (B, K, 4), strongest first, K <= 1024.
+
+    Row j is dropped (comes back NaN) when its offset is NaN or a kept row i < j repeats it: their
+    normals within ``max_angle`` radians of each other or of each other's flip (``|n_i . n_j| >=
+    cos(max_angle)``) and their offsets within ``max_offset`` (``|d_j - s d_i|``, s the sign of
+    ``n_i . n_j``). The arithmetic is float32 (csrc/hough/plane_suppress.h), the same bits on CPU
+    and CUDA.
+
+    Returns:
+        (B, K, 4) float32: the kept rows as given, NaN rows for the others.
+    """
+    check_tensor(planes, "planes", "(B, K, 4)")
+    return torch.ops.pointops.plane_suppress(planes, max_angle, max_offset)
+
+
+class PlaneCandidates(NamedTuple):
+    """Output of :func:`plane_detections`."""
+
+    planes: Tensor  # (B, k, 4) float32 bin-centre planes (unit normal, offset); NaN rows: no peak
+    votes: Tensor  # (B, k) float32 votes of each peak, descending; 0 where none
+
+
+def plane_detections(acc: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float, k: int,
+                     radius: int = 1, min_votes: float = 1.0) -> PlaneCandidates:
+    """The k strongest peaks of a plane accumulator as planes, in one op.
+
+    ``acc`` is a :func:`hough_planes` grid (B, n_phi, n_theta, n_rho) or a
+    :func:`hough_planes_ball` accumulator (B, n_cells, n_rho) made with these arguments. Peaks are
+    :func:`hough_peaks`': on the grid a box of ``radius`` bins in every dim with the sphere's seams
+    glued, on the ball ``radius`` rho bins within a cell. Each peak comes back as its bin centre,
+    the plane :func:`peaks_to_planes` / :func:`ball_peaks_to_planes` give, rounded to float32; the
+    tables are made once per grid and device, so a call copies nothing from the host.
+
+    Returns:
+        :class:`PlaneCandidates` (planes (B, k, 4) float32, votes (B, k) float32), descending;
+        NaN / 0 past the peaks found.
+    """
+    check_tensor(acc, "acc", "(B, n_phi, n_theta, n_rho)")
+    planes, votes = torch.ops.pointops.plane_detections(acc, n_phi, n_theta, rho_step, rho_max, k, radius, min_votes)
+    return PlaneCandidates(planes, votes)
 
 
 # ---- fake kernels: output shapes and dtypes from the arguments alone ----
@@ -313,6 +363,55 @@ def _plane_labels_fake(points, lengths, planes, threshold):
 
 
 @torch.library.register_fake("pointops::plane_refit")
-def _plane_refit_fake(points, lengths, planes, threshold):
+def _plane_refit_fake(points, lengths, planes, threshold, bands=(1.0,)):
     _check_plane_fit(points, lengths, planes, threshold)
+    torch._check(len(bands) >= 1, lambda: "bands must have at least one entry, got []")
+    for band in bands:
+        torch._check(math.isfinite(band * threshold) and band * threshold >= 0,
+                     lambda: f"bands must make thresholds band * threshold finite and >= 0, got band {band} "
+                             f"with threshold {threshold}")
     return planes.new_empty(planes.shape, dtype=torch.float32), planes.new_empty(planes.shape[:2], dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::plane_suppress")
+def _plane_suppress_fake(planes, max_angle, max_offset):
+    torch._check(planes.dim() == 3 and planes.shape[2] == 4, lambda: f"planes must have shape (B, K, 4), got {tuple(planes.shape)}")
+    check_floating(planes, "planes")
+    torch._check(planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}")
+    torch._check(math.isfinite(max_angle) and max_angle >= 0,
+                 lambda: f"max_angle must be finite and >= 0 (radians), got {max_angle}")
+    torch._check(math.isfinite(max_offset) and max_offset >= 0, lambda: f"max_offset must be finite and >= 0, got {max_offset}")
+    return planes.new_empty(planes.shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("pointops::plane_detections")
+def _plane_detections_fake(acc, n_phi, n_theta, rho_step, rho_max, k, radius=1, min_votes=1.0):
+    torch._check(acc.dim() in (3, 4), lambda: "acc must be a hough_planes grid (B, n_phi, n_theta, n_rho) or a "
+                 f"hough_planes_ball accumulator (B, n_cells, n_rho), got shape {tuple(acc.shape)}")
+    torch._check(acc.dtype in (torch.int32, torch.float32), lambda: f"acc must be int32 or float32, got {acc.dtype}")
+    torch._check(n_phi >= 1 and n_theta >= 1, lambda: f"n_phi and n_theta must be >= 1, got {n_phi}, {n_theta}")
+    torch._check(rho_step > 0 and rho_max > 0, lambda: f"rho_step and rho_max must be > 0, got {rho_step}, {rho_max}")
+    cells = [n_phi, n_theta] if acc.dim() == 4 else [ball_cell_count(n_phi, n_theta)]
+    expected = [acc.shape[0]] + cells + [rho_bins(rho_step, rho_max)]
+    torch._check(list(acc.shape) == expected, lambda: f"acc must have shape {expected}, got {list(acc.shape)}")
+    torch._check(k >= 0 and radius >= 0, lambda: f"k and radius must be >= 0, got {k}, {radius}")
+    check_output_fits(acc.device, f"k = {k}", (acc.shape[0], k, acc.dim()), 8)
+    return acc.new_empty((acc.shape[0], k, 4), dtype=torch.float32), acc.new_empty((acc.shape[0], k), dtype=torch.float32)
+
+
+@torch.library.register_fake("pointops::detect_planes")
+def _detect_planes_fake(points, lengths, k, n_phi, n_theta, rho_step, rho_max, distance_threshold, min_inliers,
+                        min_votes=1.0, peak_radius=2, iterations=1, layout="grid"):
+    torch._check(points.dim() == 3 and points.shape[2] >= 3,
+                 lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}")
+    check_floating(points, "points")
+    check_same_device(lengths, "lengths", points)
+    torch._check(layout in ("grid", "ball"), lambda: f'layout must be "grid" or "ball", got "{layout}"')
+    torch._check(0 <= k <= 1024, lambda: f"k must be in [0, 1024], got {k}")
+    torch._check(iterations >= 1, lambda: f"iterations must be >= 1, got {iterations}")
+    torch._check(math.isfinite(distance_threshold) and distance_threshold > 0,
+                 lambda: f"distance_threshold must be finite and > 0, got {distance_threshold}")
+    torch._check(0.0 <= min_inliers <= 1.0, lambda: f"min_inliers must be a share in [0, 1] of the points, got {min_inliers}")
+    batch, n = points.shape[0], points.shape[1]
+    return (points.new_empty((batch, k, 4), dtype=torch.float32), points.new_empty((batch, k), dtype=torch.float32),
+            points.new_empty((batch, n), dtype=torch.int64))

@@ -192,6 +192,133 @@ def plane_refit(points: torch.Tensor, planes: torch.Tensor, threshold: float, le
     return torch.from_numpy(out), torch.from_numpy(counts)
 
 
+def plane_suppress(planes: torch.Tensor, max_angle: float, max_offset: float) -> torch.Tensor:
+    """Loop reference of plane_suppress (csrc/hough/plane_suppress.h): float32 dot products and
+    offset differences, every step rounded alone, rows kept greedily in order."""
+    pl = planes.float().numpy()
+    min_cos = np.float32(math.cos(max_angle))
+    limit = np.float32(max_offset)
+    out = np.full(pl.shape, np.nan, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for b in range(pl.shape[0]):
+            kept = []
+            for j in range(pl.shape[1]):
+                row = pl[b, j]
+                keep = not np.isnan(row[3])
+                for i in kept:
+                    if not keep:
+                        break
+                    other = pl[b, i]
+                    c = np.float32(np.float32(row[0] * other[0]) + np.float32(row[1] * other[1])) + np.float32(row[2] * other[2])
+                    d = row[3] - other[3] if c >= 0 else row[3] + other[3]
+                    keep = not (abs(c) >= min_cos and abs(d) <= limit)
+                if keep:
+                    kept.append(j)
+                    out[b, j] = row
+    return torch.from_numpy(out)
+
+
+def plane_detections(acc: torch.Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float, k: int,
+                     radius: int = 1, min_votes: float = 1.0):
+    """plane_detections by the loop hough_peaks above and the float64 bin centres of
+    pointops.peaks_to_planes / ball_peaks_to_planes, rounded to float32."""
+    from pointops.hough.planes import ball_peaks_to_planes, peaks_to_planes
+
+    if acc.dim() == 4:
+        votes, indices = hough_peaks(acc, [radius] * 3, [False] * 3, min_votes, k, plane_seam=True)
+        normals, offsets = peaks_to_planes(indices, n_phi, n_theta, rho_step, rho_max)
+    else:
+        votes, indices = hough_peaks(acc, [0, radius], [False] * 2, min_votes, k)
+        normals, offsets = ball_peaks_to_planes(indices, n_phi, n_theta, rho_step, rho_max)
+    return torch.cat([normals, offsets.unsqueeze(-1)], -1).float(), votes.float()
+
+
+# detect_planes as it was written in PyTorch on the plane ops before the pipeline became one op:
+# the detect_planes op (csrc/hough/detect_planes.cpp) returns the same planes, votes and labels.
+
+
+def _fit_in_bands(points, planes, threshold):
+    for band in (3.0, 2.0, 1.0, 0.5):
+        planes = torch.ops.pointops.plane_refit(points, None, planes, band * threshold)[0]
+    return planes
+
+
+def _suppress_duplicates(planes, max_angle_deg, max_offset):
+    normal, offset = planes[..., :3], planes[..., 3]
+    cos = (normal.unsqueeze(2) * normal.unsqueeze(1)).sum(-1)
+    same_sign = (cos >= 0).to(planes.dtype) * 2 - 1
+    close = (cos.abs() >= math.cos(math.radians(max_angle_deg))) & (
+        (offset.unsqueeze(2) - same_sign * offset.unsqueeze(1)).abs() <= max_offset)
+    keep = ~torch.isnan(offset)
+    for j in range(1, planes.shape[1]):  # greedy in vote order: a kept stronger plane suppresses j
+        earlier = keep[:, :j] & close[:, j, :j]
+        keep[:, j] = keep[:, j] & ~earlier.any(1)
+    return torch.where(keep.unsqueeze(-1), planes, torch.full_like(planes, math.nan))
+
+
+def _compact(planes, votes, k):
+    valid = ~torch.isnan(planes[..., 3])
+    order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[:, :k]
+    planes = torch.gather(planes, 1, order.unsqueeze(-1).expand(-1, -1, 4))
+    votes = torch.where(torch.gather(valid, 1, order), torch.gather(votes, 1, order), torch.zeros_like(votes[:, :k]))
+    if planes.shape[1] < k:
+        pad = k - planes.shape[1]
+        planes = torch.cat([planes, planes.new_full((planes.shape[0], pad, 4), math.nan)], 1)
+        votes = torch.cat([votes, votes.new_zeros((votes.shape[0], pad))], 1)
+    return planes, votes
+
+
+def detect_planes(points, k, lengths, n_phi, n_theta, rho_step, rho_max, distance_threshold, min_inliers,
+                  min_votes=1.0, peak_radius=2, iterations=1, layout="grid"):
+    """The detect_planes pipeline in PyTorch on the plane ops (one op call per refit band, the
+    duplicate suppression a Python loop, the bin-centre tables made per call); the op's arguments."""
+    from pointops.hough.planes import (ball_peaks_to_planes, hough_peaks as peaks_op, hough_plane_peaks, hough_planes,
+                                       hough_planes_ball, peaks_to_planes, plane_labels)
+
+    batch, n = points.shape[0], points.shape[1]
+    pts = points[..., :3].float()
+    limit = lengths.unsqueeze(1) if lengths is not None else torch.full((batch, 1), n, device=points.device)
+    valid = (torch.arange(n, device=points.device).unsqueeze(0) < limit) & torch.isfinite(pts).all(-1)
+    if k == 0:
+        return (pts.new_zeros((batch, 0, 4)), pts.new_zeros((batch, 0)),
+                torch.full((batch, n), -1, dtype=torch.int64, device=points.device))
+    pts = torch.where(valid.unsqueeze(-1), pts, torch.full_like(pts, math.nan))
+    voters = pts
+    bin_angle = 180.0 / min(n_phi, n_theta)
+    planes = pts.new_zeros((batch, 0, 4))
+    votes = pts.new_zeros((batch, 0))
+    enough = min_inliers * valid.sum(1, keepdim=True).to(pts.dtype)
+    rounds = min(iterations, max(k, 1))
+    for r in range(rounds):
+        take = k // rounds + (1 if r < k % rounds else 0)
+        candidates = (4 if layout == "grid" else 16) * take
+        candidates = max(take, min(candidates, 1024 - planes.shape[1]))
+        if layout == "grid":
+            acc = hough_planes(voters, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
+            peak_votes, idx = hough_plane_peaks(acc, candidates, [peak_radius] * 3, min_votes)
+            normals, offsets = peaks_to_planes(idx, n_phi, n_theta, rho_step, rho_max)
+        else:
+            acc = hough_planes_ball(voters, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
+            peak_votes, idx = peaks_op(acc, [0, peak_radius], candidates, min_votes)
+            normals, offsets = ball_peaks_to_planes(idx, n_phi, n_theta, rho_step, rho_max)
+        found = torch.cat([normals, offsets.unsqueeze(-1)], -1).float()
+        every = _suppress_duplicates(torch.cat([planes, found], 1), 2.0 * bin_angle, 2.0 * rho_step + distance_threshold)
+        every = _fit_in_bands(pts, every, distance_threshold)
+        every = _suppress_duplicates(every, 1.0, 2.0 * distance_threshold)
+        support = torch.ops.pointops.plane_refit(pts, None, every, distance_threshold)[1]
+        weak = (support.to(pts.dtype) < enough) | (support < 3)
+        every = torch.where(weak.unsqueeze(-1), torch.full_like(every, math.nan), every)
+        known = planes.shape[1]
+        found, found_votes = _compact(every[:, known:], peak_votes.float(), take)
+        planes, votes = torch.cat([every[:, :known], found], 1), torch.cat([votes, found_votes], 1)
+        if r + 1 < rounds:
+            on_plane = plane_labels(pts, planes, 2.0 * distance_threshold) >= 0
+            voters = torch.where(on_plane.unsqueeze(-1), torch.full_like(pts, math.nan), voters)
+    planes = _fit_in_bands(pts, planes, distance_threshold)
+    planes = torch.where(planes[..., 3:] < 0, -planes, planes)
+    return planes, votes, plane_labels(pts, planes, distance_threshold)
+
+
 # ---- baselines: the plain-PyTorch way a user writes each op (timed by tools/bench.py) ----
 
 

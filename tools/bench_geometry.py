@@ -365,6 +365,8 @@ def bench_three_nn(device, quick, results):
            "indices_equal_to_classic": round((ours.indices.int() == idx).float().mean().item(), 6)}
     row["ms"] = time_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3), "cuda")
     row["baseline_ms"] = time_ms(lambda: classic_module().classic_three_nn(queries, points), "cuda")
+    row["kernel_ms"] = graph_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3))
+    row["baseline_kernel_ms"] = graph_ms(lambda: classic_module().classic_three_nn(queries, points))
     emit(results, row)
     far = with_outlier(points)
     outlier_row(results, {"op": "three_nn", "case": "uniform", "B": 16, "M": 16_384, "N": 4096, "device": name,

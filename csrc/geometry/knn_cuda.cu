@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ double box[6];
   __shared__ long long finite_points;
   __shared__ GridCloud grid;
-  extern __shared__ __align__(16) unsigned char dynamic[];
+  extern __shared__ __align__(32) unsigned char dynamic[];
   const int64_t rows_per_cloud = pb.point_rows.rows_per_cloud;
   SortedPoint<acc_t>* stored = reinterpret_cast<SortedPoint<acc_t>*>(dynamic);
   int32_t* table = reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * sizeof(SortedPoint<acc_t>));

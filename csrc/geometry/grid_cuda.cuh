@@ -286,12 +286,13 @@ static __global__ void __launch_bounds__(kParamThreads)
     long long total = 0;
     Scan(temp).ExclusiveSum(cap, offset, total);
     if (b < rows.batch) {
-      double lo[3], hi[3];
-      for (int d = 0; d < 3; ++d) {
+      const bool any = box[b * 6] != ~0ull;
+      double lo[3] = {0.0, 0.0, 0.0};
+      double hi[3] = {0.0, 0.0, 0.0};
+      for (int d = 0; any && d < 3; ++d) {  // bounds of a cloud without points are never written
         lo[d] = bounds != nullptr ? bounds[b * 6 + d] : from_ordered_bits(box[b * 6 + d]);
         hi[d] = bounds != nullptr ? bounds[b * 6 + 3 + d] : from_ordered_bits(box[b * 6 + 3 + d]);
       }
-      const bool any = box[b * 6] != ~0ull;
       const double size =
           first == nullptr ? min_size
                            : refined_cell_size(first[b], static_cast<double>(stats[b * 2]),

@@ -20,6 +20,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <limits>
@@ -101,17 +102,23 @@ __global__ void __launch_bounds__(kSearchThreads)
 
 // ---- Small clouds: a grid per block, in shared memory ---------------------------------------
 //
-// Padded clouds of up to kBlockPointBytes of points (4,096 float32 points, 2,048 float64) skip the
-// batch grid's ~25 launches: each block builds its cloud's grid in shared memory, the same grid
-// rules (make_grid_cloud over the trimmed box, the occupancy refinement, within kBlockCells
-// cells), and searches a slice of the cloud's query rows in row order with the same knn_grid.
-// The blocks of one cloud build the same grid: the build (a few passes over at most 4,096 points
-// in shared memory) is cheaper than one launch of the batch grid. Points of a cell are stored in
-// the order the block's atomics place them; the k smallest (distance, index) pairs do not depend
-// on it.
+// Padded clouds of up to kBlockPointBytes of sorted points (4,096 float32 points, 2,048 float64)
+// skip the batch grid's ~25 launches: each block copies its cloud into shared memory, builds its
+// grid there by the same rules (make_grid_cloud over the trimmed box, the occupancy refinement,
+// within kBlockCells cells), and searches a slice of the cloud's query rows, ordered by cell
+// kQueryRound at a time (so that a warp's queries visit neighbouring cells), with the same
+// knn_grid. The blocks of one cloud build the same grid: the build, a few passes over at most
+// 4,096 points in shared memory, costs less than one launch of the batch grid. The launch is one
+// wave (blocks per cloud from the occupancy). Shared memory holds the sorted points, the rows as
+// given and the table (144 KB for 4,096 float32 points: one block an SM). Points of a cell are
+// stored in the order the block's atomics place them; the k smallest (distance, index) pairs do
+// not depend on it.
 constexpr int kBlockThreads = 512;
 constexpr int64_t kBlockPointBytes = 65536;
 constexpr int kBlockCells = 8192;
+// Query rows a block orders by cell at a time.
+constexpr int kQueriesPerThread = 4;
+constexpr int64_t kQueryRound = int64_t{kBlockThreads} * kQueriesPerThread;
 // int32 entries after the points: the trimmed box's histograms, then the cell table.
 constexpr int kBlockTable = kBlockCells + 1 > 3 * neighbors::kBoxBins ? kBlockCells + 1 : 3 * neighbors::kBoxBins;
 
@@ -136,10 +143,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   using Reduce = cub::BlockReduce<double, kBlockThreads>;
   using Count = cub::BlockReduce<long long, kBlockThreads>;
   using Scan = cub::BlockScan<long long, kBlockThreads>;
+  using QuerySort = cub::BlockRadixSort<uint32_t, kBlockThreads, kQueriesPerThread, int32_t>;
   __shared__ union {
     typename Reduce::TempStorage reduce;
     typename Count::TempStorage count;
     typename Scan::TempStorage scan;
+    typename QuerySort::TempStorage sort;
   } temp;
   __shared__ double box[6];
   __shared__ long long finite_points;
@@ -147,12 +156,17 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(32) unsigned char dynamic[];
   const int64_t rows_per_cloud = pb.point_rows.rows_per_cloud;
   SortedPoint<acc_t>* stored = reinterpret_cast<SortedPoint<acc_t>*>(dynamic);
-  int32_t* table = reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * sizeof(SortedPoint<acc_t>));
+  acc_t* cloud = reinterpret_cast<acc_t*>(dynamic + rows_per_cloud * sizeof(SortedPoint<acc_t>));
+  int32_t* table = reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)));
 
   const int64_t b = blockIdx.x / parts;
   const int64_t part = blockIdx.x % parts;
   const int64_t n = pb.point_rows.length(b);
-  const acc_t* cloud = points + pb.point_rows.begin(b) * 3;
+  // The cloud's rows, copied once (every load in flight together): each build pass below reads
+  // shared memory, not a dependent chain of global loads.
+  const acc_t* rows = points + pb.point_rows.begin(b) * 3;
+  for (int64_t e = threadIdx.x; e < 3 * n; e += kBlockThreads) cloud[e] = rows[e];
+  __syncthreads();
   auto finite_at = [&](int64_t i) { return i < n && neighbors::is_finite3(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2]); };
 
   // The bounding box of the finite points and their count.
@@ -246,7 +260,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const double size = neighbors::refined_cell_size(grid, static_cast<double>(sum_squares),
                                                      static_cast<double>(finite), static_cast<double>(cell_points));
     const int64_t cap = neighbors::kRefineBudget * budget < kBlockCells ? neighbors::kRefineBudget * budget : kBlockCells;
-    grid = neighbors::make_grid_cloud(lo, hi, any, size, cap, 0);
+    if (size != grid.size) grid = neighbors::make_grid_cloud(lo, hi, any, size, cap, 0);  // else the same grid
   }
   __syncthreads();
 
@@ -274,38 +288,61 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   __syncthreads();
 
-  // This block's slice of the cloud's query rows.
+  // This block's slice of the cloud's query rows, kQueryRound at a time, ordered by cell first so
+  // that a warp's queries search neighbouring cells (the batch grid sorts its queries likewise).
   const GridCloud g = grid;
   const int64_t m = pb.query_rows.rows_per_cloud;
   const int64_t slice = (m + parts - 1) / parts;
   const int64_t first = part * slice;
   const int64_t last = first + slice < m ? first + slice : m;
   const int64_t query_length = pb.query_rows.length(b);
-  for (int64_t t = first + threadIdx.x; t < last; t += kBlockThreads) {
-    const int64_t row = pb.query_rows.begin(b) + t;
-    int64_t* out_index = pb.out_index + row * pb.k;
-    acc_t* out_distance = pb.out_distance + row * pb.k;
-    const acc_t qx = pb.queries[row * 3];
-    const acc_t qy = pb.queries[row * 3 + 1];
-    const acc_t qz = pb.queries[row * 3 + 2];
-    if (t >= query_length || !neighbors::is_finite3(qx, qy, qz)) {
-      for (int64_t j = 0; j < pb.k; ++j) {
-        out_index[j] = -1;
-        out_distance[j] = std::numeric_limits<acc_t>::infinity();
+  const int64_t base_row = pb.query_rows.begin(b);
+  const int key_bits = bit_width(static_cast<uint64_t>(g.cells()));  // keys in [0, cells]: cells last
+  for (int64_t round = first; round < last; round += kQueryRound) {
+    uint32_t keys[kQueriesPerThread];
+    int32_t slots[kQueriesPerThread];
+    for (int j = 0; j < kQueriesPerThread; ++j) {
+      const int64_t t = round + threadIdx.x * kQueriesPerThread + j;
+      slots[j] = static_cast<int32_t>(t - round);
+      keys[j] = static_cast<uint32_t>(g.cells());
+      if (t < last && t < query_length) {
+        const acc_t* q = pb.queries + (base_row + t) * 3;
+        if (neighbors::is_finite3(q[0], q[1], q[2])) {
+          keys[j] = static_cast<uint32_t>(
+              g.point_key(static_cast<double>(q[0]), static_cast<double>(q[1]), static_cast<double>(q[2])));
+        }
       }
-      continue;
     }
-    auto search = [&](auto& list) {
-      list.init(pb.k, pb.limit);
-      neighbors::knn_grid(g, table, stored, qx, qy, qz, list);
-      neighbors::write_knn_row(list, pb.k, 0, out_index, out_distance);
-    };
-    if constexpr (K > 0) {
-      neighbors::FixedKnnList<acc_t, K> list;
-      search(list);
-    } else {
-      neighbors::SpanKnnList<acc_t> list{out_distance, out_index, pb.k};
-      search(list);
+    __syncthreads();  // the sort's storage is the build's
+    QuerySort(temp.sort).SortBlockedToStriped(keys, slots, 0, key_bits);
+    for (int j = 0; j < kQueriesPerThread; ++j) {
+      const int64_t t = round + slots[j];
+      if (t >= last) continue;
+      const int64_t row = base_row + t;
+      int64_t* out_index = pb.out_index + row * pb.k;
+      acc_t* out_distance = pb.out_distance + row * pb.k;
+      const acc_t qx = pb.queries[row * 3];
+      const acc_t qy = pb.queries[row * 3 + 1];
+      const acc_t qz = pb.queries[row * 3 + 2];
+      if (t >= query_length || !neighbors::is_finite3(qx, qy, qz)) {
+        for (int64_t c = 0; c < pb.k; ++c) {
+          out_index[c] = -1;
+          out_distance[c] = std::numeric_limits<acc_t>::infinity();
+        }
+        continue;
+      }
+      auto search = [&](auto& list) {
+        list.init(pb.k, pb.limit);
+        neighbors::knn_grid(g, table, stored, qx, qy, qz, list);
+        neighbors::write_knn_row(list, pb.k, 0, out_index, out_distance);
+      };
+      if constexpr (K > 0) {
+        neighbors::FixedKnnList<acc_t, K> list;
+        search(list);
+      } else {
+        neighbors::SpanKnnList<acc_t> list{out_distance, out_index, pb.k};
+        search(list);
+      }
     }
   }
 }
@@ -319,15 +356,18 @@ bool takes_block_grid(const KnnProblem<acc_t>& pb) {
 
 template <typename acc_t, int K>
 void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
-  // Enough blocks for about two per SM, each with at least a row of queries per thread.
+  // Blocks per cloud: each with at least a query row per thread.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t batch = pb.point_rows.batch;
   const int64_t most = std::max<int64_t>(1, cuda::ceil_div(pb.query_rows.rows_per_cloud, kBlockThreads));
-  const int64_t parts = std::clamp<int64_t>(cuda::ceil_div(2 * sms, batch), 1, most);
-  const size_t smem = static_cast<size_t>(pb.point_rows.rows_per_cloud) * sizeof(SortedPoint<acc_t>) +
+  const size_t smem = static_cast<size_t>(pb.point_rows.rows_per_cloud) * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)) +
                       static_cast<size_t>(kBlockTable) * sizeof(int32_t);
   auto kernel = knn_block_grid_kernel<acc_t, K>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // One wave: as many blocks as fit the GPU at once (a second, partial wave would double the time).
+  int per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, smem));
+  const int64_t parts = std::clamp<int64_t>(sms * std::max(per_sm, 1) / batch, 1, most);
   kernel<<<static_cast<unsigned>(batch * parts), kBlockThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       pb, points, parts, cell_points);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

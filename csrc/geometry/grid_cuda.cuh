@@ -204,9 +204,6 @@ __global__ void __launch_bounds__(kThreads)
 // Kernels that are not templates are static: this header is compiled into several .cu files, and
 // each would otherwise define them again at link time.
 
-// One block: each cloud's grid and the exclusive sum of the cell budgets as its key base. With
-// `first` (the kNN refinement), each cloud's smallest cell edge comes from the occupancy that
-// its first grid measured (stats: sum of count^2 and of count per cloud).
 // The axis box [lo, hi] narrowed to the trimmed bins of its histogram h (kBoxBins counts, global
 // or shared memory), by one whole warp: trimmed_bins' bins, found by a scan of the lanes' 64-bin
 // slices, then narrow_axis. Every lane gets the result.
@@ -268,6 +265,9 @@ static __global__ void trim_box_kernel(const int32_t* __restrict__ hist, const u
   }
 }
 
+// One block: each cloud's grid and the exclusive sum of the cell budgets as its key base. With
+// `first` (the kNN refinement), each cloud's smallest cell edge comes from the occupancy that
+// its first grid measured (stats: sum of count^2 and of count per cloud).
 static __global__ void __launch_bounds__(kParamThreads)
     grid_params_kernel(const unsigned long long* __restrict__ box, const double* __restrict__ bounds,
                        CloudRows rows,

@@ -43,8 +43,11 @@ def _voxel_downsample_samples(device: str) -> List[tuple]:
     lengths = torch.tensor([60, 25, 0], device=device)
     features = torch.randn(3, 60, 4, generator=torch.Generator().manual_seed(1)).to(device)
     grad_points = _cloud(device, 2, 30, 2, torch.float64).requires_grad_()
+    far = _cloud("cpu", 2, 300, 4)  # far outliers: the packed key (clouds of >= 256 rows on CUDA)
+    far[0, 5], far[0, 9], far[1, 17] = torch.tensor([2e5, -3e5, 1e5]), torch.tensor([1e9, 0.0, -1e9]), 1e4
     return [
         (points, lengths, features, [0.5, 0.5, 0.5], None),
+        (far.to(device), torch.tensor([300, 200], device=device), None, [0.01, 0.01, 0.01], None),
         (points, None, None, [0.3, 0.4, 0.5], [-0.5, -0.5, -0.5, 0.5, 0.5, 0.5]),
         (points, lengths, features, [1e-7, 0.5, 0.5], None),  # 2e7 cells on x: the exact slow path
         (points.double(), lengths, features.double(), [0.25, 0.25, 0.25], None),
@@ -149,6 +152,26 @@ def _clouds(device: str, batch: int, n: int, seed: int) -> torch.Tensor:
     return torch.rand(batch, n, 3, generator=g).to(device)
 
 
+def _outlier_clouds(device: str, n: int, length: int, seed: int) -> torch.Tensor:
+    """One cloud of n rows, the first `length` counted, with a few far points (a trimmed grid box)."""
+    points = _clouds("cpu", 1, n, seed)
+    points[0, 3], points[0, 11], points[0, 40] = 1e3, torch.tensor([-2e5, 0.5, 3e4]), torch.tensor([0.5, 0.5, 1e30])
+    return points.to(device), torch.tensor([length], device=device)
+
+
+def _grid_knn_samples(device: str) -> List[tuple]:
+    """knn samples whose sizes take the grids on CUDA (query rows past query_lengths cost nothing):
+    the block grid (a cloud of 4,096 rows) and the batch grid (16,384 rows), both trimmed boxes."""
+    small, small_lengths = _outlier_clouds(device, 4096, 1500, 15)
+    large, large_lengths = _outlier_clouds(device, 16384, 5000, 16)
+    queries = _clouds(device, 1, 32769, 17)
+    query_lengths = torch.tensor([60], device=device)
+    return [
+        (queries, query_lengths, small, small_lengths, 4),
+        (queries[:, :8193], query_lengths, large, large_lengths, 8),
+    ]
+
+
 def _knn_samples(device: str) -> List[tuple]:
     points = _clouds("cpu", 3, 60, 10)
     points[0, 7, 1] = float("nan")  # never a neighbour
@@ -157,7 +180,7 @@ def _knn_samples(device: str) -> List[tuple]:
     lengths = torch.tensor([60, 10, 0], device=device)
     query_lengths = torch.tensor([25, 25, 3], device=device)
     big_points, big_queries = _clouds(device, 2, 400, 12), _clouds(device, 2, 50, 13)  # grid on the CPU
-    return [
+    return _grid_knn_samples(device) + [
         (queries, query_lengths, points, lengths, 5),
         (queries, None, points, None, 70),  # k > N: padded rows
         (queries.double(), None, points.double(), lengths, 3),
@@ -183,8 +206,11 @@ def _knn_packed_samples(device: str) -> List[tuple]:
 
 def _ball_query_samples(device: str) -> List[tuple]:
     (queries, query_lengths, points, lengths, _), _, _, _, (big_queries, _, big_points, big_lengths, _) = (
-        _knn_samples(device)[:5])
+        _knn_samples(device)[2:7])
+    grid_queries, grid_query_lengths, _, _, _ = _grid_knn_samples(device)[0]
+    large, large_lengths = _outlier_clouds(device, 16384, 5000, 16)
     return [
+        (grid_queries, grid_query_lengths, large, large_lengths, 0.1, 8, True),  # the batch grid on CUDA
         (queries, query_lengths, points, lengths, 0.3, 6, True),
         (queries, None, points, None, 0.5, 40, False),  # k > 32: the list in the output row
         (queries.double(), None, points.double(), lengths, 0.2, 4, True),

@@ -186,6 +186,44 @@ def test_far_outliers_beside_a_normal_cloud(device):
         assert torch.equal(a, b)
 
 
+def outlier_clouds(dtype):
+    """Three ragged clouds of 2 m at 1 cm: one with far outliers at every scale on every axis and
+    side, two of them in one binade of distance (the packed key); one spread over 10^9 cells per
+    axis (too thin for the packed key: the sorted path); one plain (the direct key)."""
+    g = torch.Generator().manual_seed(31)
+    points = torch.rand(3, 300, 3, generator=g, dtype=torch.float64) * 2
+    points[:, ::7] = points[:, 1::7]  # voxels of several points
+    far = torch.tensor([[1e3, 0.5, 0.5], [0.5, -2e5, 0.5], [0.3, 0.2, 3e7], [-1e9, 1e9, 0.5], [2e5, 2e5, 2e5],
+                        [-4e3, -5e3, -6e3]], dtype=torch.float64)
+    points[0, 100:100 + len(far)] = far
+    points[0, 200] = far[4]  # a voxel of two outliers
+    points[1] *= 5e6
+    return points.to(dtype), torch.randn(3, 300, 2, generator=g).to(dtype), torch.tensor([300, 290, 250])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_far_outliers_at_every_scale_match_reference(device, dtype):
+    points, features, lengths = outlier_clouds(dtype)
+    centroids, _, new_lengths, point_voxel = check(points, [0.01] * 3, lengths, features, device=device)
+    cells = torch.floor(points[0] / torch.tensor([0.01] * 3, dtype=points.dtype)).long()
+    assert int(new_lengths[0]) == len({tuple(c) for c in cells.tolist()})
+    assert int(new_lengths[1]) > 200 and (point_voxel[0, :300] >= 0).all()
+    assert point_voxel[0, 100 + 4] == point_voxel[0, 200]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_cuda_far_outliers_match_cpu_bitwise(dtype):
+    points, features, lengths = outlier_clouds(dtype)
+    for size in ([0.01] * 3, [0.01, 0.02, 0.5]):
+        assert_same(downsample(points, size, lengths, features, device="cuda"),
+                    downsample(points, size, lengths, features))
+        # the same clouds one at a time (a batch of one has no second hash level)
+        for b in range(3):
+            assert_same(downsample(points[b:b + 1], size, lengths[b:b + 1], None, device="cuda"),
+                        downsample(points[b:b + 1], size, lengths[b:b + 1]))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 @pytest.mark.parametrize("with_range", [False, True])
 def test_mixed_wide_and_narrow_clouds_match_reference(device, dtype, with_range):

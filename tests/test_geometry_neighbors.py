@@ -5,10 +5,12 @@ CPU == CUDA bit for bit; edge cases and error messages.
 The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
 pick_strategy): on the CPU, clouds of at most 128 points or at most 8 queries per cloud take brute
 force; on CUDA, queries x points per cloud up to 2^27 (2^29 for ball queries, whose brute force
-runs a warp per query). The `strategy` fixture (tests/conftest.py) makes every search of
-a test take the strategy it names: rows past the lengths (which change no result) push the sizes
-to the grid, and calls of at most 8 queries per cloud keep the CPU on brute force (the tests' sizes
-keep CUDA there)."""
+runs a warp per query), and above that kNN of padded clouds of at most 64 KB of points (4,096
+float32 points, 2,048 float64) builds each cloud's grid in a block's shared memory (knn_cuda.cu),
+larger ones the batch grid. The `strategy` fixture (tests/conftest.py) makes every search of a test
+take the strategy it names: rows past the lengths (which change no result) push the sizes to the
+grid ("grid": the batch grid; "block": the block grid, kNN on CUDA only), and calls of at most 8
+queries per cloud keep the CPU on brute force (the tests' sizes keep CUDA there)."""
 import pytest
 import torch
 
@@ -16,6 +18,7 @@ import pointops
 from pointops.reference import geometry as ref
 from tests.conftest import STRATEGIES, assert_same
 
+BLOCK_GRID_BYTES = 65536  # knn_cuda.cu's kBlockPointBytes: 16 bytes a float32 point, 32 a float64 one
 CUDA_BRUTE_LIMIT = 2**27  # queries x points per cloud
 CUDA_BALL_BRUTE_LIMIT = 2**29  # ball_query_cuda.cu's kBruteScale = 4
 
@@ -26,9 +29,10 @@ def _pad_rows(t, rows, dim):
     return torch.cat([t, t.new_zeros(extra)], dim) if extra[dim] > 0 else t
 
 
-def _grid_rows(cuda, clouds, queries, points, limit):
-    """Rows (queries, points) per cloud, at least the given ones, for which the sizes pick the grid."""
-    points = max(points, 16384 if cuda else 129)
+def _grid_rows(cuda, clouds, queries, points, limit, block_points=0):
+    """Rows (queries, points) per cloud, at least the given ones, for which the sizes pick the batch
+    grid, or with block_points (the most a block grid takes) the block grid where the points fit."""
+    points = max(points, (block_points if 0 < points <= block_points else 16384) if cuda else 129)
     queries = max(queries, 9)
     if cuda:
         queries = max(queries, limit // (clouds * points) + 1)
@@ -41,8 +45,9 @@ def _padded_search(strategy, call, queries, points, query_lengths, lengths, limi
     b, m, n = queries.shape[0], queries.shape[1], points.shape[1]
     if b == 0:
         return call(queries, points, query_lengths, lengths)
-    if strategy == "grid":
-        m_rows, n_rows = _grid_rows(queries.is_cuda, b, m, n, limit)
+    if strategy in ("grid", "block"):
+        block = BLOCK_GRID_BYTES // (32 if points.dtype == torch.float64 else 16) if strategy == "block" else 0
+        m_rows, n_rows = _grid_rows(queries.is_cuda, b, m, n, limit, block)
         every = torch.ones(b, dtype=torch.int64, device=queries.device)
         ql = every * m if query_lengths is None else query_lengths.clamp(0, m)
         pl = every * n if lengths is None else lengths.clamp(0, n)
@@ -69,7 +74,7 @@ def _packed_search(strategy, call, queries, query_offsets, points, offsets, limi
     # the clouds as the op sees them: offsets clamped to the rows, made non-decreasing
     qo = torch.cummax(query_offsets.clamp(0, m), 0).values
     po = torch.cummax(offsets.clamp(0, n), 0).values
-    if strategy == "grid":
+    if strategy in ("grid", "block"):  # packed clouds take the batch grid
         m_rows, n_rows = _grid_rows(queries.is_cuda, b, -(-m // b), -(-n // b), limit)
         out = call(_pad_rows(queries, m_rows * b, 0), qo, _pad_rows(points, n_rows * b, 0), po)
         return type(out)(*(t[:m] for t in out))
@@ -211,6 +216,30 @@ def test_knn_far_and_huge_coordinates(device, strategy):
         assert_same(pointops.knn(queries.to(device), points.to(device), 6), ref.knn(queries, points, 6))
 
 
+def far_outliers(points, seed):
+    """points (B, N, 3) with a few far points per cloud: 1 km, 200 km and 1e30 away (one axis or
+    all three, either side), the grid's bounding box many orders wider than the cloud."""
+    g = torch.Generator().manual_seed(seed)
+    far = torch.tensor([[1e3, 0.5, 0.5], [-2e5, 2e5, -2e5], [0.5, 0.5, 1e30], [3e4, -1e3, 7e3]])
+    points = points.clone()
+    for b in range(points.shape[0]):
+        rows = torch.randperm(points.shape[1], generator=g)[:len(far)]
+        points[b, rows] = far.to(points.dtype)
+    return points
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_knn_far_outliers(device, strategy, dtype):
+    # The grid spans the trimmed box (grid.h), the outliers clamped into its outer cells: still exact,
+    # queries in the cloud, at the outliers and beyond them included.
+    points = far_outliers(torch.cat([rand(1, 1500, 3, seed=50, dtype=dtype), lidar_like(1500, seed=51)[None].to(dtype)]),
+                          seed=52)
+    queries = torch.cat([points[:, ::11], rand(2, 40, 3, seed=53, dtype=dtype) * 4e3 - 2e3], 1)
+    for k in (1, 3, 16):
+        assert_same(pointops.knn(queries.to(device), points.to(device), k, lengths=torch.tensor([1500, 1400]).to(device)),
+                    ref.knn(queries, points, k, lengths=torch.tensor([1500, 1400])))
+
+
 def test_knn_empty_shapes(device, strategy):
     def run(b, m, n, k, lengths=None):
         q, p = torch.rand(b, m, 3, device=device), torch.rand(b, n, 3, device=device)
@@ -347,6 +376,18 @@ def test_knn_cpu_equals_cuda(strategy, k):
 
 
 @pytest.mark.cuda
+def test_far_outliers_cpu_equals_cuda(strategy):
+    points = far_outliers(torch.cat([rand(1, 3000, 3, seed=57), lidar_like(3000, seed=58)[None] / 20]), seed=59)
+    queries = torch.cat([points[:, ::7], rand(2, 30, 3, seed=60) * 2e3 - 1e3], 1)
+    for dtype in (torch.float32, torch.float64):
+        q, p = queries.to(dtype), points.to(dtype)
+        for k in (3, 20):
+            assert_same(pointops.knn(q.cuda(), p.cuda(), k), pointops.knn(q, p, k))
+        assert_same(pointops.three_nn(q.cuda(), p.cuda()), pointops.three_nn(q, p))
+        assert_same(pointops.ball_query(q.cuda(), p.cuda(), 0.05, 16), pointops.ball_query(q, p, 0.05, 16))
+
+
+@pytest.mark.cuda
 def test_knn_packed_cpu_equals_cuda(strategy):
     points, queries = lidar_like(6000, seed=26), lidar_like(3000, seed=27)
     offsets, query_offsets = torch.tensor([0, 2500, 2500, 6000]), torch.tensor([0, 1000, 1500, 2900])
@@ -413,6 +454,14 @@ def test_ball_query_keeps_the_lowest_indices_of_a_dense_ball(device, strategy):
     out = pointops.ball_query(centre.to(device), points.to(device), 0.45, 32)
     inside = (((points[0] - 0.5) ** 2).sum(-1) < 0.45 ** 2).nonzero().flatten()[:32]
     assert out.indices[0, 0].cpu().tolist() == inside.tolist() and out.counts.item() == 32
+
+
+def test_ball_query_far_outliers(device, strategy):
+    points = far_outliers(torch.cat([rand(1, 1500, 3, seed=54), lidar_like(1500, seed=55)[None] / 20]), seed=56)
+    queries = torch.cat([points[:, ::9], torch.tensor([[[1e3, 0.5, 0.5], [1e3, 0.52, 0.5]]]).expand(2, 2, 3)], 1)
+    for radius, k in ((0.05, 8), (0.2, 40)):
+        assert_same(pointops.ball_query(queries.to(device), points.to(device), radius, k),
+                    ref.ball_query(queries, points, radius, k))
 
 
 def test_ball_query_empty_shapes(device, strategy):

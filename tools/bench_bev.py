@@ -6,12 +6,17 @@ user writes; for pillar_scatter, OpenPCDet's PointPillarScatter (a loop of index
 and a batched index_put; for voxelize, the sort-based pure PyTorch voxelization a user would write
 (voxelize_baseline, checked equal to the op before timing). Rows also give `hbm_fraction`: (input
 + output bytes) / time / the GPU's peak HBM bandwidth, the bound these ops live under, and on CUDA
-`ms_back_to_back`: the time per call of calls queued back to back.
+`ms_back_to_back`: the time per call of calls queued back to back. The bev_rasterize rows also
+split one call from an idle GPU: `kernel_ms` (the kernel alone, replayed from a CUDA graph),
+`host_ms` (the host's time in the call: wrapper, checks, allocations, launch) and, as the floor
+any op pays, `torch_add_ms` / `torch_add_host_ms`: a 10-element torch add timed the same ways.
 
     python tools/bench_bev.py [--quick] [--device cpu] [--json f]"""
 import json
 import os
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # imports nothing heavy
@@ -25,7 +30,7 @@ import torch
 
 sys.path.insert(0, cli.ROOT)
 import pointops
-from bench import back_to_back_ms, time_ms
+from bench import back_to_back_ms, graph_ms, time_ms
 from pointops.reference.bev import (
     bev_rasterize_baseline, pillar_scatter_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline)
 from pointops.scenes.lidar import sampled_street
@@ -40,6 +45,20 @@ PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12}
 def hbm_fraction(device_name, nbytes, ms):
     peak = next((v for k, v in PEAK_BANDWIDTH.items() if k in device_name), None)
     return None if peak is None else round(nbytes / (ms * 1e-3) / peak, 3)
+
+
+def host_ms(fn, reps=50):
+    """Median milliseconds the host spends in fn() on an idle GPU: from the call to its return,
+    with the GPU drained before each call (the work the host does before the GPU can start)."""
+    fn()
+    samples = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
 
 
 def lidar_clouds(batch, n, device, seed=0):
@@ -85,6 +104,14 @@ def bench_bev(device, quick, results):
         if device == "cuda":
             row["ms_back_to_back"] = back_to_back_ms(op)
             row["baseline_ms_back_to_back"] = back_to_back_ms(baseline)
+            # What one call from an idle GPU is made of: the kernel alone (replayed from a CUDA
+            # graph), the host's time to return from the call (the wrapper, the op's checks and
+            # allocations, the launch), and as a reference a one-kernel torch op timed the same way.
+            row["kernel_ms"] = graph_ms(op)
+            row["host_ms"] = host_ms(op)
+            tiny = torch.zeros(10, device=device)
+            row["torch_add_ms"] = time_ms(lambda: tiny.add(1.0), device)
+            row["torch_add_host_ms"] = host_ms(lambda: tiny.add(1.0))
         nbytes = points.numel() * points.element_size() + b * len(channels) * height * width * 4
         row["hbm_fraction"] = hbm_fraction(name, nbytes, row["ms"])
         checks = [] if floor_ms is None else [row["ms"] <= floor_ms]

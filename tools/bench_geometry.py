@@ -114,6 +114,28 @@ def emit(results, row):
     print(json.dumps(row), flush=True)
 
 
+# A stray return about 1 km from the unit-cube clouds of the neighbourhood rows, in every cloud.
+OUTLIER = (600.0, 600.0, 600.0)
+
+
+def with_outlier(points, where=OUTLIER):
+    """points with the first point of every cloud moved to `where`: the grid's bounding box becomes
+    ~1,000 times the cloud's (the trimmed box of csrc/geometry/grid.h keeps the cells small)."""
+    out = points.clone()
+    out[:, 0] = torch.tensor(where, dtype=out.dtype, device=out.device)
+    return out
+
+
+def outlier_row(results, row, clean_ms, fn):
+    """A row for fn() on the clouds with the outlier, the same call on the clean clouds its
+    baseline (`ratio` = clean / with outlier: 1 is no cost at all)."""
+    row.update({"case": row["case"] + " + 1 outlier ~1 km", "outlier": list(OUTLIER),
+                "baseline": "the same call without the outlier, same run"})
+    row["ms"] = time_ms(fn, "cuda")
+    row["baseline_ms"] = clean_ms
+    emit(results, row)
+
+
 # (case, B, M, N, k, floor_ms: the target time)
 KNN_CASES = [
     ("uniform", 1, 100_000, 100_000, 16, 4.0),
@@ -149,6 +171,11 @@ def bench_knn_cuda(quick, results):
             row["baseline"] = "PyTorch cdist + topk, 4,096 queries a chunk"
             row["baseline_ms"] = time_ms(lambda: knn_cdist_topk(queries, points, k), "cuda", min_reps=2)
         emit(results, row)
+        if case == "uniform" and b == 1:
+            far = with_outlier(points)
+            outlier_row(results, {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name,
+                                  "floor_ms": None}, row["ms"],
+                        lambda: torch.ops.pointops.knn(queries, None, far, None, k))
 
 
 def bench_knn_cpu(quick, results):
@@ -281,10 +308,15 @@ def bench_ball_query(device, quick, results):
         emit(results, row)
         return
     name = torch.cuda.get_device_name()
-    for case, b, n, m, radius, k, floor in BALL_CASES[:1] if quick else BALL_CASES:
+    for i, (case, b, n, m, radius, k, floor) in enumerate(BALL_CASES[:1] if quick else BALL_CASES):
         points = uniform(b, n, "cuda", 4)
         centres = fps_centres(points, m)
         ball_row(results, name, {"case": case, "B": b, "N": n, "M": m, "floor_ms": floor}, centres, points, radius, k)
+        if i == 0:
+            far = with_outlier(points)
+            outlier_row(results, {"op": "ball_query", "case": case, "B": b, "N": n, "M": m, "radius": radius, "k": k,
+                                  "device": name, "floor_ms": None}, results[-1]["ms"],
+                        lambda: torch.ops.pointops.ball_query(centres, None, far, None, radius, k, True))
     # PointNet++ radii in the unit cube, up to the large ones
     points = uniform(16, 16_384, "cuda", 7)
     centres = fps_centres(points, 1024)
@@ -333,7 +365,12 @@ def bench_three_nn(device, quick, results):
            "indices_equal_to_classic": round((ours.indices.int() == idx).float().mean().item(), 6)}
     row["ms"] = time_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3), "cuda")
     row["baseline_ms"] = time_ms(lambda: classic_module().classic_three_nn(queries, points), "cuda")
+    row["kernel_ms"] = graph_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3))
+    row["baseline_kernel_ms"] = graph_ms(lambda: classic_module().classic_three_nn(queries, points))
     emit(results, row)
+    far = with_outlier(points)
+    outlier_row(results, {"op": "three_nn", "case": "uniform", "B": 16, "M": 16_384, "N": 4096, "device": name,
+                          "floor_ms": None}, row["ms"], lambda: torch.ops.pointops.knn(queries, None, far, None, 3))
 
 
 def _run_neighbors(device, quick, ops, results):
@@ -501,32 +538,59 @@ def _hypotheses(h, device):
     return torch.stack(poses).unsqueeze(0).to(device)
 
 
+# Far outliers added to the 10 m cube of 10^6 points at 5 cm (label, points): each row's baseline is the
+# cube without them, in the same run. The voxels' key (csrc/geometry/voxel_downsample.h) holds
+# the offsets of each axis in the bits they need (62 in all); wider offsets are packed by bit-width
+# bins; a cloud whose packed offsets still do not fit takes the sorted path.
+DOWNSAMPLE_OUTLIERS = [
+    ("1 outlier 1 km away", [(600.0, 600.0, 600.0)]),                 # 15 bits an axis: the direct key
+    ("1 outlier 200 km away on x", [(2e5, 5.0, 5.0)]),                 # 22 + 8 + 8 bits: the direct key
+    ("1 outlier 200 km away on every axis", [(1.2e5, -1.2e5, 1.2e5)]),  # 22 bits an axis: packed
+    ("1 outlier 10^9 m away", [(6e8, 6e8, -6e8)]),                     # 34 bits an axis: packed
+    ("100 outliers within 20 km", "near"),                              # packed
+    ("1,000 outliers within 200 km", "far"),                            # too thin to pack: the sorted path
+]
+
+
+def _outliers(spec, g):
+    if spec == "near":
+        return torch.rand(100, 3, generator=g, dtype=torch.float64) * 2e4 - 1e4
+    if spec == "far":
+        return torch.rand(1000, 3, generator=g, dtype=torch.float64) * 2e5 - 1e5
+    return torch.tensor(spec, dtype=torch.float64)
+
+
 def bench_voxel_downsample(device, quick, results, o3d):
     name = _device_name(device)
     g = torch.Generator().manual_seed(0)
-    cases = [("uniform 10 m cube", 1, 1_000_000, 0.05, 1.0 if device == "cuda" else None)]
+    cases = [("uniform 10 m cube", 1, 1_000_000, 0.05, 1.0 if device == "cuda" else None, None)]
     if not quick:
-        cases.append(("lidar", 4 if device == "cuda" else 1, None, 0.1, None))
-        # One point 200 km away: the cloud spans 4e6 cells of 5 cm, past the 63-bit key's 2^21
-        # per axis, so all 10^6 points take the slow exact path (one thread block on CUDA).
-        cases.append(("1 far outlier (wide path)", 1, 1_000_000, 0.05, None))
-    for label, b, n, size, floor in cases:
-        wide = "wide path" in label
+        cases.append(("lidar", 4 if device == "cuda" else 1, None, 0.1, None, None))
+        for label, spec in DOWNSAMPLE_OUTLIERS:
+            cases.append(("uniform 10 m cube + " + label, 1, 1_000_000, 0.05, 1.0 if device == "cuda" else None, spec))
+    clean = {}
+    for label, b, n, size, floor, spec in cases:
         if n is not None:
-            points = torch.rand(b, n, 3, generator=g) * 10
-            if wide:
-                points[:, 0, 0] = 2e5
+            points = torch.rand(b, n, 3, generator=torch.Generator().manual_seed(0)) * 10
+            if spec is not None:
+                far = _outliers(spec, g)
+                points[:, : len(far)] = far.float()
             points = points.to(device)
             lengths = None
         else:
             points, lengths = lidar_batch(b, device)
         row = {"op": "voxel_downsample", "case": label, "B": b, "N": points.shape[1], "voxel": size, "device": name,
-               "floor_ms": floor, "baseline": "plain PyTorch: floor, torch.unique, index_add (float64 sums)"}
+               "floor_ms": floor}
         row["ms"] = time_ms(lambda: torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None), device)
         out = torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None)
         row["voxels"] = out[2].tolist()
-        if lengths is None and not wide:  # the baseline's 21-bit keys would mix a wide cloud's cells
+        if spec is None and lengths is None:
+            clean = {"ms": row["ms"], "voxels": row["voxels"]}
+            row["baseline"] = "plain PyTorch: floor, torch.unique, index_add (float64 sums)"
             row["baseline_ms"] = time_ms(lambda: torch_voxel_downsample(points, [size] * 3), device, min_reps=2)
+        elif spec is not None:  # the cube without the outliers, timed in this run
+            row["baseline"] = "the same cloud without the outliers, same run"
+            row["baseline_ms"] = clean["ms"]
         if device == "cpu" and o3d is not None and b == 1:
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[0, : points.shape[1]].double().numpy()))
             row["open3d_ms"] = time_ms(lambda: cloud.voxel_down_sample(size), device, min_reps=1, budget_ms=3000)

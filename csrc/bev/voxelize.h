@@ -43,6 +43,7 @@
 
 #include "common/hash_array.h"
 #include "common/portable_math.h"
+#include "common/voxel_grid.h"
 
 namespace pointops {
 
@@ -54,39 +55,9 @@ VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Te
 
 namespace voxelize_detail {
 
-// The grid in the compute type acc_t; cells are numbered x fastest: (z * ny + y) * nx + x.
-template <typename acc_t>
-struct VoxelGrid {
-  acc_t min[3];
-  acc_t size[3];
-  int64_t dims[3];  // nx, ny, nz
-
-  POINTOPS_HOST_DEVICE int64_t cells() const { return dims[0] * dims[1] * dims[2]; }
-
-  // The cell of point (x, y, z), or -1 when it is outside the grid or not finite.
-  POINTOPS_HOST_DEVICE int64_t cell(acc_t x, acc_t y, acc_t z) const {
-    const acc_t xyz[3] = {x, y, z};
-    int64_t c[3];
-    for (int d = 0; d < 3; ++d) {
-      const acc_t f = floor_value((xyz[d] - min[d]) / size[d]);
-      // Written so that NaN fails; dims[d] <= 2^24 converts exactly.
-      if (!(f >= acc_t(0) && f < static_cast<acc_t>(dims[d]))) return -1;
-      c[d] = static_cast<int64_t>(f);
-    }
-    return (c[2] * dims[1] + c[1]) * dims[0] + c[0];
-  }
-
-  // (z, y, x) of a cell.
-  POINTOPS_HOST_DEVICE void zyx(int64_t cell, int32_t* out) const {
-    out[2] = static_cast<int32_t>(cell % dims[0]);
-    out[1] = static_cast<int32_t>((cell / dims[0]) % dims[1]);
-    out[0] = static_cast<int32_t>(cell / (dims[0] * dims[1]));
-  }
-};
-
 // The argument checks and the grid shared by both backends (defined in voxelize_cpu.cpp).
 struct VoxelizeArgs {
-  double min[3];
+  double origin[3];  // x_min, y_min, z_min
   double size[3];
   int64_t dims[3];
 };
@@ -95,15 +66,10 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
                                  at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels);
 
+// The bounded grid (common/voxel_grid.h) in the compute type acc_t.
 template <typename acc_t>
 VoxelGrid<acc_t> make_grid(const VoxelizeArgs& args) {
-  VoxelGrid<acc_t> grid;
-  for (int d = 0; d < 3; ++d) {
-    grid.min[d] = static_cast<acc_t>(args.min[d]);
-    grid.size[d] = static_cast<acc_t>(args.size[d]);
-    grid.dims[d] = args.dims[d];
-  }
-  return grid;
+  return make_voxel_grid<acc_t>(args.origin, args.size, nullptr, args.dims);
 }
 
 // The five outputs, filled with their "unused" values.

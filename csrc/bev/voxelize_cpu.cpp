@@ -52,7 +52,7 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
     TORCH_CHECK(dim >= 1 && dim <= kMaxDim, "the grid must have 1 to 2^24 voxels along ",
                 kAxis[d], ", got round((", point_range[d + 3], " - ", point_range[d], ") / ",
                 voxel_size[d], ") = ", dim);
-    args.min[d] = point_range[d];
+    args.origin[d] = point_range[d];
     args.size[d] = voxel_size[d];
     args.dims[d] = static_cast<int64_t>(dim);
   }
@@ -84,7 +84,6 @@ VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_vo
 
 namespace {
 
-using voxelize_detail::VoxelGrid;
 
 // One cloud of n points; outputs point at the cloud's slices.
 template <typename scalar_t, typename acc_t>
@@ -96,9 +95,10 @@ void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
   std::vector<int64_t> keys(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const scalar_t* p = cloud + i * channels;
-    const int64_t cell = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
-                                   static_cast<acc_t>(p[2]));
-    keys[i] = cell < 0 ? invalid : cell;
+    int64_t cell[3];
+    keys[i] = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]), cell)
+                  ? grid.index(cell)
+                  : invalid;
   }
   const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, invalid);
 

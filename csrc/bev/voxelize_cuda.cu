@@ -34,7 +34,6 @@ namespace pointops {
 namespace {
 
 using cuda::HashArrayView;
-using voxelize_detail::VoxelGrid;
 
 constexpr int kThreads = 256;
 
@@ -57,12 +56,12 @@ __global__ void cell_keys_kernel(const scalar_t* __restrict__ points,
   if (p >= total) return;
   const int64_t b = p / n;
   const int64_t length = cloud_length(lengths, b, n);
-  int64_t cell = -1;
-  if (p - b * n < length) {
-    const scalar_t* q = points + p * channels;
-    cell = grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]));
-  }
-  keys[p] = cell < 0 ? key_bound : b * grid.cells() + cell;
+  int64_t cell[3];
+  const scalar_t* q = points + p * channels;
+  keys[p] = p - b * n < length &&
+                    grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell)
+                ? b * grid.cells() + grid.index(cell)
+                : key_bound;
 }
 
 // Cloud b's voxels are the runs with keys in [b * cells, (b + 1) * cells).

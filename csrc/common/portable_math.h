@@ -47,6 +47,15 @@ POINTOPS_HOST_DEVICE inline float multiply(float a, float b) {
 #endif
 }
 
+// The number of bits v needs: 0 for 0, else 1 + the index of its highest set bit.
+POINTOPS_HOST_DEVICE inline int bit_width(uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  return 64 - __clzll(static_cast<long long>(v));
+#else
+  return v == 0 ? 0 : 64 - __builtin_clzll(v);
+#endif
+}
+
 // floor() under one name on host and device (exact: no rounding).
 POINTOPS_HOST_DEVICE inline float floor_value(float v) {
 #if defined(__CUDA_ARCH__)

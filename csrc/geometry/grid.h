@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "common/clouds.h"
+#include "common/float_bits.h"
 #include "common/portable_math.h"
 #include "common/squared_distance.h"
 
@@ -207,6 +208,66 @@ struct GridCloud {
     return gap;
   }
 };
+
+// ---- The grid's box ----------------------------------------------------------------------------
+//
+// A grid over the bounding box fails a cloud with a few far points: one stray return 1 km from a
+// 1 m cloud puts the whole cloud in one cell, and every search scans it. So the grid spans a
+// trimmed box: on each axis, from the histogram bin that holds the (trim + 1)-th lowest of the
+// cloud's n finite points to the bin of the (trim + 1)-th highest, trim = floor(n /
+// kTrimDivisor), within the bounding box. Two histograms of kBoxBins bins per axis find it: the
+// first by magnitude (the top 11 order-preserving bits of the value's float32 rounding: sign,
+// exponent and 2 mantissa bits, so the bins are scale-free and an outlier at 1e30 costs nothing),
+// the second linear over the first one's box. Points outside the box are clamped into its outer
+// cells, which bound nothing outwards (GridCloud::axis_gap): the searches stay exact, and only
+// their speed depends on the box. A cloud of fewer than kTrimDivisor points keeps its bounding box.
+constexpr int kBoxBins = 2048;
+constexpr int64_t kTrimDivisor = 1024;
+
+POINTOPS_HOST_DEVICE inline int magnitude_bin(double v) {
+  return static_cast<int>(ordered_bits(static_cast<float>(v)) >> 21);
+}
+
+// The linear bin of v in [lo, hi] (clamped; bin 0 when hi == lo).
+POINTOPS_HOST_DEVICE inline int linear_bin(double v, double lo, double hi) {
+  const double t = (v - lo) / (hi - lo) * static_cast<double>(kBoxBins);
+  if (!(t >= 1.0)) return 0;
+  if (t >= static_cast<double>(kBoxBins - 1)) return kBoxBins - 1;
+  return static_cast<int>(t);
+}
+
+// The first bin where the count from below exceeds trim, and the last where the count from above
+// does (the serial walk; CUDA's warps find the same bins with a scan).
+POINTOPS_HOST_DEVICE inline void trimmed_bins(const int32_t* hist, int64_t trim, int* first, int* last) {
+  int64_t below = 0;
+  int b = 0;
+  while (b < kBoxBins - 1 && (below += hist[b]) <= trim) ++b;
+  *first = b;
+  int64_t above = 0;
+  b = kBoxBins - 1;
+  while (b > 0 && (above += hist[b]) <= trim) --b;
+  *last = b;
+}
+
+// The box [lo, hi] of one axis narrowed to the bins [first, last] of a histogram (`linear`: over
+// [lo, hi]; otherwise by magnitude), staying within [lo, hi] (bin ends that are NaN patterns, or
+// that the rounding to float32 puts outside, leave it as it was).
+POINTOPS_HOST_DEVICE inline void narrow_axis(bool linear, int first, int last, double* lo, double* hi) {
+  double low, high;
+  if (linear) {
+    const double width = *hi - *lo;
+    low = *lo + width * (static_cast<double>(first) / kBoxBins);
+    high = *lo + width * (static_cast<double>(last + 1) / kBoxBins);
+  } else {
+    low = static_cast<double>(ordered_float(static_cast<uint32_t>(first) << 21));
+    high = static_cast<double>(ordered_float((static_cast<uint32_t>(last) << 21) | 0x1FFFFFu));
+  }
+  // Written so that NaN keeps the old end.
+  const double new_lo = low > *lo && low <= *hi ? low : *lo;
+  const double new_hi = high < *hi && high >= new_lo ? high : *hi;
+  *lo = new_lo;
+  *hi = new_hi;
+}
 
 // Cells of edge s over a box of extents e: prod over axes of max(1, ceil(e / s)).
 POINTOPS_HOST_DEVICE inline double grid_cells_for(const double extent[3], double s) {
@@ -676,18 +737,18 @@ constexpr int kBallCells = 64;
 // balances the two at PointNet++'s densities (a ball holds about 15 % of its box's candidates).
 constexpr int64_t kBallWindowPoints = 64;
 
-// The ball's box of cells [lo, hi] per axis; false when the ball misses the grid.
-POINTOPS_HOST_DEVICE inline bool ball_box(const GridCloud& g, const double q[3], double reach,
-                                          int64_t lo[3], int64_t hi[3]) {
+// The ball's box of cells [lo, hi] per axis, clamped into the grid: the outer cells also hold the
+// points beyond the grid's box (clamped there: the trimmed box, rounding), so a ball past the grid
+// still searches the outer cells it faces.
+POINTOPS_HOST_DEVICE inline void ball_box(const GridCloud& g, const double q[3], double reach, int64_t lo[3],
+                                          int64_t hi[3]) {
   for (int d = 0; d < 3; ++d) {
     const double first = floor_value((q[d] - reach - g.origin[d]) / g.size);
     const double last = floor_value((q[d] + reach - g.origin[d]) / g.size);
     const double top = static_cast<double>(g.dims[d] - 1);
-    if (!(last >= 0.0) || !(first <= top)) return false;
-    lo[d] = first > 0.0 ? static_cast<int64_t>(first) : 0;
-    hi[d] = last < top ? static_cast<int64_t>(last) : g.dims[d] - 1;
+    lo[d] = first > 0.0 ? (first < top ? static_cast<int64_t>(first) : g.dims[d] - 1) : 0;
+    hi[d] = last < top ? (last > 0.0 ? static_cast<int64_t>(last) : 0) : g.dims[d] - 1;
   }
-  return true;
 }
 
 // Ball query over a grid, cell by cell in space order: each candidate cell's points in index
@@ -743,7 +804,7 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
   const double slack = query_slack(g, q);
   const double reach = static_cast<double>(radius) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
   int64_t lo[3], hi[3];
-  if (!ball_box(g, q, reach, lo, hi)) return;
+  ball_box(g, q, reach, lo, hi);
   const int64_t nx = hi[0] - lo[0] + 1;
   const int64_t ny = hi[1] - lo[1] + 1;
   const int64_t nz = hi[2] - lo[2] + 1;

@@ -4,6 +4,7 @@
 // grid_cuda.cuh, builds the same structure for a whole batch at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -27,21 +28,50 @@ struct CpuGrid {
 // max_cells: the cell budget. refine_target > 0 (kNN: the points a cell should hold) refines the
 // cell size to the density a typical point sees (refined_cell_size in grid.h), within
 // kRefineBudget * max_cells cells.
+// The trimmed box of grid.h ("The grid's box") of a cloud whose `finite` finite points span
+// [lo, hi]: lo and hi are narrowed in place.
+template <typename acc_t>
+void trim_box_cpu(const acc_t* cloud, int64_t n, int64_t finite, double lo[3], double hi[3]) {
+  const int64_t trim = finite / kTrimDivisor;
+  if (trim == 0) return;
+  std::vector<int32_t> hist(static_cast<size_t>(3 * kBoxBins));
+  for (const bool linear : {false, true}) {
+    std::fill(hist.begin(), hist.end(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const acc_t* p = cloud + i * 3;
+      if (!is_finite3(p[0], p[1], p[2])) continue;
+      for (int d = 0; d < 3; ++d) {
+        const double v = static_cast<double>(p[d]);
+        ++hist[d * kBoxBins + (linear ? linear_bin(v, lo[d], hi[d]) : magnitude_bin(v))];
+      }
+    }
+    for (int d = 0; d < 3; ++d) {
+      int first = 0;
+      int last = 0;
+      trimmed_bins(hist.data() + d * kBoxBins, trim, &first, &last);
+      narrow_axis(linear, first, last, lo + d, hi + d);
+    }
+  }
+}
+
 template <typename acc_t>
 CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, int64_t max_cells,
                               double refine_target = 0.0) {
-  double lo[3], hi[3];
-  bool any = false;
+  double lo[3] = {0.0, 0.0, 0.0};
+  double hi[3] = {0.0, 0.0, 0.0};
+  int64_t finite = 0;
   for (int64_t i = 0; i < n; ++i) {
     const acc_t* p = cloud + i * 3;
     if (!is_finite3(p[0], p[1], p[2])) continue;
     for (int d = 0; d < 3; ++d) {
       const double v = static_cast<double>(p[d]);
-      if (!any || v < lo[d]) lo[d] = v;
-      if (!any || v > hi[d]) hi[d] = v;
+      if (finite == 0 || v < lo[d]) lo[d] = v;
+      if (finite == 0 || v > hi[d]) hi[d] = v;
     }
-    any = true;
+    ++finite;
   }
+  const bool any = finite > 0;
+  trim_box_cpu(cloud, n, finite, lo, hi);
   CpuGrid<acc_t> out;
   out.grid = make_grid_cloud(lo, hi, any, min_size, max_cells, 0);
   if (refine_target > 0.0 && any) {

@@ -1,6 +1,10 @@
 // The grid of grid.h on CUDA, for a whole batch of clouds at once, with no host sync:
 //   1. bounding box of each cloud's finite points (block min/max, then 64-bit atomics on
-//      order-preserving bits: exact, so the result does not depend on the order);
+//      order-preserving bits: exact, so the result does not depend on the order), and where the
+//      batch averages kTrimMinAverage points a cloud or more, the trimmed box of grid.h: the
+//      magnitude histograms in the same pass, one warp per cloud and axis picks the bins, a pass
+//      for the linear histograms, a warp per cloud and axis again (integer counts: exact, so the
+//      CPU, which walks the same histograms, gets the same box);
 //   2. each cloud's cell size and dims (one thread per cloud) and its key range, the exclusive
 //      sum of the clouds' cell budgets (one block: the budgets come from lengths on the device,
 //      and their total is bounded on the host by CellBudget::total_cells_bound);
@@ -78,11 +82,28 @@ __device__ inline void flush_box(unsigned long long* box, int64_t b, const doubl
   }
 }
 
+// Clouds get the trimmed box (grid.h) on CUDA where the batch averages this many points a cloud
+// or more: its two histograms take 2 x 3 x kBoxBins int32 (48 KB) a cloud, 12 bytes a point at
+// this average.
+constexpr int64_t kTrimMinAverage = 4096;
+
+constexpr unsigned long long kNoBin = ~0ull;
+
+// Adds one to hist[key] for each lane with a key (kNoBin: none); lanes of a warp with the same
+// key add once. Every lane of the warp must call it.
+__device__ inline void count_in_warp(int32_t* __restrict__ hist, unsigned long long key) {
+  const unsigned group = __match_any_sync(cuda::kFullMask, key);
+  if (key != kNoBin && static_cast<int>(threadIdx.x % cuda::kWarpSize) == __ffs(group) - 1) {
+    atomicAdd(hist + key, __popc(group));
+  }
+}
+
 // box (B, 6): min x, y, z then max x, y, z as ordered bits; initialised to (all ones, zero).
+// hist (B, 3, kBoxBins), zeroed, or null: each cloud's magnitude histograms per axis.
 template <typename acc_t>
 __global__ void __launch_bounds__(kThreads)
     bounding_box_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
-                        unsigned long long* __restrict__ box) {
+                        unsigned long long* __restrict__ box, int32_t* __restrict__ hist) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t tile_end = tile_begin + kTile < total_rows ? tile_begin + kTile : total_rows;
@@ -110,6 +131,20 @@ __global__ void __launch_bounds__(kThreads)
       const double v = static_cast<double>(p[d]);
       lo[d] = fmin(lo[d], v);
       hi[d] = fmax(hi[d], v);
+    }
+  }
+  if (hist != nullptr) {
+    for (int i = 0; i < kRowsPerThread; ++i) {  // every lane runs every step (count_in_warp)
+      const int64_t row = tile_begin + static_cast<int64_t>(i) * kThreads + threadIdx.x;
+      int64_t local = 0;
+      const int64_t b = row < tile_end ? rows.cloud_of(row, &local) : -1;
+      const acc_t* p = points + row * 3;
+      const bool counted = b >= 0 && is_finite3(p[0], p[1], p[2]);
+      for (int d = 0; d < 3; ++d) {
+        count_in_warp(hist, counted ? static_cast<unsigned long long>((b * 3 + d) * kBoxBins +
+                                                                      magnitude_bin(static_cast<double>(p[d])))
+                                    : kNoBin);
+      }
     }
   }
   if (!one_segment) {
@@ -147,14 +182,95 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The linear histograms of the trimmed box: hist (B, 3, kBoxBins), zeroed; bounds (B, 6) the
+// magnitude pass's box (lo x, y, z, hi x, y, z).
+template <typename acc_t>
+__global__ void __launch_bounds__(kThreads)
+    linear_bins_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
+                       const double* __restrict__ bounds, int32_t* __restrict__ hist) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t local = 0;
+  const int64_t b = row < total_rows ? rows.cloud_of(row, &local) : -1;
+  const acc_t* p = points + row * 3;
+  const bool counted = b >= 0 && is_finite3(p[0], p[1], p[2]);
+  for (int d = 0; d < 3; ++d) {
+    count_in_warp(hist, counted ? static_cast<unsigned long long>(
+                                      (b * 3 + d) * kBoxBins +
+                                      linear_bin(static_cast<double>(p[d]), bounds[b * 6 + d], bounds[b * 6 + 3 + d]))
+                                : kNoBin);
+  }
+}
+
 // Kernels that are not templates are static: this header is compiled into several .cu files, and
 // each would otherwise define them again at link time.
+
+// The axis box [lo, hi] narrowed to the trimmed bins of its histogram h (kBoxBins counts, global
+// or shared memory), by one whole warp: trimmed_bins' bins, found by a scan of the lanes' 64-bin
+// slices, then narrow_axis. Every lane gets the result.
+constexpr int kBinsPerLane = kBoxBins / cuda::kWarpSize;
+
+__device__ inline void warp_trim_axis(const int32_t* h, bool linear, double* lo, double* hi) {
+  const int lane = static_cast<int>(threadIdx.x % cuda::kWarpSize);
+  long long mine = 0;
+  for (int j = 0; j < kBinsPerLane; ++j) mine += h[lane * kBinsPerLane + j];
+  long long below = mine;  // inclusive scan over the lanes
+  for (int offset = 1; offset < cuda::kWarpSize; offset *= 2) {
+    const long long other = __shfl_up_sync(cuda::kFullMask, below, offset);
+    if (lane >= offset) below += other;
+  }
+  const long long total = __shfl_sync(cuda::kFullMask, below, cuda::kWarpSize - 1);
+  const long long trim = total / kTrimDivisor;
+  if (trim == 0) return;
+  // The lane whose slice holds the first bin counted past trim from below walks its slice; the
+  // same from above.
+  const long long above = total - below + mine;  // this slice and every slice after it
+  const unsigned first_lanes = __ballot_sync(cuda::kFullMask, below > trim);
+  const unsigned last_lanes = __ballot_sync(cuda::kFullMask, above > trim);
+  const int first_lane = __ffs(first_lanes) - 1;
+  const int last_lane = cuda::kWarpSize - 1 - __clz(last_lanes);
+  int first = 0;
+  int last = 0;
+  if (lane == first_lane) {
+    long long count = below - mine;
+    int j = 0;
+    while (j < kBinsPerLane - 1 && (count += h[lane * kBinsPerLane + j]) <= trim) ++j;
+    first = lane * kBinsPerLane + j;
+  }
+  if (lane == last_lane) {
+    long long count = above - mine;
+    int j = kBinsPerLane - 1;
+    while (j > 0 && (count += h[lane * kBinsPerLane + j]) <= trim) --j;
+    last = lane * kBinsPerLane + j;
+  }
+  first = __shfl_sync(cuda::kFullMask, first, first_lane);
+  last = __shfl_sync(cuda::kFullMask, last, last_lane);
+  narrow_axis(linear, first, last, lo, hi);
+}
+
+// One warp per (cloud, axis): its box narrowed by its histogram (warp_trim_axis). The magnitude
+// pass starts from the bounding box (box, ordered bits), the linear one from bounds (B, 6), which
+// both write. A cloud without points keeps its entries unwritten (grid_params_kernel ignores them).
+static __global__ void trim_box_kernel(const int32_t* __restrict__ hist, const unsigned long long* __restrict__ box,
+                                       int64_t batch, bool linear, double* __restrict__ bounds) {
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize;
+  const int64_t b = warp / 3;
+  const int d = static_cast<int>(warp % 3);
+  if (b >= batch || box[b * 6] == ~0ull) return;  // the whole warp
+  double lo = linear ? bounds[b * 6 + d] : from_ordered_bits(box[b * 6 + d]);
+  double hi = linear ? bounds[b * 6 + 3 + d] : from_ordered_bits(box[b * 6 + 3 + d]);
+  warp_trim_axis(hist + (b * 3 + d) * kBoxBins, linear, &lo, &hi);
+  if (threadIdx.x % cuda::kWarpSize == 0) {
+    bounds[b * 6 + d] = lo;
+    bounds[b * 6 + 3 + d] = hi;
+  }
+}
 
 // One block: each cloud's grid and the exclusive sum of the cell budgets as its key base. With
 // `first` (the kNN refinement), each cloud's smallest cell edge comes from the occupancy that
 // its first grid measured (stats: sum of count^2 and of count per cloud).
 static __global__ void __launch_bounds__(kParamThreads)
-    grid_params_kernel(const unsigned long long* __restrict__ box, CloudRows rows,
+    grid_params_kernel(const unsigned long long* __restrict__ box, const double* __restrict__ bounds,
+                       CloudRows rows,
                        double min_size, CellBudget budget, const GridCloud* __restrict__ first,
                        const unsigned long long* __restrict__ stats, double target,
                        GridCloud* __restrict__ clouds) {
@@ -170,12 +286,13 @@ static __global__ void __launch_bounds__(kParamThreads)
     long long total = 0;
     Scan(temp).ExclusiveSum(cap, offset, total);
     if (b < rows.batch) {
-      double lo[3], hi[3];
-      for (int d = 0; d < 3; ++d) {
-        lo[d] = from_ordered_bits(box[b * 6 + d]);
-        hi[d] = from_ordered_bits(box[b * 6 + 3 + d]);
-      }
       const bool any = box[b * 6] != ~0ull;
+      double lo[3] = {0.0, 0.0, 0.0};
+      double hi[3] = {0.0, 0.0, 0.0};
+      for (int d = 0; any && d < 3; ++d) {  // bounds of a cloud without points are never written
+        lo[d] = bounds != nullptr ? bounds[b * 6 + d] : from_ordered_bits(box[b * 6 + d]);
+        hi[d] = bounds != nullptr ? bounds[b * 6 + 3 + d] : from_ordered_bits(box[b * 6 + 3 + d]);
+      }
       const double size =
           first == nullptr ? min_size
                            : refined_cell_size(first[b], static_cast<double>(stats[b * 2]),
@@ -343,22 +460,42 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   box.narrow(1, 0, 3).fill_(-1);  // all ones: above every ordered value
   box.narrow(1, 3, 3).fill_(0);
   auto* box_ptr = reinterpret_cast<unsigned long long*>(box.data_ptr<int64_t>());
+  // The trimmed box (grid.h) where the batch averages kTrimMinAverage points a cloud or more.
+  const bool trim = rows.batch > 0 && total_rows / rows.batch >= kTrimMinAverage;
+  at::Tensor hist, bounds;
+  if (trim) {
+    hist = at::zeros({2, rows.batch, 3, kBoxBins}, options.dtype(at::kInt));
+    bounds = at::empty({rows.batch, 6}, options.dtype(at::kDouble));
+  }
+  int32_t* hist_ptr = trim ? hist.data_ptr<int32_t>() : nullptr;
+  double* bounds_ptr = trim ? bounds.data_ptr<double>() : nullptr;
   if (total_rows > 0) {
     bounding_box_kernel<acc_t><<<blocks_for(total_rows, kTile), kThreads, 0, stream>>>(
-        pts, rows, total_rows, box_ptr);
+        pts, rows, total_rows, box_ptr, hist_ptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  if (trim && total_rows > 0) {
+    const unsigned select_blocks = blocks_for(rows.batch * 3 * cuda::kWarpSize, kThreads);
+    trim_box_kernel<<<select_blocks, kThreads, 0, stream>>>(hist_ptr, box_ptr, rows.batch, false, bounds_ptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    int32_t* linear_hist = hist_ptr + rows.batch * 3 * kBoxBins;
+    linear_bins_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(pts, rows, total_rows,
+                                                                                        bounds_ptr, linear_hist);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    trim_box_kernel<<<select_blocks, kThreads, 0, stream>>>(linear_hist, box_ptr, rows.batch, true, bounds_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   grid.clouds = at::empty({rows.batch * static_cast<int64_t>(sizeof(GridCloud))},
                           options.dtype(at::kByte));
   auto* clouds = reinterpret_cast<GridCloud*>(grid.clouds.template data_ptr<uint8_t>());
   if (rows.batch > 0 && !refine) {
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, budget, nullptr,
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget, nullptr,
                                                         nullptr, 0.0, clouds);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else if (rows.batch > 0) {
     at::Tensor first = at::empty_like(grid.clouds);
     auto* first_ptr = reinterpret_cast<GridCloud*>(first.data_ptr<uint8_t>());
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, first_budget,
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, first_budget,
                                                         nullptr, nullptr, 0.0, first_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t entries = first_budget.total_cells_bound(total_rows, rows.batch);
@@ -373,7 +510,7 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
           counts.data_ptr<int32_t>(), entries, first_ptr, rows.batch, stats_ptr);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, rows, min_size, budget,
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget,
                                                         first_ptr, stats_ptr, refine_target,
                                                         clouds);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -19,6 +19,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <limits>
 
 #include "common/checks.h"
@@ -96,6 +100,294 @@ __global__ void __launch_bounds__(kSearchThreads)
   }
 }
 
+// ---- Small clouds: a grid per block, in shared memory ---------------------------------------
+//
+// Padded clouds of up to kBlockPointBytes of sorted points (4,096 float32 points, 2,048 float64)
+// skip the batch grid's ~25 launches: each block copies its cloud into shared memory, builds its
+// grid there by the same rules (make_grid_cloud over the trimmed box, the occupancy refinement,
+// within kBlockCells cells), and searches a slice of the cloud's query rows, ordered by cell
+// kQueryRound at a time (so that a warp's queries visit neighbouring cells), with the same
+// knn_grid. The blocks of one cloud build the same grid: the build, a few passes over at most
+// 4,096 points in shared memory, costs less than one launch of the batch grid. The launch is one
+// wave (blocks per cloud from the occupancy). Shared memory holds the sorted points, the rows as
+// given and the table (144 KB for 4,096 float32 points: one block an SM). Points of a cell are
+// stored in the order the block's atomics place them; the k smallest (distance, index) pairs do
+// not depend on it.
+constexpr int kBlockThreads = 512;
+constexpr int64_t kBlockPointBytes = 65536;
+constexpr int kBlockCells = 8192;
+// Query rows a block orders by cell at a time.
+constexpr int kQueriesPerThread = 4;
+constexpr int64_t kQueryRound = int64_t{kBlockThreads} * kQueriesPerThread;
+// int32 entries after the points: the trimmed box's histograms, then the cell table.
+constexpr int kBlockTable = kBlockCells + 1 > 3 * neighbors::kBoxBins ? kBlockCells + 1 : 3 * neighbors::kBoxBins;
+
+struct MinOp {
+  __device__ double operator()(double a, double b) const { return fmin(a, b); }
+};
+struct MaxOp {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+// Zeroes table[0, count) (then the block waits).
+__device__ inline void zero_table(int32_t* table, int64_t count) {
+  for (int64_t e = threadIdx.x; e < count; e += kBlockThreads) table[e] = 0;
+  __syncthreads();
+}
+
+template <typename acc_t, int K>
+__global__ void __launch_bounds__(kBlockThreads)
+    knn_block_grid_kernel(KnnProblem<acc_t> pb, const acc_t* __restrict__ points, int64_t parts,
+                          int64_t cell_points) {
+  using neighbors::kBoxBins;
+  using Reduce = cub::BlockReduce<double, kBlockThreads>;
+  using Count = cub::BlockReduce<long long, kBlockThreads>;
+  using Scan = cub::BlockScan<long long, kBlockThreads>;
+  using QuerySort = cub::BlockRadixSort<uint32_t, kBlockThreads, kQueriesPerThread, int32_t>;
+  __shared__ union {
+    typename Reduce::TempStorage reduce;
+    typename Count::TempStorage count;
+    typename Scan::TempStorage scan;
+    typename QuerySort::TempStorage sort;
+  } temp;
+  __shared__ double box[6];
+  __shared__ long long finite_points;
+  __shared__ GridCloud grid;
+  extern __shared__ __align__(32) unsigned char dynamic[];
+  const int64_t rows_per_cloud = pb.point_rows.rows_per_cloud;
+  SortedPoint<acc_t>* stored = reinterpret_cast<SortedPoint<acc_t>*>(dynamic);
+  acc_t* cloud = reinterpret_cast<acc_t*>(dynamic + rows_per_cloud * sizeof(SortedPoint<acc_t>));
+  int32_t* table = reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)));
+
+  const int64_t b = blockIdx.x / parts;
+  const int64_t part = blockIdx.x % parts;
+  const int64_t n = pb.point_rows.length(b);
+  // The cloud's rows, copied once (every load in flight together): each build pass below reads
+  // shared memory, not a dependent chain of global loads.
+  const acc_t* rows = points + pb.point_rows.begin(b) * 3;
+  for (int64_t e = threadIdx.x; e < 3 * n; e += kBlockThreads) cloud[e] = rows[e];
+  __syncthreads();
+  auto finite_at = [&](int64_t i) { return i < n && neighbors::is_finite3(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2]); };
+
+  // The bounding box of the finite points and their count.
+  {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    double lo[3] = {kInf, kInf, kInf};
+    double hi[3] = {-kInf, -kInf, -kInf};
+    long long finite = 0;
+    for (int64_t i = threadIdx.x; i < n; i += kBlockThreads) {
+      if (!finite_at(i)) continue;
+      ++finite;
+      for (int d = 0; d < 3; ++d) {
+        lo[d] = fmin(lo[d], static_cast<double>(cloud[3 * i + d]));
+        hi[d] = fmax(hi[d], static_cast<double>(cloud[3 * i + d]));
+      }
+    }
+    for (int d = 0; d < 3; ++d) {
+      const double low = Reduce(temp.reduce).Reduce(lo[d], MinOp());
+      __syncthreads();
+      const double high = Reduce(temp.reduce).Reduce(hi[d], MaxOp());
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        box[d] = low;
+        box[3 + d] = high;
+      }
+    }
+    const long long total = Count(temp.count).Sum(finite);
+    if (threadIdx.x == 0) finite_points = total;
+    __syncthreads();
+  }
+  const long long finite = finite_points;
+  const bool any = finite > 0;
+
+  // The trimmed box: the two histograms in the table's space, a warp per axis.
+  if (finite / neighbors::kTrimDivisor > 0) {
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool linear = pass == 1;  // the magnitude histograms first
+      zero_table(table, 3 * kBoxBins);
+      for (int64_t base = 0; base < n; base += kBlockThreads) {  // every lane runs every step
+        const int64_t i = base + threadIdx.x;
+        const bool counted = finite_at(i);
+        for (int d = 0; d < 3; ++d) {
+          const double v = counted ? static_cast<double>(cloud[3 * i + d]) : 0.0;
+          const int bin = linear ? neighbors::linear_bin(v, box[d], box[3 + d]) : neighbors::magnitude_bin(v);
+          neighbors::grid_cuda::count_in_warp(table, counted ? static_cast<unsigned long long>(d * kBoxBins + bin)
+                                                             : neighbors::grid_cuda::kNoBin);
+        }
+      }
+      __syncthreads();
+      const int warp = static_cast<int>(threadIdx.x / cuda::kWarpSize);
+      if (warp < 3) {
+        double lo = box[warp];
+        double hi = box[3 + warp];
+        neighbors::grid_cuda::warp_trim_axis(table + warp * kBoxBins, linear, &lo, &hi);
+        if (threadIdx.x % cuda::kWarpSize == 0) {
+          box[warp] = lo;
+          box[3 + warp] = hi;
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  // The first grid and its occupancy, then the refined grid (grid.h: refined_cell_size).
+  const int64_t budget = neighbors::CellBudget{1, cell_points}.cells(n);
+  const double lo[3] = {box[0], box[1], box[2]};
+  const double hi[3] = {box[3], box[4], box[5]};
+  if (threadIdx.x == 0) grid = neighbors::make_grid_cloud(lo, hi, any, 0.0, budget, 0);
+  __syncthreads();
+  auto key_of = [&](int64_t i) {
+    return grid.point_key(static_cast<double>(cloud[3 * i]), static_cast<double>(cloud[3 * i + 1]),
+                          static_cast<double>(cloud[3 * i + 2]));
+  };
+  auto count_cells = [&]() {
+    zero_table(table, grid.cells() + 1);
+    for (int64_t base = 0; base < n; base += kBlockThreads) {
+      const int64_t i = base + threadIdx.x;
+      const bool counted = finite_at(i);
+      neighbors::grid_cuda::count_in_warp(
+          table, counted ? static_cast<unsigned long long>(key_of(i)) : neighbors::grid_cuda::kNoBin);
+    }
+    __syncthreads();
+  };
+  count_cells();
+  long long squares = 0;
+  for (int64_t c = threadIdx.x; c < grid.cells(); c += kBlockThreads) {
+    squares += static_cast<long long>(table[c]) * table[c];
+  }
+  const long long sum_squares = Count(temp.count).Sum(squares);
+  if (threadIdx.x == 0) {
+    const double size = neighbors::refined_cell_size(grid, static_cast<double>(sum_squares),
+                                                     static_cast<double>(finite), static_cast<double>(cell_points));
+    const int64_t cap = neighbors::kRefineBudget * budget < kBlockCells ? neighbors::kRefineBudget * budget : kBlockCells;
+    if (size != grid.size) grid = neighbors::make_grid_cloud(lo, hi, any, size, cap, 0);  // else the same grid
+  }
+  __syncthreads();
+
+  // The cell table: counts, an inclusive scan (table[c] = the end of cell c), then each point
+  // takes the slot before its cell's end, which leaves table[c] at the start of cell c.
+  count_cells();
+  const int64_t cells = grid.cells();
+  const int64_t per_thread = (cells + kBlockThreads - 1) / kBlockThreads;
+  const int64_t chunk_begin = threadIdx.x * per_thread < cells ? threadIdx.x * per_thread : cells;
+  const int64_t chunk_end = chunk_begin + per_thread < cells ? chunk_begin + per_thread : cells;
+  long long chunk = 0;
+  for (int64_t c = chunk_begin; c < chunk_end; ++c) chunk += table[c];
+  long long before = 0;
+  Scan(temp.scan).ExclusiveSum(chunk, before);
+  for (int64_t c = chunk_begin; c < chunk_end; ++c) {
+    before += table[c];
+    table[c] = static_cast<int32_t>(before);
+  }
+  if (threadIdx.x == 0) table[cells] = static_cast<int32_t>(finite);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += kBlockThreads) {
+    if (!finite_at(i)) continue;
+    const int32_t at = atomicSub(table + key_of(i), 1) - 1;
+    stored[at] = neighbors::make_point(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2], i);
+  }
+  __syncthreads();
+
+  // This block's slice of the cloud's query rows, kQueryRound at a time, ordered by cell first so
+  // that a warp's queries search neighbouring cells (the batch grid sorts its queries likewise).
+  const GridCloud g = grid;
+  const int64_t m = pb.query_rows.rows_per_cloud;
+  const int64_t slice = (m + parts - 1) / parts;
+  const int64_t first = part * slice;
+  const int64_t last = first + slice < m ? first + slice : m;
+  const int64_t query_length = pb.query_rows.length(b);
+  const int64_t base_row = pb.query_rows.begin(b);
+  const int key_bits = bit_width(static_cast<uint64_t>(g.cells()));  // keys in [0, cells]: cells last
+  for (int64_t round = first; round < last; round += kQueryRound) {
+    uint32_t keys[kQueriesPerThread];
+    int32_t slots[kQueriesPerThread];
+    for (int j = 0; j < kQueriesPerThread; ++j) {
+      const int64_t t = round + threadIdx.x * kQueriesPerThread + j;
+      slots[j] = static_cast<int32_t>(t - round);
+      keys[j] = static_cast<uint32_t>(g.cells());
+      if (t < last && t < query_length) {
+        const acc_t* q = pb.queries + (base_row + t) * 3;
+        if (neighbors::is_finite3(q[0], q[1], q[2])) {
+          keys[j] = static_cast<uint32_t>(
+              g.point_key(static_cast<double>(q[0]), static_cast<double>(q[1]), static_cast<double>(q[2])));
+        }
+      }
+    }
+    __syncthreads();  // the sort's storage is the build's
+    QuerySort(temp.sort).SortBlockedToStriped(keys, slots, 0, key_bits);
+    for (int j = 0; j < kQueriesPerThread; ++j) {
+      const int64_t t = round + slots[j];
+      if (t >= last) continue;
+      const int64_t row = base_row + t;
+      int64_t* out_index = pb.out_index + row * pb.k;
+      acc_t* out_distance = pb.out_distance + row * pb.k;
+      const acc_t qx = pb.queries[row * 3];
+      const acc_t qy = pb.queries[row * 3 + 1];
+      const acc_t qz = pb.queries[row * 3 + 2];
+      if (t >= query_length || !neighbors::is_finite3(qx, qy, qz)) {
+        for (int64_t c = 0; c < pb.k; ++c) {
+          out_index[c] = -1;
+          out_distance[c] = std::numeric_limits<acc_t>::infinity();
+        }
+        continue;
+      }
+      auto search = [&](auto& list) {
+        list.init(pb.k, pb.limit);
+        neighbors::knn_grid(g, table, stored, qx, qy, qz, list);
+        neighbors::write_knn_row(list, pb.k, 0, out_index, out_distance);
+      };
+      if constexpr (K > 0) {
+        neighbors::FixedKnnList<acc_t, K> list;
+        search(list);
+      } else {
+        neighbors::SpanKnnList<acc_t> list{out_distance, out_index, pb.k};
+        search(list);
+      }
+    }
+  }
+}
+
+// Whether the sizes take the block grid: padded clouds whose points fit kBlockPointBytes.
+template <typename acc_t>
+bool takes_block_grid(const KnnProblem<acc_t>& pb) {
+  return !pb.point_rows.packed &&
+         pb.point_rows.rows_per_cloud * static_cast<int64_t>(sizeof(SortedPoint<acc_t>)) <= kBlockPointBytes;
+}
+
+template <typename acc_t, int K>
+void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
+  // Blocks per cloud: each with at least a query row per thread.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t batch = pb.point_rows.batch;
+  const int64_t most = std::max<int64_t>(1, cuda::ceil_div(pb.query_rows.rows_per_cloud, kBlockThreads));
+  const size_t smem = static_cast<size_t>(pb.point_rows.rows_per_cloud) * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)) +
+                      static_cast<size_t>(kBlockTable) * sizeof(int32_t);
+  auto kernel = knn_block_grid_kernel<acc_t, K>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // One wave: as many blocks as fit the GPU at once (a second, partial wave would double the time).
+  int per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, smem));
+  const int64_t parts = std::clamp<int64_t>(sms * std::max(per_sm, 1) / batch, 1, most);
+  kernel<<<static_cast<unsigned>(batch * parts), kBlockThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      pb, points, parts, cell_points);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename acc_t>
+void launch_block_grid(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
+  if (pb.k <= 4) {
+    launch_block_grid_k<acc_t, 4>(pb, points, cell_points);
+  } else if (pb.k <= 8) {
+    launch_block_grid_k<acc_t, 8>(pb, points, cell_points);
+  } else if (pb.k <= 16) {
+    launch_block_grid_k<acc_t, 16>(pb, points, cell_points);
+  } else if (pb.k <= 32) {
+    launch_block_grid_k<acc_t, 32>(pb, points, cell_points);
+  } else {
+    launch_block_grid_k<acc_t, 0>(pb, points, cell_points);
+  }
+}
+
 template <typename acc_t, bool kGrid>
 void launch_search(const KnnProblem<acc_t>& pb, const SearchData<acc_t>& data) {
   const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(pb.total_queries, kSearchThreads));
@@ -130,6 +422,10 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
     return;
   }
   const int64_t cell_points = neighbors::knn_cell_points(pb.k);
+  if (takes_block_grid(pb)) {
+    launch_block_grid(pb, p.data_ptr<acc_t>(), cell_points);
+    return;
+  }
   const neighbors::CellBudget budget{1, cell_points};
   const auto grid = neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, 0.0,
                                                             budget, static_cast<double>(cell_points));

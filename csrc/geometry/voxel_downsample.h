@@ -24,13 +24,19 @@
 //     widened). The cell of a coordinate is c = floor((x - x_min) / dx) (floor(x / dx) without
 //     point_range): one subtraction, one IEEE division and a floor in the compute type, with
 //     x_min and dx rounded to it first. A cell must lie in [-2^62, 2^62) to count.
-//   * Span: any. A cloud whose counted points span less than 2^21 = 2,097,152 cells on every
-//     axis (at 1 cm voxels, 20 km) takes the fast path: a 63-bit key per point, its cell
-//     relative to the cloud's lowest occupied cell, 21 bits per axis. A wider cloud (a voxel far
-//     below the data's resolution, or far outliers) takes an exact but slower path that orders
-//     its points by the raw (z, y, x) cells (on CUDA one thread block per wide cloud, decided on
-//     the device: no host sync; its cost is under "What bounds it" in voxel_downsample_cuda.cu).
-//     Both give the voxels, order and means below, so the path taken shows only in the time.
+//   * Span: any. Each cloud's voxels are found by sorting a 62-bit key per point, the offsets of its
+//     cell from the cloud's lowest occupied cell, z most significant, each axis in as many bits
+//     as its offsets need. Where the offsets need more than 62 bits in all (far outliers, or a
+//     voxel far below the data's resolution), the offsets of each axis are packed first: they
+//     fall into 64 bins by bit width (offset 0, 1, 2-3, 4-7, ...), and each occupied bin's range
+//     [lowest, highest] is moved down next to the ranges of the bins below it, which keeps their
+//     order and closes the empty stretches between bins. A single outlier then costs one packed
+//     offset, however far it is. A cloud whose packed offsets still need more than 62 bits
+//     (points spread thinly over more than about 2^21 cells on every axis) takes an exact but
+//     slow path that orders its points by the raw (z, y, x) cells (on CUDA one thread block per
+//     such cloud, decided on the device: no host sync; its cost is under "What bounds it" in
+//     voxel_downsample_cuda.cu). All three give the voxels, order and means below, so the path
+//     taken shows only in the time.
 //   * Order: voxels of a cloud are listed by their (z, y, x) cell, lexicographically: the same
 //     order whatever the points' order, the batch, or the device.
 //   * Means: a voxel's points are summed in increasing point index, in float64, one rounded add
@@ -52,6 +58,7 @@
 #include <tuple>
 
 #include "common/portable_math.h"
+#include "common/voxel_grid.h"
 
 namespace pointops {
 
@@ -59,58 +66,77 @@ using VoxelDownsampleResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at:
 
 namespace voxel_downsample_detail {
 
-constexpr int kAxisBits = 21;
-constexpr int64_t kAxisSpan = int64_t{1} << kAxisBits;
-// Keys of counted points are < 2^63 - 1; this marks a point that does not count.
+// Keys of counted points are below 2^62; this marks a point that does not count.
 constexpr int64_t kInvalidKey = std::numeric_limits<int64_t>::max();
-// Cells beyond +-2^62 do not convert to int64 safely (and no grid that large is meaningful).
-constexpr double kCellLimit = 4611686018427387904.0;  // 2^62
+constexpr int kKeyBits = 62;
+// Offsets of one axis fall into bins by bit width: bin k holds [2^(k-1), 2^k) (bin 0: offset 0).
+// Offsets are below 2^63 (cells lie in [-2^62, 2^62)), so 64 bins hold them all.
+constexpr int kOffsetBins = 64;
 
-// The grid in the compute type acc_t.
-template <typename acc_t>
-struct DownsampleGrid {
-  acc_t origin[3];
-  acc_t size[3];
-  acc_t upper[3];  // x_max, ...; only read when has_range
-  bool has_range;
+// How a cloud's voxels are found: no counted point; the key of the raw offsets; the key of the
+// packed offsets; the sort of its points by raw (z, y, x) cell.
+enum class CloudPath : int32_t { kEmpty = 0, kDirect = 1, kPacked = 2, kSorted = 3 };
 
-  // Writes the cell of (x, y, z) and returns true when the point counts.
-  POINTOPS_HOST_DEVICE bool cell(acc_t x, acc_t y, acc_t z, int64_t* out) const {
-    const acc_t xyz[3] = {x, y, z};
-    for (int d = 0; d < 3; ++d) {
-      // Written so that NaN fails every test.
-      if (has_range && !(xyz[d] >= origin[d] && xyz[d] < upper[d])) return false;
-      const acc_t f = floor_value((xyz[d] - origin[d]) / size[d]);
-      if (!(f >= static_cast<acc_t>(-kCellLimit) && f < static_cast<acc_t>(kCellLimit))) return false;
-      out[d] = static_cast<int64_t>(f);
-    }
-    return true;
-  }
+// A cloud's key: path and the bits of each axis's (raw or packed) offsets.
+struct KeyLayout {
+  int32_t bits[3];
+  int32_t path;  // CloudPath
 };
 
-// Whether a cloud whose counted cells lie in [low, high] per axis fits the 63-bit key: a span
-// below 2^21 on every axis. Both bounds lie in [-2^62, 2^62), so the differences cannot overflow.
-POINTOPS_HOST_DEVICE inline bool fits_key(const int64_t low[3], const int64_t high[3]) {
+POINTOPS_HOST_DEVICE inline int offset_bin(uint64_t offset) { return bit_width(offset); }
+
+// The bits of the raw offsets of a cloud whose counted cells lie in [low, high] per axis; true when
+// they fit the key. Both bounds lie in [-2^62, 2^62), so the differences cannot overflow.
+POINTOPS_HOST_DEVICE inline bool direct_layout(const int64_t low[3], const int64_t high[3], int32_t bits[3]) {
+  int total = 0;
   for (int d = 0; d < 3; ++d) {
-    if (high[d] - low[d] >= kAxisSpan) return false;
+    bits[d] = bit_width(static_cast<uint64_t>(high[d] - low[d]));
+    total += bits[d];
   }
-  return true;
+  return total <= kKeyBits;
 }
 
-// The 63-bit key of a cell relative to its cloud's lowest cell (the cloud fits the key), or
-// kInvalidKey beyond the span. z is the most significant part, so keys sort like (z, y, x).
-POINTOPS_HOST_DEVICE inline int64_t relative_key(const int64_t cell[3], const int64_t low[3]) {
-  int64_t key = 0;
+// Packs one axis. bin_low[k] / bin_high[k] are the lowest / highest offset in bin k, or
+// (2^64 - 1, 0) for an empty bin. Each occupied bin's range is moved to start right after the
+// packed ranges of the bins below it: bin_low[k] becomes the shift that does it (added modulo
+// 2^64). Returns the highest packed offset (the axis has a counted point).
+POINTOPS_HOST_DEVICE inline uint64_t pack_axis(uint64_t* bin_low, const uint64_t* bin_high) {
+  uint64_t next = 0;
+  for (int k = 0; k < kOffsetBins; ++k) {
+    const uint64_t lowest = bin_low[k];
+    if (lowest > bin_high[k]) continue;
+    bin_low[k] = next - lowest;
+    next += bin_high[k] - lowest + 1;
+  }
+  return next - 1;
+}
+
+// The bits of packed offsets whose highest are top[d]; true when they fit the key.
+POINTOPS_HOST_DEVICE inline bool packed_layout(const uint64_t top[3], int32_t bits[3]) {
+  int total = 0;
+  for (int d = 0; d < 3; ++d) {
+    bits[d] = bit_width(top[d]);
+    total += bits[d];
+  }
+  return total <= kKeyBits;
+}
+
+// The key of a counted cell of a cloud whose lowest cell is low: per axis its offset, through
+// the axis's shifts when packed (shifts: 3 x kOffsetBins, axis-major; null for the direct key),
+// in bits[d] bits, z most significant, so keys sort like (z, y, x) cells and are below 2^62.
+POINTOPS_HOST_DEVICE inline int64_t cell_key(const int64_t cell[3], const int64_t low[3], const uint64_t* shifts,
+                                             const int32_t bits[3]) {
+  uint64_t key = 0;
   for (int d = 2; d >= 0; --d) {
-    const int64_t offset = cell[d] - low[d];  // >= 0 and < 2^63: both lie in [-2^62, 2^62)
-    if (offset >= kAxisSpan) return kInvalidKey;
-    key = (key << kAxisBits) | offset;
+    uint64_t offset = static_cast<uint64_t>(cell[d] - low[d]);
+    if (shifts != nullptr) offset += shifts[d * kOffsetBins + offset_bin(offset)];
+    key = (key << bits[d]) | offset;
   }
-  return key;
+  return static_cast<int64_t>(key);
 }
 
-// The order of a wide cloud's points: (z, y, x) cell lexicographically, then point index (so a
-// voxel's points come in increasing index). Keys of distinct points are distinct.
+// The order of a sorted-path cloud's points: (z, y, x) cell lexicographically, then point index
+// (so a voxel's points come in increasing index). Keys of distinct points are distinct.
 POINTOPS_HOST_DEVICE inline bool cell_index_less(const int64_t a[3], int64_t ia, const int64_t b[3], int64_t ib) {
   for (int d = 2; d >= 0; --d) {
     if (a[d] != b[d]) return a[d] < b[d];
@@ -137,16 +163,11 @@ DownsampleArgs check_downsample_args(const at::Tensor& points,
                                      at::ArrayRef<double> voxel_size,
                                      std::optional<at::ArrayRef<double>> point_range);
 
+// The grid (common/voxel_grid.h) in the compute type acc_t: unbounded cells, coordinates bounded
+// by point_range when given.
 template <typename acc_t>
-DownsampleGrid<acc_t> make_grid(const DownsampleArgs& args) {
-  DownsampleGrid<acc_t> grid;
-  for (int d = 0; d < 3; ++d) {
-    grid.origin[d] = static_cast<acc_t>(args.origin[d]);
-    grid.size[d] = static_cast<acc_t>(args.size[d]);
-    grid.upper[d] = static_cast<acc_t>(args.upper[d]);
-  }
-  grid.has_range = args.has_range;
-  return grid;
+VoxelGrid<acc_t> make_grid(const DownsampleArgs& args) {
+  return make_voxel_grid<acc_t>(args.origin, args.size, args.has_range ? args.upper : nullptr, nullptr);
 }
 
 // The four outputs, zero / -1 filled. features_out has the features' dtype, or the points'.

@@ -1,7 +1,7 @@
 // Voxel-grid downsampling on the CPU: the twin of voxel_downsample_cuda.cu (rules in
-// voxel_downsample.h). Clouds run in parallel; each that fits the 63-bit key builds the CPU
-// parallel hash array of its cell keys, whose runs list the voxels in key order and each voxel's
-// points in index order: the order in which both backends sum them. A wider cloud sorts its
+// voxel_downsample.h). Clouds run in parallel; each whose direct or packed key fits builds the CPU
+// parallel hash array of its keys, whose runs list the voxels in key order and each voxel's
+// points in index order: the order in which both backends sum them. Any other cloud sorts its
 // points by (z, y, x cell, index) instead, which lists them in the same order.
 #include "geometry/voxel_downsample.h"
 
@@ -125,7 +125,7 @@ void write_voxel(const int64_t* members, int64_t count, int64_t r, const scalar_
 // split changes no value.
 template <typename scalar_t, typename feature_t, typename acc_t>
 void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t n, int64_t f,
-                          const DownsampleGrid<acc_t>& grid, scalar_t* centroids, feature_t* mean_features,
+                          const VoxelGrid<acc_t>& grid, scalar_t* centroids, feature_t* mean_features,
                           int64_t* new_length, int64_t* point_voxel) {
   std::vector<int64_t> cells(static_cast<size_t>(3 * n));
   std::vector<char> counted(static_cast<size_t>(n));
@@ -151,11 +151,33 @@ void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t
   }
   if (num_counted == 0) return;  // new_length stays 0, point_voxel -1
 
-  if (fits_key(low, high)) {
+  // The key: the raw offsets when they fit, else the packed ones when those fit (layout rules
+  // in voxel_downsample.h).
+  int32_t bits[3];
+  std::vector<uint64_t> shifts;
+  bool fits = direct_layout(low, high, bits);
+  if (!fits) {
+    shifts.assign(3 * kOffsetBins, ~uint64_t{0});
+    std::vector<uint64_t> bin_high(3 * kOffsetBins, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!counted[i]) continue;
+      for (int d = 0; d < 3; ++d) {
+        const uint64_t offset = static_cast<uint64_t>(cells[3 * i + d] - low[d]);
+        const int64_t bin = d * kOffsetBins + offset_bin(offset);
+        shifts[bin] = std::min(shifts[bin], offset);
+        bin_high[bin] = std::max(bin_high[bin], offset);
+      }
+    }
+    uint64_t top[3];
+    for (int d = 0; d < 3; ++d) top[d] = pack_axis(shifts.data() + d * kOffsetBins, bin_high.data() + d * kOffsetBins);
+    fits = packed_layout(top, bits);
+  }
+  if (fits) {
+    const uint64_t* shift = shifts.empty() ? nullptr : shifts.data();
     std::vector<int64_t> keys(static_cast<size_t>(n));
     at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) {
-        keys[i] = counted[i] ? relative_key(cells.data() + 3 * i, low) : kInvalidKey;
+        keys[i] = counted[i] ? cell_key(cells.data() + 3 * i, low, shift, bits) : kInvalidKey;
       }
     });
     const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, kInvalidKey);
@@ -169,8 +191,8 @@ void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t
     return;
   }
 
-  // A cloud wider than the key: its counted points sorted by (z, y, x, index), the order the
-  // CUDA kernel's merge sort gives; runs of equal cells are its voxels.
+  // Neither key fits: the counted points sorted by (z, y, x, index), the order the CUDA kernel's
+  // merge sort gives; runs of equal cells are its voxels.
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(num_counted));
   for (int64_t i = 0; i < n; ++i) {

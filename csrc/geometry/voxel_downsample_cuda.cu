@@ -1,32 +1,39 @@
 // Voxel-grid downsampling on CUDA (rules in voxel_downsample.h; the CPU twin is
 // voxel_downsample_cpu.cpp). No atomics on floats and no host sync:
 //   1. every point's cell; the lowest and highest cell of each cloud per axis by 64-bit integer
-//      atomicMin / atomicMax (order-free). A cloud spanning less than 2^21 cells per axis fits
-//      the key: each of its points gets the 63-bit key of its cell relative to the lowest. The
-//      points of a wider ("wide") cloud get the invalid key, so steps 2-3 skip them;
-//   2. the parallel hash array (common/hash_array.cuh) of the keys of the whole batch: a stable
-//      radix sort + run-length encoding. With B > 1 the keys of different clouds can collide, so
-//      a second hash array sorts (cloud, run of the first) = b * total + run, which lists the
-//      voxels by cloud and then by key, each voxel's points still in index order (both sorts
-//      are stable);
-//   3. one thread per voxel sums its points in that order in float64 (the CPU kernel's order),
+//      atomicMin / atomicMax (order-free);
+//   2. for each cloud whose raw offsets (cell - lowest) do not fit the 62-bit key, the lowest and
+//      highest offset of each of the 64 bit-width bins per axis (block-aggregated, then 64-bit
+//      atomics: order-free); one thread per cloud then picks its path (voxel_downsample.h): the
+//      direct key, the packed key (the bins become shifts), or the sorted path;
+//   3. each point's key (the invalid key for points that do not count and for every point of a
+//      sorted-path cloud, so steps 4-5 skip them) and the parallel hash array
+//      (common/hash_array.cuh) of the keys of the whole batch: a stable radix sort + run-length
+//      encoding. With B > 1 the keys of different clouds can collide, so a second hash array sorts
+//      (cloud, run of the first) = b * total + run, which lists the voxels by cloud and then by
+//      key, each voxel's points still in index order (both sorts are stable);
+//   4. one thread per voxel sums its points in that order in float64 (the CPU kernel's order),
 //      writes the means and each point's row;
-//   4. wide clouds, one thread block each (the block of any other cloud returns at once): a
-//      merge sort of the cloud's counted points by (z, y, x cell, index), run heads by comparing
-//      neighbours' cells, a block scan numbering the voxels, then step 3's sums, in the same
-//      order, for its rows. Its size comes from the device, so it needs no host sync either.
-// What bounds it: the radix sort of the B * N (63-bit key, 32-bit index) pairs, 8 passes over
+//   5. sorted-path clouds, one thread block each (the block of any other cloud returns at once):
+//      a merge sort of the cloud's counted points by (z, y, x cell, index), run heads by
+//      comparing neighbours' cells, a block scan numbering the voxels, then step 4's sums, in the
+//      same order, for its rows. Its size comes from the device, so it needs no host sync either.
+// Clouds of fewer than kPackedMinRows rows (N) get no bins (their 3 KB each would outweigh the
+// points): a tiny cloud whose raw offsets do not fit the key takes the sorted path, cheap at that
+// size. The CPU packs every cloud; the results are the same either way.
+// What bounds it: the radix sort of the B * N (62-bit key, 32-bit index) pairs, 8 passes over
 // the key bits (plus ceil(bits(B * N) / 8) more for B > 1), each reading and writing the pairs
-// at HBM bandwidth; the other passes each read the points once. The per-voxel sums gather
-// points through the sorted permutation (scattered 12-byte reads), one thread per voxel, so a
-// voxel with many points serialises that thread: clouds with a few dense voxels (a sensor's
-// near field at a coarse voxel size) load the warps unevenly. Wide clouds cost the common case
-// one launch of min(B, 65535) blocks that read their cloud's 6 bounds and return, and three more
-// block reductions in step 1. A wide cloud of m counted points costs one SM: ceil(log2 m) merge
-// passes in which every point binary-searches the other run, recomputing the cells it compares
-// (O(m log^2 m) cell computations, latency-bound), then a scan and the sums: slow by design
-// (tools/bench_geometry.py's "1 far outlier (wide path)" row measures it), and reached only by a
-// voxel far below the data's resolution or far outliers.
+// at HBM bandwidth; the other passes each read the points once (step 2 returns at once for
+// clouds whose raw offsets fit). The per-voxel sums gather points through the sorted
+// permutation (scattered 12-byte reads), one thread per voxel, so a voxel with many points
+// serialises that thread: clouds with a few dense voxels (a sensor's near field at a coarse voxel
+// size) load the warps unevenly. Far outliers cost one more pass over the points (step 2) and
+// take the packed key, at the common case's speed. Step 5 costs every call one launch of
+// min(B, 65535) blocks that read their cloud's path and return; a sorted-path cloud of m counted
+// points costs one SM: ceil(log2 m) merge passes in which every point binary-searches the other
+// run, recomputing the cells it compares (O(m log^2 m) cell computations, latency-bound), then a
+// scan and the sums: slow by design, and reached only by points spread thinly over more cells
+// than the key holds even packed (a voxel far below the data's resolution).
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
@@ -50,6 +57,8 @@ using cuda::HashArrayView;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
+// Clouds of at least this many rows get the bins of the packed key (3 KB a cloud).
+constexpr int64_t kPackedMinRows = 256;
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
@@ -68,7 +77,7 @@ __device__ __forceinline__ int64_t unordered(unsigned long long v) {
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ bool point_cell(const scalar_t* __restrict__ points,
                                            const int64_t* __restrict__ lengths, int64_t n,
-                                           int64_t p, const DownsampleGrid<acc_t>& grid,
+                                           int64_t p, const VoxelGrid<acc_t>& grid,
                                            int64_t* cell) {
   const int64_t b = p / n;
   if (p - b * n >= cloud_length(lengths, b, n)) return false;
@@ -87,13 +96,16 @@ struct Larger {
   }
 };
 
-// low (B, 3) starts at the largest value, high (B, 3) at the smallest (ordered bits). Blocks are
-// 2D: x tiles cloud y's points, so a block reduces within one cloud and issues 6 atomics, not 6
-// per point (one address per cloud would serialise a million same-address atomics).
+// Per cloud b, row b of low and high (`stride` values each): the lowest / highest cell per axis
+// (ordered bits) in entries 0-2, then, when stride > 3, the lowest / highest offset of each
+// bit-width bin, axis-major (plain unsigned values, step 2). low starts at all ones (the largest
+// value), high at 0. Blocks are 2D: x tiles cloud y's points, so a block reduces within one
+// cloud and issues 6 atomics, not 6 per point (one address per cloud would serialise a million
+// same-address atomics).
 template <typename scalar_t, typename acc_t>
 __global__ void cell_bounds_kernel(const scalar_t* __restrict__ points,
                                    const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
-                                   DownsampleGrid<acc_t> grid, unsigned long long* __restrict__ low,
+                                   VoxelGrid<acc_t> grid, int64_t stride, unsigned long long* __restrict__ low,
                                    unsigned long long* __restrict__ high) {
   using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
@@ -111,41 +123,152 @@ __global__ void cell_bounds_kernel(const scalar_t* __restrict__ points,
       const unsigned long long highest = BlockReduce(temp).Reduce(mine_high[d], Larger());
       __syncthreads();
       if (threadIdx.x == 0 && lowest != ~0ull) {
-        atomicMin(low + 3 * b + d, lowest);
-        atomicMax(high + 3 * b + d, highest);
+        atomicMin(low + stride * b + d, lowest);
+        atomicMax(high + stride * b + d, highest);
       }
     }
   }
 }
 
-// Cloud b's bounds; false when it has no counted point (the bounds are then meaningless).
+// Cloud b's lowest and highest cells; false when it has no counted point (they are then
+// meaningless).
 __device__ __forceinline__ bool cloud_bounds(const unsigned long long* __restrict__ low,
-                                             const unsigned long long* __restrict__ high, int64_t b,
-                                             int64_t lowest[3], int64_t highest[3]) {
-  if (low[3 * b] == ~0ull) return false;
+                                             const unsigned long long* __restrict__ high, int64_t stride,
+                                             int64_t b, int64_t lowest[3], int64_t highest[3]) {
+  if (low[stride * b] == ~0ull) return false;
   for (int d = 0; d < 3; ++d) {
-    lowest[d] = unordered(low[3 * b + d]);
-    highest[d] = unordered(high[3 * b + d]);
+    lowest[d] = unordered(low[stride * b + d]);
+    highest[d] = unordered(high[stride * b + d]);
   }
   return true;
 }
 
+// Step 2: folds one run of offsets (all in bin k of an axis) into the block's bins.
+__device__ __forceinline__ void fold_run(unsigned long long* bin_low, unsigned long long* bin_high, int k,
+                                         unsigned long long lowest, unsigned long long highest) {
+  atomicMin(bin_low + k, lowest);
+  atomicMax(bin_high + k, highest);
+}
+
+constexpr int kBinRowsPerThread = 8;
+
+// Step 2: the bins of every cloud whose raw offsets do not fit the key (others return at once).
+// Each thread keeps the run of its last points' bin per axis (a cloud's bulk lies in one or two
+// bins, so runs are long), a warp whose lanes end in one bin folds it once, the block's bins go
+// to the cloud's row with one atomic per occupied bin.
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kThreads)
+    offset_bins_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch,
+                       int64_t n, VoxelGrid<acc_t> grid, int64_t stride, unsigned long long* __restrict__ low,
+                       unsigned long long* __restrict__ high) {
+  __shared__ unsigned long long bin_low[3 * kOffsetBins];
+  __shared__ unsigned long long bin_high[3 * kOffsetBins];
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kThreads * kBinRowsPerThread;
+  for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
+    int64_t lowest[3], highest[3];
+    int32_t bits[3];
+    if (!cloud_bounds(low, high, stride, b, lowest, highest) || direct_layout(lowest, highest, bits)) continue;
+    for (int e = threadIdx.x; e < 3 * kOffsetBins; e += kThreads) {
+      bin_low[e] = ~0ull;
+      bin_high[e] = 0ull;
+    }
+    __syncthreads();
+    int run_bin[3] = {-1, -1, -1};
+    unsigned long long run_low[3] = {0ull, 0ull, 0ull};
+    unsigned long long run_high[3] = {0ull, 0ull, 0ull};
+    for (int j = 0; j < kBinRowsPerThread; ++j) {
+      const int64_t i = tile + static_cast<int64_t>(j) * kThreads + threadIdx.x;
+      int64_t cell[3];
+      if (i >= n || !point_cell(points, lengths, n, b * n + i, grid, cell)) continue;
+      for (int d = 0; d < 3; ++d) {
+        const unsigned long long offset = static_cast<unsigned long long>(cell[d] - lowest[d]);
+        const int k = offset_bin(offset);
+        if (k == run_bin[d]) {
+          run_low[d] = offset < run_low[d] ? offset : run_low[d];
+          run_high[d] = offset > run_high[d] ? offset : run_high[d];
+        } else {
+          if (run_bin[d] >= 0) fold_run(bin_low + d * kOffsetBins, bin_high + d * kOffsetBins, run_bin[d], run_low[d], run_high[d]);
+          run_bin[d] = k;
+          run_low[d] = run_high[d] = offset;
+        }
+      }
+    }
+    for (int d = 0; d < 3; ++d) {
+      const int first = __shfl_sync(cuda::kFullMask, run_bin[d], 0);
+      if (__all_sync(cuda::kFullMask, run_bin[d] == first)) {
+        if (first < 0) continue;  // the whole warp: no counted point
+        unsigned long long lowest_run = run_low[d];
+        unsigned long long highest_run = run_high[d];
+        for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) {
+          const unsigned long long other_low = __shfl_xor_sync(cuda::kFullMask, lowest_run, offset);
+          const unsigned long long other_high = __shfl_xor_sync(cuda::kFullMask, highest_run, offset);
+          lowest_run = other_low < lowest_run ? other_low : lowest_run;
+          highest_run = other_high > highest_run ? other_high : highest_run;
+        }
+        if (threadIdx.x % cuda::kWarpSize == 0) {
+          fold_run(bin_low + d * kOffsetBins, bin_high + d * kOffsetBins, first, lowest_run, highest_run);
+        }
+      } else if (run_bin[d] >= 0) {
+        fold_run(bin_low + d * kOffsetBins, bin_high + d * kOffsetBins, run_bin[d], run_low[d], run_high[d]);
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 3 * kOffsetBins; e += kThreads) {
+      if (bin_low[e] <= bin_high[e]) {
+        atomicMin(low + stride * b + 3 + e, bin_low[e]);
+        atomicMax(high + stride * b + 3 + e, bin_high[e]);
+      }
+    }
+    __syncthreads();  // the bins are reset for the next cloud
+  }
+}
+
+// Each cloud's path and key bits (one thread per cloud). A packed cloud's bin lows become its
+// shifts in place (pack_axis).
+__global__ void key_layout_kernel(int64_t batch, int64_t stride, unsigned long long* __restrict__ low,
+                                  const unsigned long long* __restrict__ high, KeyLayout* __restrict__ layouts) {
+  const int64_t b = thread_index();
+  if (b >= batch) return;
+  KeyLayout layout{{0, 0, 0}, static_cast<int32_t>(CloudPath::kEmpty)};
+  int64_t lowest[3], highest[3];
+  if (cloud_bounds(low, high, stride, b, lowest, highest)) {
+    if (direct_layout(lowest, highest, layout.bits)) {
+      layout.path = static_cast<int32_t>(CloudPath::kDirect);
+    } else {
+      layout.path = static_cast<int32_t>(CloudPath::kSorted);
+      if (stride > 3) {
+        uint64_t top[3];
+        for (int d = 0; d < 3; ++d) {
+          top[d] = pack_axis(reinterpret_cast<uint64_t*>(low + stride * b + 3 + d * kOffsetBins),
+                             reinterpret_cast<const uint64_t*>(high + stride * b + 3 + d * kOffsetBins));
+        }
+        if (packed_layout(top, layout.bits)) layout.path = static_cast<int32_t>(CloudPath::kPacked);
+      }
+    }
+  }
+  layouts[b] = layout;
+}
+
 // The key of every point; kInvalidKey for points that do not count and for every point of a
-// cloud that does not fit the key (step 4 handles those clouds).
+// sorted-path cloud (step 5 handles those clouds).
 template <typename scalar_t, typename acc_t>
 __global__ void keys_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                            int64_t n, int64_t total, DownsampleGrid<acc_t> grid,
-                            const unsigned long long* __restrict__ low,
-                            const unsigned long long* __restrict__ high, int64_t* __restrict__ keys) {
+                            int64_t n, int64_t total, VoxelGrid<acc_t> grid, int64_t stride,
+                            const unsigned long long* __restrict__ low, const KeyLayout* __restrict__ layouts,
+                            int64_t* __restrict__ keys) {
   const int64_t p = thread_index();
   if (p >= total) return;
   int64_t cell[3];
   int64_t key = kInvalidKey;
-  if (point_cell(points, lengths, n, p, grid, cell)) {
-    int64_t lowest[3], highest[3];
-    // A counted point makes its cloud's bounds valid.
-    cloud_bounds(low, high, p / n, lowest, highest);
-    if (fits_key(lowest, highest)) key = relative_key(cell, lowest);
+  const int64_t b = p / n;
+  const KeyLayout layout = layouts[b];
+  const bool packed = layout.path == static_cast<int32_t>(CloudPath::kPacked);
+  if ((packed || layout.path == static_cast<int32_t>(CloudPath::kDirect)) &&
+      point_cell(points, lengths, n, p, grid, cell)) {
+    int64_t lowest[3];
+    for (int d = 0; d < 3; ++d) lowest[d] = unordered(low[stride * b + d]);
+    key = cell_key(cell, lowest, packed ? reinterpret_cast<const uint64_t*>(low + stride * b + 3) : nullptr,
+                   layout.bits);
   }
   keys[p] = key;
 }
@@ -219,14 +342,14 @@ __global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t ba
               mean_features, point_voxel);
 }
 
-// Step 4: wide clouds, one block each.
+// Step 5: sorted-path clouds, one block each.
 constexpr int kWideThreads = 512;
 constexpr int64_t kMaxWideBlocks = 65535;
 
 // The cell of point i of a cloud, which counted it.
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ void counted_cell(const scalar_t* __restrict__ cloud, int64_t i,
-                                             const DownsampleGrid<acc_t>& grid, int64_t* cell) {
+                                             const VoxelGrid<acc_t>& grid, int64_t* cell) {
   const scalar_t* q = cloud + 3 * i;
   grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell);
 }
@@ -236,7 +359,7 @@ __device__ __forceinline__ void counted_cell(const scalar_t* __restrict__ cloud,
 template <typename scalar_t, typename acc_t>
 __device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t last, const int64_t cell[3],
                                 int64_t index, const scalar_t* __restrict__ cloud,
-                                const DownsampleGrid<acc_t>& grid) {
+                                const VoxelGrid<acc_t>& grid) {
   const int64_t begin = first;
   while (first < last) {
     const int64_t mid = first + (last - first) / 2;
@@ -252,16 +375,14 @@ __device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t la
   return first - begin;
 }
 
-// order and scratch: (B, N) int32 each. The block of a cloud that fits the key (or has no
-// counted point) returns at once: steps 1-3 wrote its outputs. A wide cloud's outputs are still
-// as empty_downsample_outputs left them (its points had the invalid key), and this block fills
-// its rows.
+// order and scratch: (B, N) int32 each. The block of a cloud of any other path returns at once:
+// steps 1-4 wrote its outputs. A sorted-path cloud's outputs are still as
+// empty_downsample_outputs left them (its points had the invalid key), and this block fills its
+// rows.
 template <typename scalar_t, typename feature_t, typename acc_t>
 __global__ void __launch_bounds__(kWideThreads)
     wide_clouds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                       int64_t batch, int64_t n, DownsampleGrid<acc_t> grid,
-                       const unsigned long long* __restrict__ low,
-                       const unsigned long long* __restrict__ high,
+                       int64_t batch, int64_t n, VoxelGrid<acc_t> grid, const KeyLayout* __restrict__ layouts,
                        const feature_t* __restrict__ features, int64_t f, int32_t* order,
                        int32_t* scratch, scalar_t* __restrict__ centroids,
                        feature_t* __restrict__ mean_features, int64_t* __restrict__ new_lengths,
@@ -269,8 +390,7 @@ __global__ void __launch_bounds__(kWideThreads)
   using BlockScan = cub::BlockScan<int, kWideThreads>;
   __shared__ typename BlockScan::TempStorage temp;
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
-    int64_t lowest[3], highest[3];
-    if (!cloud_bounds(low, high, b, lowest, highest) || fits_key(lowest, highest)) continue;
+    if (layouts[b].path != static_cast<int32_t>(CloudPath::kSorted)) continue;
     const int64_t len = cloud_length(lengths, b, n);
     const scalar_t* cloud = points + 3 * b * n;
     int32_t* src = order + b * n;
@@ -359,18 +479,30 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const scalar_t* pts_ptr = pts.data_ptr<scalar_t>();
 
-  // Ordered bits: low starts at all ones (the largest), high at 0 (the smallest).
-  at::Tensor low = at::full({batch, 3}, -1, options.dtype(at::kLong));
-  at::Tensor high = at::zeros({batch, 3}, options.dtype(at::kLong));
+  // Per cloud: the lowest / highest cells (ordered bits), then, for clouds of kPackedMinRows rows
+  // or more, the bins of the packed key. low starts at all ones (the largest), high at 0.
+  const int64_t stride = n >= kPackedMinRows ? 3 + 3 * kOffsetBins : 3;
+  at::Tensor low = at::full({batch, stride}, -1, options.dtype(at::kLong));
+  at::Tensor high = at::zeros({batch, stride}, options.dtype(at::kLong));
   auto* low_ptr = reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>());
   auto* high_ptr = reinterpret_cast<unsigned long long*>(high.data_ptr<int64_t>());
-  const dim3 tiles(blocks_for(n), static_cast<unsigned>(std::min<int64_t>(batch, kMaxGridY)));
-  cell_bounds_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, low_ptr,
-                                                                      high_ptr);
+  const unsigned clouds_y = static_cast<unsigned>(std::min<int64_t>(batch, kMaxGridY));
+  cell_bounds_kernel<scalar_t, acc_t><<<dim3(blocks_for(n), clouds_y), kThreads, 0, stream>>>(
+      pts_ptr, lengths, batch, n, grid, stride, low_ptr, high_ptr);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (stride > 3) {
+    const dim3 tiles(static_cast<unsigned>(cuda::ceil_div(n, int64_t{kThreads} * kBinRowsPerThread)), clouds_y);
+    offset_bins_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, stride,
+                                                                       low_ptr, high_ptr);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  at::Tensor layouts = at::empty({batch * static_cast<int64_t>(sizeof(KeyLayout))}, options.dtype(at::kByte));
+  auto* layout_ptr = reinterpret_cast<KeyLayout*>(layouts.data_ptr<uint8_t>());
+  key_layout_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(batch, stride, low_ptr, high_ptr, layout_ptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   at::Tensor keys = at::empty({total}, options.dtype(at::kLong));
   keys_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
-      pts_ptr, lengths, n, total, grid, low_ptr, high_ptr, keys.data_ptr<int64_t>());
+      pts_ptr, lengths, n, total, grid, stride, low_ptr, layout_ptr, keys.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   cuda::HashArray hash = cuda::build_hash_array(keys, kInvalidKey);
@@ -394,12 +526,12 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
       std::get<3>(outputs).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
-  // Wide clouds. The keys are dead once the hash arrays are built (stream order), so their
-  // 8 * B * N bytes hold the two (B, N) int32 buffers of the merge sort.
+  // Sorted-path clouds. The keys are dead once the hash arrays are built (stream order), so
+  // their 8 * B * N bytes hold the two (B, N) int32 buffers of the merge sort.
   int32_t* order = reinterpret_cast<int32_t*>(keys.data_ptr<int64_t>());
   wide_clouds_kernel<scalar_t, feature_t, acc_t>
       <<<static_cast<unsigned>(std::min<int64_t>(batch, kMaxWideBlocks)), kWideThreads, 0, stream>>>(
-          pts_ptr, lengths, batch, n, grid, low_ptr, high_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f,
+          pts_ptr, lengths, batch, n, grid, layout_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f,
           order, order + total, std::get<0>(outputs).data_ptr<scalar_t>(),
           f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr, std::get<2>(outputs).data_ptr<int64_t>(),
           std::get<3>(outputs).data_ptr<int64_t>());

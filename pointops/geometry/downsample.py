@@ -47,10 +47,13 @@ def voxel_downsample(
         :class:`VoxelDownsample`. Voxels of a cloud are listed by their (z, y, x) cell, so the
         result does not depend on the points' order. Points past ``lengths``, with NaN/Inf
         coordinates or outside ``point_range`` are not counted (``point_voxel`` -1). Any span
-        works: a cloud spanning fewer than 2^21 cells per axis (20 km at 1 cm) takes the fast
-        path, a wider one (a voxel far below the data's resolution, far outliers) an exact but
-        slower one (on CUDA one thread block per such cloud, a merge sort of its points) with
-        the same voxels, order and means. The centroids and mean
+        works, and far outliers cost about nothing: the voxels are sorted by a 62-bit key of
+        each axis's offsets from the cloud's lowest cell, packed (the empty stretches between
+        bit-width bins of offsets closed) where they need more bits. Only a cloud whose points
+        are spread too thinly to pack (a voxel far below the data's resolution, or thousands of
+        outliers scattered over hundreds of km) takes an exact but slow path (on CUDA one thread
+        block per such cloud, a merge sort of its points), with the same voxels, order and
+        means. The centroids and mean
         features are differentiable (each point gets ``1 / count`` of its voxel's gradient).
 
     Open3D's ``voxel_down_sample`` anchors its grid at ``min_bound - voxel_size / 2`` of each

@@ -15,8 +15,6 @@ import os
 import re
 import sys
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_FILE = os.path.join(ROOT, "csrc", "pointops.cpp")
 HEADER = os.path.join(ROOT, "include", "pointops", "pointops.h")
@@ -62,6 +60,8 @@ PARAMETER_TYPES = {
 def parse_schemas(text):
     """[(schema, comment lines)] in file order: the `//` lines above each m.def (section rulers
     `// ----` and the lines between a ruler and the next def's comment are left out)."""
+    import torch  # after --help: the parser answers at once
+
     out, comment = [], []
     for raw in text.splitlines():
         line = raw.strip()

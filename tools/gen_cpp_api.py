@@ -95,6 +95,10 @@ def cpp_default(arg):
         return repr(float(value))
     if kind == "int":
         return str(int(value))
+    if kind == "List[float]":
+        return "std::vector<double>{" + ", ".join(repr(float(v)) for v in value) + "}"
+    if kind == "List[int]":
+        return "std::vector<int64_t>{" + ", ".join(str(int(v)) for v in value) + "}"
     raise ValueError(f"no C++ default for {arg.name}: {kind} = {value!r}")
 
 

@@ -127,7 +127,7 @@ def _extension():
     debug = _env_flag("DEBUG")
     cpp_sources = _sources("*.cpp")
     cuda_sources = _sources("*.cu")
-    headers = _sources("*.h", "*.cuh")
+    headers = _sources("*.h", "*.cuh") + sorted(glob.glob(os.path.join("include", "pointops", "*.h")))
     # Python's own CFLAGS carry -g; debug information is a quarter of a C++ source's compile time
     # and 40 times the object's size, and nobody debugs a release build: -g0 unless DEBUG=1.
     cxx_flags = ["-O0", "-g"] if debug else ["-O3", "-g0"]
@@ -135,7 +135,7 @@ def _extension():
     # fuse a * b + c on its own, even when CFLAGS enable FMA instructions.
     cxx_flags += ["-fdiagnostics-color=always", "-ffp-contract=off"]
     cxx_flags += _openmp_flags()
-    include_dirs = [os.path.join(ROOT, "csrc")]
+    include_dirs = [os.path.join(ROOT, "csrc"), os.path.join(ROOT, "include")]
     with_cuda, why = _cuda_choice()
     sources = len(cpp_sources) + (len(cuda_sources) if with_cuda else 0)
     kind = "CPU and CUDA" if with_cuda else "CPU"

@@ -1,17 +1,11 @@
 // The one operator library of pointops: every schema, one line each, with its shapes.
 // Kernels register per backend at the end of their own files (TORCH_LIBRARY_IMPL); fake kernels
 // and gradients are registered in Python, by each family's package (pointops/<family>/).
-#include <Python.h>
+// No Python here: the same sources build the Python package's pointops/_C library (setup.py,
+// loaded with torch.ops.load_library) and libpointops for C++ programs (CMakeLists.txt).
+// The C++ API (include/pointops/pointops.h, csrc/api.cpp) is generated from this file by
+// tools/gen_cpp_api.py: a changed schema is followed by a run of it.
 #include <torch/library.h>
-
-extern "C" {
-// `import pointops._C` only loads this library so the registrations below run; no Python
-// functions are bound here.
-PyObject* PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
-  return PyModule_Create(&module_def);
-}
-}
 
 TORCH_LIBRARY(pointops, m) {
   // Each family's fake kernels and gradients are registered by its Python module; torch imports

@@ -1,4 +1,8 @@
-"""Loads the compiled operators (pointops._C), or says plainly why they cannot be loaded.
+"""Loads the compiled operators (pointops/_C.*.so), or says plainly why they cannot be loaded.
+
+The library holds no Python module: it is loaded with torch.ops.load_library, as torchvision loads
+its own, and registers every torch.ops.pointops operator; the same sources build libpointops for
+C++ programs (CMakeLists.txt, docs/deploy.md).
 
 Without this, a missing extension surfaces as Python's "cannot import name '_C' from partially
 initialized module 'pointops' (most likely due to a circular import)", which points nowhere near
@@ -6,7 +10,6 @@ the cause: most often a source checkout that was never built, or a checkout in t
 directory that hides the pointops installed with pip.
 """
 import glob
-import importlib
 import importlib.machinery
 import os
 
@@ -18,11 +21,17 @@ BUILD_HINT = ("build it in place from {root}: bash tools/install.sh (a .venv wit
 
 
 def load():
-    """Import pointops._C, which registers every torch.ops.pointops operator."""
+    """Load pointops/_C.*.so, which registers every torch.ops.pointops operator; its path."""
+    files = extension_files()
+    if not files:
+        raise ImportError(missing_extension_message("no pointops/_C library"))
+    import torch
+
     try:
-        return importlib.import_module("pointops._C")
-    except ImportError as error:
+        torch.ops.load_library(files[0])
+    except OSError as error:
         raise ImportError(missing_extension_message(error)) from error
+    return files[0]
 
 
 def extension_files(folder=HERE):

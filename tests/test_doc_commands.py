@@ -30,6 +30,7 @@ SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell)[ \t]*\n(.*?)^```[ \t]*$", re.MU
 
 # Every documented command -> who runs it. Keep in step with the docs (a test checks both ways).
 CI = ".ci/run"
+# CI: .ci/run runs the command, itself or through tools/check_deploy.sh.
 COMMANDS = {
     "bash tools/install.sh && .venv/bin/python -m pointops.demo --out out/demo": CI,
     "bash tools/install.sh && .venv/bin/python -m pytest -q tests": CI,
@@ -47,6 +48,21 @@ COMMANDS = {
     "python tools/bench_ddp.py --gpus 1 2": "test_multi_gpu_commands",
     "python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2":
         "test_multi_gpu_commands",
+    # docs/deploy.md: the C++ face
+    'cmake -S . -B build/cmake -DCMAKE_PREFIX_PATH="$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')"': CI,
+    'cmake --build build/cmake -j "$(nproc)"': CI,
+    'cmake --install build/cmake --prefix build/prefix': CI,
+    'cmake -S examples/cpp -B build/examples -DCMAKE_PREFIX_PATH="$PWD/build/prefix;$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed': CI,
+    'cmake --build build/examples -j "$(nproc)"': CI,
+    'python examples/cpp/export_models.py --out build/models': CI,
+    'build/examples/run_scripted build/models': CI,
+    'build/examples/cloud_tool build/models/scene.ply --save build/models/cloud_tool.pt': CI,
+    'python examples/cpp/export_models.py --out build/models --check-cloud build/models/cloud_tool.pt': CI,
+    'build/examples/cloud_tool build/models/scene.bin': CI,
+    'cmake -S tests/cpp -B build/api_test -DCMAKE_PREFIX_PATH="$PWD/build/prefix;$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')"': CI,
+    'cmake --build build/api_test': CI,
+    'python tests/cpp/write_api_cases.py build/api_cases.pt': CI,
+    'build/api_test/test_api build/api_cases.pt': CI,
 }
 
 
@@ -76,7 +92,8 @@ def test_every_documented_command_has_a_runner():
 
 
 def test_ci_runs_the_readme_commands():
-    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    # .ci/run, and tools/check_deploy.sh which it runs (docs/deploy.md's commands)
+    ci = open(os.path.join(ROOT, ".ci", "run")).read() + open(os.path.join(ROOT, "tools", "check_deploy.sh")).read()
     for command, runner in COMMANDS.items():
         if runner == CI:
             for part in command.split(" && "):

@@ -46,8 +46,9 @@ fi
 # An exact torch: a floating one pulls the newest multi-GB build. 2.14.1 is the CUDA 13 build,
 # which carries the CUDA headers the extension compiles against (it runs on CPU-only machines).
 torch_version=${POINTOPS_TORCH_VERSION:-2.14.1}
-say "[2/5] torch $torch_version, numpy and the build tools (ninja, setuptools, wheel, pytest); a first install unpacks about 4 GB, a minute or two"
-pip_install "torch==$torch_version" numpy pytest ninja "setuptools>=64" wheel
+# CMake builds libpointops for C++ programs (docs/deploy.md); 3.26 or newer compiles C++20 with nvcc.
+say "[2/5] torch $torch_version, numpy and the build tools (ninja, setuptools, wheel, cmake, pytest); a first install unpacks about 4 GB, a minute or two"
+pip_install "torch==$torch_version" numpy pytest ninja "setuptools>=64" wheel "cmake==3.31.6"
 
 # The optional extras the tests and the demo use (setup.py's EXTRAS, same pins): pointops.io's
 # format libraries, matplotlib for the demo's pictures, and the test references (scikit-image,

@@ -103,11 +103,37 @@ at::Tensor plane_labels(const at::Tensor& points, const std::optional<at::Tensor
 }
 
 PlaneRefitResult plane_refit(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const at::Tensor& planes, double threshold) {
+                             const at::Tensor& planes, double threshold, const std::vector<double>& bands) {
   static const c10::OperatorHandle handle = op("pointops::plane_refit");
-  torch::jit::Stack stack{points, lengths, planes, threshold};
+  torch::jit::Stack stack{points, lengths, planes, threshold, bands};
   handle.callBoxed(stack);
   return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
+at::Tensor plane_suppress(const at::Tensor& planes, double max_angle, double max_offset) {
+  static const c10::OperatorHandle handle = op("pointops::plane_suppress");
+  torch::jit::Stack stack{planes, max_angle, max_offset};
+  handle.callBoxed(stack);
+  return stack[0].toTensor();
+}
+
+PlaneDetectionsResult plane_detections(const at::Tensor& acc, int64_t n_phi, int64_t n_theta, double rho_step,
+                                       double rho_max, int64_t k, int64_t radius, double min_votes) {
+  static const c10::OperatorHandle handle = op("pointops::plane_detections");
+  torch::jit::Stack stack{acc, n_phi, n_theta, rho_step, rho_max, k, radius, min_votes};
+  handle.callBoxed(stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
+DetectPlanesResult detect_planes(const at::Tensor& points, const std::optional<at::Tensor>& lengths, int64_t k,
+                                 int64_t n_phi, int64_t n_theta, double rho_step, double rho_max,
+                                 double distance_threshold, double min_inliers, double min_votes,
+                                 int64_t peak_radius, int64_t iterations, const std::string& layout) {
+  static const c10::OperatorHandle handle = op("pointops::detect_planes");
+  torch::jit::Stack stack{points, lengths, k, n_phi, n_theta, rho_step, rho_max, distance_threshold,
+      min_inliers, min_votes, peak_radius, iterations, layout};
+  handle.callBoxed(stack);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
 }
 
 KnnResult knn(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
@@ -177,17 +203,6 @@ at::Tensor transform_points(const at::Tensor& points, const std::optional<at::Te
   torch::jit::Stack stack{points, lengths, poses};
   handle.callBoxed(stack);
   return stack[0].toTensor();
-}
-
-IcpStepResult icp_step(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
-                       const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
-                       const at::Tensor& poses, const at::Tensor& indices, const at::Tensor& converged,
-                       double max_correspondence_distance, double tolerance, bool point_to_plane, bool update) {
-  static const c10::OperatorHandle handle = op("pointops::icp_step");
-  torch::jit::Stack stack{sources, query_lengths, targets, target_normals, poses, indices, converged,
-      max_correspondence_distance, tolerance, point_to_plane, update};
-  handle.callBoxed(stack);
-  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(), stack[3].toTensor()};
 }
 
 IcpResult icp(const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,

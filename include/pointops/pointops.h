@@ -53,6 +53,19 @@ struct PlaneRefitResult {
   at::Tensor inliers;
 };
 
+// The outputs of plane_detections, in the schema's order.
+struct PlaneDetectionsResult {
+  at::Tensor planes;
+  at::Tensor votes;
+};
+
+// The outputs of detect_planes, in the schema's order.
+struct DetectPlanesResult {
+  at::Tensor planes;
+  at::Tensor votes;
+  at::Tensor labels;
+};
+
 // The outputs of knn, in the schema's order.
 struct KnnResult {
   at::Tensor indices;
@@ -89,14 +102,6 @@ struct VoxelDownsampleResult {
 struct EstimateNormalsResult {
   at::Tensor normals;
   at::Tensor curvature;
-};
-
-// The outputs of icp_step, in the schema's order.
-struct IcpStepResult {
-  at::Tensor poses;
-  at::Tensor rmse;
-  at::Tensor inlier_fraction;
-  at::Tensor converged;
 };
 
 // The outputs of icp, in the schema's order.
@@ -222,9 +227,28 @@ HoughPeaksResult hough_peaks(const at::Tensor& acc, const std::vector<int64_t>& 
 at::Tensor plane_labels(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                         const at::Tensor& planes, double threshold);
 
-// as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64
+// as plane_labels -> least-squares planes of each plane's inliers (B,K,4) float32, inlier counts (B,K) int64;
+//   one refit per band, each of the previous one's planes within band * threshold (counts: the last band's)
 PlaneRefitResult plane_refit(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const at::Tensor& planes, double threshold);
+                             const at::Tensor& planes, double threshold,
+                             const std::vector<double>& bands = std::vector<double>{1.0});
+
+// planes (B,K,4) float, strongest first, K <= 1024 -> (B,K,4) float32: rows repeating a kept stronger one
+//   (normals within max_angle radians, either sign, offsets within max_offset) NaN
+at::Tensor plane_suppress(const at::Tensor& planes, double max_angle, double max_offset);
+
+// acc (B,n_phi,n_theta,n_rho) grid or (B,n_cells,n_rho) ball, int32/float32 -> the k strongest peaks' bin-centre
+//   planes (B,k,4) float32 NaN padded, votes (B,k) float32
+PlaneDetectionsResult plane_detections(const at::Tensor& acc, int64_t n_phi, int64_t n_theta, double rho_step,
+                                       double rho_max, int64_t k, int64_t radius = 1, double min_votes = 1.0);
+
+// points (B,N,C>=3) float, lengths (B,) int64? -> planes (B,k,4) float32 (n, d: n.p = d >= 0) NaN padded,
+//   votes (B,k) float32, labels (B,N) int64 (-1: on no plane); layout "grid" or "ball"
+DetectPlanesResult detect_planes(const at::Tensor& points, const std::optional<at::Tensor>& lengths, int64_t k,
+                                 int64_t n_phi, int64_t n_theta, double rho_step, double rho_max,
+                                 double distance_threshold, double min_inliers, double min_votes = 1.0,
+                                 int64_t peak_radius = 2, int64_t iterations = 1,
+                                 const std::string& layout = "grid");
 
 // queries (B,M,3) float, query_lengths (B,) int64?, points (B,N,3) float, lengths (B,) int64?, max_distance >= 0? -> indices (B,M,k) int64, sq. distances (B,M,k)
 KnnResult knn(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
@@ -264,14 +288,6 @@ EstimateNormalsResult estimate_normals(const at::Tensor& points, const std::opti
 // points (B,N,3) float, lengths (B,) int64?, poses (B,H,4,4) float -> points under each pose (B,H,N,3)
 at::Tensor transform_points(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                             const at::Tensor& poses);
-
-// sources (B,N,3), query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, poses (B,H,4,4), indices (B,H,N) int64,
-//   converged (B,H) bool -> poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool
-IcpStepResult icp_step(const at::Tensor& sources, const std::optional<at::Tensor>& query_lengths,
-                       const at::Tensor& targets, const std::optional<at::Tensor>& target_normals,
-                       const at::Tensor& poses, const at::Tensor& indices, const at::Tensor& converged,
-                       double max_correspondence_distance, double tolerance = 0.0, bool point_to_plane = false,
-                       bool update = true);
 
 // sources (B,N,3), source_normals (B,N,3)?, query_lengths (B,)?, targets (B,M,3), target_normals (B,M,3)?, lengths (B,)?,
 //   poses (B,H,4,4) -> every iteration at once: poses (B,H,4,4), rmse (B,H), inlier_fraction (B,H), converged (B,H) bool

@@ -97,8 +97,23 @@ inline std::map<std::string, Call> table() {
   };
   calls["plane_refit"] = [](const Args& a) {
     auto r = pointops::plane_refit(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toTensor(),
-        a[3].toDouble());
+        a[3].toDouble(), doubles(a[4]));
     return std::vector<at::Tensor>{r.planes, r.inliers};
+  };
+  calls["plane_suppress"] = [](const Args& a) {
+    auto r = pointops::plane_suppress(a[0].toTensor(), a[1].toDouble(), a[2].toDouble());
+    return std::vector<at::Tensor>{r};
+  };
+  calls["plane_detections"] = [](const Args& a) {
+    auto r = pointops::plane_detections(a[0].toTensor(), a[1].toInt(), a[2].toInt(), a[3].toDouble(),
+        a[4].toDouble(), a[5].toInt(), a[6].toInt(), a[7].toDouble());
+    return std::vector<at::Tensor>{r.planes, r.votes};
+  };
+  calls["detect_planes"] = [](const Args& a) {
+    auto r = pointops::detect_planes(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toInt(),
+        a[3].toInt(), a[4].toInt(), a[5].toDouble(), a[6].toDouble(), a[7].toDouble(), a[8].toDouble(),
+        a[9].toDouble(), a[10].toInt(), a[11].toInt(), a[12].toStringRef());
+    return std::vector<at::Tensor>{r.planes, r.votes, r.labels};
   };
   calls["knn"] = [](const Args& a) {
     auto r = pointops::knn(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toTensor(),
@@ -137,12 +152,6 @@ inline std::map<std::string, Call> table() {
   calls["transform_points"] = [](const Args& a) {
     auto r = pointops::transform_points(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toTensor());
     return std::vector<at::Tensor>{r};
-  };
-  calls["icp_step"] = [](const Args& a) {
-    auto r = pointops::icp_step(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toTensor(),
-        a[3].toOptional<at::Tensor>(), a[4].toTensor(), a[5].toTensor(), a[6].toTensor(), a[7].toDouble(),
-        a[8].toDouble(), a[9].toBool(), a[10].toBool());
-    return std::vector<at::Tensor>{r.poses, r.rmse, r.inlier_fraction, r.converged};
   };
   calls["icp"] = [](const Args& a) {
     auto r = pointops::icp(a[0].toTensor(), a[1].toOptional<at::Tensor>(), a[2].toOptional<at::Tensor>(),

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import pointops
 from pointops.compat.pytorch3d import KNN, chamfer_distance, knn_gather, knn_points, sample_farthest_points
 
 

@@ -13,7 +13,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-import pointops  # noqa: E402  (registers the ops)
+import pointops  # noqa: E402, F401  (registers the ops; imported after sys.path names the checkout)
 from tests.op_samples import OP_SAMPLES  # noqa: E402
 
 

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -52,12 +53,15 @@ void cube_search_cpu(const CubeProblem<acc_t>& pb, const std::vector<CpuGrid<acc
   at::parallel_for(0, pb.total_queries, 16, [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
       const int64_t row = order[t];
+      int64_t* out_index = pb.out_index + row * pb.k;
       int64_t local = 0;
       const int64_t b = pb.query_rows.cloud_of(row, &local);
-      if (b < 0) continue;
       const acc_t* q = pb.queries + row * 3;
-      if (!neighbors::is_finite3(q[0], q[1], q[2])) continue;
-      int64_t* out_index = pb.out_index + row * pb.k;
+      if (b < 0 || !neighbors::is_finite3(q[0], q[1], q[2])) {
+        std::fill(out_index, out_index + pb.k, int64_t{-1});
+        pb.out_count[row] = 0;
+        continue;
+      }
       const CpuGrid<acc_t>& grid = grids[b];
       auto search = [&](auto& list) {
         list.init(pb.k);
@@ -106,10 +110,13 @@ std::tuple<at::Tensor, at::Tensor> cube_query_packed_cpu(const at::Tensor& queri
   neighbors::check_packed_pair("cube_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_cube_query_args(points, queries.size(0), distance, k);
   const auto options = points.options().dtype(at::kLong);
-  at::Tensor indices = at::full({queries.size(0), k}, -1, options);
-  at::Tensor counts = at::zeros({queries.size(0)}, options);
   const neighbors::SearchInputs in = neighbors::packed_search_inputs(queries, query_offsets, points, offsets);
-  if (in.empty() || in.total_points == 0) return {indices, counts};
+  if (in.empty() || in.total_points == 0) {
+    return {at::full({queries.size(0), k}, -1, options), at::zeros({queries.size(0)}, options)};
+  }
+  // Every row and count is written by the search, empty ones included.
+  at::Tensor indices = at::empty({queries.size(0), k}, options);
+  at::Tensor counts = at::empty({queries.size(0)}, options);
   AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "cube_query_packed_cpu", [&] {
     const scalar_t d = static_cast<scalar_t>(distance);
     const CubeProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),

@@ -27,7 +27,6 @@ distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition
   interpolation's first 1,000 of them (OpenPCDet's per-centre buffer), the voxel query's all of
   them (sized from the data: one host read, as OpenPCDet's retry loop reads its total).
 """
-import math
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -263,9 +262,8 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     device = new_xyz.device
     # Each centre's neighbours are one packed cloud of `slots` rows, NaN in the empty slots (never
     # a neighbour); its grid centres are that cloud's queries.
-    found = neighbors >= 0
-    slot_xyz = support_xyz[neighbors.clamp(min=0)]
-    slot_xyz = torch.where(found[..., None], slot_xyz, torch.full_like(slot_xyz, float("nan")))
+    padded = torch.cat([support_xyz, support_xyz.new_full((1, 3), float("nan"))])
+    slot_xyz = padded[torch.where(neighbors >= 0, neighbors, support_xyz.shape[0])]
     starts = torch.arange(m + 1, device=device, dtype=torch.int64)
     idx, d2 = _knn_packed(new_xyz_grid_centers.reshape(m * g, 3), starts * g, slot_xyz.reshape(m * slots, 3),
                           starts * slots, 3)

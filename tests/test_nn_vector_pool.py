@@ -111,7 +111,7 @@ def test_pv_rcnn_plusplus_vector_pool_on_a_dense_scene(device, train, monkeypatc
     weight = torch.randn(new_xyz.shape[0], 128, generator=torch.Generator().manual_seed(82))
 
     def run(layer, device):
-        f = features.to(device).requires_grad_()
+        f = features.detach().clone().to(device).requires_grad_()
         x, c, n, nc = to(device, xyz, cnt, new_xyz, new_cnt)
         _, out = layer(xyz=x, xyz_batch_cnt=c, new_xyz=n, new_xyz_batch_cnt=nc, features=f)
         (out * weight.to(device)).sum().backward()

@@ -77,7 +77,7 @@ def scene(device, scans=2, keypoints=4096):
         cells = torch.unique(torch.floor(points / 0.8), dim=0)
         around = torch.stack(torch.meshgrid(*[torch.arange(-1.0, 2.0)] * 3, indexing="ij"), -1).reshape(-1, 3)
         voxels.append(torch.unique((cells[:, None] + around).reshape(-1, 3), dim=0) * 0.8 + 0.4)
-        idx = pointops.farthest_point_sampling(points[None].to(device), keypoints).indices[0].cpu()
+        idx = pointops.farthest_point_sampling(points[None], keypoints).indices[0]
         picks.append(points[idx])
     cnt = torch.tensor([v.shape[0] for v in voxels], dtype=torch.int32)
     new_cnt = torch.tensor([p.shape[0] for p in picks], dtype=torch.int32)

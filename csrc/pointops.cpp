@@ -57,6 +57,10 @@ TORCH_LIBRARY(pointops, m) {
   m.def("ball_query_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, float radius, int k, bool repeat_first=True, float min_radius=0.) -> (Tensor indices, Tensor counts)");
   // features (B,N,C) float, indices (B,M,K) int64 (outside [0,N): none), weights (B,M,K) features' dtype -> (B,M,C): sum_j weights * features[indices]
   m.def("interpolate(Tensor features, Tensor indices, Tensor weights) -> Tensor");
+  // as knn_packed, distance >= 0 -> indices into P (Mq,k) int64: the first k hits by index (|q - p| <= distance on every
+  //   axis, or squared distance <= distance^2 with ball), -1 after; counts (Mq,) int64: every hit, kept or not
+  m.set_python_module("pointops.geometry.cube_query");
+  m.def("cube_query_packed(Tensor queries, Tensor query_offsets, Tensor points, Tensor offsets, float distance, int k, bool ball=False) -> (Tensor indices, Tensor counts)");
 
   // ---- geometry: downsampling, normals, registration ----
   // points (B,N,3) float, lengths (B,) int64?, features (B,N,F) float?, voxel_size [3], point_range [6]? ->
@@ -126,4 +130,5 @@ TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
                            "icp", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
+  m.impl("cube_query_packed", torch::CppFunction::makeFallthrough());
 }

@@ -205,16 +205,23 @@ def three_nn_for_vector_pool_by_two_step(support_xyz, xyz_batch_cnt, new_xyz, ne
     dist2 = np.full((ctr.shape[0], num_total_grids, 3), np.inf, dtype=F32)
     for m, b in enumerate(_cloud_of(new_cnt)):
         found, _ = _local_neighbors(support, start, cnt, b, ctr[m], distance, nsample, neighbor_type)
+        if len(found) == 0:
+            continue
         pts = support[start[b] + found]
-        for g in range(num_total_grids):
-            if len(found) == 0:
-                continue
-            best, d = _three_best(_d2(grid[m, g], pts))
-            rows = [start[b] + found[i] for i in best]
-            for j in (1, 2):
-                if d[j] >= 1e40:
-                    rows[j], d[j] = rows[0], d[0]
-            idx[m, g], dist2[m, g] = rows, d
+        diff = grid[m][:, None, :] - pts[None, :, :]  # (G, n) grid centre minus point, as the kernel
+        d = (diff[..., 0] * diff[..., 0] + diff[..., 1] * diff[..., 1]) + diff[..., 2] * diff[..., 2]
+        # _three_best of every grid centre at once: the 3 smallest by (distance, slot), strict <
+        # in slot order, is a stable sort's first 3 (an infinite or NaN distance is never kept)
+        order = np.argsort(d, axis=1, kind="stable")[:, :3]
+        best = np.take_along_axis(d, order, axis=1)
+        kept = np.isfinite(best)
+        rows = np.where(kept, start[b] + found[order], -1)
+        best = np.where(kept, best, np.inf).astype(F32)
+        for j in range(rows.shape[1]):  # a missing second or third neighbour repeats the first
+            idx[m, :, j] = np.where(kept[:, j], rows[:, j], rows[:, 0])
+            dist2[m, :, j] = np.where(kept[:, j], best[:, j], best[:, 0])
+        for j in range(rows.shape[1], 3):
+            idx[m, :, j], dist2[m, :, j] = rows[:, 0], best[:, 0]
     return _sqrt(dist2), torch.from_numpy(idx), torch.tensor(avg_length_of_neighbor_idxs)
 
 

@@ -1,5 +1,5 @@
 """Registration samples of the geometry ops (knn, knn_packed, ball_query, ball_query_packed,
-interpolate; voxel_downsample, estimate_normals, transform_points, icp) and their
+cube_query_packed, interpolate; voxel_downsample, estimate_normals, transform_points, icp) and their
 wrappers, merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls.
 Also helpers the geometry tests share: real meshes from CGAL's data and whether the knn op is there."""
 import io
@@ -230,6 +230,16 @@ def _ball_query_packed_samples(device: str) -> List[tuple]:
     ]
 
 
+def _cube_query_packed_samples(device: str) -> List[tuple]:
+    queries, query_offsets, points, offsets, _ = _knn_packed_samples(device)[0]
+    return [
+        (queries, query_offsets, points, offsets, 0.3, 6, False),
+        (queries.double(), query_offsets, points.double(), offsets, 0.5, 40, True),  # k > 32: the list in the row
+        (queries.half(), query_offsets, points.half(), offsets, 0.25, 0, False),  # counts only
+        (queries, query_offsets, points, offsets, 0.0, 3, True),
+    ]
+
+
 def _interpolate_samples(device: str) -> List[tuple]:
     g = torch.Generator().manual_seed(15)
     features = torch.randn(2, 30, 5, generator=g).to(device)
@@ -247,6 +257,7 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
     "knn_packed": _knn_packed_samples,
     "ball_query": _ball_query_samples,
     "ball_query_packed": _ball_query_packed_samples,
+    "cube_query_packed": _cube_query_packed_samples,
     "interpolate": _interpolate_samples,
     "voxel_downsample": _voxel_downsample_samples,
     "estimate_normals": _estimate_normals_samples,
@@ -274,6 +285,11 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
         pointops.ball_query_packed,
         lambda d: (_clouds(d, 1, 30, 30)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 90, 31)[0],
                    torch.tensor([0, 50, 90], device=d), 0.3, 8, "first", 0.1),
+    ),
+    "cube_query_packed": WrapperCase(
+        pointops.cube_query_packed,
+        lambda d: (_clouds(d, 1, 30, 32)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 90, 33)[0],
+                   torch.tensor([0, 50, 90], device=d), 0.3, 8, True),
     ),
     "three_nn": WrapperCase(pointops.three_nn, lambda d: (_clouds(d, 2, 40, 26), _clouds(d, 2, 15, 27))),
     "interpolate": WrapperCase(pointops.interpolate, lambda d: _interpolate_samples(d)[0]),

@@ -40,6 +40,7 @@ def _cases():
                  "knn_packed", "plane_labels", "plane_refit", "plane_refit_bands", "pose_cluster", "ppf_features",
                  "ppf_model", "ppf_vote", "three_nn", "transform_points"):
         cases[name] = _wrapper_case(name)
+    cases["cube_query_packed"] = _wrapper_case("cube_query_packed")
     # voxel_downsample: centroids keep the points' dtype, means the features'; icp: the poses
     # come back in the initial poses' dtype (both documented)
     cases["voxel_downsample"] = _wrapper_case("voxel_downsample", promoted=False)

@@ -56,7 +56,8 @@ def test_every_script_is_listed():
 
 def test_family_ops_are_read_without_import():
     ops = cli.family_ops()
-    assert sorted(ops) == ["bench_bev", "bench_cpu", "bench_geometry", "bench_hough", "bench_ppf", "bench_sampling"]
+    assert sorted(ops) == ["bench_bev", "bench_compat", "bench_cpu", "bench_geometry", "bench_hough", "bench_ppf",
+                           "bench_sampling"]
     assert ops["bench_sampling"] == ["fps"]
     assert "knn" in ops["bench_geometry"] and "icp" in ops["bench_geometry"] and "detect_circles" in ops["bench_hough"]
 

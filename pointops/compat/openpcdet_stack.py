@@ -22,12 +22,11 @@ distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition
   cloud, mmcv gives zeros);
 * OpenPCDet's asserts that the counts add up to the rows are left out (they read the counts back
   to the host); rows past the counts are in no cloud and get empty results;
-* the vector-pool ops of PV-RCNN++ search neighbours with :func:`pointops.ball_query_packed` into
-  a fixed number of slots (``max_neighbors``, 1,000 as OpenPCDet's per-centre buffer), and their
-  ball (neighbor_type 1) leaves out a point exactly at the neighbour distance, which OpenPCDet's
-  includes (< instead of <=); see :func:`_neighbor_slots`.
+* the vector-pool ops of PV-RCNN++ find each centre's neighbours with
+  :func:`pointops.cube_query_packed`: OpenPCDet's cube (or closed ball) in index order, the
+  interpolation's first 1,000 of them (OpenPCDet's per-centre buffer), the voxel query's all of
+  them (sized from the data: one host read, as OpenPCDet's retry loop reads its total).
 """
-import math
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -36,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .._checks import distance_dtype
+from ..geometry.cube_query import cube_query_packed as _cube_query_packed
 from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
@@ -226,30 +225,15 @@ class ThreeInterpolate(Function):
 
 
 def _neighbor_slots(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                    distance: float, nsample: int, neighbor_type: int, max_neighbors: int) -> Tensor:
-    """(M, S) int64 rows of ``support_xyz`` around each centre, ascending, -1 past the last: the
-    first points of the centre's cloud in index order within ``distance`` of it (neighbor_type 1:
-    a ball, squared distance < distance^2; otherwise the cube |dx|, |dy|, |dz| <= distance),
-    at most ``nsample`` of them when nsample > 0, and at most ``max_neighbors`` (OpenPCDet keeps up
-    to 1,000). The cube's points are found by a ball query of radius sqrt(3) distance (with 2^-20
-    to spare) into max_neighbors slots, then the cube test; a centre whose ball holds more than
-    max_neighbors points can miss cube points past them."""
+                    distance: float, neighbor_type: int, k: int) -> Tuple[Tensor, Tensor]:
+    """OpenPCDet's vector-pool neighbourhood of each centre of ``new_xyz`` (M, 3): the points of its
+    cloud within ``distance`` of it, in index order: the cube |dx|, |dy|, |dz| <= distance, or
+    (neighbor_type 1) the closed ball dx^2 + dy^2 + dz^2 <= distance^2. Returns (M, k) int64 rows
+    of ``support_xyz``, the first k of them ascending, then -1; and (M,) int64 counts of them all
+    (:func:`pointops.cube_query_packed`)."""
     offsets = counts_to_offsets(xyz_batch_cnt)
     new_offsets = counts_to_offsets(new_xyz_batch_cnt)
-    limit = max_neighbors if nsample <= 0 else min(nsample, max_neighbors)
-    if neighbor_type == 1:
-        return _ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, limit, pad="minus_one").indices
-    radius = distance * math.sqrt(3.0) * (1.0 + 2.0 ** -20)
-    idx = _ball_query_packed(new_xyz, new_offsets, support_xyz, offsets, radius, max_neighbors, pad="minus_one").indices
-    found = idx >= 0
-    near = support_xyz[idx.clamp(min=0)] - new_xyz[:, None, :]
-    inside = found & (near.abs() <= distance).all(-1)
-    # keep the first `limit` cube points of each row, in index order
-    rank = inside.long().cumsum(1)
-    inside = inside & (rank <= limit)
-    order = torch.sort(torch.where(inside, idx, torch.full_like(idx, support_xyz.shape[0])), dim=1).values
-    order = order[:, :limit] if order.shape[1] > limit else order
-    return torch.where(order < support_xyz.shape[0], order, torch.full_like(order, -1))
+    return _cube_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, k, neighbor_type == 1)
 
 
 def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
@@ -258,95 +242,103 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
                                          avg_length_of_neighbor_idxs: int, num_total_grids: int,
                                          neighbor_distance_multiplier: float,
                                          max_neighbors: int = 1000) -> Tuple[Tensor, Tensor, Tensor]:
-    """PV-RCNN++'s local interpolation search: for each centre of ``new_xyz`` (M, 3), its
-    neighbours within ``max_neighbour_distance * neighbor_distance_multiplier`` (see
-    :func:`_neighbor_slots`), then for each of its grid centres (M, num_total_grids, 3) the 3
-    nearest of those neighbours. Returns (dist (M, G, 3) Euclidean, idx (M, G, 3) int32 rows of
-    ``support_xyz``, -1 and +inf distance where the centre has no neighbour; a second or third
-    missing neighbour repeats the first, as OpenPCDet), and ``avg_length_of_neighbor_idxs`` back
-    as a tensor (OpenPCDet's buffer-size hint; pointops needs none)."""
-    neighbors = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
-                                max_neighbour_distance * neighbor_distance_multiplier, nsample, neighbor_type,
-                                max_neighbors)
-    m, g = new_xyz.shape[0], num_total_grids
-    centres = new_xyz_grid_centers.reshape(m, g, 3)
-    slots = neighbors.shape[1]
-    dtype = distance_dtype(support_xyz)
-    best_d = torch.full((m, g, 3), float("inf"), dtype=dtype, device=new_xyz.device)
-    best_i = torch.full((m, g, 3), -1, dtype=torch.int64, device=new_xyz.device)
-    # centres in chunks, so that the (chunk, G, slots) distances stay within about 2^24 values
-    chunk = max(1, (1 << 24) // max(1, g * slots))
-    for start in range(0, m, chunk):
-        stop = min(m, start + chunk)
-        nb = neighbors[start:stop]
-        p = support_xyz[nb.clamp(min=0)].to(dtype)  # (c, S, 3)
-        q = centres[start:stop].to(dtype)  # (c, G, 3)
-        dx = q[:, :, None, 0] - p[:, None, :, 0]
-        dy = q[:, :, None, 1] - p[:, None, :, 1]
-        dz = q[:, :, None, 2] - p[:, None, :, 2]
-        d2 = (dx * dx + dy * dy) + dz * dz
-        d2 = torch.where((nb >= 0)[:, None, :], d2, torch.full_like(d2, float("inf")))
-        values, order = torch.sort(d2, dim=2, stable=True)
-        take = min(3, slots)
-        best_d[start:stop, :, :take] = values[..., :take]
-        best_i[start:stop, :, :take] = torch.gather(nb[:, None, :].expand(-1, g, -1), 2, order[..., :take])
-        best_i[start:stop] = torch.where(best_d[start:stop] < float("inf"), best_i[start:stop],
-                                         torch.full_like(best_i[start:stop], -1))
+    """PV-RCNN++'s local interpolation search. Step 1: each centre of ``new_xyz`` (M, 3) keeps the
+    first points of its cloud, in index order, inside the cube of half-width
+    ``max_neighbour_distance * neighbor_distance_multiplier`` around it (neighbor_type 1: the
+    closed ball of that radius), at most ``max_neighbors`` of them (1,000: OpenPCDet's per-centre
+    buffer) and at most ``nsample`` when nsample > 0, however many points the enclosing ball holds
+    (:func:`_neighbor_slots`). Step 2: each of its grid centres (M, num_total_grids, 3) takes the 3
+    nearest of those points (squared distances ``(dx*dx + dy*dy) + dz*dz``, ties to the lowest
+    index; a kNN of the grid centres in one packed cloud per centre, no sort of the slots).
+
+    Returns (dist (M, G, 3) Euclidean, idx (M, G, 3) int32 rows of ``support_xyz``, -1 and +inf
+    distance where the centre has no neighbour, a second or third missing neighbour repeating the
+    first, as OpenPCDet), and ``avg_length_of_neighbor_idxs`` back as a tensor (OpenPCDet's
+    buffer-size hint; pointops needs none)."""
+    limit = max_neighbors if nsample <= 0 else min(nsample, max_neighbors)
+    neighbors, _ = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
+                                   max_neighbour_distance * neighbor_distance_multiplier, neighbor_type, limit)
+    m, g, slots = new_xyz.shape[0], num_total_grids, neighbors.shape[1]
+    device = new_xyz.device
+    # Each centre's neighbours are one packed cloud of `slots` rows, NaN in the empty slots (never
+    # a neighbour); its grid centres are that cloud's queries.
+    padded = torch.cat([support_xyz, support_xyz.new_full((1, 3), float("nan"))])
+    slot_xyz = padded[torch.where(neighbors >= 0, neighbors, support_xyz.shape[0])]
+    starts = torch.arange(m + 1, device=device, dtype=torch.int64)
+    idx, d2 = _knn_packed(new_xyz_grid_centers.reshape(m * g, 3), starts * g, slot_xyz.reshape(m * slots, 3),
+                          starts * slots, 3)
+    rows = torch.where(idx >= 0, neighbors.reshape(-1)[idx.clamp(min=0)], torch.full_like(idx, -1))
     # a missing second or third neighbour repeats the first
-    first_d, first_i = best_d[..., :1].expand_as(best_d), best_i[..., :1].expand_as(best_i)
-    missing = best_i < 0
-    best_d = torch.where(missing, first_d, best_d)
-    best_i = torch.where(missing, first_i, best_i)
-    return exact_sqrt(best_d), best_i.int(), torch.tensor(avg_length_of_neighbor_idxs)
+    missing = rows < 0
+    d2 = torch.where(missing, d2[:, :1].expand_as(d2), d2)
+    rows = torch.where(missing, rows[:, :1].expand_as(rows), rows)
+    return (exact_sqrt(d2.detach()).reshape(m, g, 3), rows.int().reshape(m, g, 3),
+            torch.tensor(avg_length_of_neighbor_idxs))
 
 
 def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, support_features: Tensor,
                                     new_xyz: Tensor, new_xyz_batch_cnt: Tensor, num_grid_x: int, num_grid_y: int,
                                     num_grid_z: int, max_neighbour_distance: float, num_c_out_each_grid: int,
                                     use_xyz: bool, num_mean_points_per_grid: int = 100, nsample: int = -1,
-                                    neighbor_type: int = 0, pooling_type: int = 0,
-                                    max_neighbors: int = 1000) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """PV-RCNN++'s voxel-query vector pool: each centre's neighbours within
-    ``max_neighbour_distance`` (cube or ball, first ``nsample`` when > 0, :func:`_neighbor_slots`)
-    fall into a num_grid_x x num_grid_y x num_grid_z grid around it; each grid cell gets the mean
-    (pooling_type 0) or the first by index (1) of its points' features, the input channels folded
-    into num_c_out_each_grid by summing channel i into i % num_c_out_each_grid, and the mean local
-    offset of its points. Returns (new_features (M, G * num_c_out_each_grid), new_local_xyz
-    (M, 3 G), num_mean_points_per_grid (1,) int32, point_cnt_of_grid (M, G) int32), differentiable
-    in ``support_features``. With nsample > 0, pooling_type 1 takes the first point of each cell
-    among the first nsample neighbours (OpenPCDet stops after nsample filled cells), and more
-    than ``max_neighbors`` neighbours are cut there (OpenPCDet's average pool has no cap)."""
+                                    neighbor_type: int = 0, pooling_type: int = 0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """PV-RCNN++'s voxel-query vector pool. Each centre's neighbours, the points of its cloud in
+    index order inside the cube of half-width ``max_neighbour_distance`` (neighbor_type 1: the
+    closed ball), fall into a num_grid_x x num_grid_y x num_grid_z grid around it; the input
+    channels fold into num_c_out_each_grid by summing channel i into i % num_c_out_each_grid.
+
+    * pooling_type 0 (average): each grid cell gets the mean of its points' features and local
+      offsets; with nsample > 0 only the first nsample neighbours count, as OpenPCDet.
+    * pooling_type 1 ("random choice", OpenPCDet's first point): each cell gets its first
+      neighbour in index order; with nsample > 0 only the first nsample cells to be filled are,
+      in the order their first points come (OpenPCDet stops after nsample filled cells).
+
+    No neighbour is dropped: the neighbour lists are sized from the data, which reads the largest
+    count back to the host once (OpenPCDet reads its point total back too), and the grouped pairs
+    a second time. Returns (new_features (M, G * num_c_out_each_grid), new_local_xyz (M, 3 G),
+    num_mean_points_per_grid (1,) int32, point_cnt_of_grid (M, G) int32), differentiable in
+    ``support_features``."""
     num_total_grids = num_grid_x * num_grid_y * num_grid_z
     m, c_in = new_xyz.shape[0], support_features.shape[1]
-    neighbors = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance,
-                                nsample, neighbor_type, max_neighbors)
+    device = new_xyz.device
+    if pooling_type == 0 and nsample > 0:
+        k = nsample
+    else:
+        _, every = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance,
+                                   neighbor_type, 0)
+        k = int(every.max()) if m > 0 else 0
+    neighbors, _ = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance,
+                                   neighbor_type, k)
     found = neighbors >= 0
-    safe = neighbors.clamp(min=0)
-    local = support_xyz[safe] - new_xyz[:, None, :]  # (M, S, 3)
+    local = support_xyz[neighbors.clamp(min=0)] - new_xyz[:, None, :]  # (M, S, 3)
     # OpenPCDet's float arithmetic: cell = floor((local + r) / (r * 2 / n)) in the points' type
-    r = torch.tensor(max_neighbour_distance, dtype=local.dtype, device=local.device)
+    r = torch.tensor(max_neighbour_distance, dtype=local.dtype, device=device)
     size = [r * 2 / n for n in (num_grid_x, num_grid_y, num_grid_z)]
     cell = [torch.floor((local[..., d] + r) / size[d]).long() for d in range(3)]
     grid = (cell[0] * num_grid_y + cell[1]) * num_grid_z + cell[2]
     grid = grid.clamp(0, num_total_grids - 1)
-    if pooling_type == 1:  # the first point of each grid cell (slots are in index order)
-        slots = neighbors.shape[1]
-        position = torch.arange(slots, device=new_xyz.device).expand_as(grid)
-        first = torch.full((m, num_total_grids), slots, dtype=torch.int64, device=new_xyz.device)
+    if pooling_type == 1:  # the first neighbour of each cell (slots are in index order)
+        position = torch.arange(neighbors.shape[1], device=device).expand_as(grid)
+        first = torch.full((m, num_total_grids), neighbors.shape[1], dtype=torch.int64, device=device)
         first = first.scatter_reduce(1, torch.where(found, grid, torch.zeros_like(grid)),
-                                     torch.where(found, position, torch.full_like(position, slots)), "amin")
+                                     torch.where(found, position, torch.full_like(position, neighbors.shape[1])), "amin")
         found = found & (torch.gather(first, 1, grid) == position)
-    weight = found.to(support_features.dtype)
+        if nsample > 0:  # the first nsample cells to be filled
+            found = found & (found.long().cumsum(1) <= nsample)
+    pairs = found.nonzero()  # (F, 2): centre, slot
+    centre, slot = pairs[:, 0], pairs[:, 1]
+    rows = neighbors[centre, slot]
+    bins = centre * num_total_grids + grid[centre, slot]
     folded = support_features.reshape(-1, c_in // num_c_out_each_grid, num_c_out_each_grid).sum(1)
-    bins = (torch.arange(m, device=new_xyz.device)[:, None] * num_total_grids + grid).reshape(-1)
-    counts = torch.zeros(m * num_total_grids, dtype=torch.int64, device=new_xyz.device)
-    counts = counts.index_add(0, bins, found.reshape(-1).long())
-    feats = folded[safe.reshape(-1)] * weight.reshape(-1, 1)
-    sums = feats.new_zeros((m * num_total_grids, num_c_out_each_grid)).index_add(0, bins, feats)
-    xyz_sums = local.new_zeros((m * num_total_grids, 3)).index_add(0, bins, local.reshape(-1, 3) * weight.reshape(-1, 1))
+    counts = torch.zeros(m * num_total_grids, dtype=torch.int64, device=device).index_add(
+        0, bins, torch.ones_like(bins))
+    sums = folded.new_zeros((m * num_total_grids, num_c_out_each_grid)).index_add(0, bins, folded[rows])
+    xyz_sums = local.new_zeros((m * num_total_grids, 3)).index_add(0, bins, local[centre, slot])
     normalizer = counts.to(support_features.dtype).clamp(min=1e-6)[:, None]
     new_features = (sums / normalizer).reshape(m, -1)
-    new_local_xyz = (xyz_sums / normalizer.to(xyz_sums.dtype)).reshape(m, -1) if use_xyz else xyz_sums.new_zeros((m, 3 * num_total_grids))
+    if use_xyz:
+        new_local_xyz = (xyz_sums / normalizer.to(xyz_sums.dtype)).reshape(m, -1)
+    else:
+        new_local_xyz = xyz_sums.new_zeros((m, 3 * num_total_grids))
     point_cnt_of_grid = counts.reshape(m, num_total_grids).int()
     return new_features, new_local_xyz.detach(), torch.tensor([num_mean_points_per_grid]).int(), point_cnt_of_grid
 

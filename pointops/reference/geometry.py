@@ -136,6 +136,37 @@ def ball_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, of
     return indices, counts
 
 
+def cube_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, distance: float,
+                      k: int, ball: bool = False) -> Tuple[Tensor, Tensor]:
+    """(indices (Mq, k) int64 into the packed rows, counts (Mq,) int64): per cloud (offsets clamped,
+    then running maximum), the full (queries x points) differences q - p in the compute type; a hit
+    has -distance <= d <= distance on every axis (ball: (dx*dx + dy*dy) + dz*dz <= distance^2, the
+    distance rounded to the compute type and squared there), both ends finite; the k lowest hit
+    rows, then -1; counts = every hit."""
+    dtype = _compute_dtype(points)
+    d = torch.tensor(distance, dtype=dtype)
+    qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
+    poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()
+    indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
+    counts = torch.zeros(queries.shape[0], dtype=torch.int64, device=queries.device)
+    for b in range(len(poff) - 1):
+        q = queries[qoff[b]:qoff[b + 1]].to(dtype)
+        p = points[poff[b]:poff[b + 1]].to(dtype)
+        diff = q[:, None, :] - p[None, :, :]
+        if ball:
+            hit = (diff[..., 0] * diff[..., 0] + diff[..., 1] * diff[..., 1]) + diff[..., 2] * diff[..., 2] <= d * d
+        else:
+            hit = ((diff <= d) & (diff >= -d)).all(-1)
+        hit = hit & torch.isfinite(q).all(-1)[:, None] & torch.isfinite(p).all(-1)[None, :]
+        n = p.shape[0]
+        rows = torch.arange(n, device=points.device).expand_as(hit)
+        keys = torch.sort(torch.where(hit, rows, torch.full_like(rows, n)), dim=1).values[:, :k]
+        keys = torch.cat([keys, keys.new_full((keys.shape[0], k - keys.shape[1]), n)], 1)
+        indices[qoff[b]:qoff[b + 1]] = torch.where(keys < n, keys + poff[b], torch.full_like(keys, -1))
+        counts[qoff[b]:qoff[b + 1]] = hit.sum(1)
+    return indices, counts
+
+
 def three_nn(queries: Tensor, points: Tensor, query_lengths=None, lengths=None) -> Tuple[Tensor, Tensor]:
     return knn(queries, points, 3, query_lengths, lengths)
 

@@ -178,6 +178,15 @@ at::Tensor interpolate(const at::Tensor& features, const at::Tensor& indices, co
   return stack[0].toTensor();
 }
 
+CubeQueryPackedResult cube_query_packed(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                        const at::Tensor& points, const at::Tensor& offsets, double distance,
+                                        int64_t k, bool ball) {
+  static const c10::OperatorHandle handle = op("pointops::cube_query_packed");
+  torch::jit::Stack stack{queries, query_offsets, points, offsets, distance, k, ball};
+  handle.callBoxed(stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
 VoxelDownsampleResult voxel_downsample(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                        const std::optional<at::Tensor>& features,
                                        const std::vector<double>& voxel_size,

@@ -90,6 +90,12 @@ struct BallQueryPackedResult {
   at::Tensor counts;
 };
 
+// The outputs of cube_query_packed, in the schema's order.
+struct CubeQueryPackedResult {
+  at::Tensor indices;
+  at::Tensor counts;
+};
+
 // The outputs of voxel_downsample, in the schema's order.
 struct VoxelDownsampleResult {
   at::Tensor points;
@@ -271,6 +277,12 @@ BallQueryPackedResult ball_query_packed(const at::Tensor& queries, const at::Ten
 
 // features (B,N,C) float, indices (B,M,K) int64 (outside [0,N): none), weights (B,M,K) features' dtype -> (B,M,C): sum_j weights * features[indices]
 at::Tensor interpolate(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights);
+
+// as knn_packed, distance >= 0 -> indices into P (Mq,k) int64: the first k hits by index (|q - p| <= distance on every
+//   axis, or squared distance <= distance^2 with ball), -1 after; counts (Mq,) int64: every hit, kept or not
+CubeQueryPackedResult cube_query_packed(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                        const at::Tensor& points, const at::Tensor& offsets, double distance,
+                                        int64_t k, bool ball = false);
 
 // points (B,N,3) float, lengths (B,) int64?, features (B,N,F) float?, voxel_size [3], point_range [6]? ->
 //   centroids (B,N,3), mean features (B,N,F), new_lengths (B,) int64, point_voxel (B,N) int64 (-1: not counted)

@@ -143,7 +143,7 @@ def cube_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, of
     has -distance <= d <= distance on every axis (ball: (dx*dx + dy*dy) + dz*dz <= distance^2, the
     distance rounded to the compute type and squared there), both ends finite; the k lowest hit
     rows, then -1; counts = every hit."""
-    dtype = _compute_dtype(points)
+    dtype = distance_dtype(points)
     d = torch.tensor(distance, dtype=dtype)
     qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
     poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()

@@ -139,6 +139,11 @@ inline std::map<std::string, Call> table() {
     auto r = pointops::interpolate(a[0].toTensor(), a[1].toTensor(), a[2].toTensor());
     return std::vector<at::Tensor>{r};
   };
+  calls["cube_query_packed"] = [](const Args& a) {
+    auto r = pointops::cube_query_packed(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[3].toTensor(),
+        a[4].toDouble(), a[5].toInt(), a[6].toBool());
+    return std::vector<at::Tensor>{r.indices, r.counts};
+  };
   calls["voxel_downsample"] = [](const Args& a) {
     auto r = pointops::voxel_downsample(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
         a[2].toOptional<at::Tensor>(), doubles(a[3]), optional_doubles(a[4]));

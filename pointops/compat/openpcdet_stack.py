@@ -36,12 +36,13 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .._checks import distance_dtype
+from .._checks import check_coords, check_index_tensor, check_int, check_real, check_rows, distance_dtype, require
 from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import NoGradFunction, counts_to_offsets, exact_sqrt, non_differentiable, row_clouds, shared_mlp2d, summing_type
+from ._peer import (NoGradFunction, check_same_clouds, checked_counts, counts_to_offsets, exact_sqrt, non_differentiable,
+                    row_clouds, shared_mlp2d, summing_type)
 from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
 __all__ = [
@@ -75,14 +76,41 @@ __all__ = [
 # ---- pointnet2_stack/pointnet2_utils.py ----------------------------------------------------------
 
 
+def stacked_clouds(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
+                   names: Tuple[str, str, str, str] = ("xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"),
+                   host: bool = False) -> Tuple[Tensor, Tensor]:
+    """Two stacked clouds of one call, checked under the caller's ``names``: points (N, 3) and
+    (M, 3), their counts adding up to N and M, as many clouds in both. Returns their (B + 1,)
+    int64 offsets."""
+    check_coords(xyz, names[0], "(N1 + N2 + ..., 3)", 2)
+    check_coords(new_xyz, names[2], "(M1 + M2 + ..., 3)", 2)
+    offsets = checked_counts(xyz_batch_cnt, names[1], xyz.shape[0], names[0], xyz, host)
+    new_offsets = checked_counts(new_xyz_batch_cnt, names[3], new_xyz.shape[0], names[2], xyz, host)
+    check_same_clouds(xyz_batch_cnt, names[1], new_xyz_batch_cnt, names[3])
+    return offsets, new_offsets
+
+
+def _check_local_indices(idx: Tensor, name: str) -> None:
+    """Indices within each row's cloud: an index past its cloud groups zeros (OpenPCDet's
+    ball_query gives 0 for a centre of an empty cloud), -1 is none, below -1 is refused."""
+    below = idx < -1
+    require(~below.any(), name + " must hold indices >= -1 (-1: none)", False, name, idx, below)
+
+
 def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
                new_xyz_batch_cnt: Tensor) -> Tuple[Tensor, Tensor]:
     """OpenPCDet's stacked ball query: for each centre of ``new_xyz`` (M, 3), the first ``nsample``
     points of its cloud in index order with squared distance < radius^2, as indices (M, nsample)
     int32 within the cloud, the row padded with its first hit; and ``empty_ball_mask`` (M,) bool,
     the centres with no hit, whose rows are zeros."""
-    offsets = counts_to_offsets(xyz_batch_cnt)
-    new_offsets = counts_to_offsets(new_xyz_batch_cnt)
+    radius = check_real(radius, "radius")
+    nsample = check_int(nsample, "nsample")
+    offsets, new_offsets = stacked_clouds(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
+    return _ball_query(radius, nsample, xyz, offsets, new_xyz, new_offsets)
+
+
+def _ball_query(radius: float, nsample: int, xyz: Tensor, offsets: Tensor, new_xyz: Tensor,
+                new_offsets: Tensor) -> Tuple[Tensor, Tensor]:
     indices, counts = _ball_query_packed(new_xyz, new_offsets, xyz, offsets, radius, nsample, pad="first")
     start = offsets[row_clouds(new_offsets, new_xyz.shape[0])]
     local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
@@ -91,13 +119,29 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, 
 
 def grouping_operation(features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor) -> Tensor:
     """(N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each row's cloud ->
-    (M, C, nsample): features[start of the row's cloud + idx]; zeros where idx is outside
-    [0, cloud size). Differentiable in ``features`` (plain torch)."""
+    (M, C, nsample): features[start of the row's cloud + idx]; zeros where idx is -1 or past its
+    cloud (an index below -1 is refused). Differentiable in ``features`` (plain torch)."""
+    return grouping_checked(features, features_batch_cnt, idx, idx_batch_cnt,
+                            ("features", "features_batch_cnt", "idx", "idx_batch_cnt"))
+
+
+def grouping_checked(features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor,
+                     names: Tuple[str, str, str, str]) -> Tensor:
+    """:func:`grouping_operation` with its arguments checked under the caller's ``names``."""
+    check_coords(features, names[0], "(N1 + N2 + ..., C)", 2, -1)
+    check_index_tensor(idx, names[2], "(M1 + M2 + ..., nsample)", 2)
+    offsets = checked_counts(features_batch_cnt, names[1], features.shape[0], names[0], features)
+    idx_offsets = checked_counts(idx_batch_cnt, names[3], idx.shape[0], names[2], features)
+    check_same_clouds(features_batch_cnt, names[1], idx_batch_cnt, names[3])
+    _check_local_indices(idx, names[2])
+    return _grouping(features, offsets, idx, idx_offsets)
+
+
+def _grouping(features: Tensor, offsets: Tensor, idx: Tensor, idx_offsets: Tensor) -> Tensor:
     rows, nsample = idx.shape[0], idx.shape[1]
     channels = features.shape[1]
-    offsets = counts_to_offsets(features_batch_cnt)
-    cloud = row_clouds(counts_to_offsets(idx_batch_cnt), rows)
-    start, size = offsets[cloud], features_batch_cnt.to(torch.int64)[cloud]
+    cloud = row_clouds(idx_offsets, rows)
+    start, size = offsets[cloud], (offsets[1:] - offsets[:-1])[cloud]
     local = idx.long()
     valid = (local >= 0) & (local < size[:, None])
     if features.shape[0] == 0:
@@ -112,8 +156,12 @@ def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_ba
     """The 3 nearest ``known`` points of each ``unknown`` point within its cloud: (dist (N, 3)
     Euclidean, idx (N, 3) int32 into the stacked rows of ``known``). A cloud with fewer than 3
     known points pads with its first row and distance +inf, as OpenPCDet."""
-    offsets = counts_to_offsets(known_batch_cnt)
-    unknown_offsets = counts_to_offsets(unknown_batch_cnt)
+    offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
+                                              ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
+    return _three_nn(unknown, unknown_offsets, known, offsets)
+
+
+def _three_nn(unknown: Tensor, unknown_offsets: Tensor, known: Tensor, offsets: Tensor) -> Tuple[Tensor, Tensor]:
     idx, d2 = _knn_packed(unknown, unknown_offsets, known, offsets, 3)
     start = offsets[row_clouds(unknown_offsets, unknown.shape[0])]
     idx = torch.where(idx >= 0, idx, start[:, None].expand_as(idx))
@@ -123,7 +171,17 @@ def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_ba
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """(M1 + M2 + ..., C) features, (N, 3) indices into its rows, (N, 3) weights -> (N, C):
     ``w0 * f[idx0] + w1 * f[idx1] + w2 * f[idx2]`` (pointops' ``interpolate`` op, differentiable
-    in features and weights)."""
+    in features and weights); an index -1 or past the rows (three_nn's padding of an empty cloud)
+    adds nothing, one below -1 is refused."""
+    check_coords(features, "features", "(M1 + M2 + ..., C)", 2, -1)
+    check_index_tensor(idx, "idx", "(N, 3)", 2)
+    check_coords(weight, "weight", "(N, 3)", 2, idx.shape[1])
+    check_rows(weight, "weight", idx.shape[0], "idx")
+    _check_local_indices(idx, "idx")
+    return _three_interpolate(features, idx, weight)
+
+
+def _three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     out = _interpolate(features[None], idx.long()[None], weight.to(features.dtype)[None])
     return out[0]
 
@@ -134,12 +192,13 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     into the stacked rows, cloud after cloud. Past a cloud's last point the picks repeat in order;
     an empty cloud gives its start row, as OpenPCDet. A tensor of counts is read back to the host
     once (OpenPCDet reads its sum)."""
-    offsets = counts_to_offsets(xyz_batch_cnt)
-    if isinstance(npoint, int):
-        per_cloud: Optional[List[int]] = None
-        k = npoint
+    check_coords(xyz, "xyz", "(N1 + N2 + ..., 3)", 2)
+    check_index_tensor(xyz_batch_cnt, "xyz_batch_cnt", "(B,) per-cloud counts", 1)
+    per_cloud = _per_cloud_samples(npoint, xyz_batch_cnt)
+    offsets = checked_counts(xyz_batch_cnt, "xyz_batch_cnt", xyz.shape[0], "xyz", xyz, per_cloud is not None)
+    if per_cloud is None:
+        k = check_int(npoint, "npoint")
     else:
-        per_cloud = [int(v) for v in (npoint.tolist() if isinstance(npoint, Tensor) else npoint)]
         k = max(per_cloud) if per_cloud else 0
     # (B, k): past a cloud's points its picks again in order; all -1 for a cloud without a point
     indices = farthest_point_sampling_packed(xyz, offsets, k, pad="repeat").indices
@@ -152,6 +211,25 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     cloud = row_clouds(counts_to_offsets(counts), total)
     j = position - counts_to_offsets(counts)[cloud]
     return indices.reshape(-1)[cloud * k + j].int()
+
+
+def _per_cloud_samples(npoint: Union[int, List[int], Tensor], xyz_batch_cnt: Tensor) -> Optional[List[int]]:
+    """A list or tensor of per-cloud sample counts as a list of ints >= 0, one per cloud (a tensor
+    is read back to the host); None for one int."""
+    if isinstance(npoint, Tensor):
+        if npoint.dim() != 1 or npoint.is_floating_point() or npoint.dtype == torch.bool:
+            raise ValueError("npoint must be an int, or a list or (B,) integer tensor of per-cloud counts, got a "
+                             + str(npoint.dtype) + " tensor of shape " + str(list(npoint.shape)))
+        values = npoint.tolist()
+    elif isinstance(npoint, (list, tuple)):
+        values = list(npoint)
+    else:
+        return None
+    per_cloud = [check_int(v, "npoint[" + str(i) + "]") for i, v in enumerate(values)]
+    if len(per_cloud) != xyz_batch_cnt.shape[0]:
+        raise ValueError("npoint must have one count per cloud (" + str(xyz_batch_cnt.shape[0])
+                         + ", as xyz_batch_cnt), got " + str(len(per_cloud)))
+    return per_cloud
 
 
 class BallQuery(NoGradFunction):
@@ -420,19 +498,36 @@ class QueryAndGroup(nn.Module):
                 features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_features (M, 3 + C, nsample) (or C, or
         3 channels), idx (M, nsample) int32)."""
-        idx, empty_ball_mask = ball_query(self.radius, self.nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
-        grouped_xyz = grouping_operation(xyz, xyz_batch_cnt, idx, new_xyz_batch_cnt)  # (M, 3, nsample)
+        offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
+        return self.group(xyz, offsets, new_xyz, new_offsets, features)
+
+    def group(self, xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor,
+              features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """:meth:`forward` on checked inputs, the counts as (B + 1,) offsets."""
+        idx, empty_ball_mask = _ball_query(self.radius, self.nsample, xyz, offsets, new_xyz, new_offsets)
+        grouped_xyz = _grouping(xyz, offsets, idx, new_offsets)  # (M, 3, nsample)
         grouped_xyz = grouped_xyz - new_xyz.unsqueeze(-1)
         keep = (~empty_ball_mask)[:, None, None]
         grouped_xyz = torch.where(keep, grouped_xyz, torch.zeros_like(grouped_xyz))
         if features is not None:
-            grouped_features = grouping_operation(features, xyz_batch_cnt, idx, new_xyz_batch_cnt)
+            grouped_features = _grouping(features, offsets, idx, new_offsets)
             grouped_features = torch.where(keep, grouped_features, torch.zeros_like(grouped_features))
             if self.use_xyz:
                 return torch.cat([grouped_xyz, grouped_features], dim=1), idx
             return grouped_features, idx
         assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
         return grouped_xyz, idx
+
+
+def _checked_group_inputs(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
+                          features: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """The stacked clouds of a grouping layer and their features (N, C) beside xyz, checked once
+    for all its scales; returns the offsets of xyz and new_xyz."""
+    offsets, new_offsets = stacked_clouds(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
+    if features is not None:
+        check_coords(features, "features", "(N1 + N2 + ..., C)", 2, -1)
+        check_rows(features, "features", xyz.shape[0], "xyz")
+    return offsets, new_offsets
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -474,8 +569,9 @@ class StackSAModuleMSG(nn.Module):
                 features: Optional[Tensor] = None, empty_voxel_set_zeros: bool = True) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_xyz, new_features (M, sum of mlps[k][-1]))."""
         new_features_list: List[Tensor] = []
+        offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
         for grouper, mlp in zip(self.groupers, self.mlps):
-            new_features, _ = grouper(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)  # (M, C, nsample)
+            new_features, _ = grouper.group(xyz, offsets, new_xyz, new_offsets, features)  # (M, C, nsample)
             new_features = mlp(new_features.permute(1, 0, 2).unsqueeze(dim=0))  # (1, C, M, nsample)
             if self.pool_method == "max_pool":
                 new_features = F.max_pool2d(new_features, kernel_size=[1, new_features.size(3)]).squeeze(dim=-1)
@@ -498,12 +594,18 @@ class StackPointnetFPModule(nn.Module):
     def forward(self, unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor,
                 unknown_feats: Optional[Tensor] = None, known_feats: Optional[Tensor] = None) -> Tensor:
         """unknown (N, 3), known (M, 3), unknown_feats (N, C1), known_feats (M, C2) -> (N, mlp[-1])."""
-        assert known_feats is not None
+        if known_feats is None:
+            raise ValueError("known_feats must be a (M, C) tensor, got None")
+        check_coords(known_feats, "known_feats", "(M1 + M2 + ..., C)", 2, -1)
+        check_rows(known_feats, "known_feats", known.shape[0], "known")
+        if unknown_feats is not None:
+            check_coords(unknown_feats, "unknown_feats", "(N1 + N2 + ..., C)", 2, -1)
+            check_rows(unknown_feats, "unknown_feats", unknown.shape[0], "unknown")
         dist, idx = three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt)
         dist_recip = 1.0 / (dist + 1e-8)
         norm = torch.sum(dist_recip, dim=-1, keepdim=True)
         weight = dist_recip / norm
-        interpolated_feats = three_interpolate(known_feats, idx, weight)
+        interpolated_feats = _three_interpolate(known_feats, idx, weight)
         if unknown_feats is not None:
             new_features = torch.cat([interpolated_feats, unknown_feats], dim=1)  # (N, C2 + C1)
         else:

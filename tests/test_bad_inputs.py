@@ -43,9 +43,9 @@ def test_detect_planes_names_its_own_arguments():
 
 def test_nn_names_npoint_and_nsample():
     xyz = torch.rand(2, 30, 3)
-    with pytest.raises(ValueError, match="npoint must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="npoint must be an int >= 0, got -1"):
         pnn.furthest_point_sample(xyz, -1)
-    with pytest.raises(ValueError, match="nsample must be >= 0, got -2"):
+    with pytest.raises(ValueError, match="nsample must be an int >= 0, got -2"):
         pnn.ball_query(0.2, -2, xyz, xyz[:, :5])
     with pytest.raises(ValueError, match="radius must be finite"):
         pnn.ball_query(float("nan"), 4, xyz, xyz[:, :5])

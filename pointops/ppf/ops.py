@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape, check_tensor)
+                       check_same_device, check_shape, check_tensor, require)
 from ..clouds import bounding_box
 
 # ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
@@ -126,7 +126,17 @@ def ppf_features(
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(normals, "normals", "(B, N, 3)")
+    check_tensor(distance_step, "distance_step", "(B,)")
+    _check_positive_values(distance_step, "distance_step")
     return torch.ops.pointops.ppf_features(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins)
+
+
+def _check_positive_values(t: Tensor, name: str) -> None:
+    """Per-cloud lengths of the feature grid (a diameter, a distance step): finite and > 0, or
+    every distance bin is inf or NaN (a device-side assert on CUDA, where nothing else syncs)."""
+    if t.is_floating_point():
+        bad = ~(torch.isfinite(t) & (t > 0))
+        require(~bad.any(), name + " must be finite and > 0", False, name, t, bad)
 
 
 def decode_keys(keys: Tensor, angle_bins: int = 30) -> Tensor:
@@ -235,6 +245,9 @@ def ppf_model(
     check_tensor(normals, "normals", "(B, N, 3)")
     if not 0.0 < tau_d <= 1.0:
         raise ValueError(f"tau_d must be in (0, 1], got {tau_d}")
+    if diameter is not None:
+        check_tensor(diameter, "diameter", "(B,)")
+        _check_positive_values(diameter, "diameter")
     batch, n = points.shape[0], points.shape[1]
     if lengths is None:
         lengths = torch.full((batch,), n, dtype=torch.int64, device=points.device)

@@ -312,6 +312,23 @@ def check_coords(t: torch.Tensor, name: str, layout: str, dims: int, columns: in
         raise ValueError(name + " must be float32, float64, float16 or bfloat16, got " + str(t.dtype))
 
 
+def check_batch_vector(t: Optional[torch.Tensor], name: str, batch: int, ref: torch.Tensor, ref_name: str) -> None:
+    """An optional per-cloud int64 vector (lengths, start) checked in a wrapper before its data is
+    used there: shape (B,), int64, on ref's device; plain exceptions, so that compiled code keeps
+    them (the fakes' torch._check messages are closures)."""
+    if t is None:
+        return
+    check_tensor(t, name, "(B,)")
+    if t.dim() != 1 or t.shape[0] != batch:
+        raise ValueError(name + " must have shape (" + str(batch) + ",) (one per cloud of " + ref_name + "), got "
+                         + str(list(t.shape)))
+    if t.dtype != torch.int64:
+        raise ValueError(name + " must be torch.int64, got " + str(t.dtype))
+    if t.device != ref.device:
+        raise ValueError(name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got "
+                         + str(t.device))
+
+
 def check_rows(t: torch.Tensor, name: str, rows: int, rows_name: str, dim: int = 0) -> None:
     """``t.shape[dim]`` is the ``rows`` of ``rows_name`` (features of the points, indices of the
     queries)."""

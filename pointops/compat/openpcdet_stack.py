@@ -594,6 +594,8 @@ class StackPointnetFPModule(nn.Module):
     def forward(self, unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor,
                 unknown_feats: Optional[Tensor] = None, known_feats: Optional[Tensor] = None) -> Tensor:
         """unknown (N, 3), known (M, 3), unknown_feats (N, C1), known_feats (M, C2) -> (N, mlp[-1])."""
+        offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
+                                                  ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
         if known_feats is None:
             raise ValueError("known_feats must be a (M, C) tensor, got None")
         check_coords(known_feats, "known_feats", "(M1 + M2 + ..., C)", 2, -1)
@@ -601,7 +603,7 @@ class StackPointnetFPModule(nn.Module):
         if unknown_feats is not None:
             check_coords(unknown_feats, "unknown_feats", "(N1 + N2 + ..., C)", 2, -1)
             check_rows(unknown_feats, "unknown_feats", unknown.shape[0], "unknown")
-        dist, idx = three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt)
+        dist, idx = _three_nn(unknown, unknown_offsets, known, offsets)
         dist_recip = 1.0 / (dist + 1e-8)
         norm = torch.sum(dist_recip, dim=-1, keepdim=True)
         weight = dist_recip / norm

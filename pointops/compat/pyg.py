@@ -458,7 +458,9 @@ def grid_cluster(
     with start <= end, the points finite and in [start, end], and the grid small enough that its
     ids fit int64: checked on the device (a device-side assert on CUDA)."""
     check_tensor(pos, "pos", "(N, D)")
-    check_tensor(size, "size", "(D,)")
+    if pos.dtype == torch.bool or pos.is_complex() or pos.dim() == 0:
+        raise ValueError("pos must be a float or integer tensor (N, D), got " + str(pos.dtype) + " of shape "
+                         + str(list(pos.shape)))
     pos = pos.view(pos.shape[0], -1)
     _check_grid_vector(size, "size", pos)
     if start is None:
@@ -481,7 +483,10 @@ def grid_cluster(
 
 
 def _check_grid_vector(v: Tensor, name: str, pos: Tensor) -> None:
-    if v.numel() != pos.shape[1]:
+    check_tensor(v, name, "(D,)")
+    if v.dtype == torch.bool or v.is_complex():
+        raise ValueError(name + " must be a float or integer tensor (D,), got " + str(v.dtype))
+    if v.dim() != 1 or v.numel() != pos.shape[1]:
         raise ValueError(name + " must have one value per coordinate of pos (" + str(pos.shape[1]) + "), got shape "
                          + str(list(v.shape)))
     if v.device != pos.device:

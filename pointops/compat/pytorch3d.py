@@ -240,6 +240,7 @@ def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], n
     if not points.is_floating_point():
         raise ValueError(names[0] + " must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
     if lengths is not None:
+        check_tensor(lengths, names[1], "(N,)")
         if lengths.dim() != 1 or lengths.shape[0] != points.shape[0]:
             raise ValueError("Expected lengths to be of shape (N,): " + names[1] + " has shape "
                              + str(list(lengths.shape)) + " for N = " + str(points.shape[0]))
@@ -252,6 +253,7 @@ def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], n
     else:
         lengths = torch.full((points.shape[0],), points.shape[1], dtype=torch.int64, device=points.device)
     if normals is not None:
+        check_tensor(normals, names[2], "(N, P, 3)")
         if normals.dim() != 3:
             raise ValueError("Expected normals to be of shape (N, P, 3): " + names[2] + " has shape "
                              + str(list(normals.shape)))

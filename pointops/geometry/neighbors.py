@@ -150,6 +150,8 @@ def ball_query_packed(
     and made non-decreasing by a running maximum, as :func:`knn_packed`. Returns indices (Mq, k)
     int64 into the rows of ``points`` (hits ascending, then the padding of ``pad``) and counts
     (Mq,) int64; query rows outside every cloud get rows of -1 and count 0."""
+    check_tensor(queries, "queries", "(Mq, 3)")
+    check_tensor(points, "points", "(P, 3)")
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = _common_dtype(queries, points)
@@ -204,6 +206,8 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
     check_tensor(features, "features", "(B, N, C)")
+    check_tensor(indices, "indices", "(B, M, K)")
+    check_tensor(weights, "weights", "(B, M, K)")
     features, weights = _common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
@@ -214,6 +218,7 @@ def group_points(features: Tensor, indices: Tensor) -> Tensor:
     [0, N) (-1 padding) gives a row of zeros. Plain torch (a gather), so gradients reach
     ``features``."""
     check_tensor(features, "features", "(B, N, C)")
+    check_tensor(indices, "indices", "(B, *S)")
     check_cloud(features, "features", "(B, N, C)", -1)
     if features.dim() != 3:
         raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))

@@ -12,8 +12,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_int, check_padded_clouds,
-                       check_same_device, check_shape, check_tensor)
+from .._checks import (check_batch_vector, check_cloud, check_dim, check_dtype, check_floating, check_int,
+                       check_optional_tensor, check_padded_clouds, check_same_device, check_shape, check_tensor)
 from ..clouds import bounding_box
 
 
@@ -81,7 +81,13 @@ def estimate_normals(
         (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
     """
     check_tensor(points, "points", "(B, N, 3)")
+    check_optional_tensor(lengths, "lengths", "(B,)")
+    check_optional_tensor(viewpoint, "viewpoint", "(B, 3) or (3,)")
+    check_optional_tensor(neighbors, "neighbors", "(B, N, K)")
     check_cloud(points, "points")
+    if not points.is_floating_point():
+        raise ValueError("points must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
+    check_batch_vector(lengths, "lengths", points.shape[0], points, "points")
     if orientation == "none":
         mode = 0
     elif orientation == "viewpoint":

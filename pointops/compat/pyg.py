@@ -126,10 +126,11 @@ def _checked_batches(x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: O
     if batch_y is not None:
         check_description(batch_y, names[3], "(M,) sorted cloud index of every row", x, names[0])
     clouds = _batch_size(batch_x, batch_y, batch_size)
+    bound = -1 if batch_size is None else clouds  # without batch_size the indices define the clouds
     if batch_x is not None:
-        checked_batch(batch_x, names[2], x.shape[0], names[0], x, clouds, True)
+        checked_batch(batch_x, names[2], x.shape[0], names[0], x, bound, True)
     if batch_y is not None:
-        checked_batch(batch_y, names[3], y.shape[0], names[1], x, clouds, True)
+        checked_batch(batch_y, names[3], y.shape[0], names[1], x, bound, True)
     return clouds
 
 
@@ -212,7 +213,7 @@ def fps(
     elif batch is not None:
         check_description(batch, "batch", "(N,) sorted cloud index of every row", src, "src")
         clouds = _batch_size(batch, None, batch_size)
-        checked_batch(batch, "batch", src.shape[0], "src", src, clouds, True)
+        checked_batch(batch, "batch", src.shape[0], "src", src, -1 if batch_size is None else clouds, True)
         offsets = _ptr(batch, src.shape[0], clouds, src.device)
     else:
         offsets = torch.tensor([0, src.shape[0]], dtype=torch.int64, device=src.device)

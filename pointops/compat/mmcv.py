@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd import Function
 
-from .._checks import check_coords, check_index_tensor, check_int, check_real, require
+from .._checks import check_coords, check_int, check_real, require
 from ..bev.ops import voxelize as _voxelize
 from ..bev.ops import voxelize_dynamic as _voxelize_dynamic
 from ..geometry.neighbors import ball_query as _ball_query
@@ -134,7 +134,8 @@ def _both_or_neither(a: Optional[Tensor], a_name: str, b: Optional[Tensor], b_na
     """mmcv's stacked layout takes both counts; one alone is a mistake, not the batch layout."""
     if (a is None) != (b is None):
         raise ValueError(a_name + " and " + b_name + " must both be given (stacked clouds) or both be None (batch), "
-                         "got " + ("None" if a is None else "a tensor") + " and " + ("None" if b is None else "a tensor"))
+                         "got " + ("None" if a is None else "a tensor") + " and "
+                         + ("None" if b is None else "a tensor"))
 
 
 def _check_pair(a: Tensor, a_name: str, a_layout: str, b: Tensor, b_name: str, b_layout: str) -> None:
@@ -301,7 +302,8 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
     -1 for a point outside the range."""
     check_coords(points, "points", "(N, C) with C >= 3", 2, -1)
     if points.shape[1] < 3:
-        raise ValueError("points must have shape (N, C) with C >= 3 (x, y, z, features), got " + str(list(points.shape)))
+        raise ValueError("points must have shape (N, C) with C >= 3 (x, y, z, features), got "
+                         + str(list(points.shape)))
     voxel_size, coors_range = _grid_args(voxel_size, coors_range)
     max_points = check_int(max_points, "max_points", -1)
     max_voxels = check_int(max_voxels, "max_voxels", -1)

@@ -41,8 +41,8 @@ from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import (NoGradFunction, check_same_clouds, checked_counts, counts_to_offsets, exact_sqrt, non_differentiable,
-                    row_clouds, shared_mlp2d, summing_type)
+from ._peer import (NoGradFunction, check_same_clouds, checked_counts, counts_to_offsets, exact_sqrt,
+                    non_differentiable, row_clouds, shared_mlp2d, summing_type)
 from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
 __all__ = [

@@ -236,7 +236,8 @@ def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], n
         raise ValueError("The input pointclouds should be either Pointclouds objects or torch.Tensor of shape "
                          "(minibatch, num_points, 3): " + names[0] + " is a " + type(points).__name__)
     if points.dim() != 3:
-        raise ValueError("Expected points to be of shape (N, P, D): " + names[0] + " has shape " + str(list(points.shape)))
+        raise ValueError("Expected points to be of shape (N, P, D): " + names[0] + " has shape "
+                         + str(list(points.shape)))
     if not points.is_floating_point():
         raise ValueError(names[0] + " must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
     if lengths is not None:

@@ -116,7 +116,8 @@ def _span_bounded_on_host(points: Tensor, sizes: List[float], point_range: Optio
     single = points.dtype != torch.float64
     if point_range is not None and all(math.isfinite(v) for v in point_range[3:]):
         for d in range(3):
-            lo, hi, size = _rounded(point_range[d], single), _rounded(point_range[d + 3], single), _rounded(sizes[d], single)
+            lo, hi = _rounded(point_range[d], single), _rounded(point_range[d + 3], single)
+            size = _rounded(sizes[d], single)
             if not (size > 0 and math.floor(_rounded(_rounded(hi - lo, single) / size, single)) < limit):
                 return False
         return True

@@ -77,7 +77,8 @@ def estimate_normals(
     Returns:
         :class:`Normals`. Rows past ``lengths`` and points with NaN/Inf coordinates get normal 0
         and curvature 0. Any scale works: a cloud far from 1 (1e30, 1e-30) is searched scaled by a
-        power of two, so that its squared distances stay finite and nonzero in float32. The normals and curvature are differentiable with respect to the points
+        power of two, so that its squared distances stay finite and nonzero in float32. The
+        normals and curvature are differentiable with respect to the points
         (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
     """
     check_tensor(points, "points", "(B, N, 3)")

@@ -18,10 +18,10 @@ counts back to the host (``stack_farthest_point_sample`` with per-cloud sample c
 once, as OpenPCDet does). The same rules as :mod:`pointops.compat.openpcdet` hold (lowest-index ties, exact
 distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition:
 
-* ``grouping_operation`` gives zeros for an index outside [0, cloud size) (OpenPCDet reads past the
-  cloud, mmcv gives zeros);
-* OpenPCDet's asserts that the counts add up to the rows are left out (they read the counts back
-  to the host); rows past the counts are in no cloud and get empty results;
+* ``grouping_operation`` gives zeros for an index -1 or past its cloud (OpenPCDet reads past the
+  cloud, mmcv gives zeros) and refuses one below -1;
+* the counts must be >= 0 and add up to the rows, as OpenPCDet asserts, checked without reading
+  them back to the host (a device-side assert on CUDA: docs/compat.md, "Checked inputs");
 * the vector-pool ops of PV-RCNN++ search neighbours with :func:`pointops.ball_query_packed` into
   a fixed number of slots (``max_neighbors``, 1,000 as OpenPCDet's per-centre buffer), and their
   ball (neighbor_type 1) leaves out a point exactly at the neighbour distance, which OpenPCDet's

@@ -32,7 +32,10 @@ What differs, on purpose:
 * ``random_ball_query`` draws its order with torch's generator in one step (Pointcept loops over
   the clouds in Python), and with ``min_radius`` > 0 it considers the first ``capacity`` points
   of that order within ``max_radius``;
-* ``query_and_group`` and ``grouping2`` group zeros for index -1 (Pointcept reads row -1).
+* ``query_and_group`` and ``grouping2`` group zeros for index -1 (Pointcept reads row -1), and
+  every grouping refuses an index below -1 or past the rows (Pointcept reads ``feat[-5]``);
+* offsets that contradict the rows (decreasing, negative, not ending at the rows) are refused
+  with an error naming them (docs/compat.md, "Checked inputs").
 """
 from typing import Optional, Tuple
 

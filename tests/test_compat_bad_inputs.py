@@ -804,3 +804,53 @@ def test_a_tensor_of_samples_per_cloud_is_read_once_and_checked():
     with pytest.raises(ValueError, match=r"npoint\[1\] must be an int >= 0, got -1"):
         st.stack_farthest_point_sample(X, I32(4, 6), torch.tensor([2, -1]))
     assert np  # the sweep above passes NumPy arrays where tensors go
+
+
+# ---- CUDA: where a check reads its values ---------------------------------------------------------------
+
+# Each script breaks one check that reads nothing back on CUDA: the call returns, and the next host
+# read fails with the device-side assert, the device printing the message that names the argument.
+DEVICE_ASSERTS = {
+    "offset": "pointcept.knn_query(2, x, torch.tensor([6, 4, 10], dtype=torch.int32, device='cuda'), x, "
+              "torch.tensor([3, 6, 10], dtype=torch.int32, device='cuda'))",
+    "xyz_batch_cnt": "stack.ball_query(0.5, 2, x, torch.tensor([-2, 12], dtype=torch.int32, device='cuda'), x, "
+                     "torch.tensor([4, 6], dtype=torch.int32, device='cuda'))",
+    "idx": "nn.gather_operation(torch.rand(2, 4, 10, device='cuda'), torch.full((2, 3), -5, dtype=torch.int32, "
+           "device='cuda'))",
+    "lengths2": "pytorch3d.knn_points(x[None], x[None], lengths2=torch.tensor([12], device='cuda'))",
+    "voxel_size": "pointops.voxel_downsample(x[None] * 1e30, 0.01)",
+}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("argument", sorted(DEVICE_ASSERTS))
+def test_cuda_checks_without_a_host_read_are_device_side_asserts(argument):
+    import subprocess
+    import sys
+
+    script = ("import torch, pointops\n"
+              "from pointops import nn\n"
+              "from pointops.compat import openpcdet_stack as stack, pointcept, pytorch3d\n"
+              "x = torch.rand(10, 3, device='cuda')\n"
+              f"out = {DEVICE_ASSERTS[argument]}\n"
+              "print('returned', flush=True)\n"
+              "torch.cuda.synchronize()\n"
+              "print('no error', flush=True)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "returned" in run.stdout and "no error" not in run.stdout, output
+    assert "device-side assert" in output and argument in output, output
+
+
+@pytest.mark.cuda
+def test_cuda_checks_where_the_call_reads_the_host_raise_at_once():
+    x = torch.rand(10, 3, device="cuda")
+    unsorted = torch.tensor([0, 1] * 5, device="cuda")
+    with pytest.raises(ValueError, match="^batch_x must be sorted cloud indices"):
+        pyg.knn(x, x, 2, unsorted, unsorted)
+    with pytest.raises(ValueError, match="^new_offset must be non-decreasing"):
+        pc.farthest_point_sampling(x, torch.tensor([4, 10], dtype=torch.int32, device="cuda"),
+                                   torch.tensor([3, 2], dtype=torch.int32, device="cuda"))
+    with pytest.raises(ValueError, match="lengths must be >= 0"):
+        p3d.sample_farthest_points(x[None], torch.tensor([-1], device="cuda"), K=2)
+    assert torch.cuda.is_available() and float(x.sum()) > 0  # the context is intact

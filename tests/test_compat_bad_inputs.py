@@ -443,29 +443,24 @@ def entry(name, fn, **kw):
     E[name] = (fn, kw)
 
 
+POINTCEPT = dict(xyz=X, offset=I32(4, 10), new_xyz=X[:6], new_offset=I32(3, 6))
+STACK = dict(xyz=X, xyz_batch_cnt=I32(4, 6), new_xyz=X[:6], new_xyz_batch_cnt=I32(3, 3))
+
+
 entry(
     "pc.knn_query",
     lambda **k: pc.knn_query(3, k["xyz"], k["offset"], k["new_xyz"], k["new_offset"]),
-    xyz=X,
-    offset=I32(4, 10),
-    new_xyz=X[:6],
-    new_offset=I32(3, 6),
+    **POINTCEPT,
 )
 entry(
     "pc.ball_query",
     lambda **k: pc.ball_query(3, 0.5, 0.0, k["xyz"], k["offset"], k["new_xyz"], k["new_offset"]),
-    xyz=X,
-    offset=I32(4, 10),
-    new_xyz=X[:6],
-    new_offset=I32(3, 6),
+    **POINTCEPT,
 )
 entry(
     "pc.random_ball_query",
     lambda **k: pc.random_ball_query(3, 0.5, 0.0, k["xyz"], k["offset"], k["new_xyz"], k["new_offset"]),
-    xyz=X,
-    offset=I32(4, 10),
-    new_xyz=X[:6],
-    new_offset=I32(3, 6),
+    **POINTCEPT,
 )
 entry(
     "pc.fps",
@@ -506,10 +501,7 @@ entry("pc.batch2offset", lambda **k: pc.batch2offset(k["batch"]), batch=torch.te
 entry(
     "st.ball_query",
     lambda **k: st.ball_query(0.5, 3, k["xyz"], k["xyz_batch_cnt"], k["new_xyz"], k["new_xyz_batch_cnt"]),
-    xyz=X,
-    xyz_batch_cnt=I32(4, 6),
-    new_xyz=X[:6],
-    new_xyz_batch_cnt=I32(3, 3),
+    **STACK,
 )
 entry(
     "st.grouping_operation",
@@ -812,11 +804,11 @@ def test_a_tensor_of_samples_per_cloud_is_read_once_and_checked():
 # read fails with the device-side assert, the device printing the message that names the argument.
 DEVICE_ASSERTS = {
     "offset": "pointcept.knn_query(2, x, torch.tensor([6, 4, 10], dtype=torch.int32, device='cuda'), x, "
-              "torch.tensor([3, 6, 10], dtype=torch.int32, device='cuda'))",
+    "torch.tensor([3, 6, 10], dtype=torch.int32, device='cuda'))",
     "xyz_batch_cnt": "stack.ball_query(0.5, 2, x, torch.tensor([-2, 12], dtype=torch.int32, device='cuda'), x, "
-                     "torch.tensor([4, 6], dtype=torch.int32, device='cuda'))",
+    "torch.tensor([4, 6], dtype=torch.int32, device='cuda'))",
     "idx": "nn.gather_operation(torch.rand(2, 4, 10, device='cuda'), torch.full((2, 3), -5, dtype=torch.int32, "
-           "device='cuda'))",
+    "device='cuda'))",
     "lengths2": "pytorch3d.knn_points(x[None], x[None], lengths2=torch.tensor([12], device='cuda'))",
     "voxel_size": "pointops.voxel_downsample(x[None] * 1e30, 0.01)",
 }
@@ -828,14 +820,16 @@ def test_cuda_checks_without_a_host_read_are_device_side_asserts(argument):
     import subprocess
     import sys
 
-    script = ("import torch, pointops\n"
-              "from pointops import nn\n"
-              "from pointops.compat import openpcdet_stack as stack, pointcept, pytorch3d\n"
-              "x = torch.rand(10, 3, device='cuda')\n"
-              f"out = {DEVICE_ASSERTS[argument]}\n"
-              "print('returned', flush=True)\n"
-              "torch.cuda.synchronize()\n"
-              "print('no error', flush=True)\n")
+    script = (
+        "import torch, pointops\n"
+        "from pointops import nn\n"
+        "from pointops.compat import openpcdet_stack as stack, pointcept, pytorch3d\n"
+        "x = torch.rand(10, 3, device='cuda')\n"
+        f"out = {DEVICE_ASSERTS[argument]}\n"
+        "print('returned', flush=True)\n"
+        "torch.cuda.synchronize()\n"
+        "print('no error', flush=True)\n"
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     output = run.stdout + run.stderr
     assert run.returncode != 0 and "returned" in run.stdout and "no error" not in run.stdout, output
@@ -849,8 +843,11 @@ def test_cuda_checks_where_the_call_reads_the_host_raise_at_once():
     with pytest.raises(ValueError, match="^batch_x must be sorted cloud indices"):
         pyg.knn(x, x, 2, unsorted, unsorted)
     with pytest.raises(ValueError, match="^new_offset must be non-decreasing"):
-        pc.farthest_point_sampling(x, torch.tensor([4, 10], dtype=torch.int32, device="cuda"),
-                                   torch.tensor([3, 2], dtype=torch.int32, device="cuda"))
+        pc.farthest_point_sampling(
+            x,
+            torch.tensor([4, 10], dtype=torch.int32, device="cuda"),
+            torch.tensor([3, 2], dtype=torch.int32, device="cuda"),
+        )
     with pytest.raises(ValueError, match="lengths must be >= 0"):
         p3d.sample_farthest_points(x[None], torch.tensor([-1], device="cuda"), K=2)
     assert torch.cuda.is_available() and float(x.sum()) > 0  # the context is intact

@@ -110,11 +110,17 @@ def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
 
 def gather_checked(features: Tensor, idx: Tensor, features_name: str, idx_name: str) -> Tensor:
     """:func:`gather_operation` with its arguments checked under the caller's names."""
+    _check_gather(features, idx, features_name, idx_name, "(B, npoint)")
+    return _gather(features, idx)
+
+
+def _check_gather(features: Tensor, idx: Tensor, features_name: str, idx_name: str, idx_layout: str) -> None:
+    """A gather along the points of features (B, C, N): idx of the same batch size, every index one
+    of the N columns (torch.gather would stop at another; OpenPCDet's kernel reads past them)."""
     check_coords(features, features_name, "(B, C, N)", 3, -1)
-    check_index_tensor(idx, idx_name, "(B, npoint)", 2)
+    check_index_tensor(idx, idx_name, idx_layout, idx_layout.count(",") + 1)
     check_batch_of(idx, idx_name, features, features_name)
     check_indices(idx, idx_name, features.shape[2], features_name, False)
-    return _gather(features, idx)
 
 
 def _gather(features: Tensor, idx: Tensor) -> Tensor:
@@ -176,10 +182,7 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
 
 def grouping_checked(features: Tensor, idx: Tensor, features_name: str, idx_name: str) -> Tensor:
     """:func:`grouping_operation` with its arguments checked under the caller's names."""
-    check_coords(features, features_name, "(B, C, N)", 3, -1)
-    check_index_tensor(idx, idx_name, "(B, npoint, nsample)", 3)
-    check_batch_of(idx, idx_name, features, features_name)
-    check_indices(idx, idx_name, features.shape[2], features_name, False)
+    _check_gather(features, idx, features_name, idx_name, "(B, npoint, nsample)")
     return _grouping(features, idx)
 
 

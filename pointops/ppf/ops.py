@@ -131,12 +131,13 @@ def ppf_features(
     return torch.ops.pointops.ppf_features(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins)
 
 
-def _check_positive_values(t: Tensor, name: str) -> None:
-    """Per-cloud lengths of the feature grid (a diameter, a distance step): finite and > 0, or
-    every distance bin is inf or NaN (a device-side assert on CUDA, where nothing else syncs)."""
+def _check_positive_values(t: Tensor, name: str, zero: bool = False) -> None:
+    """Per-cloud lengths (a diameter, a distance step, a suppression radius): finite and > 0 (>= 0
+    with ``zero``), or every distance bin is inf or NaN (a device-side assert on CUDA, where nothing
+    else syncs)."""
     if t.is_floating_point():
-        bad = ~(torch.isfinite(t) & (t > 0))
-        require(~bad.any(), name + " must be finite and > 0", False, name, t, bad)
+        bad = ~(torch.isfinite(t) & ((t >= 0) if zero else (t > 0)))
+        require(~bad.any(), name + " must be finite and " + (">= 0" if zero else "> 0"), False, name, t, bad)
 
 
 def decode_keys(keys: Tensor, angle_bins: int = 30) -> Tensor:
@@ -436,11 +437,12 @@ def pose_cluster(
         quaternions: (B, M, 4) floating (w, x, y, z); translations (B, M, 3) floating; votes
             (B, M) int64. A pose takes part when votes > 0 and it is finite (and within 2^16 cells
             of the origin).
-        distance_threshold: (B,) floating translation radius and cell size.
+        distance_threshold: (B,) floating translation radius and cell size; an entry whose
+            threshold is not finite and > 0 (a degenerate model's step of 0) gets no cluster.
         lengths: (B,) int64 poses per entry; None = all M.
         angle_threshold: rotation radius in radians, in (0, pi].
-        suppression_distance: (B,) floating; None = distance_threshold (only the cluster's own
-            neighbourhood leaves).
+        suppression_distance: (B,) floating, finite and >= 0 (a ValueError names it); None =
+            distance_threshold (only the cluster's own neighbourhood leaves).
         k: clusters per entry.
         suppression_angle: in (0, pi] radians; pi (the default) removes the poses near the
             centre whatever their rotation. Smaller keeps a differently turned pose at the same
@@ -452,6 +454,9 @@ def pose_cluster(
     """
     if suppression_distance is None:
         suppression_distance = distance_threshold
+    else:
+        check_tensor(suppression_distance, "suppression_distance", "(B,)")
+        _check_positive_values(suppression_distance, "suppression_distance", True)
     return PoseClusters(*torch.ops.pointops.pose_cluster(
         quaternions, translations, votes, lengths, distance_threshold, angle_threshold, suppression_distance, k,
         suppression_angle))

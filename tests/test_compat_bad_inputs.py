@@ -427,6 +427,37 @@ def test_bad_input_is_refused_by_name(name, names, call):
     assert any(n in message for n in names), message
 
 
+# scalars of the wrong type or range: (call, the argument's name in the message)
+SCALARS = [
+    (lambda: pc.knn_query("3", X, I32(10)), "nsample must be an int >= 0, got '3'"),
+    (lambda: st.ball_query(float("inf"), 3, X, I32(10), X, I32(10)), "radius must be finite"),
+    (lambda: pyg.radius(X, X, "0.5"), "r must be a number, got '0.5'"),
+    (lambda: pyg.fps(X, None, True), "ratio must be a number, got True"),
+    (lambda: mmcv.knn(True, B, B), "k must be an int >= 1, got True"),
+    (lambda: p3d.knn_points(B, B, K=2.0), "K must be an int >= 0, got 2.0"),
+    (lambda: p3d.chamfer_distance(B, B, norm=3), "norm must be 1 or 2, got 3"),
+    (
+        lambda: pnn.PointnetSAModuleMSG(npoint=4, radii=[-0.5], nsamples=[3], mlps=[[4, 8]]),
+        r"radii\[0\] must be finite",
+    ),
+    (
+        lambda: pnn.PointnetSAModuleMSG(npoint=4, radii=[0.5], nsamples=[2.5], mlps=[[4, 8]]),
+        r"nsamples\[0\] must be an int",
+    ),
+    (lambda: st.StackSAModuleMSG(radii=[0.5], nsamples=[3], mlps=[[4, 0]]), r"mlps\[0\]\[1\] must be an int >= 1"),
+    (lambda: st.StackSAModuleMSG(radii=[0.5, 1.0], nsamples=[3], mlps=[[4, 8]]), "radii, nsamples and mlps must have"),
+    (lambda: st.QueryAndGroup(float("nan"), 3), "radius must be finite"),
+    (lambda: mmcv.QueryAndGroup(0.5, 3, min_radius=-1.0), "min_radius must be finite and >= 0"),
+    (lambda: mmcv.Voxelization([0.1, 0.1], [0, 0, 0, 1, 1, 1], 3)(torch.rand(10, 4)), "voxel_size must have 3 values"),
+]
+
+
+@pytest.mark.parametrize("call, match", SCALARS)
+def test_scalars_are_refused_by_name(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
 def test_stack_fps_counts_are_checked():
     with pytest.raises(ValueError, match="^xyz_batch_cnt must be per-cloud counts >= 0 adding up to the 10 rows"):
         st.stack_farthest_point_sample(X, I32(4, 4), 3)

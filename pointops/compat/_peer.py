@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd import Function
 
-from .._checks import check_index_tensor, require
+from .._checks import check_index_tensor, check_int, check_real, require
 
 
 def non_differentiable(ctx, out):
@@ -183,6 +183,24 @@ def row_clouds(offsets: Tensor, rows: int) -> Tensor:
 
 
 # ---- PointNet++ layers -------------------------------------------------------------------------
+
+
+def check_scales(radii: List[float], nsamples: List[int], mlps: List[List[int]], pool_method: str) -> None:
+    """A multi-scale set abstraction layer's configuration (OpenPCDet asserts the lengths agree):
+    one radius (finite, >= 0), sample count (an int >= 0) and MLP spec ([C_in, ..., C_out], ints
+    >= 1) per scale, and a pool method of "max_pool" or "avg_pool"."""
+    if not len(radii) == len(nsamples) == len(mlps):
+        raise ValueError("radii, nsamples and mlps must have one entry per scale each, got "
+                         + str(len(radii)) + ", " + str(len(nsamples)) + " and " + str(len(mlps)))
+    for i in range(len(radii)):
+        check_real(radii[i], "radii[" + str(i) + "]")
+        check_int(nsamples[i], "nsamples[" + str(i) + "]")
+        if len(mlps[i]) < 1:
+            raise ValueError("mlps[" + str(i) + "] must list the channels [C_in, ..., C_out], got " + str(mlps[i]))
+        for j in range(len(mlps[i])):
+            check_int(mlps[i][j], "mlps[" + str(i) + "][" + str(j) + "]", 1 if j > 0 else 0)
+    if pool_method != "max_pool" and pool_method != "avg_pool":
+        raise ValueError('pool_method must be "max_pool" or "avg_pool", got ' + repr(pool_method))
 
 
 def shared_mlp2d(spec: List[int]) -> nn.Sequential:

@@ -317,7 +317,7 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
     return voxels[0, :count], coords[0, :count], num_points[0, :count]
 
 
-def _grid_args(voxel_size, coors_range) -> Tuple[List[float], List[float]]:
+def _grid_args(voxel_size, coors_range, range_name: str = "coors_range") -> Tuple[List[float], List[float]]:
     """mmcv's voxel_size (3 sizes > 0, a normal float32 each: the grid is computed in float32) and
     coors_range (x_min, y_min, z_min, x_max, y_max, z_max, finite, min < max) as lists of floats."""
     sizes = voxel_size.tolist() if isinstance(voxel_size, Tensor) else voxel_size
@@ -327,15 +327,16 @@ def _grid_args(voxel_size, coors_range) -> Tuple[List[float], List[float]]:
     if len(sizes) != 3:
         raise ValueError("voxel_size must have 3 values [vx, vy, vz], got " + str(list(sizes)))
     if len(bounds) != 6:
-        raise ValueError("coors_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got "
+        raise ValueError(range_name + " must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got "
                          + str(list(bounds)))
     tiny = torch.finfo(torch.float32).tiny
     sizes = [check_real(v, "voxel_size[" + str(d) + "]", tiny) for d, v in enumerate(sizes)]
-    bounds = [check_real(v, "coors_range[" + str(d) + "]", -float("inf")) for d, v in enumerate(bounds)]
+    bounds = [check_real(v, range_name + "[" + str(d) + "]", -float("inf")) for d, v in enumerate(bounds)]
     for d in range(3):
         if not bounds[d] < bounds[d + 3]:
-            raise ValueError("coors_range must have min < max along each axis, got coors_range[" + str(d) + "] = "
-                             + str(bounds[d]) + " and coors_range[" + str(d + 3) + "] = " + str(bounds[d + 3]))
+            raise ValueError(range_name + " must have min < max along each axis, got " + range_name + "[" + str(d)
+                             + "] = " + str(bounds[d]) + " and " + range_name + "[" + str(d + 3) + "] = "
+                             + str(bounds[d + 3]))
     return sizes, bounds
 
 
@@ -347,6 +348,7 @@ class Voxelization(nn.Module):
     def __init__(self, voxel_size: List[float], point_cloud_range: List[float], max_num_points: int,
                  max_voxels: Union[Tuple[int, int], int] = 20000, deterministic: bool = True):
         super().__init__()
+        _grid_args(voxel_size, point_cloud_range, "point_cloud_range")
         self.voxel_size = voxel_size
         self.point_cloud_range = point_cloud_range
         self.max_num_points = max_num_points

@@ -50,7 +50,7 @@ from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn as _knn
 from ..sampling.ops import farthest_point_sampling
-from ._peer import NoGradFunction, exact_sqrt, non_differentiable, shared_mlp2d, summing_type
+from ._peer import NoGradFunction, check_scales, exact_sqrt, non_differentiable, shared_mlp2d, summing_type
 
 __all__ = [
     "furthest_point_sample",
@@ -416,13 +416,9 @@ class PointnetSAModuleMSG(_PointnetSAModuleBase):
             OpenPCDet does); pool_method: "max_pool" or "avg_pool".
         """
         super().__init__()
-        if not len(radii) == len(nsamples) == len(mlps):
-            raise ValueError("radii, nsamples and mlps must have one entry per scale each, got "
-                             + str(len(radii)) + ", " + str(len(nsamples)) + " and " + str(len(mlps)))
+        check_scales(radii, nsamples, mlps, pool_method)
         self.npoint = None if npoint is None else check_int(npoint, "npoint")
         self.use_xyz = use_xyz
-        if pool_method != "max_pool" and pool_method != "avg_pool":
-            raise ValueError('pool_method must be "max_pool" or "avg_pool", got ' + repr(pool_method))
         for i in range(len(radii)):
             self.groupers.append(
                 QueryAndGroup(radii[i], nsamples[i], use_xyz=use_xyz) if npoint is not None else GroupAll(use_xyz)

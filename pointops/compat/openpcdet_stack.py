@@ -41,7 +41,7 @@ from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import (NoGradFunction, check_same_clouds, checked_counts, counts_to_offsets, exact_sqrt,
+from ._peer import (NoGradFunction, check_same_clouds, check_scales, checked_counts, counts_to_offsets, exact_sqrt,
                     non_differentiable, row_clouds, shared_mlp2d, summing_type)
 from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
@@ -492,7 +492,7 @@ class QueryAndGroup(nn.Module):
         """Stacked ball query of ``radius`` keeping ``nsample`` points, then grouping of their
         coordinates relative to the centre (and features); empty balls group zeros."""
         super().__init__()
-        self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
+        self.radius, self.nsample, self.use_xyz = check_real(radius, "radius"), check_int(nsample, "nsample"), use_xyz
 
     def forward(self, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
                 features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -550,7 +550,7 @@ class StackSAModuleMSG(nn.Module):
         the shared MLP ([C_in, ..., C_out]; 3 is added to C_in when use_xyz, on a copy: OpenPCDet
         adds it to the caller's list in place); pool_method: "max_pool" or "avg_pool"."""
         super().__init__()
-        assert len(radii) == len(nsamples) == len(mlps)
+        check_scales(radii, nsamples, mlps, pool_method)
         self.groupers = nn.ModuleList()
         self.mlps = nn.ModuleList()
         for i in range(len(radii)):

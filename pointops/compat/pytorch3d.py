@@ -333,7 +333,7 @@ def chamfer_distance(
     """
     _validate_reductions(batch_reduction, point_reduction)
     if not (norm == 1 or norm == 2):
-        raise ValueError("Support for 1 or 2 norm.")
+        raise ValueError("Support for 1 or 2 norm: norm must be 1 or 2, got " + str(norm))
     if point_reduction == "max" and (x_normals is not None or y_normals is not None):
         raise ValueError('Normals must be None if point_reduction is "max"')
     x, x_lengths, x_normals = _cloud_input(x, x_lengths, x_normals, ("x", "x_lengths", "x_normals"))

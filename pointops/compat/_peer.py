@@ -3,7 +3,7 @@ square roots rounded the same on every device, the float16 gathers that sum thei
 float32, the packed layouts' counts, ends and offsets, and the shared MLP of the PointNet++
 modules. Private to :mod:`pointops.compat`; every peer module takes these from here, never from
 another peer module."""
-from typing import List
+from typing import List, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +130,14 @@ def checked_batch(batch: Tensor, name: str, rows: int, rows_name: str, ref: Tens
                   host: bool = False) -> None:
     """PyG's batch vector: (rows,) integers >= 0, sorted (non-decreasing), and below ``clouds``
     (the batch size) when it is given (>= 0)."""
+    bad, message = batch_condition(batch, name, rows, rows_name, ref, clouds)
+    require(~bad.any(), message, host, name, batch, bad, True)
+
+
+def batch_condition(batch: Tensor, name: str, rows: int, rows_name: str, ref: Tensor,
+                    clouds: int = -1) -> Tuple[Tensor, str]:
+    """:func:`checked_batch`'s metadata checks, then its condition for a caller that reads it with
+    other values in one host read: (the entries that break it, the message)."""
     check_description(batch, name, "(N,) sorted cloud index of every row", ref, rows_name)
     if batch.shape[0] != rows:
         raise ValueError(name + " must have one entry per row of " + rows_name + " (" + str(rows) + "), got "
@@ -140,7 +148,7 @@ def checked_batch(batch: Tensor, name: str, rows: int, rows_name: str, ref: Tens
         bad = bad | (batch >= clouds)
         expectation = "sorted cloud indices in [0, batch_size = " + str(clouds) + ")"
     bad[1:] = bad[1:] | (batch[1:] < batch[:-1])
-    require(~bad.any(), name + " must be " + expectation, host, name, batch, bad, True)
+    return bad, name + " must be " + expectation
 
 
 def checked_lengths(lengths: Tensor, name: str, batch: int, size: int, ref: Tensor, ref_name: str,

@@ -54,7 +54,7 @@ from ..geometry.dense import knn_dense, radius_dense
 from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import check_description, checked_batch, checked_ptr
+from ._peer import batch_condition, checked_ptr
 
 __all__ = ["fps", "knn", "knn_graph", "radius", "radius_graph", "nearest", "grid_cluster", "grid"]
 
@@ -103,35 +103,33 @@ def _ptr(batch: Optional[Tensor], rows: int, batch_size: int, device: torch.devi
     return torch.bucketize(torch.arange(batch_size + 1, device=device), batch).to(torch.int64)
 
 
-def _batch_size(batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int]) -> int:
-    """torch_cluster's rule: the given batch_size (>= 1), else 1 + the largest batch index (a host
-    read)."""
-    if batch_size is not None:
-        return check_int(batch_size, "batch_size", 1)
-    size = 1
-    if batch_x is not None and batch_x.numel() > 0:
-        size = int(batch_x.max()) + 1
-    if batch_y is not None and batch_y.numel() > 0:
-        size = max(size, int(batch_y.max()) + 1)
-    return size
-
-
 def _checked_batches(x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
                      batch_size: Optional[int], names: Tuple[str, str, str, str]) -> int:
     """The batch vectors of x and y (names: x, y, batch_x, batch_y), checked: integer (N,) and
-    (M,) vectors on x's device, sorted, >= 0 and below the number of clouds, which is returned
-    (batch_size, else read from the vectors). Every check reads the host here, as the call does."""
+    (M,) vectors on x's device, sorted, >= 0 and below batch_size when it is given; returns the
+    number of clouds, torch_cluster's: batch_size (>= 1), else 1 + the largest batch index. The
+    verdicts and the largest indices come to the host in one read, the one torch_cluster makes."""
+    bound = -1 if batch_size is None else check_int(batch_size, "batch_size", 1)
+    vectors: List[Tuple[Tensor, Tensor, str, str]] = []  # (batch, entries that break it, name, message)
     if batch_x is not None:
-        check_description(batch_x, names[2], "(N,) sorted cloud index of every row", x, names[0])
+        bad, message = batch_condition(batch_x, names[2], x.shape[0], names[0], x, bound)
+        vectors.append((batch_x, bad, names[2], message))
     if batch_y is not None:
-        check_description(batch_y, names[3], "(M,) sorted cloud index of every row", x, names[0])
-    clouds = _batch_size(batch_x, batch_y, batch_size)
-    bound = -1 if batch_size is None else clouds  # without batch_size the indices define the clouds
-    if batch_x is not None:
-        checked_batch(batch_x, names[2], x.shape[0], names[0], x, bound, True)
-    if batch_y is not None:
-        checked_batch(batch_y, names[3], y.shape[0], names[1], x, bound, True)
-    return clouds
+        bad, message = batch_condition(batch_y, names[3], y.shape[0], names[1], x, bound)
+        vectors.append((batch_y, bad, names[3], message))
+    if len(vectors) == 0:
+        return 1 if batch_size is None else bound
+    values = [v[1].any().to(torch.int64) for v in vectors]
+    if batch_size is None:
+        for v in vectors:
+            if v[0].numel() > 0:
+                values.append(v[0].max().to(torch.int64))
+    read = torch.stack(values).cpu()
+    for i in range(len(vectors)):
+        require(read[i] == 0, vectors[i][3], True, vectors[i][2], vectors[i][0], vectors[i][1], True)
+    if batch_size is not None:
+        return bound
+    return max(1, int(read[len(vectors):].max()) + 1) if read.shape[0] > len(vectors) else 1
 
 
 def _ptr_pair(
@@ -211,9 +209,7 @@ def fps(
             offsets = checked_ptr(torch.tensor(ptr, dtype=torch.int64, device=src.device), "ptr", src.shape[0], "src",
                                   src, True)
     elif batch is not None:
-        check_description(batch, "batch", "(N,) sorted cloud index of every row", src, "src")
-        clouds = _batch_size(batch, None, batch_size)
-        checked_batch(batch, "batch", src.shape[0], "src", src, -1 if batch_size is None else clouds, True)
+        clouds = _checked_batches(src, src, batch, None, batch_size, ("src", "src", "batch", "batch"))
         offsets = _ptr(batch, src.shape[0], clouds, src.device)
     else:
         offsets = torch.tensor([0, src.shape[0]], dtype=torch.int64, device=src.device)

@@ -133,7 +133,11 @@ def _sizes_eager(size, n: int, name: str) -> List[float]:
         return [float(size)] * n
     if isinstance(size, torch.Tensor) and size.dim() == 0:
         return [float(size)] * n
-    return [float(s) for s in size]
+    values = size.tolist() if isinstance(size, torch.Tensor) else size
+    if isinstance(values, (list, tuple)) and all(isinstance(s, numbers.Real) and not isinstance(s, bool)
+                                                 for s in values):
+        return [float(s) for s in values]
+    raise ValueError(f"{name} must be a number or a list of {n} numbers, got {size!r}")
 
 
 def per_axis(size: Union[float, List[float]], n: int, name: str) -> List[float]:

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_same_device, check_shape, check_tensor)
+                       check_output_fits, check_real, check_same_device, check_shape, check_tensor)
 
 
 
@@ -179,6 +179,8 @@ def inverse_distance_weights(distances: Tensor, eps: float = 1e-8) -> Tensor:
     d = sqrt(distances) the Euclidean distance, normalised to sum to 1 over each row (OpenPCDet's
     ``PointnetFPModule`` formula). Padding (+inf distance) gets weight 0; a row with no neighbour
     gets all zeros."""
+    check_tensor(distances, "distances", "(B, M, K)")
+    eps = check_real(eps, "eps")
     # The root in float64 and the row sum column by column: each step rounds once, the same way
     # on every device (a float32 sqrt on CUDA may be approximate, a reduction's order may vary).
     root = torch.sqrt(distances.double()).to(distances.dtype)

@@ -244,6 +244,8 @@ def ppf_model(
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(normals, "normals", "(B, N, 3)")
+    if not torch.jit.is_scripting() and (not isinstance(tau_d, (int, float)) or isinstance(tau_d, bool)):
+        raise ValueError("tau_d must be a number in (0, 1], got " + repr(tau_d))
     if not 0.0 < tau_d <= 1.0:
         raise ValueError(f"tau_d must be in (0, 1], got {tau_d}")
     if diameter is not None:

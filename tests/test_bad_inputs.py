@@ -134,7 +134,7 @@ def test_voxel_downsample_refuses_what_it_would_drop():
     range) is no reason to refuse."""
     points = torch.rand(1, 50, 3, generator=torch.Generator().manual_seed(3))
     for size in (1e-30, 1e-45):
-        with pytest.raises(ValueError, match="^voxel_size must keep every counted point of points within 2\\^62 voxels"):
+        with pytest.raises(ValueError, match="^voxel_size must keep every counted point of points within 2\\^62"):
             pointops.voxel_downsample(points, size)
     far = points.clone()
     far[0, 7] = 1e30

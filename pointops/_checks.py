@@ -145,7 +145,11 @@ def _sizes_eager(size, n: int, name: str) -> List[float]:
         return [float(size)] * n
     if isinstance(size, torch.Tensor) and size.dim() == 0:
         return [float(size)] * n
-    return [float(s) for s in size]
+    values = size.tolist() if isinstance(size, torch.Tensor) else size
+    if isinstance(values, (list, tuple)) and all(isinstance(s, numbers.Real) and not isinstance(s, bool)
+                                                 for s in values):
+        return [float(s) for s in values]
+    raise ValueError(f"{name} must be a number or a list of {n} numbers, got {size!r}")
 
 
 def per_axis(size: Union[float, List[float]], n: int, name: str) -> List[float]:
@@ -165,3 +169,185 @@ def check_cloud(points: torch.Tensor, name: str, layout: str = "(B, N, 3)", colu
     if points.dim() != 3 or (columns >= 0 and points.shape[2] != columns):
         hint = ": a single cloud is " + name + "[None]" if points.dim() == 2 else ""
         raise ValueError(name + " must have shape " + layout + ", got " + str(list(points.shape)) + hint)
+
+
+# ---- scalars and tensor data: the checks every public function shares ----------------------------
+#
+# A scalar argument is checked on the host. A condition on tensor data (a batch description's
+# values, indices) is a 0-d bool tensor handed to `require`, which decides where it is read:
+# tensors on the CPU are read at once (no sync to avoid); on CUDA a call that reads the host anyway
+# (host=True: its output size comes from the data) reads the condition there, and any other call
+# raises it as a device-side assert (torch._assert_async), which fails at the next host read
+# instead of stalling the stream now. Compiled and exported graphs keep the assert; TorchScript,
+# which drops asynchronous asserts, reads the condition on the CPU (and on CUDA with host=True).
+
+
+def _integer_like(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@torch.jit.unused
+def _int_eager(value, name: str, minimum: int) -> int:
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
+            and value.dtype != torch.bool:
+        value = int(value)
+    if not _integer_like(value):
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+    return value
+
+
+def check_int(value: int, name: str, minimum: int = 0) -> int:
+    """An integer argument (a count, k, an iteration count): an int (a NumPy integer or a 0-d
+    integer tensor too; not a bool or a float) >= minimum, returned as an int; otherwise
+    ValueError naming the argument, what it must be and what it got."""
+    if torch.jit.is_scripting():
+        if value < minimum:
+            raise ValueError(name + " must be an int >= " + str(minimum) + ", got " + str(value))
+        return value
+    return _int_eager(value, name, minimum)
+
+
+@torch.jit.unused
+def _real_eager(value, name: str, minimum: float, strict: bool, maximum: Optional[float]) -> float:
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        value = value.item()
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    return _real_check(float(value), name, minimum, strict, maximum)
+
+
+def _real_check(value: float, name: str, minimum: float, strict: bool, maximum: Optional[float]) -> float:
+    low = (value > minimum) if strict else (value >= minimum)
+    high = True if maximum is None else value <= maximum
+    if not (math.isfinite(value) and low and high):
+        bound = "" if minimum == -math.inf else (" > " if strict else " >= ") + str(minimum)
+        if maximum is not None:
+            bound = " in " + ("(" if strict else "[") + str(minimum) + ", " + str(maximum) + "]"
+        raise ValueError(name + " must be finite" + (" and" + bound if bound else "") + ", got " + str(value))
+    return value
+
+
+def check_real(value: float, name: str, minimum: float = 0.0, strict: bool = False,
+               maximum: Optional[float] = None) -> float:
+    """A real argument (a radius, a ratio, a size): finite, >= minimum (> with strict), <= maximum
+    when given; returned as a float; otherwise ValueError naming it."""
+    if torch.jit.is_scripting():
+        return _real_check(value, name, minimum, strict, maximum)
+    return _real_eager(value, name, minimum, strict, maximum)
+
+
+def _symbolic(t: torch.Tensor) -> bool:
+    """Whether t has no values to read: under torch.compile / torch.export, a fake or meta tensor."""
+    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or t.device.type == "meta":
+        return True
+    from torch._subclasses.fake_tensor import is_fake
+    return is_fake(t)
+
+
+def _entry(values: torch.Tensor, name: str, flat: int) -> str:
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), values.shape)]
+    where = ", ".join(str(i) for i in index)
+    return f"{name}[{where}] = {values.reshape(-1)[flat].item()}"
+
+
+@torch.jit.unused
+def _observed(name: str, values: Optional[torch.Tensor], bad: Optional[torch.Tensor], sorted_: bool) -> str:
+    """What the data holds, for the message: the first offending entry (and the one before it,
+    for an order), or the values themselves (at most 8)."""
+    if values is None:
+        return ""
+    values = values.detach().cpu()
+    if bad is not None and bool(bad.any()):
+        flat = int(bad.reshape(-1).nonzero()[0])
+        if sorted_ and flat > 0 and bool(values.reshape(-1)[flat] < values.reshape(-1)[flat - 1]):
+            return f", got {_entry(values, name, flat)} after {_entry(values, name, flat - 1)}"
+        return f", got {_entry(values, name, flat)}"
+    shown = values.reshape(-1)[:8].tolist()
+    more = ", ..." if values.numel() > 8 else ""
+    return f", got {name} = {str(shown)[:-1]}{more}] (shape {list(values.shape)})" if values.dim() else \
+        f", got {name} = {values.item()}"
+
+
+@torch.jit.unused
+def _require_eager(ok: torch.Tensor, message: str, host: bool, name: str, values: Optional[torch.Tensor],
+                   bad: Optional[torch.Tensor], sorted_: bool) -> None:
+    if _symbolic(ok):
+        torch._assert_async(ok, message[:250])
+    elif ok.device.type == "cpu" or host:
+        if not bool(ok):
+            raise ValueError(message + _observed(name, values, bad, sorted_))
+    else:
+        torch._assert_async(ok, message[:250])
+
+
+def require(ok: torch.Tensor, message: str, host: bool = False, name: str = "",
+            values: Optional[torch.Tensor] = None, bad: Optional[torch.Tensor] = None,
+            sorted_: bool = False) -> None:
+    """Refuses tensor data that breaks a condition: ``ok`` a 0-d bool tensor computed from the
+    data, ``message`` "<argument> must be <expectation>". Read at once on the CPU, raising
+    ValueError(message + what ``values`` holds: the first entry ``bad`` marks, or the values); on
+    CUDA read where the call reads the host anyway (``host``), else a device-side assert with the
+    message, which fails at the next host read (see above)."""
+    if torch.jit.is_scripting():
+        if ok.device.type == "cpu" or host:
+            if not bool(ok):
+                raise ValueError(message)
+    else:
+        _require_eager(ok, message, host, name, values, bad, sorted_)
+
+
+def check_index_tensor(t: torch.Tensor, name: str, layout: str, dims: int = -1) -> None:
+    """An index tensor: a torch integer tensor (not bool) of ``dims`` dimensions (any: -1)."""
+    check_tensor(t, name, layout)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(name + " must be an integer tensor " + layout + ", got " + str(t.dtype))
+    if dims >= 0 and t.dim() != dims:
+        raise ValueError(name + " must have shape " + layout + ", got " + str(list(t.shape)))
+
+
+def check_indices(idx: torch.Tensor, name: str, size: int, size_name: str, minus_one: bool = True,
+                  host: bool = False) -> None:
+    """Indices into ``size`` rows: in [0, size), or -1 for none where ``minus_one``; an index below
+    (-5 would be Python's negative indexing) or past the rows is refused."""
+    low = -1 if minus_one else 0
+    bad = (idx < low) | (idx >= size)
+    expectation = ("-1 (none) or " if minus_one else "") + "in [0, " + str(size) + ") (the rows of " + size_name + ")"
+    require(~bad.any(), name + " must hold indices " + expectation, host, name, idx, bad)
+
+
+def check_coords(t: torch.Tensor, name: str, layout: str, dims: int, columns: int = 3) -> None:
+    """Points or features under the caller's name: a floating tensor of ``dims`` dimensions
+    whose last has ``columns`` entries (any: -1)."""
+    check_tensor(t, name, layout)
+    if t.dim() != dims or (columns >= 0 and t.shape[-1] != columns):
+        raise ValueError(name + " must have shape " + layout + ", got " + str(list(t.shape)))
+    if not t.is_floating_point():
+        raise ValueError(name + " must be float32, float64, float16 or bfloat16, got " + str(t.dtype))
+
+
+def check_batch_vector(t: Optional[torch.Tensor], name: str, batch: int, ref: torch.Tensor, ref_name: str) -> None:
+    """An optional per-cloud int64 vector (lengths, start) checked in a wrapper before its data is
+    used there: shape (B,), int64, on ref's device; plain exceptions, so that compiled code keeps
+    them (the fakes' torch._check messages are closures)."""
+    if t is None:
+        return
+    check_tensor(t, name, "(B,)")
+    if t.dim() != 1 or t.shape[0] != batch:
+        raise ValueError(name + " must have shape (" + str(batch) + ",) (one per cloud of " + ref_name + "), got "
+                         + str(list(t.shape)))
+    if t.dtype != torch.int64:
+        raise ValueError(name + " must be torch.int64, got " + str(t.dtype))
+    if t.device != ref.device:
+        raise ValueError(name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got "
+                         + str(t.device))
+
+
+def check_rows(t: torch.Tensor, name: str, rows: int, rows_name: str, dim: int = 0) -> None:
+    """``t.shape[dim]`` is the ``rows`` of ``rows_name`` (features of the points, indices of the
+    queries)."""
+    if t.shape[dim] != rows:
+        raise ValueError(name + " must have " + str(rows) + " rows along dimension " + str(dim) + " (as "
+                         + rows_name + "), got shape " + str(list(t.shape)))

@@ -43,9 +43,9 @@ def test_detect_planes_names_its_own_arguments():
 
 def test_nn_names_npoint_and_nsample():
     xyz = torch.rand(2, 30, 3)
-    with pytest.raises(ValueError, match="npoint must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="npoint must be an int >= 0, got -1"):
         pnn.furthest_point_sample(xyz, -1)
-    with pytest.raises(ValueError, match="nsample must be >= 0, got -2"):
+    with pytest.raises(ValueError, match="nsample must be an int >= 0, got -2"):
         pnn.ball_query(0.2, -2, xyz, xyz[:, :5])
     with pytest.raises(ValueError, match="radius must be finite"):
         pnn.ball_query(float("nan"), 4, xyz, xyz[:, :5])
@@ -125,3 +125,62 @@ def test_voxel_downsample_beyond_the_key_span_drops_no_point():
     assert out.lengths[1] == 100 and (out.point_voxel[1] >= 0).all()
     out = pointops.voxel_downsample(points, [1e-9] * 3, point_range=[0, 0, 0, 1e-3, 1e-3, 1e-3])
     assert int(out.lengths[0]) == int(((points[0] < 1e-3).all(-1)).sum())
+
+
+def test_voxel_downsample_refuses_what_it_would_drop():
+    """A counted point more than 2^62 voxels from the grid's origin cannot have an int64 voxel
+    index: a ValueError names voxel_size (1e-30, a subnormal size, an outlier at 1e30), never a
+    silently smaller cloud; a point that does not count anyway (NaN, past lengths, outside the
+    range) is no reason to refuse."""
+    points = torch.rand(1, 50, 3, generator=torch.Generator().manual_seed(3))
+    for size in (1e-30, 1e-45):
+        with pytest.raises(ValueError, match="^voxel_size must keep every counted point of points within 2\\^62"):
+            pointops.voxel_downsample(points, size)
+    far = points.clone()
+    far[0, 7] = 1e30
+    with pytest.raises(ValueError, match="voxel_size must keep every counted point"):
+        pointops.voxel_downsample(far, 0.01)
+    far[0, 7, 1] = float("nan")  # not counted: the rest is downsampled
+    assert int(pointops.voxel_downsample(far, 0.01).lengths[0]) == 49
+    assert int(pointops.voxel_downsample(far, 0.01, lengths=torch.tensor([7])).lengths[0]) == 7
+    assert int(pointops.voxel_downsample(points, 1e-30, point_range=[0, 0, 0, 1e-20, 1e-20, 1e-20]).lengths[0]) == 0
+
+
+def test_estimate_normals_at_any_scale():
+    """Squared distances of a cloud at 1e30 overflow float32 (every candidate ties at +inf) and
+    at 1e-30 underflow to 0: the search runs scaled by a power of two, so the normals are the
+    unscaled cloud's."""
+    points = torch.rand(2, 200, 3, generator=torch.Generator().manual_seed(4))
+    points[..., 2] *= 0.01
+    want = pointops.estimate_normals(points, 8, orientation="none")
+    for scale in (1e30, 1e-30, 1e36):
+        got = pointops.estimate_normals((points.double() * scale).float(), 8, orientation="none")
+        torch.testing.assert_close(got.normals, want.normals, rtol=0, atol=1e-5)
+        torch.testing.assert_close(got.curvature, want.curvature, rtol=0, atol=1e-6)
+
+
+def test_ppf_lengths_and_radii_are_checked():
+    points = torch.rand(1, 30, 3, generator=torch.Generator().manual_seed(5))
+    normals = torch.nn.functional.normalize(torch.randn(1, 30, 3, generator=torch.Generator().manual_seed(6)), dim=-1)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="^diameter must be finite and > 0, got diameter\\[0\\] = "):
+            pointops.ppf_model(points, normals, diameter=torch.tensor([bad]))
+        with pytest.raises(ValueError, match="^distance_step must be finite and > 0"):
+            pointops.ppf_features(points, normals, torch.zeros(1, 4, 2, dtype=torch.int64), torch.tensor([bad]))
+    with pytest.raises(ValueError, match="^tau_d must be a number in \\(0, 1\\], got 'x'"):
+        pointops.ppf_model(points, normals, tau_d="x")
+    q = torch.nn.functional.normalize(torch.randn(1, 6, 4), dim=-1)
+    with pytest.raises(ValueError, match="^suppression_distance must be finite and >= 0"):
+        pointops.pose_cluster(q, torch.rand(1, 6, 3), torch.ones(1, 6, dtype=torch.int64), torch.tensor([0.1]),
+                              suppression_distance=torch.tensor([-1.0]))
+
+
+def test_sizes_and_eps_are_named():
+    with pytest.raises(ValueError, match="^voxel_size must be a number or a list of 3 numbers, got 'x'"):
+        pointops.voxel_downsample(torch.rand(1, 5, 3), "x")
+    with pytest.raises(ValueError, match="^cell_size must be a number or a list of 2 numbers, got True"):
+        pointops.bev_rasterize(torch.rand(1, 5, 4), ["max_z"], None, [0, 0, 0, 1, 1, 1], True)
+    with pytest.raises(ValueError, match="^eps must be finite and >= 0.0, got -1"):
+        pointops.inverse_distance_weights(torch.rand(1, 4, 3), -1.0)
+    with pytest.raises(RuntimeError, match="^point_range and voxel_size must give the grid 1 to 2\\^24 voxels along x"):
+        pointops.voxelize_dynamic(torch.rand(1, 5, 4), 1e-45, [0, 0, 0, 1, 1, 1])

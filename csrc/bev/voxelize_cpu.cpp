@@ -49,7 +49,7 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
                 kAxis[d], "_min < ", kAxis[d], "_max (in float32), got [", point_range[d], ", ",
                 point_range[d + 3], "]");
     const float dim = std::nearbyint((hi - lo) / size);
-    TORCH_CHECK(dim >= 1 && dim <= kMaxDim, "the grid must have 1 to 2^24 voxels along ",
+    TORCH_CHECK(dim >= 1 && dim <= kMaxDim, "point_range and voxel_size must give the grid 1 to 2^24 voxels along ",
                 kAxis[d], ", got round((", point_range[d + 3], " - ", point_range[d], ") / ",
                 voxel_size[d], ") = ", dim);
     args.origin[d] = point_range[d];

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd import Function
 
+from .._checks import check_coords, check_int, check_real, require
 from ..bev.ops import voxelize as _voxelize
 from ..bev.ops import voxelize_dynamic as _voxelize_dynamic
 from ..geometry.neighbors import ball_query as _ball_query
@@ -40,7 +41,7 @@ from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import knn as _knn
 from . import openpcdet as _pointnet2
 from . import openpcdet_stack as _stack
-from ._peer import NoGradFunction, counts_to_offsets, non_differentiable, row_clouds
+from ._peer import NoGradFunction, non_differentiable, row_clouds
 
 __all__ = [
     "furthest_point_sample",
@@ -68,14 +69,20 @@ __all__ = [
 
 def furthest_point_sample(points_xyz: Tensor, num_points: int) -> Tensor:
     """(B, N, 3) -> (B, num_points) int32 indices of farthest point sampling from point 0."""
-    return _pointnet2.furthest_point_sample(points_xyz, num_points)
+    return _pointnet2.fps_checked(points_xyz, num_points, "points_xyz", "num_points")
 
 
 def furthest_point_sample_with_dist(points_dist: Tensor, num_points: int) -> Tensor:
     """Farthest point sampling by a given (B, N, N) distance matrix (mmcv's F-FPS): from point 0,
     each step keeps every point's smallest distance to the picks (rows of the matrix, from 1e10)
     and picks the largest, the lowest index on ties -> (B, num_points) int32. One small step per
-    pick (the matrix is all the input there is; no host sync)."""
+    pick (the matrix is all the input there is; no host sync). A NaN distance is refused."""
+    num_points = check_int(num_points, "num_points")
+    check_coords(points_dist, "points_dist", "(B, N, N)", 3, -1)
+    if points_dist.shape[1] != points_dist.shape[2]:
+        raise ValueError("points_dist must have shape (B, N, N), got " + str(list(points_dist.shape)))
+    nan = torch.isnan(points_dist)
+    require(~nan.any(), "points_dist must hold no NaN", False, "points_dist", points_dist, nan)
     batch, n = points_dist.shape[0], points_dist.shape[1]
     rows = torch.arange(batch, device=points_dist.device)
     temp = torch.full((batch, n), 1e10, dtype=points_dist.dtype, device=points_dist.device)
@@ -99,10 +106,17 @@ def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tenso
     padded with its first hit, a centre with no hit all zeros. Stack (both counts given): xyz
     (N1 + N2 + ..., 3), center_xyz (M1 + M2 + ..., 3), counts (B,) -> (M, sample_num) int32
     indices within each centre's cloud; a centre with no hit gets -1 then zeros, as mmcv."""
-    assert min_radius < max_radius
+    max_radius = check_real(max_radius, "max_radius", 0.0, True)
+    min_radius = check_real(min_radius, "min_radius")
+    if not min_radius < max_radius:
+        raise ValueError("min_radius must be below max_radius, got min_radius = " + str(min_radius)
+                         + " and max_radius = " + str(max_radius))
+    sample_num = check_int(sample_num, "sample_num")
+    _both_or_neither(xyz_batch_cnt, "xyz_batch_cnt", center_xyz_batch_cnt, "center_xyz_batch_cnt")
     if xyz_batch_cnt is not None and center_xyz_batch_cnt is not None:
-        offsets = counts_to_offsets(xyz_batch_cnt)
-        center_offsets = counts_to_offsets(center_xyz_batch_cnt)
+        offsets, center_offsets = _stack.stacked_clouds(
+            xyz, xyz_batch_cnt, center_xyz, center_xyz_batch_cnt,
+            ("xyz", "xyz_batch_cnt", "center_xyz", "center_xyz_batch_cnt"))
         indices, counts = _ball_query_packed(center_xyz, center_offsets, xyz, offsets, max_radius, sample_num,
                                              pad="first", min_radius=min_radius)
         start = offsets[row_clouds(center_offsets, center_xyz.shape[0])]
@@ -111,19 +125,41 @@ def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tenso
             first = torch.where(counts == 0, torch.full_like(counts, -1), local[:, 0])
             local = torch.cat([first[:, None], local[:, 1:]], dim=1)
         return local.int()
+    _check_pair(xyz, "xyz", "(B, N, 3)", center_xyz, "center_xyz", "(B, npoint, 3)")
     indices, _ = _ball_query(center_xyz, xyz, max_radius, sample_num, pad="first", min_radius=min_radius)
     return indices.clamp(min=0).int()
+
+
+def _both_or_neither(a: Optional[Tensor], a_name: str, b: Optional[Tensor], b_name: str) -> None:
+    """mmcv's stacked layout takes both counts; one alone is a mistake, not the batch layout."""
+    if (a is None) != (b is None):
+        raise ValueError(a_name + " and " + b_name + " must both be given (stacked clouds) or both be None (batch), "
+                         "got " + ("None" if a is None else "a tensor") + " and "
+                         + ("None" if b is None else "a tensor"))
+
+
+def _check_pair(a: Tensor, a_name: str, a_layout: str, b: Tensor, b_name: str, b_layout: str) -> None:
+    check_coords(a, a_name, a_layout, 3)
+    check_coords(b, b_name, b_layout, 3)
+    _pointnet2.check_batch_of(b, b_name, a, a_name)
 
 
 def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bool = False) -> Tensor:
     """The k nearest points of ``xyz`` (B, N, 3) to each centre (B, npoint, 3) (``xyz`` itself when
     None; (B, 3, N) and (B, 3, npoint) when ``transposed``) -> (B, k, npoint) int32, nearest first;
     with fewer than k points the rest are 0, as mmcv."""
+    k = check_int(k, "k", 1)
     if center_xyz is None:
         center_xyz = xyz
     if transposed:
+        check_coords(xyz, "xyz", "(B, 3, N) (transposed=True)", 3, -1)
+        check_coords(center_xyz, "center_xyz", "(B, 3, npoint) (transposed=True)", 3, -1)
+        if xyz.shape[1] != 3 or center_xyz.shape[1] != 3:
+            raise ValueError("xyz and center_xyz must have shapes (B, 3, N) and (B, 3, npoint) with transposed=True, "
+                             "got " + str(list(xyz.shape)) + " and " + str(list(center_xyz.shape)))
         xyz = xyz.transpose(2, 1).contiguous()
         center_xyz = center_xyz.transpose(2, 1).contiguous()
+    _check_pair(xyz, "xyz", "(B, N, 3)", center_xyz, "center_xyz", "(B, npoint, 3)")
     indices, _ = _knn(center_xyz, xyz, k)
     return indices.clamp(min=0).int().transpose(2, 1).contiguous()
 
@@ -131,17 +167,17 @@ def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bo
 def three_nn(target: Tensor, source: Tensor) -> Tuple[Tensor, Tensor]:
     """The 3 nearest ``source`` (B, M, 3) points of each ``target`` (B, N, 3) point -> (dist (B, N, 3)
     Euclidean, idx (B, N, 3) int32); with fewer than 3 source points, index 0 and distance +inf."""
-    return _pointnet2.three_nn(target, source)
+    return _pointnet2.three_nn_checked(target, source, "target", "source")
 
 
 def three_interpolate(features: Tensor, indices: Tensor, weight: Tensor) -> Tensor:
     """(B, C, M) features, (B, n, 3) indices and weights -> (B, C, n), differentiable."""
-    return _pointnet2.three_interpolate(features, indices, weight)
+    return _pointnet2.interpolate_checked(features, indices, weight, ("features", "indices", "weight"))
 
 
 def gather_points(features: Tensor, indices: Tensor) -> Tensor:
-    """(B, C, N) features, (B, M) indices -> (B, C, M), differentiable in features."""
-    return _pointnet2.gather_operation(features, indices)
+    """(B, C, N) features, (B, M) indices in [0, N) -> (B, C, M), differentiable in features."""
+    return _pointnet2.gather_checked(features, indices, "features", "indices")
 
 
 def grouping_operation(features: Tensor, indices: Tensor, features_batch_cnt: Optional[Tensor] = None,
@@ -150,9 +186,11 @@ def grouping_operation(features: Tensor, indices: Tensor, features_batch_cnt: Op
     (both counts given): (N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each
     row's cloud -> (M, C, nsample), zeros where an index is outside its cloud. Differentiable in
     features."""
+    _both_or_neither(features_batch_cnt, "features_batch_cnt", indices_batch_cnt, "indices_batch_cnt")
     if features_batch_cnt is not None and indices_batch_cnt is not None:
-        return _stack.grouping_operation(features, features_batch_cnt, indices, indices_batch_cnt)
-    return _pointnet2.grouping_operation(features, indices)
+        return _stack.grouping_checked(features, features_batch_cnt, indices, indices_batch_cnt,
+                                       ("features", "features_batch_cnt", "indices", "indices_batch_cnt"))
+    return _pointnet2.grouping_checked(features, indices, "features", "indices")
 
 
 def _uniform_resample(idx: Tensor, sample_num: int) -> Tuple[Tensor, Tensor]:
@@ -178,25 +216,32 @@ class QueryAndGroup(nn.Module):
                  return_grouped_xyz: bool = False, normalize_xyz: bool = False, uniform_sample: bool = False,
                  return_unique_cnt: bool = False, return_grouped_idx: bool = False):
         super().__init__()
-        self.max_radius = max_radius
-        self.min_radius = min_radius
-        self.sample_num = sample_num
+        self.max_radius = None if max_radius is None else check_real(max_radius, "max_radius", 0.0, True)
+        self.min_radius = check_real(min_radius, "min_radius")
+        self.sample_num = check_int(sample_num, "sample_num")
         self.use_xyz = use_xyz
         self.return_grouped_xyz = return_grouped_xyz
         self.normalize_xyz = normalize_xyz
         self.uniform_sample = uniform_sample
         self.return_unique_cnt = return_unique_cnt
         self.return_grouped_idx = return_grouped_idx
-        if self.return_unique_cnt:
-            assert self.uniform_sample, "uniform_sample should be True when returning the count of unique samples"
-        if self.max_radius is None:
-            assert not self.normalize_xyz, "can not normalize grouped xyz when max_radius is None"
+        if self.return_unique_cnt and not self.uniform_sample:
+            raise ValueError("uniform_sample must be True with return_unique_cnt (the count of unique samples), "
+                             "got uniform_sample = False")
+        if self.max_radius is None and self.normalize_xyz:
+            raise ValueError("normalize_xyz must be False when max_radius is None (kNN grouping has no radius), "
+                             "got normalize_xyz = True")
 
     def forward(self, points_xyz: Tensor, center_xyz: Tensor,
                 features: Optional[Tensor] = None) -> Union[Tensor, Tuple[Tensor, ...]]:
         """points_xyz (B, N, 3), center_xyz (B, npoint, 3), features (B, C, N) ->
         (B, 3 + C, npoint, sample_num), then whichever of grouped_xyz, unique_cnt, grouped idx the
         flags ask for."""
+        _check_pair(points_xyz, "points_xyz", "(B, N, 3)", center_xyz, "center_xyz", "(B, npoint, 3)")
+        if features is not None:
+            _pointnet2.check_layer_inputs(points_xyz, features, None, True)
+        elif not self.use_xyz:
+            raise ValueError("features must be given when use_xyz is False (there is nothing else to group), got None")
         if self.max_radius is None:
             idx = knn(self.sample_num, points_xyz, center_xyz, False).transpose(1, 2).contiguous()
         else:
@@ -214,7 +259,6 @@ class QueryAndGroup(nn.Module):
             grouped_features = grouping_operation(features, idx)
             new_features = torch.cat([grouped_xyz_diff, grouped_features], dim=1) if self.use_xyz else grouped_features
         else:
-            assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
             new_features = grouped_xyz_diff
         ret = [new_features]
         if self.return_grouped_xyz:
@@ -256,8 +300,13 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
     num_points_per_voxel (M,) int32), M the voxels found, at most max_voxels (read back to the
     host, as mmcv does). Dynamic (max_points or max_voxels == -1): coors (N, 3) int32 per point,
     -1 for a point outside the range."""
-    voxel_size = [float(v) for v in (voxel_size.tolist() if isinstance(voxel_size, Tensor) else voxel_size)]
-    coors_range = [float(v) for v in (coors_range.tolist() if isinstance(coors_range, Tensor) else coors_range)]
+    check_coords(points, "points", "(N, C) with C >= 3", 2, -1)
+    if points.shape[1] < 3:
+        raise ValueError("points must have shape (N, C) with C >= 3 (x, y, z, features), got "
+                         + str(list(points.shape)))
+    voxel_size, coors_range = _grid_args(voxel_size, coors_range)
+    max_points = check_int(max_points, "max_points", -1)
+    max_voxels = check_int(max_voxels, "max_voxels", -1)
     if max_points == -1 or max_voxels == -1:
         point_voxel, coords, _ = _voxelize_dynamic(points[None], voxel_size, coors_range)
         per_point = coords[0][point_voxel[0].clamp(min=0)]
@@ -268,6 +317,29 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
     return voxels[0, :count], coords[0, :count], num_points[0, :count]
 
 
+def _grid_args(voxel_size, coors_range, range_name: str = "coors_range") -> Tuple[List[float], List[float]]:
+    """mmcv's voxel_size (3 sizes > 0, a normal float32 each: the grid is computed in float32) and
+    coors_range (x_min, y_min, z_min, x_max, y_max, z_max, finite, min < max) as lists of floats."""
+    sizes = voxel_size.tolist() if isinstance(voxel_size, Tensor) else voxel_size
+    bounds = coors_range.tolist() if isinstance(coors_range, Tensor) else coors_range
+    if isinstance(sizes, (int, float)):
+        sizes = [sizes] * 3
+    if len(sizes) != 3:
+        raise ValueError("voxel_size must have 3 values [vx, vy, vz], got " + str(list(sizes)))
+    if len(bounds) != 6:
+        raise ValueError(range_name + " must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got "
+                         + str(list(bounds)))
+    tiny = torch.finfo(torch.float32).tiny
+    sizes = [check_real(v, "voxel_size[" + str(d) + "]", tiny) for d, v in enumerate(sizes)]
+    bounds = [check_real(v, range_name + "[" + str(d) + "]", -float("inf")) for d, v in enumerate(bounds)]
+    for d in range(3):
+        if not bounds[d] < bounds[d + 3]:
+            raise ValueError(range_name + " must have min < max along each axis, got " + range_name + "[" + str(d)
+                             + "] = " + str(bounds[d]) + " and " + range_name + "[" + str(d + 3) + "] = "
+                             + str(bounds[d + 3]))
+    return sizes, bounds
+
+
 class Voxelization(nn.Module):
     """mmcv's Voxelization module: ``max_voxels`` an int or a (training, testing) pair;
     ``max_num_points`` -1 for dynamic voxelization. ``deterministic`` is accepted; the result is
@@ -276,6 +348,7 @@ class Voxelization(nn.Module):
     def __init__(self, voxel_size: List[float], point_cloud_range: List[float], max_num_points: int,
                  max_voxels: Union[Tuple[int, int], int] = 20000, deterministic: bool = True):
         super().__init__()
+        _grid_args(voxel_size, point_cloud_range, "point_cloud_range")
         self.voxel_size = voxel_size
         self.point_cloud_range = point_cloud_range
         self.max_num_points = max_num_points

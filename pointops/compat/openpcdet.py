@@ -37,7 +37,6 @@ formulas. What differs, on purpose:
   none, as in OpenPCDet;
 * ``PointnetSAModuleMSG`` does not add 3 to the caller's ``mlps`` lists in place (it copies them).
 """
-import math
 from typing import List, Optional, Tuple
 
 import torch
@@ -46,11 +45,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
+from .._checks import check_coords, check_index_tensor, check_indices, check_int, check_real, require
 from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn as _knn
 from ..sampling.ops import farthest_point_sampling
-from ._peer import NoGradFunction, exact_sqrt, non_differentiable, shared_mlp2d, summing_type
+from ._peer import NoGradFunction, check_scales, exact_sqrt, non_differentiable, shared_mlp2d, summing_type
 
 __all__ = [
     "furthest_point_sample",
@@ -78,8 +78,17 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     """(B, N, 3) -> (B, npoint) int32 indices of farthest point sampling from point 0 (pointops'
     ``fps`` op). Past a cloud's last finite point the row repeats its picks in order; a cloud with
     no finite point gives zeros."""
-    if npoint < 0:
-        raise ValueError("npoint must be >= 0, got " + str(npoint))
+    return fps_checked(xyz, npoint, "xyz", "npoint")
+
+
+def fps_checked(xyz: Tensor, npoint: int, xyz_name: str, npoint_name: str) -> Tensor:
+    """:func:`furthest_point_sample` with its arguments checked under the caller's names."""
+    npoint = check_int(npoint, npoint_name)
+    check_coords(xyz, xyz_name, "(B, N, 3)", 3)
+    return _fps(xyz, npoint)
+
+
+def _fps(xyz: Tensor, npoint: int) -> Tensor:
     indices = farthest_point_sampling(xyz, npoint, pad="repeat").indices
     return indices.clamp(min=0).int()
 
@@ -87,8 +96,34 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
 farthest_point_sample = furthest_point_sample
 
 
+def check_batch_of(t: Tensor, name: str, ref: Tensor, ref_name: str) -> None:
+    """t (B, ...) has the batch size of ref (a padded layout's first dimension)."""
+    if t.shape[0] != ref.shape[0]:
+        raise ValueError(name + " must have the batch size B = " + str(ref.shape[0]) + " of " + ref_name
+                         + ", got shape " + str(list(t.shape)))
+
+
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
-    """(B, C, N) features, (B, npoint) indices -> (B, C, npoint)."""
+    """(B, C, N) features, (B, npoint) indices in [0, N) -> (B, C, npoint)."""
+    return gather_checked(features, idx, "features", "idx")
+
+
+def gather_checked(features: Tensor, idx: Tensor, features_name: str, idx_name: str) -> Tensor:
+    """:func:`gather_operation` with its arguments checked under the caller's names."""
+    _check_gather(features, idx, features_name, idx_name, "(B, npoint)")
+    return _gather(features, idx)
+
+
+def _check_gather(features: Tensor, idx: Tensor, features_name: str, idx_name: str, idx_layout: str) -> None:
+    """A gather along the points of features (B, C, N): idx of the same batch size, every index one
+    of the N columns (torch.gather would stop at another; OpenPCDet's kernel reads past them)."""
+    check_coords(features, features_name, "(B, C, N)", 3, -1)
+    check_index_tensor(idx, idx_name, idx_layout, idx_layout.count(",") + 1)
+    check_batch_of(idx, idx_name, features, features_name)
+    check_indices(idx, idx_name, features.shape[2], features_name, False)
+
+
+def _gather(features: Tensor, idx: Tensor) -> Tensor:
     channels = features.shape[1]
     out = torch.gather(summing_type(features), 2, idx.long().unsqueeze(1).expand(-1, channels, -1))
     return out.to(features.dtype)
@@ -98,19 +133,60 @@ def three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     """The 3 nearest ``known`` (B, m, 3) points of each ``unknown`` (B, n, 3) point: (dist (B, n, 3),
     the Euclidean distances, idx (B, n, 3) int32). With fewer than 3 known points the missing
     neighbours get index 0 and distance +inf, as in OpenPCDet."""
+    return three_nn_checked(unknown, known, "unknown", "known")
+
+
+def three_nn_checked(unknown: Tensor, known: Tensor, unknown_name: str, known_name: str) -> Tuple[Tensor, Tensor]:
+    """:func:`three_nn` with its arguments checked under the caller's names."""
+    check_coords(unknown, unknown_name, "(B, n, 3)", 3)
+    check_coords(known, known_name, "(B, m, 3)", 3)
+    check_batch_of(known, known_name, unknown, unknown_name)
+    return _three_nn(unknown, known)
+
+
+def _three_nn(unknown: Tensor, known: Tensor) -> Tuple[Tensor, Tensor]:
     indices, distances = _knn(unknown, known, 3)
     return exact_sqrt(distances.detach()), indices.clamp(min=0).int()
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """(B, C, m) features, (B, n, 3) indices and (B, n, 3) weights -> (B, C, n):
-    ``w0 * f[idx0] + w1 * f[idx1] + w2 * f[idx2]`` (pointops' ``interpolate`` op)."""
+    ``w0 * f[idx0] + w1 * f[idx1] + w2 * f[idx2]`` (pointops' ``interpolate`` op); an index -1 or
+    past the m points (three_nn's padding of an empty cloud) adds nothing, one below -1 is refused."""
+    return interpolate_checked(features, idx, weight, ("features", "idx", "weight"))
+
+
+def interpolate_checked(features: Tensor, idx: Tensor, weight: Tensor, names: Tuple[str, str, str]) -> Tensor:
+    """:func:`three_interpolate` with its arguments checked under the caller's names."""
+    check_coords(features, names[0], "(B, C, m)", 3, -1)
+    check_index_tensor(idx, names[1], "(B, n, 3)", 3)
+    check_batch_of(idx, names[1], features, names[0])
+    check_coords(weight, names[2], "(B, n, 3)", 3, -1)
+    if weight.shape != idx.shape:
+        raise ValueError(names[2] + " must have the shape of " + names[1] + " " + str(list(idx.shape)) + ", got "
+                         + str(list(weight.shape)))
+    below = idx < -1
+    require(~below.any(), names[1] + " must hold indices >= -1 (-1: none)", False, names[1], idx, below)
+    return _three_interpolate(features, idx, weight)
+
+
+def _three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     out = _interpolate(features.transpose(1, 2), idx.long(), weight.to(features.dtype))
     return out.transpose(1, 2).contiguous()
 
 
 def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
-    """(B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample)."""
+    """(B, C, N) features, (B, npoint, nsample) indices in [0, N) -> (B, C, npoint, nsample)."""
+    return grouping_checked(features, idx, "features", "idx")
+
+
+def grouping_checked(features: Tensor, idx: Tensor, features_name: str, idx_name: str) -> Tensor:
+    """:func:`grouping_operation` with its arguments checked under the caller's names."""
+    _check_gather(features, idx, features_name, idx_name, "(B, npoint, nsample)")
+    return _grouping(features, idx)
+
+
+def _grouping(features: Tensor, idx: Tensor) -> Tensor:
     batch, channels = features.shape[0], features.shape[1]
     flat = idx.long().reshape(batch, 1, -1).expand(-1, channels, -1)
     out = torch.gather(summing_type(features), 2, flat).reshape(batch, channels, idx.shape[1], idx.shape[2])
@@ -121,10 +197,15 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     """(B, npoint, nsample) int32: for each centre of ``new_xyz`` (B, npoint, 3), the first
     ``nsample`` points of ``xyz`` (B, N, 3) in index order with squared distance < radius^2, the
     row padded with its first hit; a centre with no hit gets zeros (OpenPCDet's semantics)."""
-    if nsample < 0:
-        raise ValueError("nsample must be >= 0, got " + str(nsample))
-    if not (math.isfinite(radius) and radius >= 0):
-        raise ValueError("radius must be finite and >= 0, got " + str(radius))
+    radius = check_real(radius, "radius")
+    nsample = check_int(nsample, "nsample")
+    check_coords(xyz, "xyz", "(B, N, 3)", 3)
+    check_coords(new_xyz, "new_xyz", "(B, npoint, 3)", 3)
+    check_batch_of(new_xyz, "new_xyz", xyz, "xyz")
+    return _ball(radius, nsample, xyz, new_xyz)
+
+
+def _ball(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
     indices, _ = _ball_query(new_xyz, xyz, radius, nsample, pad="first")
     return indices.clamp(min=0).int()
 
@@ -229,22 +310,43 @@ class QueryAndGroup(nn.Module):
         """Ball query of ``radius`` keeping ``nsample`` points, then grouping of their relative
         coordinates (and features)."""
         super().__init__()
-        self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
+        self.radius, self.nsample, self.use_xyz = check_real(radius, "radius"), check_int(nsample, "nsample"), use_xyz
 
     def forward(self, xyz: Tensor, new_xyz: Optional[Tensor], features: Optional[Tensor] = None) -> Tensor:
         """xyz (B, N, 3), new_xyz (B, npoint, 3), features (B, C, N) -> (B, 3 + C, npoint, nsample)
         (or C, or 3 channels)."""
-        assert new_xyz is not None, "QueryAndGroup needs the centres new_xyz"
-        idx = ball_query(self.radius, self.nsample, xyz, new_xyz)
-        grouped_xyz = grouping_operation(xyz.transpose(1, 2).contiguous(), idx)  # (B, 3, npoint, nsample)
+        if new_xyz is None:
+            raise ValueError("new_xyz must be the (B, npoint, 3) centres of QueryAndGroup, got None")
+        check_layer_inputs(xyz, features, new_xyz, self.use_xyz)
+        return self.group(xyz, new_xyz, features)
+
+    def group(self, xyz: Tensor, new_xyz: Tensor, features: Optional[Tensor] = None) -> Tensor:
+        """:meth:`forward` on checked inputs."""
+        idx = _ball(self.radius, self.nsample, xyz, new_xyz)
+        grouped_xyz = _grouping(xyz.transpose(1, 2).contiguous(), idx)  # (B, 3, npoint, nsample)
         grouped_xyz = grouped_xyz - new_xyz.transpose(1, 2).unsqueeze(-1)
         if features is not None:
-            grouped_features = grouping_operation(features, idx)
+            grouped_features = _grouping(features, idx)
             if self.use_xyz:
                 return torch.cat([grouped_xyz, grouped_features], dim=1)
             return grouped_features
-        assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
         return grouped_xyz
+
+
+def check_layer_inputs(xyz: Tensor, features: Optional[Tensor], new_xyz: Optional[Tensor], use_xyz: bool) -> None:
+    """A PointNet++ layer's inputs: xyz (B, N, 3), features (B, C, N) of the same clouds, centres
+    (B, npoint, 3), and something to group (features, or the coordinates with use_xyz)."""
+    check_coords(xyz, "xyz", "(B, N, 3)", 3)
+    if features is not None:
+        check_coords(features, "features", "(B, C, N)", 3, -1)
+        if features.shape[0] != xyz.shape[0] or features.shape[2] != xyz.shape[1]:
+            raise ValueError("features must have shape (B, C, N) with B, N = " + str(xyz.shape[0]) + ", "
+                             + str(xyz.shape[1]) + " (as xyz), got " + str(list(features.shape)))
+    elif not use_xyz:
+        raise ValueError("features must be given when use_xyz is False (there is nothing else to group), got None")
+    if new_xyz is not None:
+        check_coords(new_xyz, "new_xyz", "(B, npoint, 3)", 3)
+        check_batch_of(new_xyz, "new_xyz", xyz, "xyz")
 
 
 class GroupAll(nn.Module):
@@ -254,6 +356,10 @@ class GroupAll(nn.Module):
 
     def forward(self, xyz: Tensor, new_xyz: Optional[Tensor] = None, features: Optional[Tensor] = None) -> Tensor:
         """xyz (B, N, 3), new_xyz ignored, features (B, C, N) -> (B, 3 + C, 1, N) (or C, or 3)."""
+        check_layer_inputs(xyz, features, None, True)
+        return self.group(xyz, new_xyz, features)
+
+    def group(self, xyz: Tensor, new_xyz: Optional[Tensor] = None, features: Optional[Tensor] = None) -> Tensor:
         grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
         if features is not None:
             grouped_features = features.unsqueeze(2)
@@ -270,6 +376,7 @@ class _PointnetSAModuleBase(nn.Module):
         self.groupers = nn.ModuleList()
         self.mlps = nn.ModuleList()
         self.pool_method = "max_pool"
+        self.use_xyz = True
 
     def forward(
         self, xyz: Tensor, features: Optional[Tensor] = None, new_xyz: Optional[Tensor] = None
@@ -277,12 +384,15 @@ class _PointnetSAModuleBase(nn.Module):
         """xyz (B, N, 3), features (B, C, N), new_xyz (B, npoint, 3) or None (farthest point
         sampling of xyz) -> (new_xyz (B, npoint, 3), new_features (B, sum of mlps[k][-1], npoint))."""
         npoint = self.npoint
+        check_layer_inputs(xyz, features, new_xyz, self.use_xyz)
         if new_xyz is None and npoint is not None:
             xyz_flipped = xyz.transpose(1, 2).contiguous()
-            new_xyz = gather_operation(xyz_flipped, furthest_point_sample(xyz, npoint)).transpose(1, 2).contiguous()
+            new_xyz = _gather(xyz_flipped, _fps(xyz, npoint)).transpose(1, 2).contiguous()
+        if new_xyz is None:
+            new_xyz = xyz  # GroupAll's layers ignore it
         new_features_list: List[Tensor] = []
         for grouper, mlp in zip(self.groupers, self.mlps):
-            new_features = mlp(grouper(xyz, new_xyz, features))  # (B, mlp[-1], npoint, nsample)
+            new_features = mlp(grouper.group(xyz, new_xyz, features))  # (B, mlp[-1], npoint, nsample)
             if self.pool_method == "max_pool":
                 new_features = F.max_pool2d(new_features, kernel_size=[1, new_features.size(3)])
             elif self.pool_method == "avg_pool":
@@ -306,8 +416,9 @@ class PointnetSAModuleMSG(_PointnetSAModuleBase):
             OpenPCDet does); pool_method: "max_pool" or "avg_pool".
         """
         super().__init__()
-        assert len(radii) == len(nsamples) == len(mlps)
-        self.npoint = npoint
+        check_scales(radii, nsamples, mlps, pool_method)
+        self.npoint = None if npoint is None else check_int(npoint, "npoint")
+        self.use_xyz = use_xyz
         for i in range(len(radii)):
             self.groupers.append(
                 QueryAndGroup(radii[i], nsamples[i], use_xyz=use_xyz) if npoint is not None else GroupAll(use_xyz)
@@ -342,12 +453,23 @@ class PointnetFPModule(nn.Module):
                 known_feats: Tensor) -> Tensor:
         """unknown (B, n, 3), known (B, m, 3) or None, unknow_feats (B, C1, n) or None,
         known_feats (B, C2, m) -> (B, mlp[-1], n)."""
+        check_coords(unknown, "unknown", "(B, n, 3)", 3)
+        check_coords(known_feats, "known_feats", "(B, C2, m)", 3, -1)
+        check_batch_of(known_feats, "known_feats", unknown, "unknown")
+        if unknow_feats is not None:
+            check_coords(unknow_feats, "unknow_feats", "(B, C1, n)", 3, -1)
+            if unknow_feats.shape[0] != unknown.shape[0] or unknow_feats.shape[2] != unknown.shape[1]:
+                raise ValueError("unknow_feats must have shape (B, C1, n) with B, n = " + str(unknown.shape[0]) + ", "
+                                 + str(unknown.shape[1]) + " (as unknown), got " + str(list(unknow_feats.shape)))
         if known is not None:
-            dist, idx = three_nn(unknown, known)
+            dist, idx = three_nn_checked(unknown, known, "unknown", "known")
+            if known_feats.shape[2] != known.shape[1]:
+                raise ValueError("known_feats must have shape (B, C2, m) with m = " + str(known.shape[1])
+                                 + " (as known), got " + str(list(known_feats.shape)))
             dist_recip = 1.0 / (dist + 1e-8)
             norm = torch.sum(dist_recip, dim=2, keepdim=True)
             weight = dist_recip / norm
-            interpolated_feats = three_interpolate(known_feats, idx, weight)
+            interpolated_feats = _three_interpolate(known_feats, idx, weight)
         else:
             interpolated_feats = known_feats.expand(known_feats.size(0), known_feats.size(1), unknown.size(1))
         if unknow_feats is not None:

@@ -18,10 +18,10 @@ counts back to the host (``stack_farthest_point_sample`` with per-cloud sample c
 once, as OpenPCDet does). The same rules as :mod:`pointops.compat.openpcdet` hold (lowest-index ties, exact
 distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition:
 
-* ``grouping_operation`` gives zeros for an index outside [0, cloud size) (OpenPCDet reads past the
-  cloud, mmcv gives zeros);
-* OpenPCDet's asserts that the counts add up to the rows are left out (they read the counts back
-  to the host); rows past the counts are in no cloud and get empty results;
+* ``grouping_operation`` gives zeros for an index -1 or past its cloud (OpenPCDet reads past the
+  cloud, mmcv gives zeros) and refuses one below -1;
+* the counts must be >= 0 and add up to the rows, as OpenPCDet asserts, checked without reading
+  them back to the host (a device-side assert on CUDA: docs/compat.md, "Checked inputs");
 * the vector-pool ops of PV-RCNN++ find each centre's neighbours with
   :func:`pointops.cube_query_packed`: OpenPCDet's cube (or closed ball) in index order, the
   interpolation's first 1,000 of them (OpenPCDet's per-centre buffer), the voxel query's all of
@@ -35,12 +35,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
+from .._checks import check_coords, check_index_tensor, check_int, check_real, check_rows, require
 from ..geometry.cube_query import cube_query_packed as _cube_query_packed
 from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import NoGradFunction, counts_to_offsets, exact_sqrt, non_differentiable, row_clouds, shared_mlp2d, summing_type
+from ._peer import (NoGradFunction, check_same_clouds, check_scales, checked_counts, counts_to_offsets, exact_sqrt,
+                    non_differentiable, row_clouds, shared_mlp2d, summing_type)
 from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
 __all__ = [
@@ -74,14 +76,41 @@ __all__ = [
 # ---- pointnet2_stack/pointnet2_utils.py ----------------------------------------------------------
 
 
+def stacked_clouds(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
+                   names: Tuple[str, str, str, str] = ("xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"),
+                   host: bool = False) -> Tuple[Tensor, Tensor]:
+    """Two stacked clouds of one call, checked under the caller's ``names``: points (N, 3) and
+    (M, 3), their counts adding up to N and M, as many clouds in both. Returns their (B + 1,)
+    int64 offsets."""
+    check_coords(xyz, names[0], "(N1 + N2 + ..., 3)", 2)
+    check_coords(new_xyz, names[2], "(M1 + M2 + ..., 3)", 2)
+    offsets = checked_counts(xyz_batch_cnt, names[1], xyz.shape[0], names[0], xyz, host)
+    new_offsets = checked_counts(new_xyz_batch_cnt, names[3], new_xyz.shape[0], names[2], xyz, host)
+    check_same_clouds(xyz_batch_cnt, names[1], new_xyz_batch_cnt, names[3])
+    return offsets, new_offsets
+
+
+def _check_local_indices(idx: Tensor, name: str) -> None:
+    """Indices within each row's cloud: an index past its cloud groups zeros (OpenPCDet's
+    ball_query gives 0 for a centre of an empty cloud), -1 is none, below -1 is refused."""
+    below = idx < -1
+    require(~below.any(), name + " must hold indices >= -1 (-1: none)", False, name, idx, below)
+
+
 def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
                new_xyz_batch_cnt: Tensor) -> Tuple[Tensor, Tensor]:
     """OpenPCDet's stacked ball query: for each centre of ``new_xyz`` (M, 3), the first ``nsample``
     points of its cloud in index order with squared distance < radius^2, as indices (M, nsample)
     int32 within the cloud, the row padded with its first hit; and ``empty_ball_mask`` (M,) bool,
     the centres with no hit, whose rows are zeros."""
-    offsets = counts_to_offsets(xyz_batch_cnt)
-    new_offsets = counts_to_offsets(new_xyz_batch_cnt)
+    radius = check_real(radius, "radius")
+    nsample = check_int(nsample, "nsample")
+    offsets, new_offsets = stacked_clouds(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
+    return _ball_query(radius, nsample, xyz, offsets, new_xyz, new_offsets)
+
+
+def _ball_query(radius: float, nsample: int, xyz: Tensor, offsets: Tensor, new_xyz: Tensor,
+                new_offsets: Tensor) -> Tuple[Tensor, Tensor]:
     indices, counts = _ball_query_packed(new_xyz, new_offsets, xyz, offsets, radius, nsample, pad="first")
     start = offsets[row_clouds(new_offsets, new_xyz.shape[0])]
     local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
@@ -90,13 +119,29 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, 
 
 def grouping_operation(features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor) -> Tensor:
     """(N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each row's cloud ->
-    (M, C, nsample): features[start of the row's cloud + idx]; zeros where idx is outside
-    [0, cloud size). Differentiable in ``features`` (plain torch)."""
+    (M, C, nsample): features[start of the row's cloud + idx]; zeros where idx is -1 or past its
+    cloud (an index below -1 is refused). Differentiable in ``features`` (plain torch)."""
+    return grouping_checked(features, features_batch_cnt, idx, idx_batch_cnt,
+                            ("features", "features_batch_cnt", "idx", "idx_batch_cnt"))
+
+
+def grouping_checked(features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor,
+                     names: Tuple[str, str, str, str]) -> Tensor:
+    """:func:`grouping_operation` with its arguments checked under the caller's ``names``."""
+    check_coords(features, names[0], "(N1 + N2 + ..., C)", 2, -1)
+    check_index_tensor(idx, names[2], "(M1 + M2 + ..., nsample)", 2)
+    offsets = checked_counts(features_batch_cnt, names[1], features.shape[0], names[0], features)
+    idx_offsets = checked_counts(idx_batch_cnt, names[3], idx.shape[0], names[2], features)
+    check_same_clouds(features_batch_cnt, names[1], idx_batch_cnt, names[3])
+    _check_local_indices(idx, names[2])
+    return _grouping(features, offsets, idx, idx_offsets)
+
+
+def _grouping(features: Tensor, offsets: Tensor, idx: Tensor, idx_offsets: Tensor) -> Tensor:
     rows, nsample = idx.shape[0], idx.shape[1]
     channels = features.shape[1]
-    offsets = counts_to_offsets(features_batch_cnt)
-    cloud = row_clouds(counts_to_offsets(idx_batch_cnt), rows)
-    start, size = offsets[cloud], features_batch_cnt.to(torch.int64)[cloud]
+    cloud = row_clouds(idx_offsets, rows)
+    start, size = offsets[cloud], (offsets[1:] - offsets[:-1])[cloud]
     local = idx.long()
     valid = (local >= 0) & (local < size[:, None])
     if features.shape[0] == 0:
@@ -111,8 +156,12 @@ def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_ba
     """The 3 nearest ``known`` points of each ``unknown`` point within its cloud: (dist (N, 3)
     Euclidean, idx (N, 3) int32 into the stacked rows of ``known``). A cloud with fewer than 3
     known points pads with its first row and distance +inf, as OpenPCDet."""
-    offsets = counts_to_offsets(known_batch_cnt)
-    unknown_offsets = counts_to_offsets(unknown_batch_cnt)
+    offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
+                                              ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
+    return _three_nn(unknown, unknown_offsets, known, offsets)
+
+
+def _three_nn(unknown: Tensor, unknown_offsets: Tensor, known: Tensor, offsets: Tensor) -> Tuple[Tensor, Tensor]:
     idx, d2 = _knn_packed(unknown, unknown_offsets, known, offsets, 3)
     start = offsets[row_clouds(unknown_offsets, unknown.shape[0])]
     idx = torch.where(idx >= 0, idx, start[:, None].expand_as(idx))
@@ -122,7 +171,17 @@ def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_ba
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """(M1 + M2 + ..., C) features, (N, 3) indices into its rows, (N, 3) weights -> (N, C):
     ``w0 * f[idx0] + w1 * f[idx1] + w2 * f[idx2]`` (pointops' ``interpolate`` op, differentiable
-    in features and weights)."""
+    in features and weights); an index -1 or past the rows (three_nn's padding of an empty cloud)
+    adds nothing, one below -1 is refused."""
+    check_coords(features, "features", "(M1 + M2 + ..., C)", 2, -1)
+    check_index_tensor(idx, "idx", "(N, 3)", 2)
+    check_coords(weight, "weight", "(N, 3)", 2, idx.shape[1])
+    check_rows(weight, "weight", idx.shape[0], "idx")
+    _check_local_indices(idx, "idx")
+    return _three_interpolate(features, idx, weight)
+
+
+def _three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     out = _interpolate(features[None], idx.long()[None], weight.to(features.dtype)[None])
     return out[0]
 
@@ -133,12 +192,13 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     into the stacked rows, cloud after cloud. Past a cloud's last point the picks repeat in order;
     an empty cloud gives its start row, as OpenPCDet. A tensor of counts is read back to the host
     once (OpenPCDet reads its sum)."""
-    offsets = counts_to_offsets(xyz_batch_cnt)
-    if isinstance(npoint, int):
-        per_cloud: Optional[List[int]] = None
-        k = npoint
+    check_coords(xyz, "xyz", "(N1 + N2 + ..., 3)", 2)
+    check_index_tensor(xyz_batch_cnt, "xyz_batch_cnt", "(B,) per-cloud counts", 1)
+    per_cloud = _per_cloud_samples(npoint, xyz_batch_cnt)
+    offsets = checked_counts(xyz_batch_cnt, "xyz_batch_cnt", xyz.shape[0], "xyz", xyz, per_cloud is not None)
+    if per_cloud is None:
+        k = check_int(npoint, "npoint")
     else:
-        per_cloud = [int(v) for v in (npoint.tolist() if isinstance(npoint, Tensor) else npoint)]
         k = max(per_cloud) if per_cloud else 0
     # (B, k): past a cloud's points its picks again in order; all -1 for a cloud without a point
     indices = farthest_point_sampling_packed(xyz, offsets, k, pad="repeat").indices
@@ -151,6 +211,25 @@ def stack_farthest_point_sample(xyz: Tensor, xyz_batch_cnt: Tensor, npoint: Unio
     cloud = row_clouds(counts_to_offsets(counts), total)
     j = position - counts_to_offsets(counts)[cloud]
     return indices.reshape(-1)[cloud * k + j].int()
+
+
+def _per_cloud_samples(npoint: Union[int, List[int], Tensor], xyz_batch_cnt: Tensor) -> Optional[List[int]]:
+    """A list or tensor of per-cloud sample counts as a list of ints >= 0, one per cloud (a tensor
+    is read back to the host); None for one int."""
+    if isinstance(npoint, Tensor):
+        if npoint.dim() != 1 or npoint.is_floating_point() or npoint.dtype == torch.bool:
+            raise ValueError("npoint must be an int, or a list or (B,) integer tensor of per-cloud counts, got a "
+                             + str(npoint.dtype) + " tensor of shape " + str(list(npoint.shape)))
+        values = npoint.tolist()
+    elif isinstance(npoint, (list, tuple)):
+        values = list(npoint)
+    else:
+        return None
+    per_cloud = [check_int(v, "npoint[" + str(i) + "]") for i, v in enumerate(values)]
+    if len(per_cloud) != xyz_batch_cnt.shape[0]:
+        raise ValueError("npoint must have one count per cloud (" + str(xyz_batch_cnt.shape[0])
+                         + ", as xyz_batch_cnt), got " + str(len(per_cloud)))
+    return per_cloud
 
 
 class BallQuery(NoGradFunction):
@@ -231,8 +310,8 @@ def _neighbor_slots(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
     (neighbor_type 1) the closed ball dx^2 + dy^2 + dz^2 <= distance^2. Returns (M, k) int64 rows
     of ``support_xyz``, the first k of them ascending, then -1; and (M,) int64 counts of them all
     (:func:`pointops.cube_query_packed`)."""
-    offsets = counts_to_offsets(xyz_batch_cnt)
-    new_offsets = counts_to_offsets(new_xyz_batch_cnt)
+    offsets, new_offsets = stacked_clouds(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
+                                          ("support_xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"))
     return _cube_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, k, neighbor_type == 1)
 
 
@@ -255,6 +334,14 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     distance where the centre has no neighbour, a second or third missing neighbour repeating the
     first, as OpenPCDet), and ``avg_length_of_neighbor_idxs`` back as a tensor (OpenPCDet's
     buffer-size hint; pointops needs none)."""
+    max_neighbour_distance = check_real(max_neighbour_distance, "max_neighbour_distance")
+    neighbor_distance_multiplier = check_real(neighbor_distance_multiplier, "neighbor_distance_multiplier")
+    num_total_grids = check_int(num_total_grids, "num_total_grids", 1)
+    max_neighbors = check_int(max_neighbors, "max_neighbors", 1)
+    if new_xyz_grid_centers.numel() != new_xyz.shape[0] * num_total_grids * 3:
+        raise ValueError("new_xyz_grid_centers must hold num_total_grids = " + str(num_total_grids)
+                         + " (x, y, z) grid centres for each of the " + str(new_xyz.shape[0])
+                         + " rows of new_xyz, got shape " + str(list(new_xyz_grid_centers.shape)))
     limit = max_neighbors if nsample <= 0 else min(nsample, max_neighbors)
     neighbors, _ = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
                                    max_neighbour_distance * neighbor_distance_multiplier, neighbor_type, limit)
@@ -297,8 +384,16 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     a second time. Returns (new_features (M, G * num_c_out_each_grid), new_local_xyz (M, 3 G),
     num_mean_points_per_grid (1,) int32, point_cnt_of_grid (M, G) int32), differentiable in
     ``support_features``."""
+    num_grid_x = check_int(num_grid_x, "num_grid_x", 1)
+    num_grid_y = check_int(num_grid_y, "num_grid_y", 1)
+    num_grid_z = check_int(num_grid_z, "num_grid_z", 1)
+    max_neighbour_distance = check_real(max_neighbour_distance, "max_neighbour_distance")
+    num_c_out_each_grid = check_int(num_c_out_each_grid, "num_c_out_each_grid", 1)
     num_total_grids = num_grid_x * num_grid_y * num_grid_z
     m, c_in = new_xyz.shape[0], support_features.shape[1]
+    if c_in % num_c_out_each_grid != 0:  # OpenPCDet asserts it
+        raise ValueError("num_c_out_each_grid must divide the channels of support_features (" + str(c_in)
+                         + "), got " + str(num_c_out_each_grid))
     device = new_xyz.device
     if pooling_type == 0 and nsample > 0:
         k = nsample
@@ -406,25 +501,42 @@ class QueryAndGroup(nn.Module):
         """Stacked ball query of ``radius`` keeping ``nsample`` points, then grouping of their
         coordinates relative to the centre (and features); empty balls group zeros."""
         super().__init__()
-        self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
+        self.radius, self.nsample, self.use_xyz = check_real(radius, "radius"), check_int(nsample, "nsample"), use_xyz
 
     def forward(self, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
                 features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_features (M, 3 + C, nsample) (or C, or
         3 channels), idx (M, nsample) int32)."""
-        idx, empty_ball_mask = ball_query(self.radius, self.nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
-        grouped_xyz = grouping_operation(xyz, xyz_batch_cnt, idx, new_xyz_batch_cnt)  # (M, 3, nsample)
+        offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
+        return self.group(xyz, offsets, new_xyz, new_offsets, features)
+
+    def group(self, xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor,
+              features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """:meth:`forward` on checked inputs, the counts as (B + 1,) offsets."""
+        idx, empty_ball_mask = _ball_query(self.radius, self.nsample, xyz, offsets, new_xyz, new_offsets)
+        grouped_xyz = _grouping(xyz, offsets, idx, new_offsets)  # (M, 3, nsample)
         grouped_xyz = grouped_xyz - new_xyz.unsqueeze(-1)
         keep = (~empty_ball_mask)[:, None, None]
         grouped_xyz = torch.where(keep, grouped_xyz, torch.zeros_like(grouped_xyz))
         if features is not None:
-            grouped_features = grouping_operation(features, xyz_batch_cnt, idx, new_xyz_batch_cnt)
+            grouped_features = _grouping(features, offsets, idx, new_offsets)
             grouped_features = torch.where(keep, grouped_features, torch.zeros_like(grouped_features))
             if self.use_xyz:
                 return torch.cat([grouped_xyz, grouped_features], dim=1), idx
             return grouped_features, idx
         assert self.use_xyz, "Cannot have not features and not use xyz as a feature!"
         return grouped_xyz, idx
+
+
+def _checked_group_inputs(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
+                          features: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """The stacked clouds of a grouping layer and their features (N, C) beside xyz, checked once
+    for all its scales; returns the offsets of xyz and new_xyz."""
+    offsets, new_offsets = stacked_clouds(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
+    if features is not None:
+        check_coords(features, "features", "(N1 + N2 + ..., C)", 2, -1)
+        check_rows(features, "features", xyz.shape[0], "xyz")
+    return offsets, new_offsets
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -447,7 +559,7 @@ class StackSAModuleMSG(nn.Module):
         the shared MLP ([C_in, ..., C_out]; 3 is added to C_in when use_xyz, on a copy: OpenPCDet
         adds it to the caller's list in place); pool_method: "max_pool" or "avg_pool"."""
         super().__init__()
-        assert len(radii) == len(nsamples) == len(mlps)
+        check_scales(radii, nsamples, mlps, pool_method)
         self.groupers = nn.ModuleList()
         self.mlps = nn.ModuleList()
         for i in range(len(radii)):
@@ -466,8 +578,9 @@ class StackSAModuleMSG(nn.Module):
                 features: Optional[Tensor] = None, empty_voxel_set_zeros: bool = True) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_xyz, new_features (M, sum of mlps[k][-1]))."""
         new_features_list: List[Tensor] = []
+        offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
         for grouper, mlp in zip(self.groupers, self.mlps):
-            new_features, _ = grouper(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)  # (M, C, nsample)
+            new_features, _ = grouper.group(xyz, offsets, new_xyz, new_offsets, features)  # (M, C, nsample)
             new_features = mlp(new_features.permute(1, 0, 2).unsqueeze(dim=0))  # (1, C, M, nsample)
             if self.pool_method == "max_pool":
                 new_features = F.max_pool2d(new_features, kernel_size=[1, new_features.size(3)]).squeeze(dim=-1)
@@ -490,12 +603,20 @@ class StackPointnetFPModule(nn.Module):
     def forward(self, unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor,
                 unknown_feats: Optional[Tensor] = None, known_feats: Optional[Tensor] = None) -> Tensor:
         """unknown (N, 3), known (M, 3), unknown_feats (N, C1), known_feats (M, C2) -> (N, mlp[-1])."""
-        assert known_feats is not None
-        dist, idx = three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt)
+        offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
+                                                  ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
+        if known_feats is None:
+            raise ValueError("known_feats must be a (M, C) tensor, got None")
+        check_coords(known_feats, "known_feats", "(M1 + M2 + ..., C)", 2, -1)
+        check_rows(known_feats, "known_feats", known.shape[0], "known")
+        if unknown_feats is not None:
+            check_coords(unknown_feats, "unknown_feats", "(N1 + N2 + ..., C)", 2, -1)
+            check_rows(unknown_feats, "unknown_feats", unknown.shape[0], "unknown")
+        dist, idx = _three_nn(unknown, unknown_offsets, known, offsets)
         dist_recip = 1.0 / (dist + 1e-8)
         norm = torch.sum(dist_recip, dim=-1, keepdim=True)
         weight = dist_recip / norm
-        interpolated_feats = three_interpolate(known_feats, idx, weight)
+        interpolated_feats = _three_interpolate(known_feats, idx, weight)
         if unknown_feats is not None:
             new_features = torch.cat([interpolated_feats, unknown_feats], dim=1)  # (N, C2 + C1)
         else:
@@ -641,8 +762,9 @@ class VectorPoolAggregationModule(nn.Module):
     def forward(self, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features, **kwargs):
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_xyz, new_features (M, post_mlps[-1]))."""
         n, c = features.shape
-        assert c % self.num_reduced_channels == 0, \
-            f"the input channels ({c}) should be an integral multiple of num_reduced_channels({self.num_reduced_channels})"
+        if c % self.num_reduced_channels != 0:  # OpenPCDet asserts it; an assert vanishes under python -O
+            raise ValueError(f"features must have a multiple of num_reduced_channels = {self.num_reduced_channels} "
+                             f"channels, got {c}")
         features = features.reshape(n, -1, self.num_reduced_channels).sum(dim=1)
         if self.local_aggregation_type in ["voxel_avg_pool", "voxel_random_choice"]:
             vector_features, _ = self.vector_pool_with_voxel_query(xyz, xyz_batch_cnt, features, new_xyz,

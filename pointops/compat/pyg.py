@@ -49,24 +49,36 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import distance_dtype
+from .._checks import check_int, check_real, check_tensor, distance_dtype, require
 from ..geometry.dense import knn_dense, radius_dense
 from ..geometry.neighbors import ball_query as _ball_query
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
+from ._peer import batch_condition, checked_ptr
 
 __all__ = ["fps", "knn", "knn_graph", "radius", "radius_graph", "nearest", "grid_cluster", "grid"]
 
-def _rows(x: Tensor) -> Tensor:
+def _rows(x: Tensor, name: str = "x") -> Tensor:
     """torch_cluster's layout: a 1-D tensor is N points of one coordinate; integers as float64."""
+    check_tensor(x, name, "(N, F)")
+    if x.dim() != 1 and x.dim() != 2:
+        raise ValueError(name + " must have shape (N, F) or (N,), got " + str(list(x.shape)))
+    if x.dtype == torch.bool or x.is_complex():
+        raise ValueError(name + " must be a float or integer tensor, got " + str(x.dtype))
     x = x.view(-1, 1) if x.dim() == 1 else x
     if not x.is_floating_point():
         x = x.to(torch.float64)
     return x
 
 
-def _pair(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
-    x, y = _rows(x), _rows(y)
+def _pair(x: Tensor, y: Tensor, names: Tuple[str, str] = ("x", "y")) -> Tuple[Tensor, Tensor]:
+    x, y = _rows(x, names[0]), _rows(y, names[1])
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(names[0] + " and " + names[1] + " must have the same number of features F, got "
+                         + str(list(x.shape)) + " and " + str(list(y.shape)))
+    if x.device != y.device:
+        raise ValueError(names[1] + " must be on the device of " + names[0] + " (" + str(x.device) + "), got "
+                         + str(y.device))
     if x.dtype != y.dtype:
         common = torch.promote_types(x.dtype, y.dtype)
         x, y = x.to(common), y.to(common)
@@ -91,32 +103,48 @@ def _ptr(batch: Optional[Tensor], rows: int, batch_size: int, device: torch.devi
     return torch.bucketize(torch.arange(batch_size + 1, device=device), batch).to(torch.int64)
 
 
-def _batch_size(batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int]) -> int:
-    """torch_cluster's rule: the given batch_size, else 1 + the largest batch index (a host read)."""
+def _checked_batches(x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
+                     batch_size: Optional[int], names: Tuple[str, str, str, str]) -> int:
+    """The batch vectors of x and y (names: x, y, batch_x, batch_y), checked: integer (N,) and
+    (M,) vectors on x's device, sorted, >= 0 and below batch_size when it is given; returns the
+    number of clouds, torch_cluster's: batch_size (>= 1), else 1 + the largest batch index. The
+    verdicts and the largest indices come to the host in one read, the one torch_cluster makes."""
+    bound = -1 if batch_size is None else check_int(batch_size, "batch_size", 1)
+    vectors: List[Tuple[Tensor, Tensor, str, str]] = []  # (batch, entries that break it, name, message)
+    if batch_x is not None:
+        bad, message = batch_condition(batch_x, names[2], x.shape[0], names[0], x, bound)
+        vectors.append((batch_x, bad, names[2], message))
+    if batch_y is not None:
+        bad, message = batch_condition(batch_y, names[3], y.shape[0], names[1], x, bound)
+        vectors.append((batch_y, bad, names[3], message))
+    if len(vectors) == 0:
+        return 1 if batch_size is None else bound
+    values = [v[1].any().to(torch.int64) for v in vectors]
+    if batch_size is None:
+        for v in vectors:
+            if v[0].numel() > 0:
+                values.append(v[0].max().to(torch.int64))
+    read = torch.stack(values).cpu()
+    for i in range(len(vectors)):
+        require(read[i] == 0, vectors[i][3], True, vectors[i][2], vectors[i][0], vectors[i][1], True)
     if batch_size is not None:
-        return batch_size
-    size = 1
-    if batch_x is not None and batch_x.numel() > 0:
-        size = int(batch_x.max()) + 1
-    if batch_y is not None and batch_y.numel() > 0:
-        size = max(size, int(batch_y.max()) + 1)
-    return size
+        return bound
+    return max(1, int(read[len(vectors):].max()) + 1) if read.shape[0] > len(vectors) else 1
 
 
 def _ptr_pair(
-    x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int]
+    x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int],
+    names: Tuple[str, str, str, str] = ("x", "y", "batch_x", "batch_y")
 ) -> Tuple[Tensor, Tensor]:
-    """Offsets of the clouds of x and y, checked as torch_cluster's knn / radius check them: batch
-    vectors as long as their rows, at least one cloud, both vectors given for more than one."""
-    if batch_x is not None:
-        assert x.shape[0] == batch_x.numel()
-    if batch_y is not None:
-        assert y.shape[0] == batch_y.numel()
-    clouds = _batch_size(batch_x, batch_y, batch_size)
-    assert clouds > 0
+    """Offsets of the clouds of x and y, checked as torch_cluster's knn / radius check them and
+    more: batch vectors as long as their rows, sorted, below the number of clouds; both vectors
+    given for more than one cloud."""
+    clouds = _checked_batches(x, y, batch_x, batch_y, batch_size, names)
     if clouds > 1:
-        assert batch_x is not None
-        assert batch_y is not None
+        if batch_x is None or batch_y is None:
+            raise ValueError(names[2] + " and " + names[3] + " must both be given for " + str(clouds)
+                             + " clouds (batch_size), got " + ("None" if batch_x is None else "a tensor") + " and "
+                             + ("None" if batch_y is None else "a tensor"))
         return _ptr(batch_x, x.shape[0], clouds, x.device), _ptr(batch_y, y.shape[0], clouds, x.device)
     return _ptr(None, x.shape[0], 1, x.device), _ptr(None, y.shape[0], 1, x.device)
 
@@ -172,23 +200,29 @@ def fps(
     Returns:
         (sum of the sample counts,) int64 rows of src, cloud after cloud, each cloud's in pick order.
     """
-    src = _rows(src.flatten(1) if src.dim() > 2 else src)
+    check_tensor(src, "src", "(N, F)")
+    src = _rows(src.flatten(1) if src.dim() > 2 else src, "src")
     if ptr is not None:
         if isinstance(ptr, Tensor):
-            offsets = ptr.to(device=src.device, dtype=torch.int64)
+            offsets = checked_ptr(ptr.to(src.device), "ptr", src.shape[0], "src", src, True)
         else:
-            offsets = torch.tensor(ptr, dtype=torch.int64, device=src.device)
+            offsets = checked_ptr(torch.tensor(ptr, dtype=torch.int64, device=src.device), "ptr", src.shape[0], "src",
+                                  src, True)
     elif batch is not None:
-        assert src.shape[0] == batch.numel()
-        offsets = _ptr(batch, src.shape[0], _batch_size(batch, None, batch_size), src.device)
+        clouds = _checked_batches(src, src, batch, None, batch_size, ("src", "src", "batch", "batch"))
+        offsets = _ptr(batch, src.shape[0], clouds, src.device)
     else:
         offsets = torch.tensor([0, src.shape[0]], dtype=torch.int64, device=src.device)
     if ratio is None:
         r = torch.tensor(0.5, dtype=torch.float32, device=src.device)
     elif isinstance(ratio, Tensor):
+        if ratio.dim() > 1 or (ratio.dim() == 1 and ratio.shape[0] != 1 and ratio.shape[0] != offsets.shape[0] - 1):
+            raise ValueError("ratio must be a number, or a tensor of one value or one per cloud ("
+                             + str(offsets.shape[0] - 1) + "), got shape " + str(list(ratio.shape)))
         r = ratio.to(device=src.device, dtype=distance_dtype(ratio))
+        require(((r > 0) & (r <= 1)).all(), "ratio must be in (0, 1]", True, "ratio", r, ~((r > 0) & (r <= 1)))
     else:
-        r = torch.tensor(ratio, dtype=torch.float32, device=src.device)
+        r = torch.tensor(check_real(ratio, "ratio", 0.0, True, 1.0), dtype=torch.float32, device=src.device)
     sizes = offsets[1:] - offsets[:-1]
     counts = torch.ceil(sizes.to(r.dtype) * r).to(torch.int64)  # (B,), torch_cluster's CPU rounding
     if counts.numel() == 0:
@@ -239,13 +273,19 @@ def knn(
         (2, E) int64 edge_index: row 0 indexes y, row 1 x; grouped by y, nearest first, fewer
         than k where a cloud of x is smaller.
     """
+    return _knn(x, y, k, batch_x, batch_y, cosine, batch_size, ("x", "y", "batch_x", "batch_y"))
+
+
+def _knn(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor], batch_y: Optional[Tensor], cosine: bool,
+         batch_size: Optional[int], names: Tuple[str, str, str, str]) -> Tensor:
+    k = check_int(k, "k")
+    x, y = _pair(x, y, (names[0], names[1]))
+    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size, names)
     if x.numel() == 0 or y.numel() == 0:
         return torch.empty((2, 0), dtype=torch.int64, device=x.device)
-    x, y = _pair(x, y)
     if cosine:
         x = x / x.norm(2, 1, True)
         y = y / y.norm(2, 1, True)
-    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size)
     return _edges(_knn_rows(x, y, k, ptr_x, ptr_y))
 
 
@@ -262,8 +302,9 @@ def knn_graph(
     """torch_cluster's ``knn_graph``: edges from every point's k nearest points of its cloud
     (itself excluded unless ``loop``). ``flow="source_to_target"``: row 0 the neighbour, row 1 the
     point; ``"target_to_source"`` the other way round."""
-    assert flow in ["source_to_target", "target_to_source"]
-    edge_index = knn(x, x, k if loop else k + 1, batch, batch, cosine, num_workers, batch_size)
+    _check_flow(flow)
+    k = check_int(k, "k")
+    edge_index = _knn(x, x, k if loop else k + 1, batch, batch, cosine, batch_size, ("x", "x", "batch", "batch"))
     if flow == "source_to_target":
         row, col = edge_index[1], edge_index[0]
     else:
@@ -275,6 +316,11 @@ def knn_graph(
 
 
 # ---- radius ---------------------------------------------------------------------------------------
+
+
+def _check_flow(flow: str) -> None:
+    if flow != "source_to_target" and flow != "target_to_source":
+        raise ValueError('flow must be "source_to_target" or "target_to_source", got "' + flow + '"')
 
 
 def _radius_rows(x: Tensor, y: Tensor, r: float, k: int, ptr_x: Tensor, ptr_y: Tensor) -> Tensor:
@@ -315,10 +361,19 @@ def radius(
     Returns:
         (2, E) int64 edge_index: row 0 indexes y, row 1 x; grouped by y, x ascending.
     """
+    return _radius(x, y, r, batch_x, batch_y, max_num_neighbors, batch_size, ignore_same_index,
+                   ("x", "y", "batch_x", "batch_y"))
+
+
+def _radius(x: Tensor, y: Tensor, r: float, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
+            max_num_neighbors: int, batch_size: Optional[int], ignore_same_index: bool,
+            names: Tuple[str, str, str, str]) -> Tensor:
+    r = check_real(r, "r")
+    max_num_neighbors = check_int(max_num_neighbors, "max_num_neighbors")
+    x, y = _pair(x, y, (names[0], names[1]))
+    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size, names)
     if x.numel() == 0 or y.numel() == 0:
         return torch.empty((2, 0), dtype=torch.int64, device=x.device)
-    x, y = _pair(x, y)
-    ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size)
     # one hit more when the query's own row may take a place
     cols = _radius_rows(x, y, r, max_num_neighbors + int(ignore_same_index), ptr_x, ptr_y)
     if ignore_same_index:
@@ -342,8 +397,8 @@ def radius_graph(
     """torch_cluster's ``radius_graph``: edges between the points of a cloud within distance r,
     at most ``max_num_neighbors`` per point (its cloud's first by index), self-loops only with
     ``loop``. ``flow="source_to_target"``: row 0 the neighbour, row 1 the point."""
-    assert flow in ["source_to_target", "target_to_source"]
-    edge_index = radius(x, x, r, batch, batch, max_num_neighbors, num_workers, batch_size, not loop)
+    _check_flow(flow)
+    edge_index = _radius(x, x, r, batch, batch, max_num_neighbors, batch_size, not loop, ("x", "x", "batch", "batch"))
     if flow == "source_to_target":
         row, col = edge_index[1], edge_index[0]
     else:
@@ -368,11 +423,6 @@ def nearest(
         x is empty in y (one host read for the checks).
     """
     x, y = _pair(x, y)
-    assert x.shape[1] == y.shape[1]
-    if batch_x is not None and bool((batch_x[1:] < batch_x[:-1]).any()):
-        raise ValueError("'batch_x' is not sorted")
-    if batch_y is not None and bool((batch_y[1:] < batch_y[:-1]).any()):
-        raise ValueError("'batch_y' is not sorted")
     if batch_x is None and batch_y is not None:
         batch_x = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
     if batch_y is None and batch_x is not None:
@@ -381,12 +431,13 @@ def nearest(
         ptr_x = _ptr(None, x.shape[0], 1, x.device)
         ptr_y = _ptr(None, y.shape[0], 1, x.device)
     else:
-        assert x.shape[0] == batch_x.numel() and y.shape[0] == batch_y.numel()
-        clouds = _batch_size(batch_x, batch_y, None)
+        clouds = _checked_batches(x, y, batch_x, batch_y, None, ("x", "y", "batch_x", "batch_y"))
         ptr_x = _ptr(batch_x, x.shape[0], clouds, x.device)
         ptr_y = _ptr(batch_y, y.shape[0], clouds, x.device)
-        if not torch.equal(ptr_x[1:] > ptr_x[:-1], ptr_y[1:] > ptr_y[:-1]):
-            raise ValueError("Some batch indices occur in 'batch_x' that do not occur in 'batch_y'")
+    # as torch_cluster: every cloud with a row of x has one of y to be its nearest
+    if not bool(((ptr_x[1:] > ptr_x[:-1]) <= (ptr_y[1:] > ptr_y[:-1])).all()):
+        raise ValueError("Some batch indices occur in 'batch_x' that do not occur in 'batch_y': every cloud of x "
+                         "needs a row of y")
     return _knn_rows(y, x, 1, ptr_y, ptr_x)[:, 0]
 
 
@@ -399,15 +450,25 @@ def grid_cluster(
     """torch_cluster's ``grid_cluster``: the id of each point's voxel in a grid of cell ``size``
     from ``start`` (default: the points' minimum) to ``end`` (default: their maximum), x fastest:
     ``sum_d floor((pos_d - start_d) / size_d) * prod_{e < d} (floor((end_e - start_e) / size_e) + 1)``.
-    The same torch arithmetic as torch_cluster's, so the same ids for every dtype (no host sync)."""
+    The same torch arithmetic as torch_cluster's, so the same ids for every dtype (no host sync).
+    ``size`` must be finite and > 0, ``start`` and ``end`` finite
+    with start <= end, the points finite and in [start, end], and the grid small enough that its
+    ids fit int64: checked on the device (a device-side assert on CUDA)."""
+    check_tensor(pos, "pos", "(N, D)")
+    if pos.dtype == torch.bool or pos.is_complex() or pos.dim() == 0:
+        raise ValueError("pos must be a float or integer tensor (N, D), got " + str(pos.dtype) + " of shape "
+                         + str(list(pos.shape)))
     pos = pos.view(pos.shape[0], -1)
-    assert size.numel() == pos.shape[1]
+    _check_grid_vector(size, "size", pos)
     if start is None:
         start = torch.min(pos, 0)[0]
     else:
-        assert start.numel() == pos.shape[1]
+        _check_grid_vector(start, "start", pos)
     if end is None:
         end = torch.max(pos, 0)[0]
+    else:
+        _check_grid_vector(end, "end", pos)
+    _check_grid(pos, size, start, end)
     pos = pos - start.unsqueeze(0)
     num_voxels = (end - start).true_divide(size).to(torch.int64) + 1
     num_voxels = num_voxels.cumprod(0)
@@ -416,6 +477,39 @@ def grid_cluster(
     out = pos.true_divide(size.view(1, -1)).to(torch.int64)
     out = out * num_voxels.view(1, -1)
     return out.sum(1)
+
+
+def _check_grid_vector(v: Tensor, name: str, pos: Tensor) -> None:
+    check_tensor(v, name, "(D,)")
+    if v.dtype == torch.bool or v.is_complex():
+        raise ValueError(name + " must be a float or integer tensor (D,), got " + str(v.dtype))
+    if v.dim() != 1 or v.numel() != pos.shape[1]:
+        raise ValueError(name + " must have one value per coordinate of pos (" + str(pos.shape[1]) + "), got shape "
+                         + str(list(v.shape)))
+    if v.device != pos.device:
+        raise ValueError(name + " must be on the device of pos (" + str(pos.device) + "), got " + str(v.device))
+
+
+def _check_grid(pos: Tensor, size: Tensor, start: Tensor, end: Tensor) -> None:
+    """grid_cluster's grid: positive sizes, finite bounds in order, every point finite and
+    inside them, and the cells' ids below 2^62 (torch_cluster returns garbage ids past int64)."""
+    if pos.shape[0] == 0:
+        return
+    dtype = torch.promote_types(torch.promote_types(pos.dtype, size.dtype), torch.float32)
+    s, lo, hi = size.reshape(-1).to(dtype), start.reshape(-1).to(dtype), end.reshape(-1).to(dtype)
+    bad_size = ~(torch.isfinite(s) & (s > 0))
+    require(~bad_size.any(), "size must be finite and > 0", False, "size", size.reshape(-1), bad_size)
+    p = pos.to(dtype)
+    not_finite = ~torch.isfinite(p)
+    require(~not_finite.any(), "pos must be finite", False, "pos", pos, not_finite)
+    bad_bounds = ~(torch.isfinite(lo) & torch.isfinite(hi) & (lo <= hi))
+    require(~bad_bounds.any(), "start and end must be finite with start <= end", False, "end", end.reshape(-1),
+            bad_bounds)
+    outside = (p < lo) | (p > hi)
+    require(~outside.any(), "pos must lie within [start, end]", False, "pos", pos, outside)
+    cells = torch.floor((hi - lo) / s).to(torch.float64) + 1
+    require(torch.prod(cells) < 2.0 ** 62, "size must give a grid of fewer than 2^62 cells from start to end", False,
+            "size", size.reshape(-1))
 
 
 grid = grid_cluster

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .._checks import check_tensor
+from .._checks import check_coords, check_index_tensor, check_indices, check_int, check_tensor, require
+from ._peer import check_description, checked_lengths
 from ..geometry.dense import knn_dense
 from ..geometry.neighbors import knn as _knn
 from ..sampling.ops import farthest_point_sampling
@@ -74,12 +75,21 @@ def knn_points(
         index 0 and distance 0. dists has the points' dtype (float32 for float16/bfloat16) and is
         differentiable with respect to p1 and p2.
     """
+    check_coords(p1, "p1", "(N, P1, D)", 3, -1)
+    check_coords(p2, "p2", "(N, P2, D)", 3, -1)
     if p1.shape[0] != p2.shape[0]:
-        raise ValueError("pts1 and pts2 must have the same batch dimension.")
+        raise ValueError("pts1 and pts2 must have the same batch dimension: p1 and p2 have shapes "
+                         + str(list(p1.shape)) + " and " + str(list(p2.shape)))
     if p1.shape[2] != p2.shape[2]:
-        raise ValueError("pts1 and pts2 must have the same point dimension.")
+        raise ValueError("pts1 and pts2 must have the same point dimension: p1 and p2 have shapes "
+                         + str(list(p1.shape)) + " and " + str(list(p2.shape)))
     if not (norm == 1 or norm == 2):
-        raise ValueError("Support for 1 or 2 norm.")
+        raise ValueError("Support for 1 or 2 norm: norm must be 1 or 2, got " + str(norm))
+    K = check_int(K, "K")
+    if lengths1 is not None:
+        lengths1 = checked_lengths(lengths1, "lengths1", p1.shape[0], p1.shape[1], p1, "p1")
+    if lengths2 is not None:
+        lengths2 = checked_lengths(lengths2, "lengths2", p2.shape[0], p2.shape[1], p1, "p2")
     if p1.dtype != p2.dtype:  # mixed precision (autocast): the wider type, as torch ops promote
         common = torch.promote_types(p1.dtype, p2.dtype)
         p1, p2 = p1.to(common), p2.to(common)
@@ -94,19 +104,41 @@ def knn_points(
     none = idx < 0
     idx = torch.where(none, torch.zeros_like(idx), idx)
     dists = torch.where(none, torch.zeros_like(dists), dists)
+    dists = _nan_queries(dists, p1, lengths1)
     nn: Optional[Tensor] = None
     if return_nn:
         nn = knn_gather(p2[:, :, :dims], idx, lengths2)
     return KNN(dists, idx, nn)
 
 
+def _nan_queries(dists: Tensor, p1: Tensor, lengths1: Optional[Tensor]) -> Tensor:
+    """A query of p1 (within lengths1) with a NaN coordinate is NaN away from everything, one with
+    an infinite coordinate +inf: its distances say so (pytorch3d computes them so), not the 0 of
+    padding."""
+    nan = torch.isnan(p1).any(-1)
+    bad = nan | torch.isinf(p1).any(-1)
+    if lengths1 is not None:
+        bad = bad & (torch.arange(p1.shape[1], device=p1.device).unsqueeze(0) < lengths1.unsqueeze(1))
+    fill = torch.where(nan, torch.full_like(nan, float("nan"), dtype=dists.dtype),
+                       torch.full_like(nan, float("inf"), dtype=dists.dtype))
+    return torch.where(bad.unsqueeze(-1), fill.unsqueeze(-1), dists)
+
+
 def knn_gather(x: Tensor, idx: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
     """pytorch3d's ``knn_gather``: ``x`` (N, M, U) gathered by ``idx`` (N, L, K) into (N, L, K, U),
     with zeros in slots k >= lengths[n] (None: all M). No host sync (pytorch3d reads
-    ``lengths.min()``); gradients reach ``x``."""
+    ``lengths.min()``); gradients reach ``x``. An index outside [0, M) is refused."""
+    check_tensor(x, "x", "(N, M, U)")
+    if x.dim() != 3:
+        raise ValueError("x must have shape (N, M, U), got " + str(list(x.shape)))
+    check_index_tensor(idx, "idx", "(N, L, K)", 3)
     n, m, u = x.shape
     if idx.shape[0] != n:
-        raise ValueError("x and idx must have same batch dimension.")
+        raise ValueError("x and idx must have same batch dimension: x and idx have shapes " + str(list(x.shape))
+                         + " and " + str(list(idx.shape)))
+    check_indices(idx, "idx", m, "x", False)
+    if lengths is not None:
+        lengths = checked_lengths(lengths, "lengths", n, m, x, "x")
     _, rows, k = idx.shape
     gathered = torch.gather(x, 1, idx.reshape(n, rows * k, 1).expand(-1, -1, u)).reshape(n, rows, k, u)
     if lengths is None:
@@ -142,24 +174,36 @@ def sample_farthest_points(
         tensor K reads its maximum (one sync, as pytorch3d); an int K and lengths=None sync nothing.
     """
     check_tensor(points, "points", "(B, N, D)")
+    if points.dim() != 3:
+        raise ValueError("points must have shape (N, P, D), got " + str(list(points.shape)))
     batch, size = points.shape[0], points.shape[1]
     if lengths is not None:
+        check_description(lengths, "lengths", "(N,) points per cloud", points, "points")
         if lengths.shape != (batch,):
-            raise ValueError("points and lengths must have same batch dimension.")
-        if bool((lengths > size).any()):
-            raise ValueError("A value in lengths was too large.")
+            raise ValueError("points and lengths must have same batch dimension: lengths must have shape ("
+                             + str(batch) + ",), got " + str(list(lengths.shape)))
         lengths = lengths.to(torch.int64)
+        too_large = lengths > size
+        require(~too_large.any(), "A value in lengths was too large: lengths must be at most P = " + str(size), True,
+                "lengths", lengths, too_large)
+        negative = lengths < 0
+        require(~negative.any(), "lengths must be >= 0", True, "lengths", lengths, negative)
     per_cloud: Optional[Tensor] = None
-    if isinstance(K, int):
-        k = K
-    else:
+    if isinstance(K, (list, tuple, Tensor)):
         if isinstance(K, Tensor):
+            check_index_tensor(K, "K", "(N,) samples per cloud")
             per_cloud = K.to(device=points.device, dtype=torch.int64)
         else:
-            per_cloud = torch.tensor(K, dtype=torch.int64, device=points.device)
+            per_cloud = torch.tensor([check_int(v, "K[" + str(i) + "]") for i, v in enumerate(K)], dtype=torch.int64,
+                                     device=points.device)
         if per_cloud.dim() != 1 or per_cloud.shape[0] != batch:
-            raise ValueError("K and points must have the same batch dimension")
+            raise ValueError("K and points must have the same batch dimension: K must have " + str(batch)
+                             + " values, got shape " + str(list(per_cloud.shape)))
+        negative = per_cloud < 0
+        require(~negative.any(), "K must be samples per cloud >= 0", True, "K", per_cloud, negative)
         k = int(per_cloud.max().item()) if batch > 0 else 0
+    else:
+        k = check_int(K, "K")
     points = points.to(torch.float32)
     indices = farthest_point_sampling(points, k, lengths, random_start=random_start_point).indices
     if per_cloud is not None:
@@ -182,24 +226,41 @@ def _validate_reductions(batch_reduction: Optional[str], point_reduction: Option
         raise ValueError("Batch reduction must be None if point_reduction is None")
 
 
-def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor]):
-    """Padded points, lengths and normals from a tensor or a Pointclouds-like object."""
+def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], names: Tuple[str, str, str]):
+    """Padded points, lengths and normals from a tensor or a Pointclouds-like object (names: the
+    caller's arguments, for the messages). Lengths above P or below 0 are refused (a host read,
+    as pytorch3d's)."""
     if hasattr(points, "points_padded") and hasattr(points, "num_points_per_cloud"):
-        return points.points_padded(), points.num_points_per_cloud(), points.normals_padded()
-    if not isinstance(points, Tensor):
+        points, lengths, normals = points.points_padded(), points.num_points_per_cloud(), points.normals_padded()
+    elif not isinstance(points, Tensor):
         raise ValueError("The input pointclouds should be either Pointclouds objects or torch.Tensor of shape "
-                         "(minibatch, num_points, 3).")
+                         "(minibatch, num_points, 3): " + names[0] + " is a " + type(points).__name__)
     if points.dim() != 3:
-        raise ValueError("Expected points to be of shape (N, P, D)")
+        raise ValueError("Expected points to be of shape (N, P, D): " + names[0] + " has shape "
+                         + str(list(points.shape)))
+    if not points.is_floating_point():
+        raise ValueError(names[0] + " must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
     if lengths is not None:
+        check_tensor(lengths, names[1], "(N,)")
         if lengths.dim() != 1 or lengths.shape[0] != points.shape[0]:
-            raise ValueError("Expected lengths to be of shape (N,)")
-        if bool((lengths > points.shape[1]).any()):
-            raise ValueError("A length value was too long")
+            raise ValueError("Expected lengths to be of shape (N,): " + names[1] + " has shape "
+                             + str(list(lengths.shape)) + " for N = " + str(points.shape[0]))
+        check_description(lengths, names[1], "(N,) points per cloud", points, names[0])
+        too_long = lengths > points.shape[1]
+        require(~too_long.any(), "A length value was too long: " + names[1] + " must be at most P = "
+                + str(points.shape[1]), True, names[1], lengths, too_long)
+        negative = lengths < 0
+        require(~negative.any(), names[1] + " must be >= 0", True, names[1], lengths, negative)
     else:
         lengths = torch.full((points.shape[0],), points.shape[1], dtype=torch.int64, device=points.device)
-    if normals is not None and normals.dim() != 3:
-        raise ValueError("Expected normals to be of shape (N, P, 3")
+    if normals is not None:
+        check_tensor(normals, names[2], "(N, P, 3)")
+        if normals.dim() != 3:
+            raise ValueError("Expected normals to be of shape (N, P, 3): " + names[2] + " has shape "
+                             + str(list(normals.shape)))
+        if normals.shape != points.shape:
+            raise ValueError(names[2] + " must have the shape of " + names[0] + " " + str(list(points.shape))
+                             + ", got " + str(list(normals.shape)))
     return points, lengths, normals
 
 
@@ -210,6 +271,10 @@ def _one_direction(x: Tensor, y: Tensor, x_lengths: Tensor, y_lengths: Tensor, x
     outside = torch.arange(p1, device=x.device).unsqueeze(0) >= x_lengths.unsqueeze(1)  # (N, P1)
     nearest = knn_points(x, y, lengths1=x_lengths, lengths2=y_lengths, norm=norm, K=1)
     cham_x = torch.where(outside, torch.zeros_like(nearest.dists[..., 0]), nearest.dists[..., 0])
+    # a NaN point of y is no one's neighbour: NaN in, NaN out for its cloud, as for one of x
+    outside_y = torch.arange(y.shape[1], device=y.device).unsqueeze(0) >= y_lengths.unsqueeze(1)
+    nan_y = (torch.isnan(y).any(-1) & ~outside_y).any(1, keepdim=True)  # (N, 1)
+    cham_x = torch.where(nan_y & ~outside, torch.full_like(cham_x, float("nan")), cham_x)
     if weights is not None:
         cham_x = cham_x * weights.view(batch, 1)
     cham_norm_x: Optional[Tensor] = None
@@ -268,19 +333,22 @@ def chamfer_distance(
     """
     _validate_reductions(batch_reduction, point_reduction)
     if not (norm == 1 or norm == 2):
-        raise ValueError("Support for 1 or 2 norm.")
+        raise ValueError("Support for 1 or 2 norm: norm must be 1 or 2, got " + str(norm))
     if point_reduction == "max" and (x_normals is not None or y_normals is not None):
         raise ValueError('Normals must be None if point_reduction is "max"')
-    x, x_lengths, x_normals = _cloud_input(x, x_lengths, x_normals)
-    y, y_lengths, y_normals = _cloud_input(y, y_lengths, y_normals)
+    x, x_lengths, x_normals = _cloud_input(x, x_lengths, x_normals, ("x", "x_lengths", "x_normals"))
+    y, y_lengths, y_normals = _cloud_input(y, y_lengths, y_normals, ("y", "y_lengths", "y_normals"))
     batch = x.shape[0]
     if y.shape[0] != batch or y.shape[2] != x.shape[2]:
-        raise ValueError("y does not have the correct shape.")
+        raise ValueError("y does not have the correct shape: y must have shape (N, P2, D) with N, D = " + str(batch)
+                         + ", " + str(x.shape[2]) + " (as x), got " + str(list(y.shape)))
     if weights is not None:
-        if weights.shape[0] != batch:
-            raise ValueError("weights must be of shape (N,).")
-        if not bool((weights >= 0).all()):
-            raise ValueError("weights cannot be negative.")
+        if weights.dim() != 1 or weights.shape[0] != batch:
+            raise ValueError("weights must be of shape (N,): (" + str(batch) + ",), got " + str(list(weights.shape)))
+        bad = ~(weights >= 0)
+        if bool(bad.any()):
+            raise ValueError("weights cannot be negative: weights must be >= 0 (not NaN), got weights["
+                             + str(int(bad.nonzero()[0, 0])) + "] = " + str(weights[bad][0].item()))
         if bool(weights.sum() == 0.0):
             # zeros that still depend on x, so that backward runs (pytorch3d's convention)
             zero = x.sum((1, 2)) * weights * 0.0

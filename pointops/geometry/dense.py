@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._checks import distance_dtype
+from .._checks import check_int, check_real, distance_dtype
 
 
 def _valid_rows(x: Tensor, lengths: Optional[Tensor]) -> Tensor:
@@ -36,6 +36,7 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
               lengths: Optional[Tensor] = None, norm: int = 2) -> Tuple[Tensor, Tensor]:
     """(B, M, D) queries into (B, N, D) points -> (indices (B, M, k) int64, distances (B, M, k)):
     the k nearest by squared L2 distance (norm=2) or L1 distance (norm=1), ascending."""
+    k = check_int(k, "k")
     dtype = distance_dtype(points)
     q, p = queries.to(dtype), points.to(dtype)
     batch, m, dims = q.shape
@@ -71,6 +72,8 @@ def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_l
     """ball_query's rule for points of any dimension: (B, M, k) int64 indices of the first k points
     (by index) whose squared distance is < radius^2 (radius rounded to the compute type and
     squared there), -1 padded."""
+    radius = check_real(radius, "radius")
+    k = check_int(k, "k")
     dtype = distance_dtype(points)
     q, p = queries.to(dtype), points.to(dtype)
     batch, m, dims = q.shape

@@ -7,12 +7,14 @@ at the origin when no ``point_range`` is given; voxels are listed by their (z, y
 voxel's points are summed in increasing index order in float64 and divided by their count.
 Outputs have the input's capacity N and a count per cloud, so nothing syncs with the host.
 """
+import math
+import struct
 from typing import List, NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
-from .._checks import check_dim, check_floating, check_padded_clouds, check_same_device, check_tensor, per_axis
+from .._checks import check_dim, check_floating, check_padded_clouds, check_same_device, check_tensor, per_axis, require
 
 
 class VoxelDownsample(NamedTuple):
@@ -53,17 +55,96 @@ def voxel_downsample(
         are spread too thinly to pack (a voxel far below the data's resolution, or thousands of
         outliers scattered over hundreds of km) takes an exact but slow path (on CUDA one thread
         block per such cloud, a merge sort of its points), with the same voxels, order and
-        means. The centroids and mean
+        means. A voxel index is an int64: a counted coordinate more than 2^62 voxels from the
+        grid's origin (voxel_size 1e-30 at 1 m, a far outlier at 1e30) is refused with a
+        ValueError (on CUDA a device-side assert), never dropped. The centroids and mean
         features are differentiable (each point gets ``1 / count`` of its voxel's gradient).
 
     Open3D's ``voxel_down_sample`` anchors its grid at ``min_bound - voxel_size / 2`` of each
     cloud; ``point_range=[*(cloud.min(0) - voxel_size / 2), inf, inf, inf]`` reproduces its cells.
     """
     check_tensor(points, "points", "(B, N, 3)")
+    sizes = per_axis(voxel_size, 3, "voxel_size")
     centroids, mean_features, new_lengths, point_voxel = torch.ops.pointops.voxel_downsample(
-        points, lengths, features, per_axis(voxel_size, 3, "voxel_size"), point_range
+        points, lengths, features, sizes, point_range
     )
+    _check_cell_span(points, lengths, sizes, point_range)
     return VoxelDownsample(centroids, mean_features, new_lengths, point_voxel)
+
+
+def _check_cell_span(points: Tensor, lengths: Optional[Tensor], sizes: List[float],
+                     point_range: Optional[List[float]]) -> None:
+    """Refuses what the op would drop without a word: a point that counts (finite, in a row
+    within lengths, inside point_range) more than 2^62 voxels from the grid's origin, its cell
+    computed as the op does (floor((x - origin) / size) in the compute type, monotonic in x, so
+    the extremes decide). A finite point_range bounds the cells on the host; otherwise the CPU
+    reads the extremes, and CUDA checks them on the device (no sync)."""
+    if points.dim() != 3 or points.shape[2] != 3 or points.shape[1] == 0 or len(sizes) != 3:
+        return  # the op has refused these, or there is nothing to count
+    if point_range is not None and len(point_range) != 6:
+        return
+    if not torch.jit.is_scripting() and _span_bounded_on_host(points, sizes, point_range):
+        return
+    limit = 4611686018427387904.0  # 2^62: csrc/geometry/voxel_downsample.h counts no cell beyond +-2^62
+    acc = torch.float64 if points.dtype == torch.float64 else torch.float32
+    p = points.to(acc)
+    size = torch.tensor(sizes, dtype=acc, device=p.device)
+    if point_range is not None:
+        origin = torch.tensor(point_range[:3], dtype=acc, device=p.device)
+        upper = torch.tensor(point_range[3:], dtype=acc, device=p.device)
+        counted = torch.isfinite(p) & (p >= origin) & (p < upper)
+    else:
+        origin = torch.zeros(3, dtype=acc, device=p.device)
+        counted = torch.isfinite(p)
+    counted = counted.all(-1, keepdim=True)  # a point counts when all three coordinates do
+    if lengths is not None:
+        rows = torch.arange(p.shape[1], device=p.device)
+        counted = counted & (rows.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    low, high = torch.aminmax(torch.where(counted, p, origin), dim=1)
+    cells = torch.stack([torch.floor((low - origin) / size), torch.floor((high - origin) / size)], 1)  # (B, 2, 3)
+    bad = (cells < -limit) | (cells >= limit)
+    require(~bad.any(), "voxel_size must keep every counted point of points within 2^62 voxels of the grid's origin "
+            "(a voxel index is an int64): use a larger voxel_size, or a point_range that leaves the far points out",
+            False, "voxel index [cloud, low or high, axis]", cells, bad)
+
+
+@torch.jit.unused
+def _span_bounded_on_host(points: Tensor, sizes: List[float], point_range: Optional[List[float]]) -> bool:
+    """Whether the cells are within +-2^62 without looking at the data on the device: a finite
+    point_range bounds them (checked in Python in the compute type: float32 values subtracted and
+    divided in float64, then rounded, are rounded as float32 arithmetic would), or, on the CPU,
+    the extremes of every coordinate (one pass) are finite and near enough."""
+    from .._checks import _symbolic
+    limit = 2.0 ** 62
+    single = points.dtype != torch.float64
+    if point_range is not None and all(math.isfinite(v) for v in point_range[3:]):
+        for d in range(3):
+            lo, hi = _rounded(point_range[d], single), _rounded(point_range[d + 3], single)
+            size = _rounded(sizes[d], single)
+            if not (size > 0 and math.floor(_rounded(_rounded(hi - lo, single) / size, single)) < limit):
+                return False
+        return True
+    if points.device.type != "cpu" or _symbolic(points):
+        return False
+    low, high = torch.aminmax(points.to(torch.float64 if not single else torch.float32), dim=1)
+    if not bool(torch.isfinite(low).all() & torch.isfinite(high).all()):
+        return False
+    origin = [0.0, 0.0, 0.0] if point_range is None else point_range[:3]
+    for d in range(3):
+        size, o = _rounded(sizes[d], single), _rounded(origin[d], single)
+        if not size > 0:
+            return False
+        for v in (float(low[:, d].min()), float(high[:, d].max())):
+            cell = math.floor(_rounded(_rounded(v - o, single) / size, single))
+            if not -limit <= cell < limit:
+                return False
+    return True
+
+
+def _rounded(value: float, single: bool) -> float:
+    """value rounded to float32 when single (the op's compute type for non-float64 points)."""
+    return struct.unpack("f", struct.pack("f", value))[0] if single and math.isfinite(value) and abs(value) < 3.4e38 \
+        else value
 
 
 @torch.library.register_fake("pointops::voxel_downsample")

@@ -40,6 +40,7 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     points and the poses.
     """
     check_tensor(points, "points", "(B, N, 3)")
+    check_tensor(poses, "poses", "(B, H, 4, 4)")
     if poses.dtype == torch.float16 or poses.dtype == torch.bfloat16:
         poses = poses.to(torch.float32)  # the poses compose in float64 anyway
     return torch.ops.pointops.transform_points(points, lengths, poses)

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_same_device, check_shape, check_tensor, distance_dtype,
-                       in_common_dtype)
+                       check_output_fits, check_real, check_same_device, check_shape, check_tensor,
+                       distance_dtype, in_common_dtype)
 
 
 class KNN(NamedTuple):
@@ -139,6 +139,8 @@ def ball_query_packed(
     and made non-decreasing by a running maximum, as :func:`knn_packed`. Returns indices (Mq, k)
     int64 into the rows of ``points`` (hits ascending, then the padding of ``pad``) and counts
     (Mq,) int64; query rows outside every cloud get rows of -1 and count 0."""
+    check_tensor(queries, "queries", "(Mq, 3)")
+    check_tensor(points, "points", "(P, 3)")
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = in_common_dtype(queries, points)
@@ -166,6 +168,8 @@ def inverse_distance_weights(distances: Tensor, eps: float = 1e-8) -> Tensor:
     d = sqrt(distances) the Euclidean distance, normalised to sum to 1 over each row (OpenPCDet's
     ``PointnetFPModule`` formula). Padding (+inf distance) gets weight 0; a row with no neighbour
     gets all zeros."""
+    check_tensor(distances, "distances", "(B, M, K)")
+    eps = check_real(eps, "eps")
     # The root in float64 and the row sum column by column: each step rounds once, the same way
     # on every device (a float32 sqrt on CUDA may be approximate, a reduction's order may vary).
     root = torch.sqrt(distances.double()).to(distances.dtype)
@@ -193,6 +197,8 @@ def interpolate(features: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         float64), identical on CPU and CUDA. Differentiable in ``features`` and ``weights``.
     """
     check_tensor(features, "features", "(B, N, C)")
+    check_tensor(indices, "indices", "(B, M, K)")
+    check_tensor(weights, "weights", "(B, M, K)")
     features, weights = in_common_dtype(features, weights)
     return torch.ops.pointops.interpolate(features, indices, weights)
 
@@ -203,6 +209,7 @@ def group_points(features: Tensor, indices: Tensor) -> Tensor:
     [0, N) (-1 padding) gives a row of zeros. Plain torch (a gather), so gradients reach
     ``features``."""
     check_tensor(features, "features", "(B, N, C)")
+    check_tensor(indices, "indices", "(B, *S)")
     check_cloud(features, "features", "(B, N, C)", -1)
     if features.dim() != 3:
         raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))

@@ -12,8 +12,9 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_padded_clouds, check_same_device,
-                       check_shape, check_tensor, distance_dtype)
+from .._checks import (check_batch_vector, check_cloud, check_dim, check_dtype, check_floating, check_int,
+                       check_optional_tensor, check_padded_clouds, check_same_device, check_shape, check_tensor,
+                       distance_dtype)
 from ..clouds import bounding_box
 
 
@@ -28,6 +29,26 @@ def _bounding_box_centres(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
     """(B, 3) float64 centre of each cloud's bounding box over its finite points (0 when none)."""
     box = bounding_box(points, lengths)
     return (box.low.double() + box.high.double()) * 0.5
+
+
+def _search_frame(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
+    """The points the neighbour search ranks: each cloud scaled by a power of two (exact) when its
+    largest finite coordinate is beyond 2^40 or below 2^-40, so that squared distances neither
+    overflow float32 (a cloud at 1e30: every candidate at +inf, all tied) nor underflow (at
+    1e-30: all 0); clouds in between are searched as they are, bit for bit. The normals and
+    curvature are scale-invariant, and the covariance is summed in float64 from the points
+    themselves."""
+    if points.dtype == torch.float16 or points.shape[1] == 0:
+        return points  # float16's whole range is within the band
+    counted = torch.isfinite(points)
+    if lengths is not None:
+        rows = torch.arange(points.shape[1], device=points.device)
+        counted = counted & (rows.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    largest = torch.where(counted, points.abs(), torch.zeros_like(points)).amax(dim=(1, 2)).to(torch.float64)
+    _, exponent = torch.frexp(largest)
+    outside = (largest > 0) & ((exponent > 40) | (exponent < -40))
+    scale = torch.where(outside, torch.ldexp(torch.ones_like(largest), -exponent), torch.ones_like(largest))
+    return points * scale.to(points.dtype)[:, None, None]
 
 
 def estimate_normals(
@@ -56,11 +77,19 @@ def estimate_normals(
 
     Returns:
         :class:`Normals`. Rows past ``lengths`` and points with NaN/Inf coordinates get normal 0
-        and curvature 0. The normals and curvature are differentiable with respect to the points
+        and curvature 0. Any scale works: a cloud far from 1 (1e30, 1e-30) is searched scaled by a
+        power of two, so that its squared distances stay finite and nonzero in float32. The
+        normals and curvature are differentiable with respect to the points
         (through the covariance's eigen-decomposition; undetermined normals pass no gradient).
     """
     check_tensor(points, "points", "(B, N, 3)")
+    check_optional_tensor(lengths, "lengths", "(B,)")
+    check_optional_tensor(viewpoint, "viewpoint", "(B, 3) or (3,)")
+    check_optional_tensor(neighbors, "neighbors", "(B, N, K)")
     check_cloud(points, "points")
+    if not points.is_floating_point():
+        raise ValueError("points must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
+    check_batch_vector(lengths, "lengths", points.shape[0], points, "points")
     if orientation == "none":
         mode = 0
     elif orientation == "viewpoint":
@@ -70,9 +99,9 @@ def estimate_normals(
     else:
         raise ValueError(f"orientation must be 'viewpoint', 'outward' or 'none', got '{orientation}'")
     if neighbors is None:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        neighbors = torch.ops.pointops.knn(points, lengths, points, lengths, k)[0]
+        k = check_int(k, "k", 1)
+        frame = _search_frame(points, lengths)
+        neighbors = torch.ops.pointops.knn(frame, lengths, frame, lengths, k)[0]
     views: Optional[Tensor] = None
     if mode == 2:
         views = _bounding_box_centres(points, lengths)

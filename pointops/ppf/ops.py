@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape, check_tensor)
+                       check_same_device, check_shape, check_tensor, require)
 from ..clouds import bounding_box
 
 # ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
@@ -126,7 +126,18 @@ def ppf_features(
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(normals, "normals", "(B, N, 3)")
+    check_tensor(distance_step, "distance_step", "(B,)")
+    _check_positive_values(distance_step, "distance_step")
     return torch.ops.pointops.ppf_features(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins)
+
+
+def _check_positive_values(t: Tensor, name: str, zero: bool = False) -> None:
+    """Per-cloud lengths (a diameter, a distance step, a suppression radius): finite and > 0 (>= 0
+    with ``zero``), or every distance bin is inf or NaN (a device-side assert on CUDA, where nothing
+    else syncs)."""
+    if t.is_floating_point():
+        bad = ~(torch.isfinite(t) & ((t >= 0) if zero else (t > 0)))
+        require(~bad.any(), name + " must be finite and " + (">= 0" if zero else "> 0"), False, name, t, bad)
 
 
 def decode_keys(keys: Tensor, angle_bins: int = 30) -> Tensor:
@@ -233,8 +244,13 @@ def ppf_model(
     """
     check_tensor(points, "points", "(B, N, 3)")
     check_tensor(normals, "normals", "(B, N, 3)")
+    if not torch.jit.is_scripting() and (not isinstance(tau_d, (int, float)) or isinstance(tau_d, bool)):
+        raise ValueError("tau_d must be a number in (0, 1], got " + repr(tau_d))
     if not 0.0 < tau_d <= 1.0:
         raise ValueError(f"tau_d must be in (0, 1], got {tau_d}")
+    if diameter is not None:
+        check_tensor(diameter, "diameter", "(B,)")
+        _check_positive_values(diameter, "diameter")
     batch, n = points.shape[0], points.shape[1]
     if lengths is None:
         lengths = torch.full((batch,), n, dtype=torch.int64, device=points.device)
@@ -423,11 +439,12 @@ def pose_cluster(
         quaternions: (B, M, 4) floating (w, x, y, z); translations (B, M, 3) floating; votes
             (B, M) int64. A pose takes part when votes > 0 and it is finite (and within 2^16 cells
             of the origin).
-        distance_threshold: (B,) floating translation radius and cell size.
+        distance_threshold: (B,) floating translation radius and cell size; an entry whose
+            threshold is not finite and > 0 (a degenerate model's step of 0) gets no cluster.
         lengths: (B,) int64 poses per entry; None = all M.
         angle_threshold: rotation radius in radians, in (0, pi].
-        suppression_distance: (B,) floating; None = distance_threshold (only the cluster's own
-            neighbourhood leaves).
+        suppression_distance: (B,) floating, finite and >= 0 (a ValueError names it); None =
+            distance_threshold (only the cluster's own neighbourhood leaves).
         k: clusters per entry.
         suppression_angle: in (0, pi] radians; pi (the default) removes the poses near the
             centre whatever their rotation. Smaller keeps a differently turned pose at the same
@@ -439,6 +456,9 @@ def pose_cluster(
     """
     if suppression_distance is None:
         suppression_distance = distance_threshold
+    else:
+        check_tensor(suppression_distance, "suppression_distance", "(B,)")
+        _check_positive_values(suppression_distance, "suppression_distance", True)
     return PoseClusters(*torch.ops.pointops.pose_cluster(
         quaternions, translations, votes, lengths, distance_threshold, angle_threshold, suppression_distance, k,
         suppression_angle))

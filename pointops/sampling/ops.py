@@ -100,6 +100,9 @@ def farthest_point_sampling_packed(
     which cannot look without a host sync, treats a decreasing pair as an empty cloud.
     Otherwise as :func:`farthest_point_sampling`."""
     check_tensor(points, "points", "(P, D)")
+    check_tensor(offsets, "offsets", "(B + 1,)")
+    if offsets.dim() != 1 or offsets.shape[0] < 1:
+        raise ValueError("offsets must have shape (B + 1,) with B + 1 >= 1, got " + str(list(offsets.shape)))
     lengths: Optional[Tensor] = None
     if random_start:
         lengths = offsets[1:] - offsets[:-1]

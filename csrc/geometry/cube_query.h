@@ -93,7 +93,7 @@ POINTOPS_HOST_DEVICE inline int64_t cube_grid(const GridCloud& g, const int32_t*
   const double slack = query_slack(g, q);
   const double reach = static_cast<double>(test.distance) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
   int64_t lo[3], hi[3];
-  if (!ball_box(g, q, reach, lo, hi)) return 0;
+  ball_box(g, q, reach, lo, hi);  // clamped into the grid: its outer cells hold the points beyond it
   const int64_t nx = hi[0] - lo[0] + 1;
   const int64_t ny = hi[1] - lo[1] + 1;
   const int64_t nz = hi[2] - lo[2] + 1;

@@ -12,8 +12,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .._checks import check_tensor
-from .neighbors import _check_neighbour_output, _check_offsets, _check_pair, _common_dtype
+from .._checks import check_tensor, in_common_dtype
+from .neighbors import _check_neighbour_output, _check_offsets, _check_pair
 
 
 class CubeQuery(NamedTuple):
@@ -57,7 +57,7 @@ def cube_query_packed(
     """
     check_tensor(queries, "queries", "(Mq, 3)")
     check_tensor(points, "points", "(P, 3)")
-    queries, points = _common_dtype(queries, points)
+    queries, points = in_common_dtype(queries, points)
     indices, counts = torch.ops.pointops.cube_query_packed(queries, query_offsets, points, offsets, distance, k, ball)
     return CubeQuery(indices, counts)
 

@@ -251,7 +251,7 @@ def test_mixed_devices_raise():
 
 # Every CUDA layout the sizes pick (csrc/sampling/fps_plan.cpp; the plans named are those of a
 # 114- or 132-SM sm_90 GPU: H100, H200) against the CPU: block, cluster and grid, with 8 or 16
-# points per thread, with and without overflow streaming; D other than 2 or 3 streams.
+# points per thread, with the spatial order or overflow streaming; D other than 2 or 3 streams.
 @pytest.mark.cuda
 @pytest.mark.parametrize(
     "batch, n, dims, k",
@@ -262,10 +262,11 @@ def test_mixed_devices_raise():
         (2, 9000, 3, 257),  # cluster of 3, 16 points per thread
         (2, 20000, 2, 100),  # cluster of 5, D = 2
         (1, 65536, 3, 200),  # cluster of 16
+        (2, 120000, 3, 300),  # cluster of 16, 7,500 points per block
         (40, 60000, 3, 16),  # cluster of 2-3, overflow streaming
-        (2, 70000, 3, 100),  # grid of 35, 8 points per thread
-        (8, 70000, 3, 64),  # grid of 14-16, 16 points per thread
-        (33, 70000, 3, 16),  # grid of 3-4, overflow streaming
+        (1, 200000, 3, 100),  # grid of 98, 8 points per thread
+        (2, 300000, 2, 64),  # grid of 57-66, 16 points per thread, D = 2
+        (20, 200000, 3, 16),  # grid of 5-6, overflow streaming
         (4, 2500, 5, 64),  # D = 5: the streaming kernel
     ],
 )
@@ -283,6 +284,19 @@ def test_cuda_equals_cpu_on_every_plan(batch, n, dims, k):
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
     expected_p = torch.ops.pointops.fps_packed(packed, offsets, start, k)
     assert_same(torch.ops.pointops.fps_packed(packed.cuda(), offsets.cuda(), start.cuda(), k), expected_p)
+
+
+# Lattice points: equal distances everywhere, so rounds of several picks must stop at every tie
+# that the lowest-index rule decides.
+@pytest.mark.cuda
+@pytest.mark.parametrize("side, k", [(12, 1728), (20, 3000), (60, 1500)])  # block, cluster, grid
+def test_cuda_equals_cpu_on_lattices(side, k):
+    axis = torch.arange(side, dtype=torch.float32)
+    points = torch.cartesian_prod(axis, axis, axis).unsqueeze(0)
+    points = points[:, torch.randperm(points.shape[1], generator=torch.Generator().manual_seed(side))]
+    start = torch.tensor([side])
+    expected = torch.ops.pointops.fps(points, None, start, k)
+    assert_same(torch.ops.pointops.fps(points.cuda(), None, start.cuda(), k), expected)
 
 
 @pytest.mark.cuda

@@ -24,9 +24,10 @@
 //   * A start outside [0, length) or at an absent point falls back to the lowest-index present point.
 //   * When a cloud runs out of points (k > present points), the rest of its row is index -1 and
 //     distance -1.
-//   * Squared distances accumulate coordinate by coordinate with fused multiply-adds,
-//     acc = fma(p[d] - q[d], p[d] - q[d], acc) for d = 0..D-1, in the compute type (float32, or
-//     float64 for float64 points; float16/bfloat16 are widened to float32 first).
+//   * Squared distances are common/squared_distance.h's formula for any D: each difference
+//     p[d] - q[d] and each square rounded alone, the squares summed in dimension order
+//     (((dx*dx + dy*dy) + dz*dz for D = 3, no fused multiply-add), in the compute type (float32,
+//     or float64 for float64 points; float16/bfloat16 are widened to float32 first).
 #pragma once
 
 #include "common/aten.h"
@@ -50,13 +51,15 @@ std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
 
 namespace fps_detail {
 
-// The one distance formula both backends use (see the rounding rule above).
+// The one distance formula both backends use (see the rounding rule above). Summing from 0 leaves
+// the first square as it is (0 + x == x for every square, NaN included), so for D = 3 the steps
+// are squared_norm3's.
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline acc_t squared_distance(const acc_t* p, const acc_t* q, int64_t dims) {
   acc_t acc = 0;
   for (int64_t d = 0; d < dims; ++d) {
-    const acc_t diff = p[d] - q[d];
-    acc = fused_multiply_add(diff, diff, acc);
+    const acc_t diff = subtract(p[d], q[d]);
+    acc = add(acc, multiply(diff, diff));
   }
   return acc;
 }

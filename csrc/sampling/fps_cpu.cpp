@@ -71,12 +71,12 @@ int64_t farthest_after(const acc_t* coords, int64_t n, int64_t dims, const acc_t
 #if POINTOPS_X86_DISPATCH
 // The same scan, 8 float32 points per instruction, with the coordinates stored by dimension
 // (soa[d * n + i]). Per point the arithmetic is the scalar one: diff = p[d] - q[d] and
-// acc = fma(diff, diff, acc) from acc = 0 in dimension order, m = dist < m ? dist : m
+// acc = acc + diff * diff (each step rounded) from acc = 0 in dimension order, m = dist < m ? dist : m
 // (_mm256_min_ps(dist, m) returns m unless dist < m, NaN included). Each lane keeps the first
 // strict maximum of the indices it sees (i = lane mod 8, in increasing order); the lowest index
 // among the lanes holding the overall maximum is then the scalar scan's answer, and the points
 // past the last whole vector continue the scalar scan from there.
-__attribute__((target("avx2,fma"))) int64_t farthest_after_avx2(const float* soa, int64_t n,
+__attribute__((target("avx2"))) int64_t farthest_after_avx2(const float* soa, int64_t n,
                                                                 int64_t dims, const float* q,
                                                                 float* min_distance) {
   const int64_t whole = n - n % 8;
@@ -88,7 +88,7 @@ __attribute__((target("avx2,fma"))) int64_t farthest_after_avx2(const float* soa
     __m256 acc = _mm256_setzero_ps();
     for (int64_t d = 0; d < dims; ++d) {
       const __m256 diff = _mm256_sub_ps(_mm256_loadu_ps(soa + d * n + i), _mm256_set1_ps(q[d]));
-      acc = _mm256_fmadd_ps(diff, diff, acc);
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(diff, diff));
     }
     const __m256 m = _mm256_min_ps(acc, _mm256_loadu_ps(min_distance + i));
     _mm256_storeu_ps(min_distance + i, m);
@@ -114,7 +114,7 @@ __attribute__((target("avx2,fma"))) int64_t farthest_after_avx2(const float* soa
     float acc = 0.f;
     for (int64_t d = 0; d < dims; ++d) {
       const float diff = soa[d * n + i] - q[d];
-      acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(diff), _mm_set_ss(diff), _mm_set_ss(acc)));
+      acc = add(acc, multiply(diff, diff));
     }
     float m = min_distance[i];
     if (acc < m) m = acc;

@@ -23,7 +23,8 @@ namespace {
 
 using fps_detail::fps_onchip_kernel;
 using fps_detail::fps_streaming_kernel;
-using fps_detail::kGridStateWords;
+using fps_detail::kCellWords;
+using fps_detail::kGridListLength;
 using fps_detail::kStreamingThreads;
 using fps_plan::kMaxClusterParts;
 using fps_plan::kPointsPerThread;
@@ -31,38 +32,51 @@ using fps_plan::kSmallPointsPerThread;
 using fps_plan::Plan;
 using fps_plan::Sync;
 
+// Dynamic shared memory of the on-chip kernel: the slots' coordinates and indices, the cell
+// counters of the spatial order, and (grid) the gathered block lists of `parts` blocks.
 template <int DIM, int PPT>
-size_t onchip_smem_bytes(int threads) {
-  return sizeof(float) * DIM * PPT * threads;
+size_t onchip_smem_bytes(int threads, Sync sync, int parts) {
+  const size_t slots = size_t{PPT} * threads;
+  const size_t lists = sync == Sync::kGrid ? size_t(parts) * kGridListLength * 2 * sizeof(uint4) : 0;
+  return sizeof(float) * (DIM * slots + slots + kCellWords) + lists;
 }
 
 template <int DIM, int PPT, Sync SYNC>
-void set_kernel_attributes(int threads) {
+void set_kernel_attributes(size_t smem) {
   auto kernel = fps_onchip_kernel<DIM, PPT, SYNC>;
-  cuda::set_dynamic_smem(kernel, onchip_smem_bytes<DIM, PPT>(threads));
+  cuda::set_dynamic_smem(kernel, smem);
   if constexpr (SYNC == Sync::kCluster) cuda::allow_large_clusters(kernel);
 }
 
 // How many clusters of `parts` blocks can be resident at once (0: this shape can't run).
 template <int DIM, int PPT>
 int active_clusters(int parts, int threads) {
-  set_kernel_attributes<DIM, PPT, Sync::kCluster>(threads);
-  cuda::LaunchShape shape{dim3(parts), dim3(threads), onchip_smem_bytes<DIM, PPT>(threads)};
+  const size_t smem = onchip_smem_bytes<DIM, PPT>(threads, Sync::kCluster, parts);
+  set_kernel_attributes<DIM, PPT, Sync::kCluster>(smem);
+  cuda::LaunchShape shape{dim3(parts), dim3(threads), smem};
   shape.cluster = static_cast<unsigned>(parts);
   return cuda::max_active_clusters(fps_onchip_kernel<DIM, PPT, Sync::kCluster>, shape);
 }
 
+struct OnchipScratch {
+  float* overflow;       // running distances of the points beyond the blocks' on-chip shares
+  uint4* grid_records;   // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
+  unsigned long long* grid_arrivals;  // grid: (B,) arrivals, zeroed
+  bool spatial;          // blocks order their points spatially (only without overflow)
+};
+
 template <int DIM, int PPT, Sync SYNC>
 void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout& layout,
-                   int64_t batch, const int64_t* start, int64_t k, float* overflow,
-                   unsigned long long* grid_state, at::Tensor& indices, at::Tensor& distances) {
-  set_kernel_attributes<DIM, PPT, SYNC>(plan.threads);
-  cuda::LaunchShape shape{dim3(static_cast<unsigned>(batch * plan.parts)), dim3(plan.threads),
-                          onchip_smem_bytes<DIM, PPT>(plan.threads)};
+                   int64_t batch, const int64_t* start, int64_t k, const OnchipScratch& scratch,
+                   at::Tensor& indices, at::Tensor& distances) {
+  const size_t smem = onchip_smem_bytes<DIM, PPT>(plan.threads, SYNC, plan.parts);
+  set_kernel_attributes<DIM, PPT, SYNC>(smem);
+  cuda::LaunchShape shape{dim3(static_cast<unsigned>(batch * plan.parts)), dim3(plan.threads), smem};
   shape.cooperative = SYNC == Sync::kGrid;
   shape.cluster = SYNC == Sync::kCluster ? static_cast<unsigned>(plan.parts) : 0u;
   cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(),
-               points.data_ptr<float>(), layout, start, k, plan.parts, overflow, grid_state,
+               points.data_ptr<float>(), layout, start, k, plan.parts, plan.max_picks,
+               scratch.spatial, scratch.overflow, scratch.grid_records, scratch.grid_arrivals,
                indices.data_ptr<int64_t>(), distances.data_ptr<float>());
 }
 
@@ -75,7 +89,6 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
                     int64_t k, at::Tensor& indices, at::Tensor& distances) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   plan.threads = fps_plan::threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
-  at::Tensor grid_state;
   if (plan.sync == Sync::kCluster) {
     TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
                 "this device has ", props->major, ".", props->minor);
@@ -85,29 +98,36 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     }
     if (plan.parts == 1) plan.sync = Sync::kBlock;
   } else if (plan.sync == Sync::kGrid) {
-    // A cooperative launch needs every block resident at once.
-    set_kernel_attributes<DIM, PPT, Sync::kGrid>(plan.threads);
-    const int per_sm = cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads,
-                                           onchip_smem_bytes<DIM, PPT>(plan.threads));
+    // A cooperative launch needs every block resident at once (the residency is measured with
+    // the largest list area the plan may need).
+    const size_t smem = onchip_smem_bytes<DIM, PPT>(plan.threads, Sync::kGrid, plan.parts);
+    set_kernel_attributes<DIM, PPT, Sync::kGrid>(smem);
+    const int per_sm = cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads, smem);
     const int64_t resident = int64_t{props->multiProcessorCount} * per_sm;
     TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
                 "device (", resident, " resident blocks)");
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
-    grid_state = at::zeros({batch, kGridStateWords}, points.options().dtype(at::kLong));
   }
 
-  at::Tensor overflow;
+  OnchipScratch scratch{nullptr, nullptr, nullptr, true};
+  at::Tensor overflow, grid_records, grid_arrivals;
   if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
     overflow = at::empty({layout.total_rows}, points.options());
+    scratch.overflow = overflow.data_ptr<float>();
+    scratch.spatial = false;
   }
-  float* overflow_ptr = overflow.defined() ? overflow.data_ptr<float>() : nullptr;
-  auto* state = grid_state.defined()
-                    ? reinterpret_cast<unsigned long long*>(grid_state.data_ptr<int64_t>())
-                    : nullptr;
+  if (plan.sync == Sync::kGrid) {
+    // uint4 words as int32 quadruples; the arrivals start at 0.
+    grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4},
+                             points.options().dtype(at::kInt));
+    grid_arrivals = at::zeros({batch}, points.options().dtype(at::kLong));
+    scratch.grid_records = reinterpret_cast<uint4*>(grid_records.data_ptr<int32_t>());
+    scratch.grid_arrivals = reinterpret_cast<unsigned long long*>(grid_arrivals.data_ptr<int64_t>());
+  }
   auto launch = plan.sync == Sync::kGrid      ? launch_onchip<DIM, PPT, Sync::kGrid>
                 : plan.sync == Sync::kCluster ? launch_onchip<DIM, PPT, Sync::kCluster>
                                               : launch_onchip<DIM, PPT, Sync::kBlock>;
-  launch(plan, points, layout, batch, start, k, overflow_ptr, state, indices, distances);
+  launch(plan, points, layout, batch, start, k, scratch, indices, distances);
 }
 
 // `typical_cloud` sizes the plan (fps_plan.h).

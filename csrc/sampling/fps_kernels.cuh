@@ -1,28 +1,29 @@
 // The CUDA fps kernels (rules in fps.h; fps_cuda.cu plans and launches them, the CPU twin is
 // fps_cpu.cpp).
 //
-// Why not one block per cloud: that classic layout leaves most SMs idle when clouds are few,
-// and re-reads every cloud from memory at every step. Here a cloud is split over `parts` blocks
-// that keep their points and running min-distances in registers (8 or 16 per thread, with a
-// shared-memory copy of the coordinates for reading out the winner). Each step's argmax is a
-// 64-bit argmax key (distance bits + 1, index: max = farthest, then lowest index), reduced
-// in a warp by two redux.sync and agreed on across the cloud's blocks by
-//   kBlock   parts == 1: one shared-memory exchange between warps;
-//   kCluster parts <= 16 on sm_90: every warp pushes its winner into every peer block's shared
-//            memory (st.async, counted by the peer's mbarrier), and each warp reduces the pushed
-//            winners once its block's barrier completes: no block or cluster barrier per step;
-//   kGrid    a cooperative launch: block winners meet in one 64-bit atomicMax in global memory,
-//            then a per-cloud arrival counter (release/acquire) closes the step.
+// Why not one block per cloud and one step at a time: the classic layout leaves most SMs idle
+// when clouds are few and re-reads every cloud from memory at every step, and any layout that
+// spreads a cloud pays, per step, for the exchange that agrees on the farthest point (grid:
+// ~1.5 us of L2 atomics and polling; cluster: a round trip between SMs). Here a cloud is split
+// over `parts` blocks that keep their points and running min-distances in registers, and each
+// exchange settles a round of several picks, not one: the picks that the one-at-a-time algorithm
+// would make next, proven so from each unit's best key and a bound on its other points
+// (select_picks). Keys are 64-bit argmax keys (distance bits + 1, index: max = farthest, then
+// lowest index), reduced in a warp by two redux.sync; the units are warps, and their records meet
+//   kBlock   parts == 1: in shared memory;
+//   kCluster parts <= 16 on sm_90: every warp pushes its record into every peer block's shared
+//            memory (st.async, counted by the peer's mbarrier): no cluster barrier per round;
+//   kGrid    a cooperative launch: each block's best two records in global memory, then a
+//            per-cloud arrival counter (release/acquire).
+// Exact pruning skips the warps whose box of points is too far from a pick to change any of
+// their distances (fps_onchip_kernel).
 //
-// What bounds it: per step, the exchange (grid: ~1.5 us of L2 atomics and polling; cluster: one
-// st.async round trip between SMs, ~0.83 us per step in all at B = 16, N = 16384 with 4 blocks
-// per cloud, where a cluster barrier per step took 1.19 us) plus the per-SM work of ~10
-// instructions per point at the low issue rate of a few warps with long dependency chains. The
-// arithmetic itself is far from any limit (figures: docs/performance.md).
+// What bounds it: per round, the exchange plus the selection (a chain of warp reductions, one
+// link per pick) plus the distance updates of the warps a pick reaches; figures and the per-pick
+// cost against the exchange: docs/performance.md.
 //
-// Points beyond a block's on-chip share are streamed from memory with their min-distances in a
-// float scratch array (4 bytes per point). D other than 2 or 3, and float64, take a simpler
-// one-block-per-cloud streaming kernel with the same rules.
+// D other than 2 or 3, and float64, take a simpler one-block-per-cloud streaming kernel with the
+// same rules.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -113,9 +114,13 @@ __device__ __forceinline__ bool all_finite(const double* p, int dims) {
 // (distance, index) as one argmax key (common/argmax_key.h), whose unsigned max is the step's
 // winner: the value key is the distance's bits + 1 (distances >= 0, +inf included, order like
 // their bits), so that 0 means "no candidate".
+__device__ __forceinline__ uint32_t distance_value(float dist) {
+  return dist >= 0.f ? float_bits(dist) + 1u : 0u;
+}
+
 __device__ __forceinline__ unsigned long long pack_key(float dist, int32_t index) {
-  if (!(dist >= 0.f)) return 0ull;
-  return argmax_key(float_bits(dist) + 1u, static_cast<uint32_t>(index));
+  const uint32_t value = distance_value(dist);
+  return value == 0 ? 0ull : argmax_key(value, static_cast<uint32_t>(index));
 }
 
 __device__ __forceinline__ float key_distance(unsigned long long key) {
@@ -126,46 +131,264 @@ __device__ __forceinline__ int32_t key_index(unsigned long long key) {
   return static_cast<int32_t>(argmax_key_index(key));
 }
 
-// Per-cloud state of the grid layout: three key slots used round-robin, and the arrival count.
-constexpr int kGridKeySlots = 3;
-constexpr int kGridStateWords = kGridKeySlots + 1;
+// The largest key of distance value `value`: a key beats it exactly when its distance is larger.
+// A unit's bound is kept as such a value alone, an upper bound that ignores the index.
+__device__ __forceinline__ unsigned long long bound_key(uint32_t value) {
+  return argmax_key(value, 0u);
+}
 
-// The cluster exchange: every warp pushes its winner into a slot of every peer's shared memory
-// with st.async, whose bytes count down the peer's transaction barrier (mbarrier); a block then
-// waits on its own barrier alone, with no cluster-wide barrier per step. Two slot sets and two
-// barriers alternate by step parity: a peer can run at most one step ahead, since it cannot
-// finish a step before this block has pushed it.
-constexpr int kMaxPushSlots = kMaxClusterParts * kMaxWarps;
+// A unit's candidate as the exchange carries it, two 16-byte words: {key high, key low, bound
+// value, x} and {y, z (DIM 3), 0, 0}. The bound is the distance value of the unit's second-best
+// point (0: none), so no other point of the unit can beat a key above bound_key(bound).
+__device__ __forceinline__ unsigned long long record_key(const uint4& head) {
+  return (static_cast<unsigned long long>(head.x) << 32) | head.y;
+}
 
-// A block's winner and its coordinates, as the grid layout broadcasts them to the block.
 template <int DIM>
-struct WinnerSlot {
-  unsigned long long key;
-  float coord[DIM];
-};
+__device__ __forceinline__ void record_coords(const uint4& head, const uint4& tail, float* c) {
+  c[0] = bits_float(head.w);
+  c[1] = bits_float(tail.x);
+  if constexpr (DIM == 3) c[2] = bits_float(tail.y);
+}
 
-// One block per SM as the minimum: without it ptxas squeezed PPT = 8 into 64 registers and spilled.
+// Grid layout: each block publishes its best kGridListLength units (the last one's bound raised
+// to the best unit left out) per round; two record sets alternate by round parity.
+constexpr int kGridListLength = 2;
+
+// The spatial order of a block's points: cells of a 2^kCellBits grid per axis over the block's
+// bounding box, numbered along a Morton curve (4096 cells for D = 2 and 3); absent points go to
+// the extra cell kCells.
+template <int DIM>
+struct SpatialCells {
+  static constexpr int kBits = DIM == 3 ? 4 : 6;
+  static constexpr int kCells = 1 << (kBits * DIM);
+};
+constexpr int kCellWords = (1 << 12) + 4;  // kCells + 1 counters, rounded up to 16 bytes
+
+template <int DIM>
+__device__ __forceinline__ uint32_t spatial_cell(const float* p, const float* origin,
+                                                 const float* scale) {
+  constexpr int kBits = SpatialCells<DIM>::kBits;
+  uint32_t c[DIM];
+#pragma unroll
+  for (int d = 0; d < DIM; ++d) {
+    // Out-of-range or huge products saturate in the conversion and are clamped.
+    const int v = __float2int_rz((p[d] - origin[d]) * scale[d]);
+    c[d] = static_cast<uint32_t>(min(max(v, 0), (1 << kBits) - 1));
+  }
+  uint32_t cell = 0;
+#pragma unroll
+  for (int bit = 0; bit < kBits; ++bit) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) cell |= ((c[d] >> bit) & 1u) << (bit * DIM + d);
+  }
+  return cell;
+}
+
+// Exclusive prefix sum of data[0, size) in shared memory by the whole block; `warp_sums` holds
+// kWarpSize words. Ends with a barrier.
+__device__ inline void block_exclusive_scan(uint32_t* data, int size, uint32_t* warp_sums) {
+  const int tid = threadIdx.x;
+  const int lane = tid % kWarpSize;
+  const int warp = tid / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  const int per = (size + blockDim.x - 1) / blockDim.x;
+  const int first = min(size, tid * per);
+  const int last = min(size, first + per);
+  uint32_t sum = 0;
+  for (int i = first; i < last; ++i) sum += data[i];
+  uint32_t inclusive = sum;
+#pragma unroll
+  for (int offset = 1; offset < kWarpSize; offset *= 2) {
+    const uint32_t v = __shfl_up_sync(kFullMask, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  if (lane == kWarpSize - 1) warp_sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t total = lane < warps ? warp_sums[lane] : 0u;
+    uint32_t scanned = total;
+#pragma unroll
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+      const uint32_t v = __shfl_up_sync(kFullMask, scanned, offset);
+      if (lane >= offset) scanned += v;
+    }
+    warp_sums[lane] = scanned - total;
+  }
+  __syncthreads();
+  uint32_t run = warp_sums[warp] + inclusive - sum;
+  for (int i = first; i < last; ++i) {
+    const uint32_t v = data[i];
+    data[i] = run;
+    run += v;
+  }
+  __syncthreads();
+}
+
+// Ascending bitonic sort of a register array (N a power of two; every index is a constant).
+template <int N>
+__device__ __forceinline__ void sort_ascending(int32_t (&v)[N]) {
+#pragma unroll
+  for (int size = 2; size <= N; size *= 2) {
+#pragma unroll
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const int32_t a = v[i], c = v[j];
+          const bool swap = ((i & size) == 0) ? (a > c) : (a < c);
+          v[i] = swap ? c : a;
+          v[j] = swap ? a : c;
+        }
+      }
+    }
+  }
+}
+
+// The round's picks from `total` unit records in shared memory, by warp 0 (all lanes): the
+// largest key, then each next largest while it is provably the next pick of the plain one-at-a-
+// time algorithm: (a) its key beats the bound of every unit picked in this round (every other
+// point of those units is below it) -- the units not picked yet hold only smaller keys, since
+// keys are taken in order -- and (b) no pick of this round is nearer to it than its distance, so
+// its running distance stays what the key says. Stops at the first record that fails, at
+// `limit` picks, or when no candidate is left. Writes the picks' records to picks[0, count) and
+// returns the count (in every lane).
+template <int DIM>
+__device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2]) {
+  const int lane = threadIdx.x % kWarpSize;
+  // Each lane's best record among j = lane + 32 m that is not taken yet.
+  uint32_t taken = 0;
+  int at = -1;
+  auto lane_best = [&]() -> unsigned long long {
+    unsigned long long best = 0;
+    at = -1;
+    for (int j = lane, m = 0; j < total; j += kWarpSize, ++m) {
+      const unsigned long long key = record_key(records[j][0]);
+      if (((taken >> m) & 1u) == 0 && key > best) {
+        best = key;
+        at = j;
+      }
+    }
+    return best;
+  };
+  unsigned long long mine = lane_best();
+  unsigned long long threshold = 0;
+  float picked[DIM] = {};  // lane i holds pick i's coordinates
+  int count = 0;
+  while (count < limit) {
+    const unsigned long long key = warp_max_key(mine);
+    if (key == 0) break;
+    const int owner = __ffs(__ballot_sync(kFullMask, mine == key)) - 1;
+    const int j = __shfl_sync(kFullMask, at, owner);
+    const uint4 head = records[j][0];
+    const uint4 tail = records[j][1];
+    float c[DIM];
+    record_coords<DIM>(head, tail, c);
+    if (count > 0) {
+      if (!(key > threshold)) break;
+      const float dist = key_distance(key);
+      const bool nearer = lane < count && !(squared_distance<float>(c, picked, DIM) >= dist);
+      if (__any_sync(kFullMask, nearer)) break;
+    }
+    threshold = max(threshold, bound_key(head.z));
+    if (lane == count) {
+      picks[count][0] = head;
+      picks[count][1] = tail;
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) picked[d] = c[d];
+    }
+    if (lane == owner) {
+      taken |= 1u << ((j - lane) / kWarpSize);
+      mine = lane_best();
+    }
+    ++count;
+  }
+  return count;
+}
+
+// Grid layout, warp 0: the block's best kGridListLength of its `warps` unit records (key order),
+// written by lane 0 to `out`; the last listed record's bound is raised to the best key left out,
+// so that the list speaks for the whole block. Missing entries get key 0.
+__device__ inline void publish_block_list(const uint4 (*records)[2], int warps, uint4* out) {
+  const int lane = threadIdx.x % kWarpSize;
+  unsigned long long key = lane < warps ? record_key(records[lane][0]) : 0ull;
+  int listed[kGridListLength];
+#pragma unroll
+  for (int i = 0; i < kGridListLength; ++i) {
+    const unsigned long long best = warp_max_key(key);
+    listed[i] = best == 0 ? -1 : __ffs(__ballot_sync(kFullMask, key == best)) - 1;
+    if (lane == listed[i]) key = 0;
+  }
+  const uint32_t rest = argmax_key_value(warp_max_key(key));
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < kGridListLength; ++i) {
+      uint4 head = make_uint4(0u, 0u, 0u, 0u), tail = head;
+      if (listed[i] >= 0) {
+        head = records[listed[i]][0];
+        tail = records[listed[i]][1];
+        const bool last = i + 1 == kGridListLength || listed[i + 1] < 0;
+        if (last) head.z = max(head.z, rest);
+      }
+      out[2 * i] = head;
+      out[2 * i + 1] = tail;
+    }
+  }
+}
+
+// The on-chip kernel. A cloud is split over `parts` blocks; a block keeps its points and their
+// running min-distances in registers, PPT a thread (8 or 16), with a shared-memory copy of the
+// coordinates and of each slot's index for reading out the winner.
+//
+// Rounds, not steps: each round applies the previous round's picks (up to `max_picks`) to the
+// running distances, then every warp summarizes its points as one unit record (best key, its
+// coordinates, and the bound of the warp's second-best point), the records of the cloud meet
+// (kBlock: shared memory; kCluster: pushed into every peer's shared memory with st.async and
+// counted by the peer's mbarrier; kGrid: each block's best two records in global memory, then
+// one arrival counter), and warp 0 of every block selects the same picks from them
+// (select_picks). The picks and distances are those of the one-at-a-time algorithm, bit for bit.
+//
+// Exact pruning: with `spatial`, a block first orders its points along a Morton curve of cells,
+// so each warp's points (consecutive in that order) sit in a small box. A pick q cannot lower
+// any running distance of a warp when the box's squared distance to q (the same rounded
+// formula, on the per-axis gaps, which bound every point's differences) is >= the warp's best
+// running distance: the warp then skips q, and its record stays as it was. Within a thread,
+// slots are kept in ascending index order, so strict comparisons keep the lowest index on ties.
+//
+// Points beyond a block's on-chip share (no `spatial` then) are streamed from memory with their
+// min-distances in a float scratch array (4 bytes per point), updated every round.
 template <int DIM, int PPT, Sync SYNC>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
-                      const int64_t* __restrict__ start, int64_t k, int parts,
-                      float* __restrict__ overflow_min_distance,
-                      unsigned long long* __restrict__ grid_state, int64_t* __restrict__ out_index,
-                      float* __restrict__ out_distance) {
+                      const int64_t* __restrict__ start, int64_t k, int parts, int max_picks,
+                      bool spatial, float* __restrict__ overflow_min_distance,
+                      uint4* __restrict__ grid_records,
+                      unsigned long long* __restrict__ grid_arrivals,
+                      int64_t* __restrict__ out_index, float* __restrict__ out_distance) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  extern __shared__ float onchip_coords[];  // [DIM][PPT * blockDim.x]
-  __shared__ unsigned long long warp_keys[2][kMaxWarps];
-  __shared__ WinnerSlot<DIM> winner_slots[2];  // grid: the block's broadcast
-  // Cluster: the warps' pushed winners, [step parity][part * warps + warp], as {key high, key
-  // low, x, y} plus z (DIM 3); the arrays shrink to one entry in the other layouts.
-  constexpr int kPushSlots = SYNC == Sync::kCluster ? kMaxPushSlots : 1;
-  __shared__ uint4 push_head[2][kPushSlots];
-  __shared__ float push_tail[2][DIM == 3 ? kPushSlots : 1];
+  constexpr float kPicked = fps_detail::picked_marker<float>();
+  constexpr int kCells = SpatialCells<DIM>::kCells;
+  // [DIM][onchip] coordinates, [onchip] slot indices, [kCellWords] cell counters, then (grid)
+  // the gathered block lists; slot s = p * threads + tid.
+  extern __shared__ __align__(16) float onchip_smem[];
+  constexpr int kRecordSets = SYNC == Sync::kCluster ? 2 : 1;
+  constexpr int kRecordSlots = SYNC == Sync::kCluster ? kMaxClusterParts * kMaxWarps : kMaxWarps;
+  __shared__ uint4 records[kRecordSets][kRecordSlots][2];
+  // Each warp's record as of its last change (block, grid: the records the selection reads).
+  __shared__ uint4 cluster_own_records[SYNC == Sync::kCluster ? kMaxWarps : 1][2];
+  __shared__ uint4 round_picks[fps_plan::kMaxPicksPerRound][2];
+  __shared__ int round_pick_count;
   __shared__ unsigned long long push_barrier[2];
+  __shared__ float box_partial[kMaxWarps][2 * DIM];
+  __shared__ uint32_t scan_sums[kWarpSize];
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
   const int tid = threadIdx.x;
+  const int lane = tid % kWarpSize;
+  const int warp = tid / kWarpSize;
   const int threads = blockDim.x;
+  const int warps = threads / kWarpSize;
   const int32_t onchip = PPT * threads;
   const int64_t b = blockIdx.x / parts;
   const int part = blockIdx.x % parts;
@@ -174,35 +397,170 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int32_t chunk = static_cast<int32_t>(cuda::ceil_div(n, parts));
   const int32_t lo = static_cast<int32_t>(min(int64_t{n}, int64_t{part} * chunk));
   const int32_t hi = static_cast<int32_t>(min(int64_t{n}, int64_t{lo} + chunk));
+  const int32_t count = hi - lo;
+  const bool has_overflow = count > onchip;
   const float* cloud = points + begin * DIM;
   float* overflow = overflow_min_distance == nullptr ? nullptr : overflow_min_distance + begin;
+  float* coord_smem = onchip_smem;
+  int32_t* slot_index = reinterpret_cast<int32_t*>(onchip_smem + DIM * onchip);
+  uint32_t* cells = reinterpret_cast<uint32_t*>(slot_index + onchip);
+  uint4(*gathered)[2] = reinterpret_cast<uint4(*)[2]>(cells + kCellWords);
+  uint4(*own_records)[2] = SYNC == Sync::kCluster ? cluster_own_records : records[0];
 
-  // Point p of this thread is lo + p * threads + tid, so ascending p is ascending index.
+  const int64_t first = start == nullptr ? 0 : start[b];
+  const bool start_present = first >= 0 && first < n && all_finite(cloud + first * DIM, DIM);
+
+  // Slot p of this thread holds block-local point local[p] (-1: none), ascending.
   float x[PPT][DIM];
   float min_dist[PPT];
+  int32_t local[PPT];
+  if (spatial) {
+    // Points in load order i = tid + j * threads: the block's bounding box, then a counting
+    // sort by cell (the order within a cell is whatever the atomics give: only speed depends
+    // on it), then each thread sorts its PPT consecutive positions by index.
+    for (int i = tid; i <= kCells; i += threads) cells[i] = 0;
+    float box[2 * DIM];
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      box[d] = kInf;
+      box[DIM + d] = -kInf;
+    }
+    bool present[PPT];
+#pragma unroll
+    for (int j = 0; j < PPT; ++j) {
+      const int32_t i = tid + j * threads;
+      present[j] = false;
+      if (i < count) {
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) x[j][d] = cloud[int64_t{lo + i} * DIM + d];
+        present[j] = all_finite(x[j], DIM);
+        if (present[j]) {
+#pragma unroll
+          for (int d = 0; d < DIM; ++d) {
+            box[d] = fminf(box[d], x[j][d]);
+            box[DIM + d] = fmaxf(box[DIM + d], x[j][d]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) {
+        box[d] = fminf(box[d], __shfl_xor_sync(kFullMask, box[d], offset));
+        box[DIM + d] = fmaxf(box[DIM + d], __shfl_xor_sync(kFullMask, box[DIM + d], offset));
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int d = 0; d < 2 * DIM; ++d) box_partial[warp][d] = box[d];
+    }
+    __syncthreads();
+    for (int w = 0; w < warps; ++w) {
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) {
+        box[d] = fminf(box[d], box_partial[w][d]);
+        box[DIM + d] = fmaxf(box[DIM + d], box_partial[w][DIM + d]);
+      }
+    }
+    float scale[DIM];
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      const float extent = box[DIM + d] - box[d];
+      scale[d] = extent > 0.f ? static_cast<float>(1 << SpatialCells<DIM>::kBits) / extent : 0.f;
+    }
+    uint32_t cell[PPT];
+#pragma unroll
+    for (int j = 0; j < PPT; ++j) {
+      cell[j] = present[j] ? spatial_cell<DIM>(x[j], box, scale) : static_cast<uint32_t>(kCells);
+      if (tid + j * threads < count) atomicAdd(&cells[cell[j]], 1u);
+    }
+    __syncthreads();
+    block_exclusive_scan(cells, kCells + 1, scan_sums);
+#pragma unroll
+    for (int j = 0; j < PPT; ++j) {
+      const int32_t i = tid + j * threads;
+      if (i < count) slot_index[atomicAdd(&cells[cell[j]], 1u)] = i;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+      const int32_t position = tid * PPT + p;
+      local[p] = position < count ? slot_index[position] : std::numeric_limits<int32_t>::max();
+    }
+    sort_ascending(local);
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+      if (local[p] >= count) local[p] = -1;
+    }
+    __syncthreads();  // every position is read before slot_index is rewritten by slot
+  } else {
+#pragma unroll
+    for (int p = 0; p < PPT; ++p) {
+      const int32_t i = tid * PPT + p;
+      local[p] = i < count ? i : -1;
+    }
+  }
+
+  // The slots' coordinates, running distances (+inf present, -inf absent, the start picked)
+  // and this warp's box of present points.
+  float warp_lo[DIM], warp_hi[DIM];
+#pragma unroll
+  for (int d = 0; d < DIM; ++d) {
+    warp_lo[d] = kInf;
+    warp_hi[d] = -kInf;
+  }
 #pragma unroll
   for (int p = 0; p < PPT; ++p) {
-    const int32_t i = lo + p * threads + tid;
+    const int slot = p * threads + tid;
+    slot_index[slot] = local[p];
     min_dist[p] = -kInf;
 #pragma unroll
     for (int d = 0; d < DIM; ++d) x[p][d] = 0.f;
-    if (i < hi) {
+    if (local[p] >= 0) {
+      const int32_t i = lo + local[p];
 #pragma unroll
       for (int d = 0; d < DIM; ++d) {
         x[p][d] = cloud[int64_t{i} * DIM + d];
-        onchip_coords[d * onchip + p * threads + tid] = x[p][d];
+        coord_smem[d * onchip + slot] = x[p][d];
       }
-      min_dist[p] = all_finite(x[p], DIM) ? kInf : -kInf;
+      if (all_finite(x[p], DIM)) {
+        min_dist[p] = start_present && i == first ? kPicked : kInf;
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) {
+          warp_lo[d] = fminf(warp_lo[d], x[p][d]);
+          warp_hi[d] = fmaxf(warp_hi[d], x[p][d]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      warp_lo[d] = fminf(warp_lo[d], __shfl_xor_sync(kFullMask, warp_lo[d], offset));
+      warp_hi[d] = fmaxf(warp_hi[d], __shfl_xor_sync(kFullMask, warp_hi[d], offset));
     }
   }
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
-    overflow[i] = all_finite(cloud + int64_t{i} * DIM, DIM) ? kInf : -kInf;
+    overflow[i] = !all_finite(cloud + int64_t{i} * DIM, DIM) ? -kInf
+                  : start_present && i == first         ? kPicked
+                                                         : kInf;
   }
-  const int lane = tid % kWarpSize;
-  const int warps = threads / kWarpSize;
-  // Cluster: lane r < parts pushes the warp's winner to block r of the cluster.
-  uint32_t peer_head = 0, peer_tail = 0, peer_barrier = 0;
-  uint32_t push_bytes = 0;
+  // The first round's pick: the start when present; else none, and the first selection takes
+  // the lowest-index present point (the argmax while every distance is +inf).
+  if (tid == 0) {
+    round_pick_count = start_present ? 1 : 0;
+    if (start_present) {
+      const unsigned long long key = pack_key(kInf, static_cast<int32_t>(first));
+      float c[3] = {cloud[first * DIM], cloud[first * DIM + 1], DIM == 3 ? cloud[first * DIM + 2] : 0.f};
+      round_picks[0][0] = make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u,
+                                     float_bits(c[0]));
+      round_picks[0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
+    }
+  }
+  // Cluster: lane r < parts pushes the warp's record to block r of the cluster.
+  uint32_t peer_records = 0, peer_barrier = 0;
   if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tid == 0) {
@@ -211,11 +569,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       cuda::fence_barrier_init();
     }
     if (lane < parts) {
-      peer_head = cuda::peer_address(cuda::shared_address(&push_head[0][0]), lane);
-      peer_tail = cuda::peer_address(cuda::shared_address(&push_tail[0][0]), lane);
+      peer_records = cuda::peer_address(cuda::shared_address(&records[0][0][0]), lane);
       peer_barrier = cuda::peer_address(cuda::shared_address(&push_barrier[0]), lane);
     }
-    push_bytes = static_cast<uint32_t>(parts * warps) * (DIM == 3 ? 20u : 16u);
     cg::this_cluster().sync();  // the barriers exist before any peer pushes
 #endif
   } else {
@@ -226,191 +582,187 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   float* distance_row = out_distance + b * k;
   const int64_t index_base = layout.index_base(b);
 
-  // This thread's best point of the current step (slot -1: none on chip) and its packed key:
-  // the thread whose key wins owns the pick.
-  float best = fps_detail::picked_marker<float>();
+  // This thread's best and second-best running distance and where the best is (slot, or
+  // overflow index), and its key and its warp's as last published.
+  float best = kPicked, second = kPicked;
   int best_slot = -1;
   int32_t best_overflow = -1;
-  unsigned long long mine = 0;
-  int round = 0;
-
-  // Agrees on the step's winner across the cloud's blocks; returns its key, sets q.
-  // The winner's coordinates: from shared memory when this block holds it on chip.
-  auto coords_of = [&](int32_t index, float* out) {
-    const int32_t local = index - lo;
-    const bool in_smem = local >= 0 && local < min(onchip, hi - lo);
-#pragma unroll
-    for (int d = 0; d < DIM; ++d) {
-      out[d] = in_smem ? onchip_coords[d * onchip + local] : cloud[int64_t{index} * DIM + d];
-    }
-  };
-  auto agree = [&](float q[DIM]) -> unsigned long long {
-    mine = pack_key(best, best_slot >= 0 ? lo + best_slot * threads + tid : best_overflow);
-    const int parity = round & 1;
-    const uint32_t phase_parity = (round >> 1) & 1;
-    ++round;
-    if constexpr (SYNC == Sync::kCluster) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      const uint32_t barrier = cuda::shared_address(&push_barrier[parity]);
-      if (tid == 0) cuda::expect_bytes(barrier, push_bytes);
-      const unsigned long long warp_key = warp_max_key(mine);
-      float c[DIM] = {};
-      if (warp_key != 0) coords_of(key_index(warp_key), c);
-      if (lane < parts) {
-        const uint32_t slot = static_cast<uint32_t>(parity * kPushSlots + part * warps + tid / kWarpSize);
-        const uint32_t peer = peer_barrier + 8u * parity;
-        cuda::push_to_peer(peer_head + 16u * slot,
-                           make_uint4(static_cast<uint32_t>(warp_key >> 32),
-                                      static_cast<uint32_t>(warp_key), float_bits(c[0]),
-                                      float_bits(c[1])),
-                           peer);
-        if constexpr (DIM == 3) cuda::push_to_peer(peer_tail + 4u * slot, float_bits(c[2]), peer);
-      }
-      cuda::wait_phase(barrier, phase_parity);
-      unsigned long long lane_key = 0;
-      float lane_coords[DIM] = {};
-      for (int j = lane; j < parts * warps; j += kWarpSize) {
-        const uint4 head = push_head[parity][j];
-        const unsigned long long key = (static_cast<unsigned long long>(head.x) << 32) | head.y;
-        if (key > lane_key) {
-          lane_key = key;
-          lane_coords[0] = bits_float(head.z);
-          lane_coords[1] = bits_float(head.w);
-          if constexpr (DIM == 3) lane_coords[2] = push_tail[parity][j];
-        }
-      }
-      const unsigned long long key = warp_max_key(lane_key);
-      const int from = __ffs(__ballot_sync(kFullMask, lane_key == key)) - 1;
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, lane_coords[d], from);
-      return key;
-#else
-      __trap();  // the host never plans clusters below sm_90
-      return 0ull;
-#endif
-    }
-    unsigned long long key = block_reduce(mine, warp_keys[parity], 0ull,
-                                          [](unsigned long long v) { return warp_max_key(v); });
-    if constexpr (SYNC == Sync::kBlock) {
-      if (key != 0) coords_of(key_index(key), q);
-    } else if constexpr (SYNC == Sync::kGrid) {
-      if (tid == 0) {
-        unsigned long long* state = grid_state + b * kGridStateWords;
-        unsigned long long* key_slot = state + (round - 1) % kGridKeySlots;
-        if (key != 0) atomicMax(key_slot, key);
-        cuda::add_release(state + kGridKeySlots, 1);
-        const unsigned long long arrived = static_cast<unsigned long long>(round) * parts;
-        while (cuda::load_acquire(state + kGridKeySlots) < arrived) {
-        }
-        key = cuda::load_acquire(key_slot);
-        // Every block has now read the slot of the previous round, so it can be cleared for
-        // the round after next: nobody touches it before arriving at the next round, which
-        // follows this store.
-        if (part == 0) atomicExch(state + (round + 1) % kGridKeySlots, 0ull);
-        winner_slots[parity].key = key;
-        if (key != 0) coords_of(key_index(key), winner_slots[parity].coord);
-      }
-      __syncthreads();
-      key = winner_slots[parity].key;
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) q[d] = winner_slots[parity].coord[d];
-    }
-    return key;
-  };
-
-  // The first pick: the start point when present, else the lowest-index present point (the
-  // argmax while every present distance is +inf).
-  float q[DIM];
-  unsigned long long win;
-  const int64_t first = start == nullptr ? 0 : start[b];
-  if (first >= 0 && first < n && all_finite(cloud + first * DIM, DIM)) {
-    win = pack_key(kInf, static_cast<int32_t>(first));
-#pragma unroll
-    for (int d = 0; d < DIM; ++d) q[d] = cloud[first * DIM + d];
-    // No reduction chose the start, so its owner is found from the index.
-    const int32_t local = static_cast<int32_t>(first) - lo;
-    if (local >= 0 && local < hi - lo) {
-      if (local >= onchip) {
-        best_overflow = static_cast<int32_t>(first);
-        mine = win;
-      } else if (local % threads == tid) {
-        best_slot = local / threads;
-        mine = win;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int p = 0; p < PPT; ++p) {
-      if (min_dist[p] > best) {
-        best = min_dist[p];
-        best_slot = p;
-      }
-    }
-    for (int32_t i = lo + onchip + tid; i < hi && best_slot < 0; i += threads) {
-      if (overflow[i] > best) {
-        best = overflow[i];
-        best_overflow = i;
-      }
-    }
-    win = agree(q);
-  }
+  unsigned long long mine = 0, warp_key = 0;
 
   int64_t s = 0;
-  for (; s < k && win != 0; ++s) {
-    if (part == 0 && tid == 0) {
-      index_row[s] = key_index(win) + index_base;
-      distance_row[s] = key_distance(win);
+  for (int round = 0;; ++round) {
+    const int picks = round_pick_count;
+    if (part == 0 && warp == 0 && lane < picks) {
+      const unsigned long long key = record_key(round_picks[lane][0]);
+      index_row[s + lane] = key_index(key) + index_base;
+      distance_row[s + lane] = key_distance(key);
     }
-    // The owner marks the pick so that it is never picked again.
-    if (win == mine) {
-      if (best_slot >= 0) {
+    s += picks;
+    if (s >= k || (picks == 0 && round > 0)) break;
+
+    // Apply the picks: the owner marks its point, warps whose box may hold a nearer point
+    // update every slot.
+    bool touched = round == 0 || has_overflow;
+    const float reach = warp_key != 0 ? key_distance(warp_key) : -1.f;
+    for (int i = 0; i < picks; ++i) {
+      const uint4 head = round_picks[i][0];
+      const unsigned long long key = record_key(head);
+      float q[DIM];
+      record_coords<DIM>(head, round_picks[i][1], q);
+      if (key == warp_key) {
+        touched = true;
+        if (key == mine) {
+          if (best_slot >= 0) {
+#pragma unroll
+            for (int p = 0; p < PPT; ++p) {
+              if (p == best_slot) min_dist[p] = kPicked;
+            }
+          } else {
+            overflow[best_overflow] = kPicked;
+          }
+        }
+      }
+      float gap[DIM], zero[DIM];
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) {
+        gap[d] = fmaxf(fmaxf(subtract(warp_lo[d], q[d]), subtract(q[d], warp_hi[d])), 0.f);
+        zero[d] = 0.f;
+      }
+      if (round == 0 || squared_distance<float>(gap, zero, DIM) < reach) {
+        touched = true;
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
-          if (p == best_slot) min_dist[p] = fps_detail::picked_marker<float>();
+          min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
         }
-      } else {
-        overflow[best_overflow] = fps_detail::picked_marker<float>();
       }
-    }
-    if (s + 1 == k) {
-      ++s;
-      break;
     }
 
-    // Update the running min-distances with the last pick and find this thread's best.
-    // Two interleaved chains (even / odd slots) shorten the dependency; each keeps its lowest
-    // slot on ties, and the merge prefers the lower slot.
-    float best_even = fps_detail::picked_marker<float>(), best_odd = best_even;
-    int slot_even = -1, slot_odd = -1;
+    if (touched) {
+      // This thread's best two: two interleaved chains (even / odd slots) shorten the
+      // dependency; each keeps its lowest slot on ties, and the merge prefers the lower slot.
+      float best_even = kPicked, best_odd = kPicked, second_even = kPicked, second_odd = kPicked;
+      int slot_even = -1, slot_odd = -1;
 #pragma unroll
-    for (int p = 0; p < PPT; p += 2) {
-      const float m0 = fminf(min_dist[p], fps_detail::squared_distance<float>(x[p], q, DIM));
-      const float m1 = fminf(min_dist[p + 1], fps_detail::squared_distance<float>(x[p + 1], q, DIM));
-      min_dist[p] = m0;
-      min_dist[p + 1] = m1;
-      if (m0 > best_even) {
-        best_even = m0;
-        slot_even = p;
+      for (int p = 0; p < PPT; p += 2) {
+        const float m0 = min_dist[p], m1 = min_dist[p + 1];
+        second_even = fmaxf(second_even, fminf(best_even, m0));
+        second_odd = fmaxf(second_odd, fminf(best_odd, m1));
+        if (m0 > best_even) {
+          best_even = m0;
+          slot_even = p;
+        }
+        if (m1 > best_odd) {
+          best_odd = m1;
+          slot_odd = p + 1;
+        }
       }
-      if (m1 > best_odd) {
-        best_odd = m1;
-        slot_odd = p + 1;
+      const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
+      best = odd_wins ? best_odd : best_even;
+      best_slot = odd_wins ? slot_odd : slot_even;
+      second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
+      best_overflow = -1;
+      // Overflow points follow the slots in index order; every pick of the round applies.
+      for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
+        float m = overflow[i];
+        float p[DIM];
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) p[d] = cloud[int64_t{i} * DIM + d];
+        for (int j = 0; j < picks; ++j) {
+          float q[DIM];
+          record_coords<DIM>(round_picks[j][0], round_picks[j][1], q);
+          m = fminf(m, squared_distance<float>(p, q, DIM));
+        }
+        overflow[i] = m;
+        second = fmaxf(second, fminf(best, m));
+        if (m > best) {
+          best = m;
+          best_slot = -1;
+          best_overflow = i;
+        }
+      }
+      const int32_t best_index =
+          best_slot >= 0 ? lo + slot_index[best_slot * threads + tid] : best_overflow;
+      mine = pack_key(best, best_index);
+      // The warp's unit record: its best key, that point's coordinates, and the bound of every
+      // other point of the warp (the winning lane's second best, the other lanes' best).
+      warp_key = warp_max_key(mine);
+      uint32_t bound = 0;
+      float c[3] = {0.f, 0.f, 0.f};
+      if (warp_key != 0) {
+        const int owner = __ffs(__ballot_sync(kFullMask, mine == warp_key)) - 1;
+        bound = __reduce_max_sync(kFullMask, distance_value(lane == owner ? second : best));
+        if (lane == owner) {
+#pragma unroll
+          for (int d = 0; d < DIM; ++d) {
+            c[d] = best_slot >= 0 ? coord_smem[d * onchip + best_slot * threads + tid]
+                                  : cloud[int64_t{best_overflow} * DIM + d];
+          }
+        }
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) c[d] = __shfl_sync(kFullMask, c[d], owner);
+      }
+      if (lane == 0) {
+        own_records[warp][0] = make_uint4(static_cast<uint32_t>(warp_key >> 32),
+                                          static_cast<uint32_t>(warp_key), bound, float_bits(c[0]));
+        own_records[warp][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
       }
     }
-    const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
-    best = odd_wins ? best_odd : best_even;
-    best_slot = odd_wins ? slot_odd : slot_even;
-    best_overflow = -1;
-    for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
-      const float m = fminf(overflow[i], fps_detail::squared_distance<float>(cloud + int64_t{i} * DIM, q, DIM));
-      overflow[i] = m;
-      if (m > best) {
-        best = m;
-        best_slot = -1;
-        best_overflow = i;
+
+    // The records meet; warp 0 selects the next round's picks.
+    const int limit = static_cast<int>(min(int64_t{max_picks}, k - s));
+    if constexpr (SYNC == Sync::kBlock) {
+      __syncthreads();
+      if (warp == 0) {
+        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks);
+        if (lane == 0) round_pick_count = chosen;
+      }
+    } else if constexpr (SYNC == Sync::kCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      const int parity = round & 1;
+      const uint32_t phase_parity = (round >> 1) & 1;
+      const uint32_t barrier = cuda::shared_address(&push_barrier[parity]);
+      if (tid == 0) cuda::expect_bytes(barrier, static_cast<uint32_t>(parts * warps) * 32u);
+      __syncwarp();
+      if (lane < parts) {
+        const uint32_t slot = static_cast<uint32_t>((parity * kRecordSlots + part * warps + warp) * 2);
+        const uint32_t peer = peer_barrier + 8u * parity;
+        cuda::push_to_peer(peer_records + 16u * slot, own_records[warp][0], peer);
+        cuda::push_to_peer(peer_records + 16u * (slot + 1), own_records[warp][1], peer);
+      }
+      if (warp == 0) {
+        cuda::wait_phase(barrier, phase_parity);
+        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks);
+        if (lane == 0) round_pick_count = chosen;
+      }
+#else
+      __trap();  // the host never plans clusters below sm_90
+#endif
+    } else {
+      __syncthreads();
+      if (warp == 0) {
+        const int parity = round & 1;
+        const int listed = parts * kGridListLength;
+        uint4* set = grid_records + (b * 2 + parity) * int64_t{listed} * 2;
+        publish_block_list(records[0], warps, set + int64_t{part} * kGridListLength * 2);
+        unsigned long long* arrivals = grid_arrivals + b;
+        // Lane 0's release orders its list before its arrival; each lane's acquire of the full
+        // count orders its reads after every block's list. Two record sets suffice: a block
+        // writes a set again only after every block has arrived once more, i.e. has finished
+        // reading it.
+        if (lane == 0) cuda::add_release(arrivals, 1);
+        const unsigned long long arrived = static_cast<unsigned long long>(round + 1) * parts;
+        while (cuda::load_acquire(arrivals) < arrived) {
+        }
+        for (int j = lane; j < listed; j += kWarpSize) {
+          gathered[j][0] = __ldcg(set + 2 * j);
+          gathered[j][1] = __ldcg(set + 2 * j + 1);
+        }
+        __syncwarp();
+        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks);
+        if (lane == 0) round_pick_count = chosen;
       }
     }
-    win = agree(q);
+    __syncthreads();
   }
 
   if (part == 0) {

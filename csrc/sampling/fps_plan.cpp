@@ -14,14 +14,14 @@ namespace {
 constexpr int kWarpThreads = 32;
 }  // namespace
 
-// A cluster's exchange gets dearer with its size, so clusters hold >= 4096 points per block;
-// clouds that would need more than 16 such blocks take the grid, whose best share is ~2048
-// points per block (fewer blocks contend less on the per-step atomics). Clouds are spread over
-// the SMs only as far as the batch leaves SMs free.
+// A cluster's exchange gets dearer with its size, so clusters aim at >= 4096 points per block;
+// a cloud that a 16-block cluster can hold on chip takes a cluster (or one block), a larger one
+// the grid, whose best share is ~2048 points per block (fewer blocks contend less on the
+// per-round arrivals). Clouds are spread over the SMs only as far as the batch leaves SMs free.
 Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major) {
   const int64_t spread = std::max<int64_t>(1, sm_count / batch);
   const int64_t max_cluster = cc_major >= 9 ? kMaxClusterParts : 1;
-  if (n <= kClusterPointsPerBlock * max_cluster || spread == 1) {
+  if (n <= kMaxBlockPoints * max_cluster || spread == 1) {
     const int64_t parts =
         std::min({spread, max_cluster, std::max<int64_t>(1, ceil_div(n, kClusterPointsPerBlock))});
     return {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};

@@ -6,8 +6,9 @@
 //   kBlock   parts == 1: the block alone, one shared-memory exchange between its warps;
 //   kCluster 2 <= parts <= 16, a thread-block cluster (sm_90): winners pushed into the peers'
 //            shared memory;
-//   kGrid    any parts, a cooperative launch: winners meet in a global 64-bit atomicMax.
-// The plan comes from the batch and cloud sizes and the device alone (plan_layout).
+//   kGrid    any parts, a cooperative launch: each block's best records meet in global memory.
+// Each exchange settles a round of up to `max_picks` picks (fps_kernels.cuh). The plan comes from
+// the batch and cloud sizes and the device alone (plan_layout).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,11 @@ constexpr int kPointsPerThread = 16;
 constexpr int kSmallPointsPerThread = 8;
 constexpr int kMaxThreads = 512;
 constexpr int kMaxClusterParts = 16;
+// Points a block holds on chip at most (kPointsPerThread a thread, kMaxThreads threads).
+constexpr int64_t kMaxBlockPoints = int64_t{kPointsPerThread} * kMaxThreads;
+// Picks one exchange may settle: the kernel's capacity, and what the plan asks for.
+constexpr int kMaxPicksPerRound = 16;
+constexpr int kPicksPerRound = 8;
 // Points per block that the automatic plan aims at in each layout (see plan_layout).
 constexpr int64_t kClusterPointsPerBlock = 4096;
 constexpr int64_t kGridPointsPerBlock = 2048;
@@ -29,6 +35,7 @@ struct Plan {
   Sync sync;
   int parts;    // blocks per cloud
   int threads;  // per block; 0 until the launch code fits it
+  int max_picks = kPicksPerRound;  // per round, <= kMaxPicksPerRound
 };
 
 // The layout for `batch` clouds of about `n` points on a device with `sm_count` SMs and compute

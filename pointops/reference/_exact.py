@@ -27,10 +27,3 @@ def fma(a: float, b: float, c: float, float64: bool) -> float:
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     return float(exact) if float64 else _round_to_float32(exact)
 
-
-def _squared_distance(p, q, float64: bool) -> float:
-    acc = 0.0
-    for a, b in zip(p, q):
-        diff = a - b if float64 else float(np.float32(a) - np.float32(b))
-        acc = fma(diff, diff, acc, float64)
-    return acc

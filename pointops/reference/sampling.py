@@ -1,12 +1,23 @@
 """Farthest point sampling: the oracle (a loop over each cloud, csrc/sampling/fps.h's rules with
-exact fused arithmetic) and the baseline (the plain-PyTorch loop a user writes, timed by the bench)."""
+the kernels' rounding) and the baseline (the plain-PyTorch loop a user writes, timed by the bench)."""
 import math
 
 import numpy as np
 import torch
 
 from .._checks import distance_dtype
-from ._exact import _squared_distance
+
+
+def _squared_distance(p, q, float64: bool) -> float:
+    """csrc/common/squared_distance.h's formula for any D: each difference and each square rounded
+    alone in the compute type, the squares summed in dimension order (no fused multiply-add)."""
+    kind = float if float64 else np.float32
+    acc = kind(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for a, b in zip(p, q):
+            diff = kind(a) - kind(b)
+            acc = acc + diff * diff
+    return float(acc)
 
 
 def fps_one_cloud(cloud: np.ndarray, k: int, start: int, float64: bool):
@@ -57,7 +68,8 @@ def fps(points: torch.Tensor, k: int, lengths=None, start=None):
 
 def fps_torch_loop(points: torch.Tensor, k: int) -> torch.Tensor:
     """The pure PyTorch way a user writes FPS: one vectorized step per pick, start 0, no lengths.
-    A baseline for timing: its distances are not fused like the kernels', so ties may differ."""
+    A baseline for timing: torch's sum may add the squares in another order than the kernels, so
+    near-ties may differ."""
     b, n, _ = points.shape
     min_dist = torch.full((b, n), float("inf"), device=points.device)
     idx = torch.zeros(b, k, dtype=torch.int64, device=points.device)

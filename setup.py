@@ -15,6 +15,7 @@ Objects are kept in build/temp.* for every way of building (setup.py build_ext -
 pip install ., pip install -e .), and ninja recompiles only the sources whose text, headers
 or flags changed, so a rebuild after a small change takes seconds, not minutes.
 """
+
 import glob
 import os
 import re
@@ -83,9 +84,12 @@ def _set_cuda_arch_list():
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return  # torch's default: every visible GPU's architecture, the newest also as PTX
     os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCH
-    print(f"pointops: no GPU visible; building the CUDA kernels for TORCH_CUDA_ARCH_LIST="
-          f"{DEFAULT_CUDA_ARCH} (set TORCH_CUDA_ARCH_LIST to choose others, POINTOPS_NO_CUDA=1 to "
-          "skip CUDA)", file=sys.stderr)
+    print(
+        f"pointops: no GPU visible; building the CUDA kernels for TORCH_CUDA_ARCH_LIST="
+        f"{DEFAULT_CUDA_ARCH} (set TORCH_CUDA_ARCH_LIST to choose others, POINTOPS_NO_CUDA=1 to "
+        "skip CUDA)",
+        file=sys.stderr,
+    )
 
 
 def _library_header_dirs():
@@ -142,7 +146,10 @@ def _extension():
     print(f"pointops: compiling the {kind} kernels ({sources} sources): {why}", file=sys.stderr)
     if not with_cuda:
         return CppExtension(
-            "pointops._C", cpp_sources, include_dirs=include_dirs, depends=headers,
+            "pointops._C",
+            cpp_sources,
+            include_dirs=include_dirs,
+            depends=headers,
             extra_compile_args={"cxx": cxx_flags},
         )
     _set_cuda_arch_list()
@@ -153,7 +160,10 @@ def _extension():
         cxx_flags += ["-isystem", folder]
         nvcc_flags += ["-isystem", folder]
     return CUDAExtension(
-        "pointops._C", cpp_sources + cuda_sources, include_dirs=include_dirs, depends=headers,
+        "pointops._C",
+        cpp_sources + cuda_sources,
+        include_dirs=include_dirs,
+        depends=headers,
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
     )
 
@@ -188,8 +198,7 @@ CONFIG_PACKAGE = ["pointops.configs"] if os.path.isdir(os.path.join(ROOT, "confi
 setup(
     name="pointops",
     version=_version(),
-    description="Batched, exact point-cloud operators for PyTorch, with CPU and CUDA kernels "
-                "(torch.ops.pointops.*)",
+    description="Batched, exact point-cloud operators for PyTorch, with CPU and CUDA kernels (torch.ops.pointops.*)",
     long_description=open(os.path.join(ROOT, "README.md")).read(),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",

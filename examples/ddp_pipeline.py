@@ -12,6 +12,7 @@ process over the same frames gives the same per-frame outputs bit for bit (tests
 On CUDA, rank r uses cuda:LOCAL_RANK and NCCL; on the CPU, gloo. Nothing here syncs with the host
 except the loss print and the saves; every op runs on the current stream of the rank's device.
 """
+
 import argparse
 import json
 import os
@@ -31,8 +32,9 @@ MAX_POINTS = 16
 
 def frame_cloud(frame: int, n_beams: int, n_azimuth: int) -> torch.Tensor:
     """(N, 4) x, y, z, intensity of generated frame `frame` (seeded by its number)."""
-    scan = lidar.lidar_scan(lidar.make_scene(frame), n_beams=n_beams, n_azimuth=n_azimuth,
-                               range_noise=0.02, clutter=0.05, seed=frame)
+    scan = lidar.lidar_scan(
+        lidar.make_scene(frame), n_beams=n_beams, n_azimuth=n_azimuth, range_noise=0.02, clutter=0.05, seed=frame
+    )
     return torch.cat([scan.points, scan.intensity.unsqueeze(1)], 1)
 
 
@@ -42,9 +44,16 @@ def preprocess(points: torch.Tensor, lengths: torch.Tensor) -> dict:
     bev = pointops.bev_rasterize(points, ["max_z", "density", "top_feature"], lengths, preset="kitti_bev")
     keypoints = pointops.farthest_point_sampling(points[..., :3], 512, lengths).indices
     planes = pointops.detect_planes(points[..., :3], 4, lengths, preset="outdoor_fast")
-    return {"voxels": pillars.voxels, "coords": pillars.coords, "num_points": pillars.num_points,
-            "num_voxels": pillars.num_voxels, "bev": bev, "keypoints": keypoints, "planes": planes.planes,
-            "labels": planes.labels}
+    return {
+        "voxels": pillars.voxels,
+        "coords": pillars.coords,
+        "num_points": pillars.num_points,
+        "num_voxels": pillars.num_voxels,
+        "bev": bev,
+        "keypoints": keypoints,
+        "planes": planes.planes,
+        "labels": planes.labels,
+    }
 
 
 class PillarNet(torch.nn.Module):
@@ -54,8 +63,9 @@ class PillarNet(torch.nn.Module):
         super().__init__()
         self.channels = channels
         self.mlp = torch.nn.Sequential(torch.nn.Linear(4, channels), torch.nn.ReLU())
-        self.head = torch.nn.Sequential(torch.nn.Conv2d(channels, channels, 3, padding=1), torch.nn.ReLU(),
-                                        torch.nn.Conv2d(channels, 1, 1))
+        self.head = torch.nn.Sequential(
+            torch.nn.Conv2d(channels, channels, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(channels, 1, 1)
+        )
 
     def forward(self, voxels, num_points, coords, num_voxels):
         features = self.mlp(voxels)
@@ -109,7 +119,9 @@ def main():
     torch.manual_seed(0)  # every rank starts from the same weights (DDP also broadcasts rank 0's)
     model = PillarNet().to(device)
     if distributed:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     target = (outputs["bev"][:, 1:2] > 0).float()  # occupied cells of the BEV image, resized to the pillar grid
     target = torch.nn.functional.adaptive_max_pool2d(target, pointops.bev_grid_size(PILLAR_RANGE, PILLAR_SIZE[:2]))
@@ -126,11 +138,19 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     per_frame = {f: {k: v[i].cpu() for k, v in outputs.items() if v.dim() > 0} for i, f in enumerate(frames)}
     weights = {k: v.detach().cpu() for k, v in (model.module if distributed else model).state_dict().items()}
-    torch.save({"frames": per_frame, "weights": weights, "losses": losses},
-               os.path.join(args.out, f"rank{rank}_of{world}.pt"))
-    summary = {"rank": rank, "world": world, "device": str(device), "frames": len(frames),
-               "preprocess_s": round(seconds, 4), "frames_per_s": round(len(frames) / max(seconds, 1e-9), 2),
-               "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
+    torch.save(
+        {"frames": per_frame, "weights": weights, "losses": losses}, os.path.join(args.out, f"rank{rank}_of{world}.pt")
+    )
+    summary = {
+        "rank": rank,
+        "world": world,
+        "device": str(device),
+        "frames": len(frames),
+        "preprocess_s": round(seconds, 4),
+        "frames_per_s": round(len(frames) / max(seconds, 1e-9), 2),
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+    }
     print(json.dumps(summary), flush=True)
     if distributed:
         dist.destroy_process_group()

@@ -4,12 +4,23 @@ Every kernel is a ``torch.ops.pointops.*`` operator. Importing this package load
 and the family modules, which hold each op's typed wrapper, its fake kernel for tracing and its
 gradient where it has one. The API convention every function follows is in docs/api.md.
 """
+
 import torch  # loads libtorch before the extension
 
 from ._version import __version__
 from ._extension import _C  # registers the operators; a clear ImportError when not built
 
-from . import bev, compat, geometry, hough, io, nn, ppf, sampling, scenes  # the families; io loads its format libraries on first use
+from . import (
+    bev,
+    compat,
+    geometry,
+    hough,
+    io,
+    nn,
+    ppf,
+    sampling,
+    scenes,
+)  # the families; io loads its format libraries on first use
 from .bev import (
     DynamicVoxels,
     Voxels,

@@ -5,6 +5,7 @@ kernel dispatch picks (a meta tensor among CPU ones runs the fake on CPU tensors
 uninitialised memory), so every tensor argument goes through one of these. And the few checks the
 public wrappers make on what C++ never sees (a non-tensor where a tensor goes, one number for a
 per-axis size)."""
+
 import math
 import numbers
 import os
@@ -41,21 +42,28 @@ def check_dtype(t: torch.Tensor, name: str, dtype: torch.dtype) -> None:
 
 
 def check_dim(t: torch.Tensor, name: str, dim: int, layout: str) -> None:
-    torch._check(t.dim() == dim, lambda: f"{name} must have shape {layout} ({dim} dimensions), got shape {tuple(t.shape)}")
+    torch._check(
+        t.dim() == dim, lambda: f"{name} must have shape {layout} ({dim} dimensions), got shape {tuple(t.shape)}"
+    )
 
 
 def check_shape(t: torch.Tensor, name: str, expected: Sequence[int]) -> None:
-    torch._check(tuple(t.shape) == tuple(expected), lambda: f"{name} must have shape {tuple(expected)}, got {tuple(t.shape)}")
+    torch._check(
+        tuple(t.shape) == tuple(expected), lambda: f"{name} must have shape {tuple(expected)}, got {tuple(t.shape)}"
+    )
 
 
 def check_same_device(t: Optional[torch.Tensor], name: str, ref: torch.Tensor, ref_name: str = "points") -> None:
     if t is not None:
-        torch._check(t.device == ref.device,
-                     lambda: f"{name} must be on the same device as {ref_name} ({ref.device}), got {t.device}")
+        torch._check(
+            t.device == ref.device,
+            lambda: f"{name} must be on the same device as {ref_name} ({ref.device}), got {t.device}",
+        )
 
 
-def check_optional_batch_vector(t: Optional[torch.Tensor], name: str, batch: int, ref: torch.Tensor,
-                                ref_name: str = "points") -> None:
+def check_optional_batch_vector(
+    t: Optional[torch.Tensor], name: str, batch: int, ref: torch.Tensor, ref_name: str = "points"
+) -> None:
     """An optional per-cloud int64 vector such as lengths or start: shape (B,), on ref's device."""
     if t is None:
         return
@@ -64,14 +72,23 @@ def check_optional_batch_vector(t: Optional[torch.Tensor], name: str, batch: int
     check_shape(t, name, (batch,))
 
 
-def check_padded_clouds(points: torch.Tensor, lengths: Optional[torch.Tensor], layout: str, min_columns: int,
-                        max_columns: Optional[int] = None, name: str = "points", lengths_name: str = "lengths") -> None:
+def check_padded_clouds(
+    points: torch.Tensor,
+    lengths: Optional[torch.Tensor],
+    layout: str,
+    min_columns: int,
+    max_columns: Optional[int] = None,
+    name: str = "points",
+    lengths_name: str = "lengths",
+) -> None:
     """Padded clouds: points (B, N, C) floating with min_columns <= C <= max_columns, lengths (B,)
     int64 on the points' device or None."""
     check_dim(points, name, 3, layout)
     check_floating(points, name)
-    torch._check(points.shape[2] >= min_columns and (max_columns is None or points.shape[2] <= max_columns),
-                 lambda: f"{name} must have shape {layout}, got shape {tuple(points.shape)}")
+    torch._check(
+        points.shape[2] >= min_columns and (max_columns is None or points.shape[2] <= max_columns),
+        lambda: f"{name} must have shape {layout}, got shape {tuple(points.shape)}",
+    )
     check_optional_batch_vector(lengths, lengths_name, points.shape[0], points, name)
 
 
@@ -91,14 +108,15 @@ def memory_bytes(device: torch.device) -> Optional[int]:
             except (ValueError, OSError, AttributeError):
                 value = None
         elif device.type == "cuda" and torch.cuda.is_available():
-            value = torch.cuda.get_device_properties(device.index if device.index is not None else
-                                                     torch.cuda.current_device()).total_memory
+            value = torch.cuda.get_device_properties(
+                device.index if device.index is not None else torch.cuda.current_device()
+            ).total_memory
         _MEMORY[key] = value
     return _MEMORY[key]
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2.0 ** 30:.3g} GiB"
+    return f"{n / 2.0**30:.3g} GiB"
 
 
 def check_output_fits(device: torch.device, what: str, shape: Sequence[int], element_size: int) -> None:
@@ -113,8 +131,10 @@ def check_output_fits(device: torch.device, what: str, shape: Sequence[int], ele
         return
     size = numel * element_size
     if size > cap:
-        raise RuntimeError(f"{what} implies an output of shape {list(shape)} ({numel} elements, {_gib(size)}), "
-                           f"more than the {device.type} memory ({_gib(cap)})")
+        raise RuntimeError(
+            f"{what} implies an output of shape {list(shape)} ({numel} elements, {_gib(size)}), "
+            f"more than the {device.type} memory ({_gib(cap)})"
+        )
 
 
 def check_tensor(value: torch.Tensor, name: str, layout: str = "") -> None:
@@ -135,8 +155,10 @@ def _not_a_tensor(value, name: str, layout: str) -> str:
     kind = type(value)
     observed = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
     conversion = f"torch.from_numpy({name})" if observed.startswith("numpy.") else f"torch.tensor({name})"
-    return (f"{name} must be a torch.Tensor{' ' + layout if layout else ''}, got {observed}: pass {conversion} "
-            "(then .to(device) for a GPU); pointops converts no arrays itself")
+    return (
+        f"{name} must be a torch.Tensor{' ' + layout if layout else ''}, got {observed}: pass {conversion} "
+        "(then .to(device) for a GPU); pointops converts no arrays itself"
+    )
 
 
 @torch.jit.unused
@@ -146,8 +168,9 @@ def _sizes_eager(size, n: int, name: str) -> List[float]:
     if isinstance(size, torch.Tensor) and size.dim() == 0:
         return [float(size)] * n
     values = size.tolist() if isinstance(size, torch.Tensor) else size
-    if isinstance(values, (list, tuple)) and all(isinstance(s, numbers.Real) and not isinstance(s, bool)
-                                                 for s in values):
+    if isinstance(values, (list, tuple)) and all(
+        isinstance(s, numbers.Real) and not isinstance(s, bool) for s in values
+    ):
         return [float(s) for s in values]
     raise ValueError(f"{name} must be a number or a list of {n} numbers, got {size!r}")
 
@@ -188,8 +211,12 @@ def _integer_like(value) -> bool:
 
 @torch.jit.unused
 def _int_eager(value, name: str, minimum: int) -> int:
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
-            and value.dtype != torch.bool:
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and not value.is_floating_point()
+        and value.dtype != torch.bool
+    ):
         value = int(value)
     if not _integer_like(value):
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r} ({type(value).__name__})")
@@ -230,8 +257,9 @@ def _real_check(value: float, name: str, minimum: float, strict: bool, maximum: 
     return value
 
 
-def check_real(value: float, name: str, minimum: float = 0.0, strict: bool = False,
-               maximum: Optional[float] = None) -> float:
+def check_real(
+    value: float, name: str, minimum: float = 0.0, strict: bool = False, maximum: Optional[float] = None
+) -> float:
     """A real argument (a radius, a ratio, a size): finite, >= minimum (> with strict), <= maximum
     when given; returned as a float; otherwise ValueError naming it."""
     if torch.jit.is_scripting():
@@ -244,6 +272,7 @@ def _symbolic(t: torch.Tensor) -> bool:
     if torch.compiler.is_compiling() or torch.compiler.is_exporting() or t.device.type == "meta":
         return True
     from torch._subclasses.fake_tensor import is_fake
+
     return is_fake(t)
 
 
@@ -267,13 +296,23 @@ def _observed(name: str, values: Optional[torch.Tensor], bad: Optional[torch.Ten
         return f", got {_entry(values, name, flat)}"
     shown = values.reshape(-1)[:8].tolist()
     more = ", ..." if values.numel() > 8 else ""
-    return f", got {name} = {str(shown)[:-1]}{more}] (shape {list(values.shape)})" if values.dim() else \
-        f", got {name} = {values.item()}"
+    return (
+        f", got {name} = {str(shown)[:-1]}{more}] (shape {list(values.shape)})"
+        if values.dim()
+        else f", got {name} = {values.item()}"
+    )
 
 
 @torch.jit.unused
-def _require_eager(ok: torch.Tensor, message: str, host: bool, name: str, values: Optional[torch.Tensor],
-                   bad: Optional[torch.Tensor], sorted_: bool) -> None:
+def _require_eager(
+    ok: torch.Tensor,
+    message: str,
+    host: bool,
+    name: str,
+    values: Optional[torch.Tensor],
+    bad: Optional[torch.Tensor],
+    sorted_: bool,
+) -> None:
     if _symbolic(ok):
         torch._assert_async(ok, message[:250])
     elif ok.device.type == "cpu" or host:
@@ -283,9 +322,15 @@ def _require_eager(ok: torch.Tensor, message: str, host: bool, name: str, values
         torch._assert_async(ok, message[:250])
 
 
-def require(ok: torch.Tensor, message: str, host: bool = False, name: str = "",
-            values: Optional[torch.Tensor] = None, bad: Optional[torch.Tensor] = None,
-            sorted_: bool = False) -> None:
+def require(
+    ok: torch.Tensor,
+    message: str,
+    host: bool = False,
+    name: str = "",
+    values: Optional[torch.Tensor] = None,
+    bad: Optional[torch.Tensor] = None,
+    sorted_: bool = False,
+) -> None:
     """Refuses tensor data that breaks a condition: ``ok`` a 0-d bool tensor computed from the
     data, ``message`` "<argument> must be <expectation>". Read at once on the CPU, raising
     ValueError(message + what ``values`` holds: the first entry ``bad`` marks, or the values); on
@@ -308,8 +353,9 @@ def check_index_tensor(t: torch.Tensor, name: str, layout: str, dims: int = -1) 
         raise ValueError(name + " must have shape " + layout + ", got " + str(list(t.shape)))
 
 
-def check_indices(idx: torch.Tensor, name: str, size: int, size_name: str, minus_one: bool = True,
-                  host: bool = False) -> None:
+def check_indices(
+    idx: torch.Tensor, name: str, size: int, size_name: str, minus_one: bool = True, host: bool = False
+) -> None:
     """Indices into ``size`` rows: in [0, size), or -1 for none where ``minus_one``; an index below
     (-5 would be Python's negative indexing) or past the rows is refused."""
     low = -1 if minus_one else 0
@@ -336,18 +382,35 @@ def check_batch_vector(t: Optional[torch.Tensor], name: str, batch: int, ref: to
         return
     check_tensor(t, name, "(B,)")
     if t.dim() != 1 or t.shape[0] != batch:
-        raise ValueError(name + " must have shape (" + str(batch) + ",) (one per cloud of " + ref_name + "), got "
-                         + str(list(t.shape)))
+        raise ValueError(
+            name
+            + " must have shape ("
+            + str(batch)
+            + ",) (one per cloud of "
+            + ref_name
+            + "), got "
+            + str(list(t.shape))
+        )
     if t.dtype != torch.int64:
         raise ValueError(name + " must be torch.int64, got " + str(t.dtype))
     if t.device != ref.device:
-        raise ValueError(name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got "
-                         + str(t.device))
+        raise ValueError(
+            name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got " + str(t.device)
+        )
 
 
 def check_rows(t: torch.Tensor, name: str, rows: int, rows_name: str, dim: int = 0) -> None:
     """``t.shape[dim]`` is the ``rows`` of ``rows_name`` (features of the points, indices of the
     queries)."""
     if t.shape[dim] != rows:
-        raise ValueError(name + " must have " + str(rows) + " rows along dimension " + str(dim) + " (as "
-                         + rows_name + "), got shape " + str(list(t.shape)))
+        raise ValueError(
+            name
+            + " must have "
+            + str(rows)
+            + " rows along dimension "
+            + str(dim)
+            + " (as "
+            + rows_name
+            + "), got shape "
+            + str(list(t.shape))
+        )

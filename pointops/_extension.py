@@ -9,15 +9,18 @@ initialized module 'pointops' (most likely due to a circular import)", which poi
 the cause: most often a source checkout that was never built, or a checkout in the current
 directory that hides the pointops installed with pip.
 """
+
 import glob
 import importlib.machinery
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BUILD_HINT = ("build it in place from {root}: bash tools/install.sh (a .venv with torch), or "
-              "pip install --no-build-isolation -e . (the torch you have), or "
-              "python setup.py build_ext --inplace; docs/install.md has the details")
+BUILD_HINT = (
+    "build it in place from {root}: bash tools/install.sh (a .venv with torch), or "
+    "pip install --no-build-isolation -e . (the torch you have), or "
+    "python setup.py build_ext --inplace; docs/install.md has the details"
+)
 
 
 def load():
@@ -36,8 +39,9 @@ def load():
 
 def extension_files(folder=HERE):
     """The compiled extension's files in folder (pointops/_C.cpython-311-x86_64-linux-gnu.so, ...)."""
-    return sorted(f for suffix in importlib.machinery.EXTENSION_SUFFIXES
-                  for f in glob.glob(os.path.join(folder, "_C" + suffix)))
+    return sorted(
+        f for suffix in importlib.machinery.EXTENSION_SUFFIXES for f in glob.glob(os.path.join(folder, "_C" + suffix))
+    )
 
 
 def installed_copies():
@@ -65,17 +69,23 @@ def missing_extension_message(error):
     if files:
         import torch
 
-        return (f"pointops' compiled extension {files[0]} did not load ({error}). It was most likely "
-                f"built against another torch or Python than this one (torch {torch.__version__}); "
-                f"rebuild it: {hint}.")
+        return (
+            f"pointops' compiled extension {files[0]} did not load ({error}). It was most likely "
+            f"built against another torch or Python than this one (torch {torch.__version__}); "
+            f"rebuild it: {hint}."
+        )
     others = installed_copies()
     if others:
-        return (f"pointops was imported from {HERE}, a source checkout without its compiled extension "
-                f"(pointops/_C), instead of the pointops installed at {others[0]}: Python finds the "
-                "pointops folder of the current directory (or of sys.path's first entries) first. Run "
-                f"Python from another directory to use the installed package, or {hint}.")
-    return (f"pointops was imported from {HERE}, which has no compiled extension (pointops/_C, the "
-            f"operators' C++/CUDA code): {hint}.")
+        return (
+            f"pointops was imported from {HERE}, a source checkout without its compiled extension "
+            f"(pointops/_C), instead of the pointops installed at {others[0]}: Python finds the "
+            "pointops folder of the current directory (or of sys.path's first entries) first. Run "
+            f"Python from another directory to use the installed package, or {hint}."
+        )
+    return (
+        f"pointops was imported from {HERE}, which has no compiled extension (pointops/_C, the "
+        f"operators' C++/CUDA code): {hint}."
+    )
 
 
 _C = load()

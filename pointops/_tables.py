@@ -1,4 +1,5 @@
 """Small tables made on the CPU (bin centres, normals, circle sizes) and used on the inputs' device."""
+
 import torch
 from torch import Tensor
 

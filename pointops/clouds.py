@@ -2,6 +2,7 @@
 ``lengths (B,) int64``, and packed clouds ``(P, D)`` with ``offsets (B + 1,) int64`` (cloud b is
 rows ``offsets[b]:offsets[b + 1]``). The ops take either; these helpers build them from
 per-cloud tensors."""
+
 from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -20,11 +21,18 @@ def pad_clouds(clouds: Sequence) -> Tuple[Tensor, Tensor]:
         return torch.zeros(0, 0, 3), torch.zeros(0, dtype=torch.int64)
     first = tensors[0]
     for i, t in enumerate(tensors):
-        if (not isinstance(t, Tensor) or t.dim() != 2 or t.shape[1] != first.shape[1] or t.dtype != first.dtype
-                or t.device != first.device):
+        if (
+            not isinstance(t, Tensor)
+            or t.dim() != 2
+            or t.shape[1] != first.shape[1]
+            or t.dtype != first.dtype
+            or t.device != first.device
+        ):
             got = f"{tuple(t.shape)} {t.dtype} on {t.device}" if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"pad_clouds: every cloud must be (N, {first.shape[1]}) {first.dtype} on {first.device} "
-                             f"like cloud 0, cloud {i} is {got}")
+            raise ValueError(
+                f"pad_clouds: every cloud must be (N, {first.shape[1]}) {first.dtype} on {first.device} "
+                f"like cloud 0, cloud {i} is {got}"
+            )
     lengths = torch.tensor([t.shape[0] for t in tensors], dtype=torch.int64)
     out = first.new_zeros(len(tensors), int(lengths.max()), first.shape[1])
     for i, t in enumerate(tensors):
@@ -53,5 +61,8 @@ def bounding_box(points: Tensor, lengths: Optional[Tensor] = None) -> BoundingBo
     big = torch.tensor(float("inf"), dtype=points.dtype, device=points.device)
     low = torch.where(valid[..., None], points, big).amin(1)
     high = torch.where(valid[..., None], points, -big).amax(1)
-    return BoundingBox(torch.where(empty[:, None], torch.zeros_like(low), low),
-                       torch.where(empty[:, None], torch.zeros_like(high), high), empty)
+    return BoundingBox(
+        torch.where(empty[:, None], torch.zeros_like(low), low),
+        torch.where(empty[:, None], torch.zeros_like(high), high),
+        empty,
+    )

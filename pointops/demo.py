@@ -21,6 +21,7 @@ Each picture is a function registered with :func:`picture`; a new family adds it
 :class:`Demo` holds the scan on the device and what several pictures share (the detected planes,
 the height above the ground), computed once and timed.
 """
+
 import argparse
 import math
 import os
@@ -73,13 +74,24 @@ class Demo:
         self.settings = settings
         self.device = torch.device(device)
         self.scene = lidar.make_scene(settings.seed)
-        scan = lidar.lidar_scan(self.scene, n_beams=settings.beams, n_azimuth=settings.azimuth,
-                                   range_noise=0.02, clutter=0.05, seed=settings.seed)
+        scan = lidar.lidar_scan(
+            self.scene,
+            n_beams=settings.beams,
+            n_azimuth=settings.azimuth,
+            range_noise=0.02,
+            clutter=0.05,
+            seed=settings.seed,
+        )
         # The pictures show the square around the sensor (as a detector's point_range would): the
         # far ground out to the LiDAR's 100 m would take a third of the FPS samples out of sight.
         inside = (scan.points[:, :2].abs() < settings.extent).all(1)
-        self.scan = scan._replace(points=scan.points[inside], intensity=scan.intensity[inside],
-                                  labels=scan.labels[inside], instance=scan.instance[inside], ray=scan.ray[inside])
+        self.scan = scan._replace(
+            points=scan.points[inside],
+            intensity=scan.intensity[inside],
+            labels=scan.labels[inside],
+            instance=scan.instance[inside],
+            ray=scan.ray[inside],
+        )
         self.points = self.scan.points[None].to(self.device)  # (1, N, 3)
         self.points_intensity = torch.cat([self.points, self.scan.intensity[None, :, None].to(self.device)], -1)
         self.timings: Dict[str, float] = {}  # op -> milliseconds on the device
@@ -106,9 +118,18 @@ class Demo:
     @cached_property
     def planes(self) -> "pointops.PlaneDetections":
         s = self.settings
-        return self.timed("detect_planes", lambda: pointops.detect_planes(
-            self.points, s.planes_k, n_phi=s.n_phi, n_theta=s.n_theta, rho_step=s.rho_step, rho_max=s.rho_max,
-            iterations=2))
+        return self.timed(
+            "detect_planes",
+            lambda: pointops.detect_planes(
+                self.points,
+                s.planes_k,
+                n_phi=s.n_phi,
+                n_theta=s.n_theta,
+                rho_step=s.rho_step,
+                rho_max=s.rho_max,
+                iterations=2,
+            ),
+        )
 
     @cached_property
     def score(self) -> lidar.PlaneScore:
@@ -155,9 +176,11 @@ PICTURES: Dict[str, Callable[[Demo], Tuple["Figure", str]]] = {}
 
 def picture(name: str):
     """Registers a picture function ``fn(demo) -> (Figure, one-line summary)``, written to NAME.png."""
+
     def register(fn):
         PICTURES[name] = fn
         return fn
+
     return register
 
 
@@ -165,6 +188,7 @@ def figure(width: float, height: float):
     """A matplotlib figure of width x height inches at 100 dpi, laid out so that titles, colour bars
     and legends do not overlap."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
@@ -179,17 +203,25 @@ def top_view(ax, demo: Demo, title: str, dark: bool = False) -> None:
     ax.set_ylabel("x (m), forward")
     ax.set_title(title, fontsize=10)
     from matplotlib import patheffects
+
     ink, paper = ("white", "black") if dark else ("black", "white")
     outline = [patheffects.withStroke(linewidth=3, foreground=paper)]
     arrow = dict(arrowstyle="-|>", color=ink, lw=1.5, path_effects=outline)
     ax.annotate("", xy=(0, 0.2 * r), xytext=(0, 0), arrowprops=arrow)
     ax.annotate("", xy=(0.2 * r, 0), xytext=(0, 0), arrowprops=arrow)
-    ax.text(0, 0.22 * r, "x", color=ink, fontsize=11, fontweight="bold", ha="center", va="bottom",
-            path_effects=outline)
-    ax.text(0.22 * r, 0, "y", color=ink, fontsize=11, fontweight="bold", ha="right", va="center",
-            path_effects=outline)
-    ax.plot([0], [0], marker="o", markersize=6, color="black", markerfacecolor="white", linestyle="none",
-            label="sensor", zorder=5)
+    ax.text(0, 0.22 * r, "x", color=ink, fontsize=11, fontweight="bold", ha="center", va="bottom", path_effects=outline)
+    ax.text(0.22 * r, 0, "y", color=ink, fontsize=11, fontweight="bold", ha="right", va="center", path_effects=outline)
+    ax.plot(
+        [0],
+        [0],
+        marker="o",
+        markersize=6,
+        color="black",
+        markerfacecolor="white",
+        linestyle="none",
+        label="sensor",
+        zorder=5,
+    )
 
 
 def image_extent(point_range: Sequence[float]) -> Tuple[float, float, float, float]:
@@ -208,12 +240,23 @@ def _masked(values: Tensor, empty: Tensor) -> np.ma.MaskedArray:
 
 def _colormap(name: str, empty: str = "#e6e6e6"):
     import matplotlib
+
     return matplotlib.colormaps[name].with_extremes(bad=empty)  # bad: cells with no point
 
 
 # Detection i is drawn in colour i; the ground truth plane it matches gets the same colour.
-_PLANE_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#e377c2", "#8c564b",
-                  "#bcbd22", "#7f7f7f"]
+_PLANE_COLOURS = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#17becf",
+    "#e377c2",
+    "#8c564b",
+    "#bcbd22",
+    "#7f7f7f",
+]
 _NO_PLANE = "#c8c8c8"
 
 
@@ -227,38 +270,64 @@ def _scatter_labels(ax, xy: np.ndarray, colours: np.ndarray, order: np.ndarray) 
 @picture("fps")
 def draw_fps(demo: Demo):
     k = demo.settings.fps_k
-    samples, indices = demo.timed("sample_farthest_points",
-                                  lambda: pointops.sample_farthest_points(demo.points, K=k))
+    samples, indices = demo.timed("sample_farthest_points", lambda: pointops.sample_farthest_points(demo.points, K=k))
     assert int(indices.unique().numel()) == k, "farthest point sampling repeated a point"
     points, samples = demo.scan.points.numpy(), samples[0].cpu().numpy()
     fig = figure(8, 8.4)
     ax = fig.add_subplot()
-    top_view(ax, demo, f"sample_farthest_points: {k:,} samples (red) of all {demo.n:,} points (grey)\n"
-                        "the samples spread evenly in space, whatever the density of the points")
+    top_view(
+        ax,
+        demo,
+        f"sample_farthest_points: {k:,} samples (red) of all {demo.n:,} points (grey)\n"
+        "the samples spread evenly in space, whatever the density of the points",
+    )
     from matplotlib.lines import Line2D
+
     ax.scatter(points[:, 1], points[:, 0], s=0.6, c="#8c8c8c", linewidths=0, rasterized=True)
     ax.scatter(samples[:, 1], samples[:, 0], s=9, c="#d62728", linewidths=0)
-    ax.legend(handles=[ax.get_legend_handles_labels()[0][0],
-                       Line2D([], [], marker="o", markersize=3, linestyle="none", color="#8c8c8c",
-                              label=f"all {demo.n:,} points"),
-                       Line2D([], [], marker="o", markersize=5, linestyle="none", color="#d62728",
-                              label=f"{k:,} farthest point samples")], loc="lower right", framealpha=0.9)
+    ax.legend(
+        handles=[
+            ax.get_legend_handles_labels()[0][0],
+            Line2D([], [], marker="o", markersize=3, linestyle="none", color="#8c8c8c", label=f"all {demo.n:,} points"),
+            Line2D(
+                [],
+                [],
+                marker="o",
+                markersize=5,
+                linestyle="none",
+                color="#d62728",
+                label=f"{k:,} farthest point samples",
+            ),
+        ],
+        loc="lower right",
+        framealpha=0.9,
+    )
     return fig, f"{k} farthest point samples of {demo.n} points"
 
 
 @picture("height")
 def draw_height(demo: Demo):
     import matplotlib.colors
+
     point_range, cell = demo.bev_grid()
     low, high = demo.height_range
     gray = demo.timed("height_image", lambda: pointops.height_image(demo.above_ground, None, point_range, cell))[0]
     fig = figure(8.6, 8.4)
     ax = fig.add_subplot()
-    top_view(ax, demo, f"height_image: the highest point of each {cell[0]} m cell, height above the detected "
-                        f"ground\nuint8 0..255 over [{low:g}, {high:g}) m, {tuple(gray.shape)}; "
-                        "grey: no point")
-    image = ax.imshow(_masked(gray, gray == 0), cmap=_colormap("viridis"), extent=image_extent(point_range),
-                      norm=matplotlib.colors.Normalize(0, 255), interpolation="nearest")
+    top_view(
+        ax,
+        demo,
+        f"height_image: the highest point of each {cell[0]} m cell, height above the detected "
+        f"ground\nuint8 0..255 over [{low:g}, {high:g}) m, {tuple(gray.shape)}; "
+        "grey: no point",
+    )
+    image = ax.imshow(
+        _masked(gray, gray == 0),
+        cmap=_colormap("viridis"),
+        extent=image_extent(point_range),
+        norm=matplotlib.colors.Normalize(0, 255),
+        interpolation="nearest",
+    )
     scale = 255.0 / (high - low)
     metres = np.arange(math.ceil(low), math.floor(high) + 1)
     bar = fig.colorbar(image, ax=ax, shrink=0.8, ticks=(metres - low) * scale)
@@ -271,11 +340,14 @@ def draw_height(demo: Demo):
 @picture("bev")
 def draw_bev(demo: Demo):
     from matplotlib.patches import Patch
+
     point_range, cell = demo.bev_grid()
     low, high = demo.height_range
     channels = ["max_z", "density", "top_feature", "occupancy"]
-    image = demo.timed("bev_rasterize", lambda: pointops.bev_rasterize(
-        demo.above_ground, channels, None, point_range, cell, forward_up=True))[0]
+    image = demo.timed(
+        "bev_rasterize",
+        lambda: pointops.bev_rasterize(demo.above_ground, channels, None, point_range, cell, forward_up=True),
+    )[0]
     # The picture's arithmetic on the CPU: CUDA divides a tensor by a Python number as a product
     # with its reciprocal, which can round a pixel differently from the CPU's division.
     max_z, density, top, occupancy = image.cpu()
@@ -291,10 +363,16 @@ def draw_bev(demo: Demo):
     ax = axes[0, 0]
     top_view(ax, demo, "the three channels as one RGB image (Complex-YOLO's input)", dark=True)
     ax.imshow(composite.numpy(), extent=extent, interpolation="nearest")
-    ax.legend(handles=[Patch(color="red", label=f"R: max_z, [{low:g}, {high:g}) m"),
-                       Patch(color="lime", label="G: density"),
-                       Patch(color="blue", label=f"B: top_feature, 0..{bright:.2f}"),
-                       Patch(color="black", label="no point")], loc="lower right", framealpha=0.9)
+    ax.legend(
+        handles=[
+            Patch(color="red", label=f"R: max_z, [{low:g}, {high:g}) m"),
+            Patch(color="lime", label="G: density"),
+            Patch(color="blue", label=f"B: top_feature, 0..{bright:.2f}"),
+            Patch(color="black", label="no point"),
+        ],
+        loc="lower right",
+        framealpha=0.9,
+    )
     panels = [
         (axes[0, 1], max_z, "max_z: highest point per cell", "height above the ground (m)", "viridis", (low, high)),
         (axes[1, 0], density, "density: min(1, ln(count + 1) / ln 64)", "density", "magma", (0.0, 1.0)),
@@ -302,18 +380,23 @@ def draw_bev(demo: Demo):
     ]
     for ax, values, title, unit, cmap, (vmin, vmax) in panels:
         top_view(ax, demo, title)
-        shown = ax.imshow(_masked(values, empty), cmap=_colormap(cmap), vmin=vmin, vmax=vmax, extent=extent,
-                          interpolation="nearest")
+        shown = ax.imshow(
+            _masked(values, empty), cmap=_colormap(cmap), vmin=vmin, vmax=vmax, extent=extent, interpolation="nearest"
+        )
         fig.colorbar(shown, ax=ax, shrink=0.75, label=unit)
-    fig.suptitle(f"bev_rasterize: {', '.join(channels)} of {demo.n:,} points on a {cell[0]} m grid, "
-                 f"{tuple(image.shape[1:])} per channel, forward_up; "
-                 "grey / black: no point", fontsize=12)
+    fig.suptitle(
+        f"bev_rasterize: {', '.join(channels)} of {demo.n:,} points on a {cell[0]} m grid, "
+        f"{tuple(image.shape[1:])} per channel, forward_up; "
+        "grey / black: no point",
+        fontsize=12,
+    )
     return fig, f"BEV channels max_z, density, top_feature {tuple(image.shape[1:])} and their RGB composite"
 
 
 @picture("planes")
 def draw_planes(demo: Demo):
     from matplotlib.lines import Line2D
+
     det, score, scan = demo.planes, demo.score, demo.scan
     planes, votes, labels = det.planes[0].cpu(), det.votes[0].cpu(), det.labels[0].cpu().numpy()
     real = [i for i in range(planes.shape[0]) if bool(torch.isfinite(planes[i]).all())]
@@ -326,32 +409,54 @@ def draw_planes(demo: Demo):
     # The biggest plane (the ground) first, then the smaller ones over it; points on no plane under all.
     size = np.bincount(labels[labels >= 0], minlength=planes.shape[0])
     order = np.argsort(np.where(labels >= 0, -size[np.clip(labels, 0, None)], -len(labels) - 1), kind="stable")
-    top_view(left, demo, f"detect_planes: {len(real)} planes (k = {demo.settings.planes_k}), points coloured by "
-                          f"label\n{demo.settings.n_phi} x {demo.settings.n_theta} orientations, "
-                          f"{demo.settings.rho_step} m rho bins, 2 rounds")
+    top_view(
+        left,
+        demo,
+        f"detect_planes: {len(real)} planes (k = {demo.settings.planes_k}), points coloured by "
+        f"label\n{demo.settings.n_phi} x {demo.settings.n_theta} orientations, "
+        f"{demo.settings.rho_step} m rho bins, 2 rounds",
+    )
     _scatter_labels(left, xy, point_colours, order)
     handles = []
     for i in real:
         n, d = planes[i, :3].tolist(), float(planes[i, 3])
-        handles.append(Line2D([], [], marker="o", linestyle="none", color=colours[i % len(colours)],
-                              label=f"#{i}: {int(votes[i]):,} votes, n = ({n[0]:+.2f}, {n[1]:+.2f}, {n[2]:+.2f}), "
-                                    f"d = {d:.2f} m"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                linestyle="none",
+                color=colours[i % len(colours)],
+                label=f"#{i}: {int(votes[i]):,} votes, n = ({n[0]:+.2f}, {n[1]:+.2f}, {n[2]:+.2f}), d = {d:.2f} m",
+            )
+        )
     handles.append(Line2D([], [], marker="o", linestyle="none", color=_NO_PLANE, label="on no plane"))
-    left.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.9,
-                title="detection: peak votes, n . p = d", title_fontsize=8)
+    left.legend(
+        handles=handles,
+        loc="lower right",
+        fontsize=8,
+        framealpha=0.9,
+        title="detection: peak votes, n . p = d",
+        title_fontsize=8,
+    )
 
     # Ground truth: a plane found by detection i in colour i, the others dark grey.
     truth = scan.labels.numpy()
     match_of = {int(score.matched[i]): i for i in reversed(real) if int(score.matched[i]) >= 0}
-    plane_colour = np.array([colours[match_of[p] % len(colours)] if p in match_of else "#505050"
-                             for p in range(scan.planes.shape[0])] or ["#505050"])
+    plane_colour = np.array(
+        [colours[match_of[p] % len(colours)] if p in match_of else "#505050" for p in range(scan.planes.shape[0])]
+        or ["#505050"]
+    )
     truth_colours = np.where(truth >= 0, plane_colour[np.clip(truth, 0, None)], _NO_PLANE)
     truth_size = np.bincount(truth[truth >= 0], minlength=scan.planes.shape[0])
-    truth_order = np.argsort(np.where(truth >= 0, -truth_size[np.clip(truth, 0, None)], -len(truth) - 1),
-                             kind="stable")
-    top_view(right, demo, f"ground truth: recall {score.recall:.2f} of the {int(score.required.sum())} planes "
-                           f"holding >= 5 % of the points,\nprecision {score.precision:.2f} "
-                           "(a match: within 2 degrees and 5 cm)")
+    truth_order = np.argsort(np.where(truth >= 0, -truth_size[np.clip(truth, 0, None)], -len(truth) - 1), kind="stable")
+    top_view(
+        right,
+        demo,
+        f"ground truth: recall {score.recall:.2f} of the {int(score.required.sum())} planes "
+        f"holding >= 5 % of the points,\nprecision {score.precision:.2f} "
+        "(a match: within 2 degrees and 5 cm)",
+    )
     _scatter_labels(right, xy, truth_colours, truth_order)
     kinds = [demo.scene.object_kind[int(o)] for o in demo.scene.plane_object]
     handles = []
@@ -360,32 +465,53 @@ def draw_planes(demo: Demo):
             continue
         share = 100.0 * truth_size[p] / len(truth)
         found = f"found by #{match_of[p]}" if p in match_of else "not found"
-        handles.append(Line2D([], [], marker="o", linestyle="none", color=plane_colour[p],
-                              label=f"plane {p} ({kinds[p]}, {share:.1f} % of points): {found}"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                linestyle="none",
+                color=plane_colour[p],
+                label=f"plane {p} ({kinds[p]}, {share:.1f} % of points): {found}",
+            )
+        )
     handles.append(Line2D([], [], marker="o", linestyle="none", color="#505050", label="other planes, not found"))
     handles.append(Line2D([], [], marker="o", linestyle="none", color=_NO_PLANE, label="poles and clutter"))
     right.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.9)
-    return fig, (f"{len(real)} detected planes next to the ground truth (recall {score.recall:.2f}, "
-                 f"precision {score.precision:.2f})")
+    return fig, (
+        f"{len(real)} detected planes next to the ground truth (recall {score.recall:.2f}, "
+        f"precision {score.precision:.2f})"
+    )
 
 
 @picture("voxels")
 def draw_voxels(demo: Demo):
     import matplotlib.colors
+
     s = demo.settings
     point_range, _ = demo.bev_grid()
     low, high = demo.height_range
     max_points = 32
     height, width = pointops.bev_grid_size(point_range, [s.pillar, s.pillar])
-    pillars = demo.timed("voxelize", lambda: pointops.voxelize(
-        demo.above_ground, [s.pillar, s.pillar, high - low], point_range, max_points_per_voxel=max_points,
-        max_voxels=height * width))
+    pillars = demo.timed(
+        "voxelize",
+        lambda: pointops.voxelize(
+            demo.above_ground,
+            [s.pillar, s.pillar, high - low],
+            point_range,
+            max_points_per_voxel=max_points,
+            max_voxels=height * width,
+        ),
+    )
     counts = pillars.num_points.to(torch.float32).unsqueeze(-1)  # (1, V, 1) the pillars' one feature
-    canvas = demo.timed("pillar_scatter", lambda: pointops.pillar_scatter(
-        counts, pillars.coords, pillars.num_voxels, height, width))[0, 0]
+    canvas = demo.timed(
+        "pillar_scatter", lambda: pointops.pillar_scatter(counts, pillars.coords, pillars.num_voxels, height, width)
+    )[0, 0]
     canvas = _to_forward_up(canvas)
-    cubes = demo.timed("voxelize_dynamic", lambda: pointops.voxelize_dynamic(
-        demo.above_ground, [s.voxel, s.voxel, s.voxel], point_range))
+    cubes = demo.timed(
+        "voxelize_dynamic",
+        lambda: pointops.voxelize_dynamic(demo.above_ground, [s.voxel, s.voxel, s.voxel], point_range),
+    )
     coords = cubes.coords[0, : int(cubes.num_voxels[0])].long().cpu()  # (V, 3) (z, y, x)
     cols_h, cols_w = pointops.bev_grid_size(point_range, [s.voxel, s.voxel])
     per_column = torch.bincount(coords[:, 1] * cols_w + coords[:, 2], minlength=cols_h * cols_w)
@@ -395,23 +521,46 @@ def draw_voxels(demo: Demo):
     left, right = fig.subplots(1, 2)
     extent = image_extent(point_range)
     n_pillars, kept = int(pillars.num_voxels[0]), int((pillars.point_voxel[0] >= 0).sum())
-    top_view(left, demo, f"voxelize into {s.pillar} m pillars: {n_pillars:,} pillars hold {kept:,} of the "
-                          f"{demo.n:,} points\n"
-                          f"points stored per pillar (at most {max_points}), placed on the grid by pillar_scatter")
-    shown = left.imshow(_masked(canvas, canvas == 0), cmap=_colormap("plasma"), extent=extent,
-                        norm=matplotlib.colors.LogNorm(1, max_points), interpolation="nearest")
+    top_view(
+        left,
+        demo,
+        f"voxelize into {s.pillar} m pillars: {n_pillars:,} pillars hold {kept:,} of the "
+        f"{demo.n:,} points\n"
+        f"points stored per pillar (at most {max_points}), placed on the grid by pillar_scatter",
+    )
+    shown = left.imshow(
+        _masked(canvas, canvas == 0),
+        cmap=_colormap("plasma"),
+        extent=extent,
+        norm=matplotlib.colors.LogNorm(1, max_points),
+        interpolation="nearest",
+    )
     bar = fig.colorbar(shown, ax=left, shrink=0.75, label="points in the pillar")
     bar.set_ticks([1, 2, 4, 8, 16, 32])
     bar.set_ticklabels(["1", "2", "4", "8", "16", "32 (full)"])
     left.legend(loc="lower right")
     n_voxels = int(cubes.num_voxels[0])
-    top_view(right, demo, f"voxelize_dynamic into {s.voxel} m cubes: {n_voxels:,} occupied voxels\n"
-                           "occupied voxels per column: tall objects stand out")
+    top_view(
+        right,
+        demo,
+        f"voxelize_dynamic into {s.voxel} m cubes: {n_voxels:,} occupied voxels\n"
+        "occupied voxels per column: tall objects stand out",
+    )
     top = max(int(per_column.max()), 2)
-    shown = right.imshow(_masked(per_column, per_column == 0), cmap=_colormap("plasma"), extent=extent,
-                         vmin=1, vmax=top, interpolation="nearest")
-    fig.colorbar(shown, ax=right, shrink=0.75, label=f"occupied {s.voxel} m voxels in the column "
-                                                    f"(x {s.voxel} m: the column's filled height)")
+    shown = right.imshow(
+        _masked(per_column, per_column == 0),
+        cmap=_colormap("plasma"),
+        extent=extent,
+        vmin=1,
+        vmax=top,
+        interpolation="nearest",
+    )
+    fig.colorbar(
+        shown,
+        ax=right,
+        shrink=0.75,
+        label=f"occupied {s.voxel} m voxels in the column (x {s.voxel} m: the column's filled height)",
+    )
     right.legend(loc="lower right")
     return fig, f"{n_pillars} pillars (points per pillar) and {n_voxels} voxels (voxels per column)"
 
@@ -429,21 +578,48 @@ def _phi_theta_rho(planes: Tensor) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _hough_legend(s: Settings) -> list:
     from matplotlib.lines import Line2D
-    return [Line2D([], [], marker="o", markersize=11, linestyle="none", markerfacecolor="none",
-                   markeredgecolor="black", label=f"hough_plane_peaks: the {3 * s.planes_k} strongest (bin centres)"),
-            Line2D([], [], marker="X", markersize=9, linestyle="none", color="#7f7f7f",
-                   label="detect_planes after refit (#i, colours as in planes.png)")]
+
+    return [
+        Line2D(
+            [],
+            [],
+            marker="o",
+            markersize=11,
+            linestyle="none",
+            markerfacecolor="none",
+            markeredgecolor="black",
+            label=f"hough_plane_peaks: the {3 * s.planes_k} strongest (bin centres)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="X",
+            markersize=9,
+            linestyle="none",
+            color="#7f7f7f",
+            label="detect_planes after refit (#i, colours as in planes.png)",
+        ),
+    ]
 
 
 @picture("hough")
 def draw_hough(demo: Demo):
     import matplotlib.colors
     from matplotlib import patheffects
+
     s = demo.settings
-    acc = demo.timed("hough_planes", lambda: pointops.hough_planes(
-        demo.points, s.rho_step, s.rho_max, n_phi=s.n_phi, n_theta=s.n_theta))  # (1, n_phi, n_theta, n_rho)
-    peaks = demo.timed("hough_plane_peaks", lambda: pointops.hough_plane_peaks(
-        acc, k=3 * s.planes_k, radius=[2, 2, 2], min_votes=50.0)).indices[0].cpu()
+    acc = demo.timed(
+        "hough_planes",
+        lambda: pointops.hough_planes(demo.points, s.rho_step, s.rho_max, n_phi=s.n_phi, n_theta=s.n_theta),
+    )  # (1, n_phi, n_theta, n_rho)
+    peaks = (
+        demo.timed(
+            "hough_plane_peaks",
+            lambda: pointops.hough_plane_peaks(acc, k=3 * s.planes_k, radius=[2, 2, 2], min_votes=50.0),
+        )
+        .indices[0]
+        .cpu()
+    )
     peaks = peaks[peaks[:, 0] >= 0].double()
     acc = acc[0].cpu()
     n_rho = acc.shape[2]
@@ -461,56 +637,94 @@ def draw_hough(demo: Demo):
             i = real[j]
             colour = _PLANE_COLOURS[i % len(_PLANE_COLOURS)]
             ax.scatter([x], [y], s=90, marker="X", color=colour, edgecolors="white", linewidths=1.0, zorder=4)
-            ax.annotate(f"#{i}", (x, y), textcoords="offset points", xytext=(8, -14), color=colour, fontsize=11,
-                        fontweight="bold", path_effects=outline)
+            ax.annotate(
+                f"#{i}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(8, -14),
+                color=colour,
+                fontsize=11,
+                fontweight="bold",
+                path_effects=outline,
+            )
 
     fig = figure(16, 7.4)
     left, right = fig.subplots(1, 2)
     best = acc.max(2).values.float()  # (n_phi, n_theta): votes of each orientation's best rho bin
     # The ground's rows near the poles outvote everything; clip the colours to the range of the
     # other orientations so that the walls stand out from the ground's smear.
-    off_pole = best[int(20 / bin_phi): s.n_phi - int(20 / bin_phi)]
+    off_pole = best[int(20 / bin_phi) : s.n_phi - int(20 / bin_phi)]
     low, high = float(off_pole.median()), max(float(off_pole.max()), float(off_pole.median()) + 1)
-    shown = left.imshow(best.numpy(), cmap="magma", extent=(0, 180, 180, 0), aspect="auto",
-                        norm=matplotlib.colors.Normalize(low, high), interpolation="nearest")
-    fig.colorbar(shown, ax=left, extend="both",
-                 label="votes of the best rho bin (clipped to the orientations 20-160 degrees from +z)")
+    shown = left.imshow(
+        best.numpy(),
+        cmap="magma",
+        extent=(0, 180, 180, 0),
+        aspect="auto",
+        norm=matplotlib.colors.Normalize(low, high),
+        interpolation="nearest",
+    )
+    fig.colorbar(
+        shown,
+        ax=left,
+        extend="both",
+        label="votes of the best rho bin (clipped to the orientations 20-160 degrees from +z)",
+    )
     mark(left, peak_theta, peak_phi, list(zip(det_theta, det_phi)))
     left.set_xlim(0, 180)
     left.set_ylim(180, 0)
     left.set_xlabel("theta (degrees): azimuth of the normal, over a half-turn")
     left.set_ylabel("phi (degrees): angle of the normal from +z (0: ground, 90: walls)")
     left.legend(handles=_hough_legend(s), loc="lower right", fontsize=8, framealpha=0.9)
-    left.set_title(f"hough_planes: {s.n_phi} x {s.n_theta} x {n_rho} accumulator of {demo.n:,} points "
-                   "\neach orientation at its best rho; the ground fills the rows "
-                   "phi = 0 and 180", fontsize=10)
+    left.set_title(
+        f"hough_planes: {s.n_phi} x {s.n_theta} x {n_rho} accumulator of {demo.n:,} points "
+        "\neach orientation at its best rho; the ground fills the rows "
+        "phi = 0 and 180",
+        fontsize=10,
+    )
 
     # The (theta, rho) slice through phi = 90 degrees: the vertical planes (walls, box sides).
     row = min(int(90.0 / bin_phi), s.n_phi - 1)
     phi_low, phi_high = row * bin_phi, (row + 1) * bin_phi
     slice_ = acc[row].float().T  # (n_rho, n_theta)
-    shown = right.imshow(slice_.numpy(), origin="lower", aspect="auto", cmap="magma",
-                         extent=(0, 180, -s.rho_max, s.rho_max),
-                         norm=matplotlib.colors.PowerNorm(0.5, 0, max(float(slice_.max()), 1)), interpolation="nearest")
+    shown = right.imshow(
+        slice_.numpy(),
+        origin="lower",
+        aspect="auto",
+        cmap="magma",
+        extent=(0, 180, -s.rho_max, s.rho_max),
+        norm=matplotlib.colors.PowerNorm(0.5, 0, max(float(slice_.max()), 1)),
+        interpolation="nearest",
+    )
     fig.colorbar(shown, ax=right, label="votes (square-root scale)")
     in_row = (peaks[:, 0] == row).numpy()
     vertical = [(j, t, r) for j, (p, t, r) in enumerate(zip(det_phi, det_theta, det_rho)) if phi_low <= p < phi_high]
-    right.scatter(peak_theta[in_row], peak_rho[in_row], s=150, facecolors="none", edgecolors="white",
-                  linewidths=1.5)
+    right.scatter(peak_theta[in_row], peak_rho[in_row], s=150, facecolors="none", edgecolors="white", linewidths=1.5)
     for j, t, r in vertical:
         i = real[j]
         colour = _PLANE_COLOURS[i % len(_PLANE_COLOURS)]
         right.scatter([t], [r], s=90, marker="X", color=colour, edgecolors="white", linewidths=1.0, zorder=4)
-        right.annotate(f"#{i}: {int(demo.planes.votes[0, i]):,} votes", (t, r), textcoords="offset points",
-                       xytext=(9, 5), color=colour, fontsize=10, fontweight="bold", path_effects=outline)
+        right.annotate(
+            f"#{i}: {int(demo.planes.votes[0, i]):,} votes",
+            (t, r),
+            textcoords="offset points",
+            xytext=(9, 5),
+            color=colour,
+            fontsize=10,
+            fontweight="bold",
+            path_effects=outline,
+        )
     right.set_xlabel("theta (degrees)")
     right.set_ylabel("rho (m): the plane's signed distance from the sensor")
     right.legend(handles=_hough_legend(s), loc="lower right", fontsize=8, framealpha=0.9)
-    right.set_title(f"the slice {phi_low:g} <= phi < {phi_high:g} degrees: vertical planes, {s.rho_step} m rho bins\n"
-                    "a wall is one bright cell; the points of one vertical line (a pole) vote along a sine curve",
-                    fontsize=10)
-    return fig, (f"Hough accumulator {tuple(acc.shape)}: every orientation at its best rho, and the theta-rho "
-                 f"slice through phi = 90 degrees, with the peaks and the detected planes")
+    right.set_title(
+        f"the slice {phi_low:g} <= phi < {phi_high:g} degrees: vertical planes, {s.rho_step} m rho bins\n"
+        "a wall is one bright cell; the points of one vertical line (a pole) vote along a sine curve",
+        fontsize=10,
+    )
+    return fig, (
+        f"Hough accumulator {tuple(acc.shape)}: every orientation at its best rho, and the theta-rho "
+        f"slice through phi = 90 degrees, with the peaks and the detected planes"
+    )
 
 
 @picture("ppf")
@@ -520,11 +734,17 @@ def draw_ppf(demo: Demo):
     from matplotlib.lines import Line2D
 
     s = demo.settings
-    found = demo.timed("PPFMatcher.match", lambda: demo_match(seed=s.seed, occlusion=s.ppf_occlusion,
-                                                              model_samples=s.ppf_samples, device=demo.device,
-                                                              scene_options=dict(camera_distance=(4.2, 4.6), width=480,
-                                                                                 height=360),
-                                                              preset="fast"))
+    found = demo.timed(
+        "PPFMatcher.match",
+        lambda: demo_match(
+            seed=s.seed,
+            occlusion=s.ppf_occlusion,
+            model_samples=s.ppf_samples,
+            device=demo.device,
+            scene_options=dict(camera_distance=(4.2, 4.6), width=480, height=360),
+            preset="fast",
+        ),
+    )
 
     def image(points: Tensor) -> np.ndarray:  # the camera's image plane: x right, y down
         p = points.double().numpy()
@@ -543,8 +763,10 @@ def draw_ppf(demo: Demo):
         ax.set_aspect("equal")
         ax.set_xlabel("x / z (camera image plane)")
         ax.set_ylabel("-y / z")
-    left.set_title(f"the depth camera's {found.scene_points.shape[0]:,} points; the models (dark) stand on a "
-                   f"table (light)\nwith boxes (grey), the target ({found.names[0]}) {100 * found.occlusion:.0f} % occluded")
+    left.set_title(
+        f"the depth camera's {found.scene_points.shape[0]:,} points; the models (dark) stand on a "
+        f"table (light)\nwith boxes (grey), the target ({found.names[0]}) {100 * found.occlusion:.0f} % occluded"
+    )
     handles = []
     summary = []
     for i, name in enumerate(found.names):
@@ -562,15 +784,31 @@ def draw_ppf(demo: Demo):
         summary.append(f"{name} {float(found.scores[i]):.2f}")
     truth_uv = image(found.true_points)
     right.scatter(truth_uv[::4, 0], truth_uv[::4, 1], s=6, facecolors="none", edgecolors="black", linewidths=0.4)
-    handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="black",
-                          label=f"{found.names[0]} at its true pose"))
-    right.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.9,
-                 title="best pose of each model (inlier score after ICP)", title_fontsize=8)
+    handles.append(
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker="o",
+            markerfacecolor="none",
+            color="black",
+            label=f"{found.names[0]} at its true pose",
+        )
+    )
+    right.legend(
+        handles=handles,
+        loc="lower right",
+        fontsize=8,
+        framealpha=0.9,
+        title="best pose of each model (inlier score after ICP)",
+        title_fontsize=8,
+    )
     right.set_title(f"PPFMatcher (preset fast) over {m} models at once: each drawn at its best pose")
     return fig, f"PPF matching of {m} models in a depth image: " + ", ".join(summary)
 
 
 # ---- the PPF scene ----
+
 
 class PPFDemo(NamedTuple):
     """What a picture of a PPF match draws: M models looked for in one generated scene (camera
@@ -588,9 +826,16 @@ class PPFDemo(NamedTuple):
     occlusion: float  # share of the target hidden
 
 
-def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, distractors: int = 2,
-               model_samples: int = 20000, device: Union[str, torch.device] = "cpu",
-               scene_options: Optional[Dict[str, object]] = None, **config) -> PPFDemo:
+def demo_match(
+    seed: int = 0,
+    mesh: str = "bunny00",
+    occlusion: float = 0.3,
+    distractors: int = 2,
+    model_samples: int = 20000,
+    device: Union[str, torch.device] = "cpu",
+    scene_options: Optional[Dict[str, object]] = None,
+    **config,
+) -> PPFDemo:
     """Looks for a target and its distractors (pointops.scenes.tabletop: CGAL meshes when Debian's
     libcgal-demo is installed, else procedural blobs) in a generated scene with one PPFMatcher
     over all of them, on ``device``, and returns what a picture draws. ``scene_options`` go to
@@ -612,28 +857,42 @@ def demo_match(seed: int = 0, mesh: str = "bunny00", occlusion: float = 0.3, dis
     sample = model_points[:, :: max(1, model_samples // 2000)].cpu()
     placed = sample @ poses[:, :3, :3].transpose(1, 2) + poses[:, None, :3, 3]
     truth = sample[0] @ scene.pose[:3, :3].T + scene.pose[:3, 3]
-    return PPFDemo(scene.points, scene.labels, names, placed, truth, poses, found.scores[0, :, 0].cpu(), scene.pose,
-                   scene.occlusion)
+    return PPFDemo(
+        scene.points,
+        scene.labels,
+        names,
+        placed,
+        truth,
+        poses,
+        found.scores[0, :, 0].cpu(),
+        scene.pose,
+        scene.occlusion,
+    )
 
 
 # ---- command line ----------------------------------------------------------------------------------
 
 
-def run(out: str, device: str, settings: Settings = Settings(), only: Optional[Sequence[str]] = None,
-        dpi: int = 100) -> List[str]:
+def run(
+    out: str, device: str, settings: Settings = Settings(), only: Optional[Sequence[str]] = None, dpi: int = 100
+) -> List[str]:
     """Draws the pictures (all, or those named in ``only``) into the folder ``out``; returns their paths."""
     try:
         import matplotlib  # noqa: F401  (whether the demo extra is installed)
     except ImportError as error:
-        raise ImportError("the demo draws with matplotlib, which is not installed: pip install 'matplotlib==3.11.2'") from error
+        raise ImportError(
+            "the demo draws with matplotlib, which is not installed: pip install 'matplotlib==3.11.2'"
+        ) from error
     names = list(PICTURES) if not only else list(only)
     unknown = [name for name in names if name not in PICTURES]
     if unknown:
         raise ValueError(f"unknown pictures {unknown}; there are {list(PICTURES)}")
     os.makedirs(out, exist_ok=True)
     demo = Demo(settings, device)
-    print(f"scan: {demo.n:,} points of generated scene {settings.seed} ({settings.beams} beams x {settings.azimuth} "
-          f"firings), on {demo.device}")
+    print(
+        f"scan: {demo.n:,} points of generated scene {settings.seed} ({settings.beams} beams x {settings.azimuth} "
+        f"firings), on {demo.device}"
+    )
     paths = []
     for name in names:
         timed = set(demo.timings)

@@ -11,6 +11,7 @@
 ``pointops.nn.stack`` is :mod:`pointops.compat.openpcdet_stack` (``pointnet2_stack``). Both are
 described there and in docs/compat.md.
 """
+
 import sys
 
 from .compat import openpcdet_stack as stack

@@ -10,6 +10,7 @@ files and no global dicts). ``tests/test_presets.py`` fails when the two differ.
     pointops.plane_preset("outdoor")     # PlanePreset(n_phi=90, ...)
     pointops.ppf_preset("fast")          # {"tau_d": 0.05, ...}: PPFMatcher's options
 """
+
 import os
 from typing import Dict, List, NamedTuple, Tuple, Union
 
@@ -29,8 +30,9 @@ def bev_preset(name: str) -> Tuple[List[float], List[float]]:
         return [-75.2, -75.2, -2.0, 75.2, 75.2, 4.0], [0.32, 0.32]
     if name == "long_range_1024":
         return [0.0, -50.0, -5.0, 100.0, 50.0, 15.0], [0.09765, 0.09765]
-    raise ValueError("unknown BEV preset '" + name + "'; expected one of kitti, kitti_bev, nuscenes, waymo, "
-                     "long_range_1024")
+    raise ValueError(
+        "unknown BEV preset '" + name + "'; expected one of kitti, kitti_bev, nuscenes, waymo, long_range_1024"
+    )
 
 
 class PlanePreset(NamedTuple):
@@ -77,10 +79,23 @@ def plane_preset(name: str) -> PlanePreset:
 # what tools/eval_ppf.py measures: finer steps, every other scene point, neighbour bins, keys
 # capped at 256 pairs
 _PPF_DEFAULT: Dict[str, Union[int, float, bool, str]] = {
-    "tau_d": 0.035, "angle_bins": 30, "stride": 2, "peaks": 10, "spread": True, "max_pairs_per_key": 256,
-    "cluster_distance": 1.0, "cluster_angle_deg": 24.0, "suppression": 0.5, "suppression_angle_deg": 48.0,
-    "hypotheses": 10, "turned_hypotheses": 4, "icp_iterations": 10, "inlier_distance": 1.0,
-    "inlier_normal_deg": 25.0, "visibility": True, "normal_neighbors": 30,
+    "tau_d": 0.035,
+    "angle_bins": 30,
+    "stride": 2,
+    "peaks": 10,
+    "spread": True,
+    "max_pairs_per_key": 256,
+    "cluster_distance": 1.0,
+    "cluster_angle_deg": 24.0,
+    "suppression": 0.5,
+    "suppression_angle_deg": 48.0,
+    "hypotheses": 10,
+    "turned_hypotheses": 4,
+    "icp_iterations": 10,
+    "inlier_distance": 1.0,
+    "inlier_normal_deg": 25.0,
+    "visibility": True,
+    "normal_neighbors": 30,
 }
 PPF_PRESETS: Dict[str, Dict[str, Union[int, float, bool, str]]] = {
     "default": _PPF_DEFAULT,

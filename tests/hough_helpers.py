@@ -2,6 +2,7 @@
 and exact comparison. Apart from tests/samples_hough.py, which tests/op_samples.py imports while
 it merges the families: a test file importing the samples module first would enter that merge
 half-initialized."""
+
 import torch
 
 

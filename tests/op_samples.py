@@ -6,6 +6,7 @@ namespace -> sample argument tuples for a device, and WRAPPER_CASES, public func
 arguments on a device); they are merged here. test_operators.py runs them all through opcheck,
 compile, script, export and the stream/device tests, and fails if an operator has no samples.
 """
+
 import glob
 import importlib
 import os

@@ -9,6 +9,7 @@ Transcribed from open-mmlab/OpenPCDet @8cacccec: pcdet/ops/pointnet2/pointnet2_b
 pointnet2_stack/{pointnet2_utils.py (QueryAndGroup), pointnet2_modules.py} and
 pcdet/models/backbones_3d/pfe/voxel_set_abstraction.py (the BEV source and the ROI filter left
 out: plain torch, no pointnet2 op)."""
+
 import math
 from types import SimpleNamespace
 from typing import List
@@ -94,9 +95,15 @@ def batch_modules(pointnet2_utils):
             new_features_list = []
             xyz_flipped = xyz.transpose(1, 2).contiguous()
             if new_xyz is None:
-                new_xyz = pointnet2_utils.gather_operation(
-                    xyz_flipped, pointnet2_utils.farthest_point_sample(xyz, self.npoint)
-                ).transpose(1, 2).contiguous() if self.npoint is not None else None
+                new_xyz = (
+                    pointnet2_utils.gather_operation(
+                        xyz_flipped, pointnet2_utils.farthest_point_sample(xyz, self.npoint)
+                    )
+                    .transpose(1, 2)
+                    .contiguous()
+                    if self.npoint is not None
+                    else None
+                )
             for i in range(len(self.groupers)):
                 new_features = self.groupers[i](xyz, new_xyz, features)  # (B, C, npoint, nsample)
                 new_features = self.mlps[i](new_features)
@@ -121,37 +128,50 @@ def batch_modules(pointnet2_utils):
                 nsample = nsamples[i]
                 self.groupers.append(
                     pointnet2_utils.QueryAndGroup(radius, nsample, use_xyz=use_xyz)
-                    if npoint is not None else pointnet2_utils.GroupAll(use_xyz)
+                    if npoint is not None
+                    else pointnet2_utils.GroupAll(use_xyz)
                 )
                 mlp_spec = mlps[i]
                 if use_xyz:
                     mlp_spec[0] += 3
                 shared_mlps = []
                 for k in range(len(mlp_spec) - 1):
-                    shared_mlps.extend([
-                        nn.Conv2d(mlp_spec[k], mlp_spec[k + 1], kernel_size=1, bias=False),
-                        nn.BatchNorm2d(mlp_spec[k + 1]),
-                        nn.ReLU(),
-                    ])
+                    shared_mlps.extend(
+                        [
+                            nn.Conv2d(mlp_spec[k], mlp_spec[k + 1], kernel_size=1, bias=False),
+                            nn.BatchNorm2d(mlp_spec[k + 1]),
+                            nn.ReLU(),
+                        ]
+                    )
                 self.mlps.append(nn.Sequential(*shared_mlps))
             self.pool_method = pool_method
 
     class PointnetSAModule(PointnetSAModuleMSG):
-        def __init__(self, *, mlp, npoint=None, radius=None, nsample=None, bn=True, use_xyz=True,
-                     pool_method="max_pool"):
-            super().__init__(mlps=[mlp], npoint=npoint, radii=[radius], nsamples=[nsample], bn=bn, use_xyz=use_xyz,
-                             pool_method=pool_method)
+        def __init__(
+            self, *, mlp, npoint=None, radius=None, nsample=None, bn=True, use_xyz=True, pool_method="max_pool"
+        ):
+            super().__init__(
+                mlps=[mlp],
+                npoint=npoint,
+                radii=[radius],
+                nsamples=[nsample],
+                bn=bn,
+                use_xyz=use_xyz,
+                pool_method=pool_method,
+            )
 
     class PointnetFPModule(nn.Module):
         def __init__(self, *, mlp, bn=True):
             super().__init__()
             shared_mlps = []
             for k in range(len(mlp) - 1):
-                shared_mlps.extend([
-                    nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
-                    nn.BatchNorm2d(mlp[k + 1]),
-                    nn.ReLU(),
-                ])
+                shared_mlps.extend(
+                    [
+                        nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
+                        nn.BatchNorm2d(mlp[k + 1]),
+                        nn.ReLU(),
+                    ]
+                )
             self.mlp = nn.Sequential(*shared_mlps)
 
         def forward(self, unknown, known, unknow_feats, known_feats):
@@ -171,8 +191,9 @@ def batch_modules(pointnet2_utils):
             new_features = self.mlp(new_features)
             return new_features.squeeze(-1)
 
-    return SimpleNamespace(PointnetSAModuleMSG=PointnetSAModuleMSG, PointnetSAModule=PointnetSAModule,
-                           PointnetFPModule=PointnetFPModule)
+    return SimpleNamespace(
+        PointnetSAModuleMSG=PointnetSAModuleMSG, PointnetSAModule=PointnetSAModule, PointnetFPModule=PointnetFPModule
+    )
 
 
 def stack_query_and_group(pointnet2_utils):
@@ -186,8 +207,9 @@ def stack_query_and_group(pointnet2_utils):
         def forward(self, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features=None):
             assert xyz.shape[0] == xyz_batch_cnt.sum()
             assert new_xyz.shape[0] == new_xyz_batch_cnt.sum()
-            idx, empty_ball_mask = pointnet2_utils.ball_query(self.radius, self.nsample, xyz, xyz_batch_cnt, new_xyz,
-                                                              new_xyz_batch_cnt)
+            idx, empty_ball_mask = pointnet2_utils.ball_query(
+                self.radius, self.nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt
+            )
             grouped_xyz = pointnet2_utils.grouping_operation(xyz, xyz_batch_cnt, idx, new_xyz_batch_cnt)
             grouped_xyz -= new_xyz.unsqueeze(-1)
             grouped_xyz[empty_ball_mask] = 0
@@ -215,8 +237,9 @@ def stack_modules(pointnet2_utils):
             mlps = config.MLPS
             for k in range(len(mlps)):
                 mlps[k] = [input_channels] + mlps[k]
-            cur_layer = StackSAModuleMSG(radii=config.POOL_RADIUS, nsamples=config.NSAMPLE, mlps=mlps, use_xyz=True,
-                                         pool_method="max_pool")
+            cur_layer = StackSAModuleMSG(
+                radii=config.POOL_RADIUS, nsamples=config.NSAMPLE, mlps=mlps, use_xyz=True, pool_method="max_pool"
+            )
             num_c_out = sum([x[-1] for x in mlps])
         elif local_aggregation_name == "VectorPoolAggregationModuleMSG":
             cur_layer = VectorPoolAggregationModuleMSG(input_channels=input_channels, config=config)
@@ -226,8 +249,15 @@ def stack_modules(pointnet2_utils):
         return cur_layer, num_c_out
 
     class StackSAModuleMSG(nn.Module):
-        def __init__(self, *, radii: List[float], nsamples: List[int], mlps: List[List[int]], use_xyz=True,
-                     pool_method="max_pool"):
+        def __init__(
+            self,
+            *,
+            radii: List[float],
+            nsamples: List[int],
+            mlps: List[List[int]],
+            use_xyz=True,
+            pool_method="max_pool",
+        ):
             super().__init__()
             assert len(radii) == len(nsamples) == len(mlps)
             self.groupers = nn.ModuleList()
@@ -241,11 +271,13 @@ def stack_modules(pointnet2_utils):
                     mlp_spec[0] += 3
                 shared_mlps = []
                 for k in range(len(mlp_spec) - 1):
-                    shared_mlps.extend([
-                        nn.Conv2d(mlp_spec[k], mlp_spec[k + 1], kernel_size=1, bias=False),
-                        nn.BatchNorm2d(mlp_spec[k + 1]),
-                        nn.ReLU(),
-                    ])
+                    shared_mlps.extend(
+                        [
+                            nn.Conv2d(mlp_spec[k], mlp_spec[k + 1], kernel_size=1, bias=False),
+                            nn.BatchNorm2d(mlp_spec[k + 1]),
+                            nn.ReLU(),
+                        ]
+                    )
                 self.mlps.append(nn.Sequential(*shared_mlps))
             self.pool_method = pool_method
             self.init_weights()
@@ -282,11 +314,13 @@ def stack_modules(pointnet2_utils):
             super().__init__()
             shared_mlps = []
             for k in range(len(mlp) - 1):
-                shared_mlps.extend([
-                    nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
-                    nn.BatchNorm2d(mlp[k + 1]),
-                    nn.ReLU(),
-                ])
+                shared_mlps.extend(
+                    [
+                        nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
+                        nn.BatchNorm2d(mlp[k + 1]),
+                        nn.ReLU(),
+                    ]
+                )
             self.mlp = nn.Sequential(*shared_mlps)
 
         def forward(self, unknown, unknown_batch_cnt, known, known_batch_cnt, unknown_feats=None, known_feats=None):
@@ -305,8 +339,17 @@ def stack_modules(pointnet2_utils):
             return new_features
 
     class VectorPoolLocalInterpolateModule(nn.Module):
-        def __init__(self, mlp, num_voxels, max_neighbour_distance, nsample, neighbor_type, use_xyz=True,
-                     neighbour_distance_multiplier=1.0, xyz_encoding_type="concat"):
+        def __init__(
+            self,
+            mlp,
+            num_voxels,
+            max_neighbour_distance,
+            nsample,
+            neighbor_type,
+            use_xyz=True,
+            neighbour_distance_multiplier=1.0,
+            xyz_encoding_type="concat",
+        ):
             super().__init__()
             self.num_voxels = num_voxels
             self.num_total_grids = self.num_voxels[0] * self.num_voxels[1] * self.num_voxels[2]
@@ -321,33 +364,46 @@ def stack_modules(pointnet2_utils):
                     mlp[0] += 9 if self.xyz_encoding_type == "concat" else 0
                 shared_mlps = []
                 for k in range(len(mlp) - 1):
-                    shared_mlps.extend([
-                        nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
-                        nn.BatchNorm2d(mlp[k + 1]),
-                        nn.ReLU(),
-                    ])
+                    shared_mlps.extend(
+                        [
+                            nn.Conv2d(mlp[k], mlp[k + 1], kernel_size=1, bias=False),
+                            nn.BatchNorm2d(mlp[k + 1]),
+                            nn.ReLU(),
+                        ]
+                    )
                 self.mlp = nn.Sequential(*shared_mlps)
             else:
                 self.mlp = None
             self.num_avg_length_of_neighbor_idxs = 1000
 
-        def forward(self, support_xyz, support_features, xyz_batch_cnt, new_xyz, new_xyz_grid_centers,
-                    new_xyz_batch_cnt):
+        def forward(
+            self, support_xyz, support_features, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt
+        ):
             with torch.no_grad():
                 dist, idx, num_avg_length_of_neighbor_idxs = pointnet2_utils.three_nn_for_vector_pool_by_two_step(
-                    support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt,
-                    self.max_neighbour_distance, self.nsample, self.neighbor_type,
-                    self.num_avg_length_of_neighbor_idxs, self.num_total_grids, self.neighbor_distance_multiplier
+                    support_xyz,
+                    xyz_batch_cnt,
+                    new_xyz,
+                    new_xyz_grid_centers,
+                    new_xyz_batch_cnt,
+                    self.max_neighbour_distance,
+                    self.nsample,
+                    self.neighbor_type,
+                    self.num_avg_length_of_neighbor_idxs,
+                    self.num_total_grids,
+                    self.neighbor_distance_multiplier,
                 )
-            self.num_avg_length_of_neighbor_idxs = max(self.num_avg_length_of_neighbor_idxs,
-                                                       num_avg_length_of_neighbor_idxs.item())
+            self.num_avg_length_of_neighbor_idxs = max(
+                self.num_avg_length_of_neighbor_idxs, num_avg_length_of_neighbor_idxs.item()
+            )
             dist_recip = 1.0 / (dist + 1e-8)
             norm = torch.sum(dist_recip, dim=-1, keepdim=True)
             weight = dist_recip / torch.clamp_min(norm, min=1e-8)
-            empty_mask = (idx.view(-1, 3)[:, 0] == -1)
+            empty_mask = idx.view(-1, 3)[:, 0] == -1
             idx.view(-1, 3)[empty_mask] = 0
-            interpolated_feats = pointnet2_utils.three_interpolate(support_features, idx.view(-1, 3),
-                                                                   weight.view(-1, 3))
+            interpolated_feats = pointnet2_utils.three_interpolate(
+                support_features, idx.view(-1, 3), weight.view(-1, 3)
+            )
             interpolated_feats = interpolated_feats.view(idx.shape[0], idx.shape[1], -1)
             if self.use_xyz:
                 near_known_xyz = support_xyz[idx.view(-1, 3).long()].view(-1, 3, 3)
@@ -365,10 +421,19 @@ def stack_modules(pointnet2_utils):
             return new_features
 
     class VectorPoolAggregationModule(nn.Module):
-        def __init__(self, input_channels, num_local_voxel=(3, 3, 3), local_aggregation_type="local_interpolation",
-                     num_reduced_channels=30, num_channels_of_local_aggregation=32, post_mlps=(128,),
-                     max_neighbor_distance=None, neighbor_nsample=-1, neighbor_type=0,
-                     neighbor_distance_multiplier=2.0):
+        def __init__(
+            self,
+            input_channels,
+            num_local_voxel=(3, 3, 3),
+            local_aggregation_type="local_interpolation",
+            num_reduced_channels=30,
+            num_channels_of_local_aggregation=32,
+            post_mlps=(128,),
+            max_neighbor_distance=None,
+            neighbor_nsample=-1,
+            neighbor_type=0,
+            neighbor_distance_multiplier=2.0,
+        ):
             super().__init__()
             self.num_local_voxel = num_local_voxel
             self.total_voxels = self.num_local_voxel[0] * self.num_local_voxel[1] * self.num_local_voxel[2]
@@ -381,8 +446,11 @@ def stack_modules(pointnet2_utils):
             self.neighbor_type = neighbor_type
             if self.local_aggregation_type == "local_interpolation":
                 self.local_interpolate_module = VectorPoolLocalInterpolateModule(
-                    mlp=None, num_voxels=self.num_local_voxel, max_neighbour_distance=self.max_neighbour_distance,
-                    nsample=self.neighbor_nsample, neighbor_type=self.neighbor_type,
+                    mlp=None,
+                    num_voxels=self.num_local_voxel,
+                    max_neighbour_distance=self.max_neighbour_distance,
+                    nsample=self.neighbor_nsample,
+                    neighbor_type=self.neighbor_type,
                     neighbour_distance_multiplier=neighbor_distance_multiplier,
                 )
                 num_c_in = (self.num_reduced_channels + 9) * self.total_voxels
@@ -398,11 +466,13 @@ def stack_modules(pointnet2_utils):
             post_mlp_list = []
             c_in = num_c_out
             for cur_num_c in post_mlps:
-                post_mlp_list.extend([
-                    nn.Conv1d(c_in, cur_num_c, kernel_size=1, bias=False),
-                    nn.BatchNorm1d(cur_num_c),
-                    nn.ReLU(),
-                ])
+                post_mlp_list.extend(
+                    [
+                        nn.Conv1d(c_in, cur_num_c, kernel_size=1, bias=False),
+                        nn.BatchNorm1d(cur_num_c),
+                        nn.ReLU(),
+                    ]
+                )
                 c_in = cur_num_c
             self.post_mlps = nn.Sequential(*post_mlp_list)
             self.num_mean_points_per_grid = 20
@@ -412,10 +482,23 @@ def stack_modules(pointnet2_utils):
             pooling_type = 0 if self.local_aggregation_type == "voxel_avg_pool" else 1
             new_features, new_local_xyz, num_mean_points_per_grid, point_cnt_of_grid = (
                 pointnet2_utils.vector_pool_with_voxel_query_op(
-                    xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt,
-                    self.num_local_voxel[0], self.num_local_voxel[1], self.num_local_voxel[2],
-                    self.max_neighbour_distance, self.num_reduced_channels, use_xyz,
-                    self.num_mean_points_per_grid, self.neighbor_nsample, self.neighbor_type, pooling_type))
+                    xyz,
+                    xyz_batch_cnt,
+                    features,
+                    new_xyz,
+                    new_xyz_batch_cnt,
+                    self.num_local_voxel[0],
+                    self.num_local_voxel[1],
+                    self.num_local_voxel[2],
+                    self.max_neighbour_distance,
+                    self.num_reduced_channels,
+                    use_xyz,
+                    self.num_mean_points_per_grid,
+                    self.neighbor_nsample,
+                    self.neighbor_type,
+                    pooling_type,
+                )
+            )
             self.num_mean_points_per_grid = max(self.num_mean_points_per_grid, num_mean_points_per_grid.item())
             num_new_pts = new_features.shape[0]
             new_local_xyz = new_local_xyz.view(num_new_pts, -1, 3)
@@ -427,24 +510,40 @@ def stack_modules(pointnet2_utils):
         def get_dense_voxels_by_center(point_centers, max_neighbour_distance, num_voxels):
             R = max_neighbour_distance
             device = point_centers.device
-            x_grids = torch.arange(-R + R / num_voxels[0], R - R / num_voxels[0] + 1e-5, 2 * R / num_voxels[0],
-                                   device=device)
-            y_grids = torch.arange(-R + R / num_voxels[1], R - R / num_voxels[1] + 1e-5, 2 * R / num_voxels[1],
-                                   device=device)
-            z_grids = torch.arange(-R + R / num_voxels[2], R - R / num_voxels[2] + 1e-5, 2 * R / num_voxels[2],
-                                   device=device)
+            x_grids = torch.arange(
+                -R + R / num_voxels[0], R - R / num_voxels[0] + 1e-5, 2 * R / num_voxels[0], device=device
+            )
+            y_grids = torch.arange(
+                -R + R / num_voxels[1], R - R / num_voxels[1] + 1e-5, 2 * R / num_voxels[1], device=device
+            )
+            z_grids = torch.arange(
+                -R + R / num_voxels[2], R - R / num_voxels[2] + 1e-5, 2 * R / num_voxels[2], device=device
+            )
             x_offset, y_offset, z_offset = torch.meshgrid(x_grids, y_grids, z_grids, indexing="ij")
-            xyz_offset = torch.cat((x_offset.contiguous().view(-1, 1), y_offset.contiguous().view(-1, 1),
-                                    z_offset.contiguous().view(-1, 1)), dim=-1)
+            xyz_offset = torch.cat(
+                (
+                    x_offset.contiguous().view(-1, 1),
+                    y_offset.contiguous().view(-1, 1),
+                    z_offset.contiguous().view(-1, 1),
+                ),
+                dim=-1,
+            )
             return point_centers[:, None, :] + xyz_offset[None, :, :]
 
         def vector_pool_with_local_interpolate(self, xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt):
-            voxel_centers = self.get_dense_voxels_by_center(point_centers=new_xyz,
-                                                            max_neighbour_distance=self.max_neighbour_distance,
-                                                            num_voxels=self.num_local_voxel)
+            voxel_centers = self.get_dense_voxels_by_center(
+                point_centers=new_xyz,
+                max_neighbour_distance=self.max_neighbour_distance,
+                num_voxels=self.num_local_voxel,
+            )
             voxel_features = self.local_interpolate_module.forward(
-                support_xyz=xyz, support_features=features, xyz_batch_cnt=xyz_batch_cnt, new_xyz=new_xyz,
-                new_xyz_grid_centers=voxel_centers, new_xyz_batch_cnt=new_xyz_batch_cnt)
+                support_xyz=xyz,
+                support_features=features,
+                xyz_batch_cnt=xyz_batch_cnt,
+                new_xyz=new_xyz,
+                new_xyz_grid_centers=voxel_centers,
+                new_xyz_batch_cnt=new_xyz_batch_cnt,
+            )
             return voxel_features.contiguous().view(-1, self.total_voxels * voxel_features.shape[-1])
 
         def forward(self, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features, **kwargs):
@@ -452,12 +551,20 @@ def stack_modules(pointnet2_utils):
             features = features.view(N, -1, self.num_reduced_channels).sum(dim=1)
             if self.local_aggregation_type in ["voxel_avg_pool", "voxel_random_choice"]:
                 vector_features, point_cnt_of_grid = self.vector_pool_with_voxel_query(
-                    xyz=xyz, xyz_batch_cnt=xyz_batch_cnt, features=features, new_xyz=new_xyz,
-                    new_xyz_batch_cnt=new_xyz_batch_cnt)
+                    xyz=xyz,
+                    xyz_batch_cnt=xyz_batch_cnt,
+                    features=features,
+                    new_xyz=new_xyz,
+                    new_xyz_batch_cnt=new_xyz_batch_cnt,
+                )
             elif self.local_aggregation_type == "local_interpolation":
                 vector_features = self.vector_pool_with_local_interpolate(
-                    xyz=xyz, xyz_batch_cnt=xyz_batch_cnt, features=features, new_xyz=new_xyz,
-                    new_xyz_batch_cnt=new_xyz_batch_cnt)
+                    xyz=xyz,
+                    xyz_batch_cnt=xyz_batch_cnt,
+                    features=features,
+                    new_xyz=new_xyz,
+                    new_xyz_batch_cnt=new_xyz_batch_cnt,
+                )
             else:
                 raise NotImplementedError
             vector_features = vector_features.permute(1, 0)[None, :, :]
@@ -475,8 +582,10 @@ def stack_modules(pointnet2_utils):
             for k in range(self.num_groups):
                 cur_config = self.model_cfg[f"GROUP_CFG_{k}"]
                 cur_vector_pool_module = VectorPoolAggregationModule(
-                    input_channels=input_channels, num_local_voxel=cur_config.NUM_LOCAL_VOXEL,
-                    post_mlps=cur_config.POST_MLPS, max_neighbor_distance=cur_config.MAX_NEIGHBOR_DISTANCE,
+                    input_channels=input_channels,
+                    num_local_voxel=cur_config.NUM_LOCAL_VOXEL,
+                    post_mlps=cur_config.POST_MLPS,
+                    max_neighbor_distance=cur_config.MAX_NEIGHBOR_DISTANCE,
                     neighbor_nsample=cur_config.NEIGHBOR_NSAMPLE,
                     local_aggregation_type=self.model_cfg.LOCAL_AGGREGATION_TYPE,
                     num_reduced_channels=self.model_cfg.get("NUM_REDUCED_CHANNELS", None),
@@ -488,11 +597,13 @@ def stack_modules(pointnet2_utils):
             c_in += 3
             shared_mlps = []
             for cur_num_c in self.model_cfg.MSG_POST_MLPS:
-                shared_mlps.extend([
-                    nn.Conv1d(c_in, cur_num_c, kernel_size=1, bias=False),
-                    nn.BatchNorm1d(cur_num_c),
-                    nn.ReLU(),
-                ])
+                shared_mlps.extend(
+                    [
+                        nn.Conv1d(c_in, cur_num_c, kernel_size=1, bias=False),
+                        nn.BatchNorm1d(cur_num_c),
+                        nn.ReLU(),
+                    ]
+                )
                 c_in = cur_num_c
             self.msg_post_mlps = nn.Sequential(*shared_mlps)
 
@@ -508,11 +619,14 @@ def stack_modules(pointnet2_utils):
             new_features = new_features.squeeze(dim=0).permute(1, 0)
             return cur_xyz, new_features
 
-    return SimpleNamespace(build_local_aggregation_module=build_local_aggregation_module,
-                           StackSAModuleMSG=StackSAModuleMSG, StackPointnetFPModule=StackPointnetFPModule,
-                           VectorPoolLocalInterpolateModule=VectorPoolLocalInterpolateModule,
-                           VectorPoolAggregationModule=VectorPoolAggregationModule,
-                           VectorPoolAggregationModuleMSG=VectorPoolAggregationModuleMSG)
+    return SimpleNamespace(
+        build_local_aggregation_module=build_local_aggregation_module,
+        StackSAModuleMSG=StackSAModuleMSG,
+        StackPointnetFPModule=StackPointnetFPModule,
+        VectorPoolLocalInterpolateModule=VectorPoolLocalInterpolateModule,
+        VectorPoolAggregationModule=VectorPoolAggregationModule,
+        VectorPoolAggregationModuleMSG=VectorPoolAggregationModuleMSG,
+    )
 
 
 def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
@@ -527,7 +641,7 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
         xyz_batch_cnt = []
         num_sampled_points_list = []
         for k in range(num_sectors):
-            mask = (sector_idx == k)
+            mask = sector_idx == k
             cur_num_points = mask.sum().item()
             if cur_num_points > 0:
                 xyz_points_list.append(points[mask])
@@ -538,7 +652,8 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
         xyz_batch_cnt = torch.tensor(xyz_batch_cnt, device=points.device).int()
         sampled_points_batch_cnt = torch.tensor(num_sampled_points_list, device=points.device).int()
         sampled_pt_idxs = pointnet2_stack_utils.stack_farthest_point_sample(
-            xyz.contiguous(), xyz_batch_cnt, sampled_points_batch_cnt).long()
+            xyz.contiguous(), xyz_batch_cnt, sampled_points_batch_cnt
+        ).long()
         return xyz[sampled_pt_idxs]
 
     class VoxelSetAbstraction(nn.Module):
@@ -554,13 +669,15 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
                     continue
                 input_channels = SA_cfg[src_name]["INPUT_CHANNELS"]
                 cur_layer, cur_num_c_out = pointnet2_stack_modules.build_local_aggregation_module(
-                    input_channels=input_channels, config=EasyDict(SA_cfg[src_name]))
+                    input_channels=input_channels, config=EasyDict(SA_cfg[src_name])
+                )
                 self.SA_layers.append(cur_layer)
                 self.SA_layer_names.append(src_name)
                 c_in += cur_num_c_out
             if "raw_points" in self.model_cfg.FEATURES_SOURCE:
                 self.SA_rawpoints, cur_num_c_out = pointnet2_stack_modules.build_local_aggregation_module(
-                    input_channels=num_rawpoint_features - 3, config=EasyDict(SA_cfg["raw_points"]))
+                    input_channels=num_rawpoint_features - 3, config=EasyDict(SA_cfg["raw_points"])
+                )
                 c_in += cur_num_c_out
             self.vsa_point_feature_fusion = nn.Sequential(
                 nn.Linear(c_in, self.model_cfg.NUM_OUTPUT_FEATURES, bias=False),
@@ -574,19 +691,23 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
             batch_indices = batch_dict["points"][:, 0].long()
             keypoints_list = []
             for bs_idx in range(batch_size):
-                bs_mask = (batch_indices == bs_idx)
+                bs_mask = batch_indices == bs_idx
                 sampled_points = src_points[bs_mask].unsqueeze(dim=0)
                 if self.model_cfg.SAMPLE_METHOD == "FPS":
                     cur_pt_idxs = pointnet2_stack_utils.farthest_point_sample(
-                        sampled_points[:, :, 0:3].contiguous(), self.model_cfg.NUM_KEYPOINTS).long()
+                        sampled_points[:, :, 0:3].contiguous(), self.model_cfg.NUM_KEYPOINTS
+                    ).long()
                     if sampled_points.shape[1] < self.model_cfg.NUM_KEYPOINTS:
                         times = int(self.model_cfg.NUM_KEYPOINTS / sampled_points.shape[1]) + 1
-                        non_empty = cur_pt_idxs[0, :sampled_points.shape[1]]
-                        cur_pt_idxs[0] = non_empty.repeat(times)[:self.model_cfg.NUM_KEYPOINTS]
+                        non_empty = cur_pt_idxs[0, : sampled_points.shape[1]]
+                        cur_pt_idxs[0] = non_empty.repeat(times)[: self.model_cfg.NUM_KEYPOINTS]
                     keypoints = sampled_points[0][cur_pt_idxs[0]].unsqueeze(dim=0)
                 elif self.model_cfg.SAMPLE_METHOD == "SPC":
-                    cur_keypoints = sector_fps(points=sampled_points[0], num_sampled_points=self.model_cfg.NUM_KEYPOINTS,
-                                               num_sectors=self.model_cfg.SPC_SAMPLING.NUM_SECTORS)
+                    cur_keypoints = sector_fps(
+                        points=sampled_points[0],
+                        num_sampled_points=self.model_cfg.NUM_KEYPOINTS,
+                        num_sectors=self.model_cfg.SPC_SAMPLING.NUM_SECTORS,
+                    )
                     bs_idxs = cur_keypoints.new_ones(cur_keypoints.shape[0]) * bs_idx
                     keypoints = torch.cat((bs_idxs[:, None], cur_keypoints), dim=1)
                 else:
@@ -594,20 +715,29 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
                 keypoints_list.append(keypoints)
             keypoints = torch.cat(keypoints_list, dim=0)
             if len(keypoints.shape) == 3:
-                batch_idx = torch.arange(batch_size, device=keypoints.device).view(-1, 1).repeat(
-                    1, keypoints.shape[1]).view(-1, 1)
+                batch_idx = (
+                    torch.arange(batch_size, device=keypoints.device)
+                    .view(-1, 1)
+                    .repeat(1, keypoints.shape[1])
+                    .view(-1, 1)
+                )
                 keypoints = torch.cat((batch_idx.float(), keypoints.view(-1, 3)), dim=1)
             return keypoints
 
         @staticmethod
-        def aggregate_keypoint_features_from_one_source(batch_size, aggregate_func, xyz, xyz_features, xyz_bs_idxs,
-                                                        new_xyz, new_xyz_batch_cnt):
+        def aggregate_keypoint_features_from_one_source(
+            batch_size, aggregate_func, xyz, xyz_features, xyz_bs_idxs, new_xyz, new_xyz_batch_cnt
+        ):
             xyz_batch_cnt = xyz.new_zeros(batch_size).int()
             for bs_idx in range(batch_size):
                 xyz_batch_cnt[bs_idx] = (xyz_bs_idxs == bs_idx).sum()
             pooled_points, pooled_features = aggregate_func(
-                xyz=xyz.contiguous(), xyz_batch_cnt=xyz_batch_cnt, new_xyz=new_xyz,
-                new_xyz_batch_cnt=new_xyz_batch_cnt, features=xyz_features.contiguous())
+                xyz=xyz.contiguous(),
+                xyz_batch_cnt=xyz_batch_cnt,
+                new_xyz=new_xyz,
+                new_xyz_batch_cnt=new_xyz_batch_cnt,
+                features=xyz_features.contiguous(),
+            )
             return pooled_features
 
         def forward(self, batch_dict):
@@ -621,21 +751,33 @@ def voxel_set_abstraction(pointnet2_stack_modules, pointnet2_stack_utils):
             if "raw_points" in self.model_cfg.FEATURES_SOURCE:
                 raw_points = batch_dict["points"]
                 pooled_features = self.aggregate_keypoint_features_from_one_source(
-                    batch_size=batch_size, aggregate_func=self.SA_rawpoints, xyz=raw_points[:, 1:4],
-                    xyz_features=raw_points[:, 4:].contiguous(), xyz_bs_idxs=raw_points[:, 0],
-                    new_xyz=new_xyz, new_xyz_batch_cnt=new_xyz_batch_cnt)
+                    batch_size=batch_size,
+                    aggregate_func=self.SA_rawpoints,
+                    xyz=raw_points[:, 1:4],
+                    xyz_features=raw_points[:, 4:].contiguous(),
+                    xyz_bs_idxs=raw_points[:, 0],
+                    new_xyz=new_xyz,
+                    new_xyz_batch_cnt=new_xyz_batch_cnt,
+                )
                 point_features_list.append(pooled_features)
             for k, src_name in enumerate(self.SA_layer_names):
                 cur_coords = batch_dict["voxel_centers"][src_name]  # (V, 4) [bs_idx, x, y, z]
                 cur_features = batch_dict["voxel_features"][src_name].contiguous()
                 pooled_features = self.aggregate_keypoint_features_from_one_source(
-                    batch_size=batch_size, aggregate_func=self.SA_layers[k], xyz=cur_coords[:, 1:4].contiguous(),
-                    xyz_features=cur_features, xyz_bs_idxs=cur_coords[:, 0], new_xyz=new_xyz,
-                    new_xyz_batch_cnt=new_xyz_batch_cnt)
+                    batch_size=batch_size,
+                    aggregate_func=self.SA_layers[k],
+                    xyz=cur_coords[:, 1:4].contiguous(),
+                    xyz_features=cur_features,
+                    xyz_bs_idxs=cur_coords[:, 0],
+                    new_xyz=new_xyz,
+                    new_xyz_batch_cnt=new_xyz_batch_cnt,
+                )
                 point_features_list.append(pooled_features)
             point_features = torch.cat(point_features_list, dim=-1)
             batch_dict["point_features_before_fusion"] = point_features.view(-1, point_features.shape[-1])
-            batch_dict["point_features"] = self.vsa_point_feature_fusion(point_features.view(-1, point_features.shape[-1]))
+            batch_dict["point_features"] = self.vsa_point_feature_fusion(
+                point_features.view(-1, point_features.shape[-1])
+            )
             batch_dict["point_coords"] = keypoints
             return batch_dict
 

@@ -4,6 +4,7 @@ pointnet2_stack/src/{ball_query,group_points,interpolate,sampling,vector_pool}_g
 float32 with one rounding per operation and the distance ``(dx*dx + dy*dy) + dz*dz`` (OpenPCDet's
 left-to-right sum, without the FMAs nvcc may fuse in). OpenPCDet has no tests of these ops; the
 tests hold pointops.nn against these. Each returns torch tensors as OpenPCDet's wrappers do."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -73,7 +74,7 @@ def ball_query(radius, nsample, xyz, new_xyz):
             hits = np.nonzero(_d2(ctr[b, m], pts[b]) < r2)[0][:nsample]
             if len(hits):
                 out[b, m, :] = hits[0]
-                out[b, m, :len(hits)] = hits
+                out[b, m, : len(hits)] = hits
     return torch.from_numpy(out)
 
 
@@ -104,13 +105,19 @@ def three_nn(unknown, known):
 def three_interpolate(features, idx, weight):
     out = 0
     for j in range(3):
-        out = out + weight[:, None, :, j] * grouping_operation(features, idx[:, :, j:j + 1])[..., 0]
+        out = out + weight[:, None, :, j] * grouping_operation(features, idx[:, :, j : j + 1])[..., 0]
     return out
 
 
-batch_utils = SimpleNamespace(farthest_point_sample=farthest_point_sample, furthest_point_sample=farthest_point_sample,
-                              gather_operation=gather_operation, grouping_operation=grouping_operation,
-                              ball_query=ball_query, three_nn=three_nn, three_interpolate=three_interpolate)
+batch_utils = SimpleNamespace(
+    farthest_point_sample=farthest_point_sample,
+    furthest_point_sample=farthest_point_sample,
+    gather_operation=gather_operation,
+    grouping_operation=grouping_operation,
+    ball_query=ball_query,
+    three_nn=three_nn,
+    three_interpolate=three_interpolate,
+)
 _groupers = batch_grouping_modules(batch_utils)
 batch_utils.QueryAndGroup, batch_utils.GroupAll = _groupers.QueryAndGroup, _groupers.GroupAll
 
@@ -129,10 +136,10 @@ def stack_ball_query(radius, nsample, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch
     r2 = F32(radius) * F32(radius)
     out = np.zeros((ctr.shape[0], nsample), dtype=np.int32)
     for m, b in enumerate(_cloud_of(new_cnt)):
-        hits = np.nonzero(_d2(ctr[m], pts[start[b]:start[b] + cnt[b]]) < r2)[0][:nsample]
+        hits = np.nonzero(_d2(ctr[m], pts[start[b] : start[b] + cnt[b]]) < r2)[0][:nsample]
         if len(hits):
             out[m, :] = hits[0]
-            out[m, :len(hits)] = hits
+            out[m, : len(hits)] = hits
         else:
             out[m, 0] = -1
     idx = torch.from_numpy(out)
@@ -155,7 +162,7 @@ def stack_three_nn(unknown, unknown_batch_cnt, known, known_batch_cnt):
     idx = np.zeros(u.shape, dtype=np.int32)
     dist2 = np.zeros(u.shape, dtype=F32)
     for i, b in enumerate(_cloud_of(ucnt)):
-        best, d = _three_best(_d2(u[i], k[start[b]:start[b] + cnt[b]]))
+        best, d = _three_best(_d2(u[i], k[start[b] : start[b] + cnt[b]]))
         with np.errstate(over="ignore"):  # 1e40 (no neighbour) is +inf in float32, as in the kernel
             idx[i], dist2[i] = np.array(best) + start[b], np.array(d, dtype=np.float64)
     return _sqrt(dist2), torch.from_numpy(idx)
@@ -176,14 +183,16 @@ def stack_farthest_point_sample(xyz, xyz_batch_cnt, npoint):
         npoint = [npoint] * len(cnt)
     out = []
     for b in range(len(cnt)):
-        out += [start[b] + i for i in fps_rows(pts[start[b]:start[b] + cnt[b]], npoint[b])]
+        out += [start[b] + i for i in fps_rows(pts[start[b] : start[b] + cnt[b]], npoint[b])]
     return torch.tensor(out, dtype=torch.int32)
 
 
 def _local_neighbors(support, start, cnt, b, centre, distance, nsample, neighbor_type, cap=1000):
-    local = support[start[b]:start[b] + cnt[b]] - centre
+    local = support[start[b] : start[b] + cnt[b]] - centre
     if neighbor_type == 1:
-        inside = ((local[:, 0] * local[:, 0] + local[:, 1] * local[:, 1]) + local[:, 2] * local[:, 2]) <= F32(distance) ** 2
+        inside = ((local[:, 0] * local[:, 0] + local[:, 1] * local[:, 1]) + local[:, 2] * local[:, 2]) <= F32(
+            distance
+        ) ** 2
     else:
         inside = (np.abs(local) <= F32(distance)).all(1)
     found = np.nonzero(inside)[0]
@@ -193,9 +202,19 @@ def _local_neighbors(support, start, cnt, b, centre, distance, nsample, neighbor
     return found, local
 
 
-def three_nn_for_vector_pool_by_two_step(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt,
-                                         max_neighbour_distance, nsample, neighbor_type, avg_length_of_neighbor_idxs,
-                                         num_total_grids, neighbor_distance_multiplier):
+def three_nn_for_vector_pool_by_two_step(
+    support_xyz,
+    xyz_batch_cnt,
+    new_xyz,
+    new_xyz_grid_centers,
+    new_xyz_batch_cnt,
+    max_neighbour_distance,
+    nsample,
+    neighbor_type,
+    avg_length_of_neighbor_idxs,
+    num_total_grids,
+    neighbor_distance_multiplier,
+):
     support, ctr = _np(support_xyz).astype(F32), _np(new_xyz).astype(F32)
     grid = _np(new_xyz_grid_centers).astype(F32).reshape(ctr.shape[0], num_total_grids, 3)
     start, cnt = _starts(_np(xyz_batch_cnt))
@@ -225,10 +244,23 @@ def three_nn_for_vector_pool_by_two_step(support_xyz, xyz_batch_cnt, new_xyz, ne
     return _sqrt(dist2), torch.from_numpy(idx), torch.tensor(avg_length_of_neighbor_idxs)
 
 
-def vector_pool_with_voxel_query_op(support_xyz, xyz_batch_cnt, support_features, new_xyz, new_xyz_batch_cnt,
-                                    num_grid_x, num_grid_y, num_grid_z, max_neighbour_distance, num_c_out_each_grid,
-                                    use_xyz, num_mean_points_per_grid=100, nsample=-1, neighbor_type=0,
-                                    pooling_type=0):
+def vector_pool_with_voxel_query_op(
+    support_xyz,
+    xyz_batch_cnt,
+    support_features,
+    new_xyz,
+    new_xyz_batch_cnt,
+    num_grid_x,
+    num_grid_y,
+    num_grid_z,
+    max_neighbour_distance,
+    num_c_out_each_grid,
+    use_xyz,
+    num_mean_points_per_grid=100,
+    nsample=-1,
+    neighbor_type=0,
+    pooling_type=0,
+):
     """vector_pool_kernel_stack, then the wrapper's normalisation (average pooling, or the first
     point of each grid cell); the features' gradient comes from torch on the same formula."""
     support, ctr = _np(support_xyz).astype(F32), _np(new_xyz).astype(F32)
@@ -242,7 +274,7 @@ def vector_pool_with_voxel_query_op(support_xyz, xyz_batch_cnt, support_features
     counts = np.zeros((m_all, g_total), dtype=np.int32)
     local_sum = np.zeros((m_all, g_total, 3), dtype=F32)
     for m, b in enumerate(_cloud_of(new_cnt)):
-        local_all = support[start[b]:start[b] + cnt[b]] - ctr[m]
+        local_all = support[start[b] : start[b] + cnt[b]] - ctr[m]
         taken = 0
         for k in range(cnt[b]):
             lx, ly, lz = local_all[k]
@@ -271,15 +303,23 @@ def vector_pool_with_voxel_query_op(support_xyz, xyz_batch_cnt, support_features
     new_local_xyz = torch.from_numpy(local_sum).reshape(-1, 3) / normalizer
     if not use_xyz:
         new_local_xyz = torch.zeros_like(new_local_xyz)
-    return (new_features, new_local_xyz.reshape(m_all, -1), torch.tensor([num_mean_points_per_grid]).int(),
-            torch.from_numpy(counts))
+    return (
+        new_features,
+        new_local_xyz.reshape(m_all, -1),
+        torch.tensor([num_mean_points_per_grid]).int(),
+        torch.from_numpy(counts),
+    )
 
 
-stack_utils = SimpleNamespace(ball_query=stack_ball_query, grouping_operation=stack_grouping_operation,
-                              three_nn=stack_three_nn, three_interpolate=stack_three_interpolate,
-                              farthest_point_sample=farthest_point_sample,
-                              furthest_point_sample=farthest_point_sample,
-                              stack_farthest_point_sample=stack_farthest_point_sample,
-                              three_nn_for_vector_pool_by_two_step=three_nn_for_vector_pool_by_two_step,
-                              vector_pool_with_voxel_query_op=vector_pool_with_voxel_query_op)
+stack_utils = SimpleNamespace(
+    ball_query=stack_ball_query,
+    grouping_operation=stack_grouping_operation,
+    three_nn=stack_three_nn,
+    three_interpolate=stack_three_interpolate,
+    farthest_point_sample=farthest_point_sample,
+    furthest_point_sample=farthest_point_sample,
+    stack_farthest_point_sample=stack_farthest_point_sample,
+    three_nn_for_vector_pool_by_two_step=three_nn_for_vector_pool_by_two_step,
+    vector_pool_with_voxel_query_op=vector_pool_with_voxel_query_op,
+)
 stack_utils.QueryAndGroup = stack_query_and_group(stack_utils)

@@ -1,5 +1,6 @@
 """Registration samples of the BEV ops (bev_rasterize, pillar_scatter, voxelize) and their wrappers,
 merged into tests/op_samples.py."""
+
 from typing import Callable, Dict, List
 
 import torch
@@ -20,8 +21,18 @@ def _bev_cloud(device: str, batch: int = 2, n: int = 60, dims: int = 4, seed: in
 def _bev_rasterize_samples(device: str) -> List[tuple]:
     points = _bev_cloud(device)
     lengths = torch.tensor([60, 25], device=device)
-    every = ["max_z", "min_z", "mean_z", "count", "density", "occupancy", "max_feature", "mean_feature",
-             "top_feature", "height_slices"]
+    every = [
+        "max_z",
+        "min_z",
+        "mean_z",
+        "count",
+        "density",
+        "occupancy",
+        "max_feature",
+        "mean_feature",
+        "top_feature",
+        "height_slices",
+    ]
     return [
         (points, lengths, _BEV_RANGE, _BEV_CELL, every, 3, 64.0, 4, False),
         (points.double(), None, _BEV_RANGE, _BEV_CELL, ["top_feature", "max_z"], 3, 64.0, 0, True),
@@ -33,9 +44,14 @@ def _bev_rasterize_samples(device: str) -> List[tuple]:
 def _pillar_samples(device: str, batch: int = 2, pillars: int = 40, channels: int = 5) -> tuple:
     g = torch.Generator().manual_seed(3)
     features = torch.randn(batch, pillars, channels, generator=g).to(device)
-    coords = torch.stack([torch.zeros(batch, pillars, dtype=torch.int32),
-                          torch.randint(-1, 7, (batch, pillars), generator=g, dtype=torch.int32),
-                          torch.randint(-1, 9, (batch, pillars), generator=g, dtype=torch.int32)], -1).to(device)
+    coords = torch.stack(
+        [
+            torch.zeros(batch, pillars, dtype=torch.int32),
+            torch.randint(-1, 7, (batch, pillars), generator=g, dtype=torch.int32),
+            torch.randint(-1, 9, (batch, pillars), generator=g, dtype=torch.int32),
+        ],
+        -1,
+    ).to(device)
     num_voxels = torch.tensor([pillars, pillars // 3][:batch], dtype=torch.int64, device=device)
     return features, coords, num_voxels
 
@@ -71,8 +87,13 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
 WRAPPER_CASES: Dict[str, WrapperCase] = {
     "bev_rasterize": WrapperCase(
         pointops.bev_rasterize,
-        lambda d: (_bev_cloud(d), ["max_z", "top_feature", "density", "mean_z"], torch.tensor([60, 30], device=d),
-                   _BEV_RANGE, _BEV_CELL),
+        lambda d: (
+            _bev_cloud(d),
+            ["max_z", "top_feature", "density", "mean_z"],
+            torch.tensor([60, 30], device=d),
+            _BEV_RANGE,
+            _BEV_CELL,
+        ),
     ),
     "bev_rasterize_preset": WrapperCase(
         pointops.bev_rasterize, lambda d: (_bev_cloud(d) * 10, ["count", "max_feature"], None, None, None, "kitti")
@@ -83,8 +104,14 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     "pillar_scatter": WrapperCase(pointops.pillar_scatter, lambda d: _pillar_samples(d) + (6, 8)),
     "voxelize": WrapperCase(
         pointops.voxelize,
-        lambda d: (torch.rand(2, 64, 4, device=d) * 2, [0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, 2.0, 2.0], 4, 16,
-                   torch.tensor([64, 30], device=d)),
+        lambda d: (
+            torch.rand(2, 64, 4, device=d) * 2,
+            [0.5, 0.5, 0.5],
+            [0.0, 0.0, 0.0, 2.0, 2.0, 2.0],
+            4,
+            16,
+            torch.tensor([64, 30], device=d),
+        ),
     ),
     "voxelize_dynamic": WrapperCase(
         pointops.voxelize_dynamic,

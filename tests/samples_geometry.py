@@ -2,6 +2,7 @@
 cube_query_packed, interpolate; voxel_downsample, estimate_normals, transform_points, icp) and their
 wrappers, merged into tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls.
 Also helpers the geometry tests share: real meshes from CGAL's data and whether the knn op is there."""
+
 import io
 from typing import Callable, Dict, List
 
@@ -79,12 +80,26 @@ def _estimate_normals_samples(device: str) -> List[tuple]:
 
 def _poses(device: str, batch: int, hypotheses: int, seed: int, dtype=torch.float64) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    q = torch.nn.functional.normalize(torch.randn(batch, hypotheses, 4, generator=g, dtype=torch.float64) +
-                                      torch.tensor([4.0, 0.0, 0.0, 0.0], dtype=torch.float64), dim=-1)
+    q = torch.nn.functional.normalize(
+        torch.randn(batch, hypotheses, 4, generator=g, dtype=torch.float64)
+        + torch.tensor([4.0, 0.0, 0.0, 0.0], dtype=torch.float64),
+        dim=-1,
+    )
     w, x, y, z = q.unbind(-1)
-    r = torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-                     2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-                     2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1).view(batch, hypotheses, 3, 3)
+    r = torch.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
+        ],
+        -1,
+    ).view(batch, hypotheses, 3, 3)
     pose = torch.eye(4, dtype=torch.float64).repeat(batch, hypotheses, 1, 1)
     pose[..., :3, :3] = r
     pose[..., :3, 3] = torch.randn(batch, hypotheses, 3, generator=g, dtype=torch.float64) * 0.1
@@ -122,14 +137,78 @@ def _icp_samples(device: str) -> List[tuple]:
     broken = poses.clone()
     broken[1, 2, 3, 1] = float("inf")  # the last row is not read (NaN poses: test_icp, opcheck has no equal_nan)
     return [
-        (sources, source_normals, lengths, targets, normals, target_lengths, poses, 3, 0.5, 0.0, True, 1.0,
-         [0.0, 0.0, -3.0], True, 0.5, 0.3),
-        (sources, None, None, targets, None, None, poses.float(), 2, float("inf"), 1e-3, False, None, None, False,
-         None, None),
-        (sources.double(), source_normals.double(), None, targets.double(), normals.double(), target_lengths, broken,
-         4, 0.3, 0.0, False, 1.2, None, True, None, 0.2),
-        (sources.half(), None, lengths, targets.half(), normals.half(), None, poses, 2, 0.5, 0.0, True, None, None,
-         False, None, None),
+        (
+            sources,
+            source_normals,
+            lengths,
+            targets,
+            normals,
+            target_lengths,
+            poses,
+            3,
+            0.5,
+            0.0,
+            True,
+            1.0,
+            [0.0, 0.0, -3.0],
+            True,
+            0.5,
+            0.3,
+        ),
+        (
+            sources,
+            None,
+            None,
+            targets,
+            None,
+            None,
+            poses.float(),
+            2,
+            float("inf"),
+            1e-3,
+            False,
+            None,
+            None,
+            False,
+            None,
+            None,
+        ),
+        (
+            sources.double(),
+            source_normals.double(),
+            None,
+            targets.double(),
+            normals.double(),
+            target_lengths,
+            broken,
+            4,
+            0.3,
+            0.0,
+            False,
+            1.2,
+            None,
+            True,
+            None,
+            0.2,
+        ),
+        (
+            sources.half(),
+            None,
+            lengths,
+            targets.half(),
+            normals.half(),
+            None,
+            poses,
+            2,
+            0.5,
+            0.0,
+            True,
+            None,
+            None,
+            False,
+            None,
+            None,
+        ),
         (sources, None, None, targets, None, None, poses[:, :0], 3, 1.0, 0.0, False, None, None, False, None, None),
         (sources, None, None, targets[:, :0], None, None, poses, 3, 1.0, 0.0, False, None, None, False, None, None),
     ]
@@ -138,8 +217,24 @@ def _icp_samples(device: str) -> List[tuple]:
 def _icp_options_args(device: str) -> tuple:
     sources, targets, normals, poses, _ = _icp_problem(device)
     source_normals = torch.nn.functional.normalize(_cloud(device, 2, 50, 21), dim=-1)
-    return (sources, targets, 0.5, torch.tensor([50, 40], device=device), None, poses, normals, "point_to_plane", 3,
-            0.0, source_normals, 1.0, [0.0, 0.0, -3.0], True, 0.5, 0.3)
+    return (
+        sources,
+        targets,
+        0.5,
+        torch.tensor([50, 40], device=device),
+        None,
+        poses,
+        normals,
+        "point_to_plane",
+        3,
+        0.0,
+        source_normals,
+        1.0,
+        [0.0, 0.0, -3.0],
+        True,
+        0.5,
+        0.3,
+    )
 
 
 def _icp_wrapper_args(device: str) -> tuple:
@@ -205,8 +300,9 @@ def _knn_packed_samples(device: str) -> List[tuple]:
 
 
 def _ball_query_samples(device: str) -> List[tuple]:
-    (queries, query_lengths, points, lengths, _), _, _, _, (big_queries, _, big_points, big_lengths, _) = (
-        _knn_samples(device)[2:7])
+    (queries, query_lengths, points, lengths, _), _, _, _, (big_queries, _, big_points, big_lengths, _) = _knn_samples(
+        device
+    )[2:7]
     grid_queries, grid_query_lengths, _, _, _ = _grid_knn_samples(device)[0]
     large, large_lengths = _outlier_clouds(device, 16384, 5000, 16)
     return [
@@ -268,34 +364,69 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
 WRAPPER_CASES: Dict[str, WrapperCase] = {
     "knn": WrapperCase(
         pointops.knn,
-        lambda d: (_clouds(d, 2, 30, 20), _clouds(d, 2, 80, 21), 6, torch.tensor([30, 12], device=d),
-                   torch.tensor([80, 40], device=d)),
+        lambda d: (
+            _clouds(d, 2, 30, 20),
+            _clouds(d, 2, 80, 21),
+            6,
+            torch.tensor([30, 12], device=d),
+            torch.tensor([80, 40], device=d),
+        ),
     ),
     "knn_packed": WrapperCase(
         pointops.knn_packed,
-        lambda d: (_clouds(d, 1, 30, 22)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 70, 23)[0],
-                   torch.tensor([0, 40, 70], device=d), 5),
+        lambda d: (
+            _clouds(d, 1, 30, 22)[0],
+            torch.tensor([0, 12, 30], device=d),
+            _clouds(d, 1, 70, 23)[0],
+            torch.tensor([0, 40, 70], device=d),
+            5,
+        ),
     ),
     "ball_query": WrapperCase(
         pointops.ball_query,
-        lambda d: (_clouds(d, 2, 30, 24), _clouds(d, 2, 200, 25), 0.25, 8, torch.tensor([30, 12], device=d),
-                   torch.tensor([200, 60], device=d), "minus_one"),
+        lambda d: (
+            _clouds(d, 2, 30, 24),
+            _clouds(d, 2, 200, 25),
+            0.25,
+            8,
+            torch.tensor([30, 12], device=d),
+            torch.tensor([200, 60], device=d),
+            "minus_one",
+        ),
     ),
     "ball_query_packed": WrapperCase(
         pointops.ball_query_packed,
-        lambda d: (_clouds(d, 1, 30, 30)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 90, 31)[0],
-                   torch.tensor([0, 50, 90], device=d), 0.3, 8, "first", 0.1),
+        lambda d: (
+            _clouds(d, 1, 30, 30)[0],
+            torch.tensor([0, 12, 30], device=d),
+            _clouds(d, 1, 90, 31)[0],
+            torch.tensor([0, 50, 90], device=d),
+            0.3,
+            8,
+            "first",
+            0.1,
+        ),
     ),
     "cube_query_packed": WrapperCase(
         pointops.cube_query_packed,
-        lambda d: (_clouds(d, 1, 30, 32)[0], torch.tensor([0, 12, 30], device=d), _clouds(d, 1, 90, 33)[0],
-                   torch.tensor([0, 50, 90], device=d), 0.3, 8, True),
+        lambda d: (
+            _clouds(d, 1, 30, 32)[0],
+            torch.tensor([0, 12, 30], device=d),
+            _clouds(d, 1, 90, 33)[0],
+            torch.tensor([0, 50, 90], device=d),
+            0.3,
+            8,
+            True,
+        ),
     ),
     "three_nn": WrapperCase(pointops.three_nn, lambda d: (_clouds(d, 2, 40, 26), _clouds(d, 2, 15, 27))),
     "interpolate": WrapperCase(pointops.interpolate, lambda d: _interpolate_samples(d)[0]),
     "group_points": WrapperCase(
         pointops.group_points,
-        lambda d: (_clouds(d, 2, 20, 28), torch.randint(-1, 20, (2, 6, 4), generator=torch.Generator().manual_seed(29)).to(d)),
+        lambda d: (
+            _clouds(d, 2, 20, 28),
+            torch.randint(-1, 20, (2, 6, 4), generator=torch.Generator().manual_seed(29)).to(d),
+        ),
     ),
 }
 
@@ -303,22 +434,39 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
 def _wrapper_cases() -> None:
     WRAPPER_CASES["voxel_downsample"] = WrapperCase(
         pointops.voxel_downsample,
-        lambda d: (_cloud(d, 2, 64, 10), [0.4, 0.4, 0.4], torch.tensor([64, 30], device=d),
-                   torch.rand(2, 64, 2, device=d), [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]),
+        lambda d: (
+            _cloud(d, 2, 64, 10),
+            [0.4, 0.4, 0.4],
+            torch.tensor([64, 30], device=d),
+            torch.rand(2, 64, 2, device=d),
+            [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0],
+        ),
     )
     WRAPPER_CASES["transform_points"] = WrapperCase(
-        pointops.transform_points, lambda d: (_cloud(d, 2, 16, 11), _poses(d, 2, 2, 12), torch.tensor([16, 5], device=d))
+        pointops.transform_points,
+        lambda d: (_cloud(d, 2, 16, 11), _poses(d, 2, 2, 12), torch.tensor([16, 5], device=d)),
     )
     WRAPPER_CASES["estimate_normals_given_neighbors"] = WrapperCase(
         pointops.estimate_normals,
-        lambda d: (_cloud(d, 2, 30, 13), 6, torch.tensor([30, 20], device=d), "outward", None,
-                   _neighbors(_cloud(d, 2, 30, 13), 6)),
+        lambda d: (
+            _cloud(d, 2, 30, 13),
+            6,
+            torch.tensor([30, 20], device=d),
+            "outward",
+            None,
+            _neighbors(_cloud(d, 2, 30, 13), 6),
+        ),
     )
     if has_knn():
         WRAPPER_CASES["estimate_normals"] = WrapperCase(
             pointops.estimate_normals,
-            lambda d: (_cloud(d, 2, 40, 14), 8, torch.tensor([40, 25], device=d), "viewpoint",
-                       torch.tensor([0.0, 0.0, 3.0], device=d)),
+            lambda d: (
+                _cloud(d, 2, 40, 14),
+                8,
+                torch.tensor([40, 25], device=d),
+                "viewpoint",
+                torch.tensor([0.0, 0.0, 3.0], device=d),
+            ),
         )
         WRAPPER_CASES["icp"] = WrapperCase(pointops.icp, _icp_wrapper_args)
         WRAPPER_CASES["icp_partial_view"] = WrapperCase(pointops.icp, _icp_options_args)

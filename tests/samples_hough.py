@@ -1,5 +1,6 @@
 """Registration samples of the Hough ops (planes, peaks, plane fit; circles, lines and their
 detections) and their wrappers, merged into tests/op_samples.py."""
+
 from typing import Callable, Dict, List
 
 import torch
@@ -37,7 +38,9 @@ def _plane_fit_samples(device: str) -> List[tuple]:
     points[..., 2] *= 0.05  # most points near the plane z = 0
     # an Inf row matches nothing and comes back as given (a NaN one would too, but opcheck's
     # comparisons take NaN != NaN)
-    planes = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, float("inf")]]] * 2, device=device)
+    planes = torch.tensor(
+        [[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, float("inf")]]] * 2, device=device
+    )
     lengths = torch.tensor([50, 17], device=device)
     return [
         (points, lengths, planes, 0.1),
@@ -54,8 +57,13 @@ def _plane_refit_samples(device: str) -> List[tuple]:
 def _plane_suppress_samples(device: str) -> List[tuple]:
     # no row repeats a kept one here (a suppressed row is NaN, which opcheck's comparisons take
     # NaN != NaN); tests/test_hough_detect_planes.py checks the suppression itself
-    planes = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 0.0, -1.0, 0.4]],
-                           [[0.6, 0.8, 0.0, 2.0], [0.0, 0.0, 1.0, 2.0], [0.8, 0.6, 0.0, 2.0]]], device=device)
+    planes = torch.tensor(
+        [
+            [[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.5], [0.0, 0.0, -1.0, 0.4]],
+            [[0.6, 0.8, 0.0, 2.0], [0.0, 0.0, 1.0, 2.0], [0.8, 0.6, 0.0, 2.0]],
+        ],
+        device=device,
+    )
     return [
         (planes, 0.1, 0.2),
         (planes.double(), 0.0, 0.0),
@@ -201,8 +209,6 @@ def _line_detections_samples(device: str) -> List[tuple]:
     ]
 
 
-
-
 def _scene(device: str) -> torch.Tensor:
     return pointops.synthetic_edges(40, 48, n_circles=2, radii=(6, 12), n_lines=2, seed=2).edges[None].to(device)
 
@@ -228,7 +234,8 @@ OP_SAMPLES: Dict[str, Callable[[str], List[tuple]]] = {
 
 WRAPPER_CASES: Dict[str, WrapperCase] = {
     "hough_planes": WrapperCase(
-        pointops.hough_planes, lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, torch.tensor([30, 9], device=d), 4, 5)
+        pointops.hough_planes,
+        lambda d: (torch.rand(2, 30, 3, device=d), 0.25, 2.0, torch.tensor([30, 9], device=d), 4, 5),
     ),
     "hough_planes_ball": WrapperCase(
         pointops.hough_planes_ball,
@@ -259,19 +266,25 @@ WRAPPER_CASES: Dict[str, WrapperCase] = {
     "hough_circles": WrapperCase(pointops.hough_circles, lambda d: (_edges(d), [1, 3, 6])),
     "hough_circles_normalized": WrapperCase(pointops.hough_circles, lambda d: (_edges(d).float(), [2, 4], True, True)),
     "hough_circles_gradients": WrapperCase(
-        pointops.hough_circles, lambda d: (_edges(d), [2, 5], False, False, torch.randn(2, 2, 14, 17, device=d), 0.3)),
+        pointops.hough_circles, lambda d: (_edges(d), [2, 5], False, False, torch.randn(2, 2, 14, 17, device=d), 0.3)
+    ),
     "hough_circles_max": WrapperCase(pointops.hough_circles_max, lambda d: (_edges(d), [1, 3, 6])),
     "hough_circles_max_weighted": WrapperCase(
-        pointops.hough_circles_max, lambda d: (_edges(d).float() * 0.5, [2, 4], True, True)),
+        pointops.hough_circles_max, lambda d: (_edges(d).float() * 0.5, [2, 4], True, True)
+    ),
     "hough_circles_points": WrapperCase(
-        pointops.hough_circles_points, lambda d: (_points(d)[0], [2, 7], [16, 19], _points(d)[1], _points(d)[2])),
+        pointops.hough_circles_points, lambda d: (_points(d)[0], [2, 7], [16, 19], _points(d)[1], _points(d)[2])
+    ),
     "hough_lines": WrapperCase(pointops.hough_lines, lambda d: (_edges(d),)),
     "hough_lines_points": WrapperCase(
-        pointops.hough_lines_points, lambda d: (_points(d)[0], [16, 19], [0.0, 1.0, 2.0], _points(d)[1])),
+        pointops.hough_lines_points, lambda d: (_points(d)[0], [16, 19], [0.0, 1.0, 2.0], _points(d)[1])
+    ),
     "detect_circles": WrapperCase(pointops.detect_circles, lambda d: (_scene(d), [5, 6, 7, 8, 10, 12], 3, 3)),
     "detect_lines": WrapperCase(pointops.detect_lines, lambda d: (_scene(d), 3)),
     "circle_peaks": WrapperCase(
-        circle_peaks, lambda d: (torch.randint(0, 5, (2, 3, 9, 10), dtype=torch.int32, device=d), [2, 3, 4], 4, 1, 2.0)),
+        circle_peaks, lambda d: (torch.randint(0, 5, (2, 3, 9, 10), dtype=torch.int32, device=d), [2, 3, 4], 4, 1, 2.0)
+    ),
     "line_peaks": WrapperCase(
-        line_peaks, lambda d: (torch.randint(0, 5, (2, 21, 18), dtype=torch.int32, device=d), 4, None, 2, 2)),
+        line_peaks, lambda d: (torch.randint(0, 5, (2, 21, 18), dtype=torch.int32, device=d), 4, None, 2, 2)
+    ),
 }

@@ -5,6 +5,7 @@ opcheck compares outputs with NaN != NaN, so the op samples are chosen to fill e
 (no NaN "none" rows: valid points, full lengths, k no larger than the peaks and clusters that
 exist); tests/test_ppf.py covers the NaN rows, padding and invalid inputs. The wrapper cases,
 compared with NaN == NaN, keep them."""
+
 import math
 from typing import List
 
@@ -75,8 +76,17 @@ def _scene(device: str, n: int = 25, seed: int = 4, holes: bool = False):
 
 
 def _vote_args(model: ppf.PPFModel) -> tuple:
-    return (model.points, model.normals, model.key_offsets, model.pair_ref, model.pair_alpha, model.distance_step,
-            model.diameter, model.angle_bins, model.distance_bins)
+    return (
+        model.points,
+        model.normals,
+        model.key_offsets,
+        model.pair_ref,
+        model.pair_alpha,
+        model.distance_step,
+        model.diameter,
+        model.angle_bins,
+        model.distance_bins,
+    )
 
 
 def _vote_samples(device: str) -> List[tuple]:
@@ -94,7 +104,7 @@ def _vote_samples(device: str) -> List[tuple]:
 def _cluster_inputs(device: str, batch: int = 2, poses: int = 40, seed: int = 5):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(batch, poses, 4, generator=g)
-    q[:, poses // 2:] = q[:, :1] + 0.05 * torch.randn(batch, poses - poses // 2, 4, generator=g)
+    q[:, poses // 2 :] = q[:, :1] + 0.05 * torch.randn(batch, poses - poses // 2, 4, generator=g)
     t = torch.rand(batch, poses, 3, generator=g)
     votes = torch.randint(1, 20, (batch, poses), generator=g)
     return q.to(device), t.to(device), votes.to(device)

@@ -1,5 +1,6 @@
 """Registration samples of the sampling ops (fps, fps_packed) and their wrappers, merged into
 tests/op_samples.py: opcheck, compile, script, export, streams, repeat calls."""
+
 from typing import Callable, Dict, List
 
 import torch

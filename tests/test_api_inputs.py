@@ -2,6 +2,7 @@
 refused the same way everywhere, one number is a per-axis size, an unbatched cloud is named by the
 argument the user passed, detected planes share the ground truth's sign, and NaN-padded results
 compare as the docs say."""
+
 import numpy as np
 import pytest
 import torch
@@ -16,8 +17,10 @@ EDGES[0, 8, 4:28] = True
 # (function, the arguments with the tensor to replace, that argument's position, its name)
 CALLS = {
     "farthest_point_sampling": (lambda x: pointops.farthest_point_sampling(x, 4), "points"),
-    "farthest_point_sampling_packed": (lambda x: pointops.farthest_point_sampling_packed(x, torch.tensor([0, 64]), 4),
-                                       "points"),
+    "farthest_point_sampling_packed": (
+        lambda x: pointops.farthest_point_sampling_packed(x, torch.tensor([0, 64]), 4),
+        "points",
+    ),
     "sample_farthest_points": (lambda x: pointops.sample_farthest_points(x, K=4), "points"),
     "bev_rasterize": (lambda x: pointops.bev_rasterize(x, ["max_z"], preset="kitti"), "points"),
     "height_image": (lambda x: pointops.height_image(x, preset="kitti"), "points"),
@@ -69,13 +72,18 @@ def test_one_number_is_every_axis(size):
     assert torch.equal(ours.points, pointops.voxel_downsample(P, cube).points)
     box = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert torch.equal(pointops.voxelize(P, size, box, 4, 64).coords, pointops.voxelize(P, cube, box, 4, 64).coords)
-    assert torch.equal(pointops.voxelize_dynamic(P, size, box).point_voxel,
-                       pointops.voxelize_dynamic(P, cube, box).point_voxel)
+    assert torch.equal(
+        pointops.voxelize_dynamic(P, size, box).point_voxel, pointops.voxelize_dynamic(P, cube, box).point_voxel
+    )
     square = [float(size)] * 2
-    assert torch.equal(pointops.bev_rasterize(P, ["count"], point_range=box, cell_size=size),
-                       pointops.bev_rasterize(P, ["count"], point_range=box, cell_size=square))
-    assert torch.equal(pointops.height_image(P, point_range=box, cell_size=size),
-                       pointops.height_image(P, point_range=box, cell_size=square))
+    assert torch.equal(
+        pointops.bev_rasterize(P, ["count"], point_range=box, cell_size=size),
+        pointops.bev_rasterize(P, ["count"], point_range=box, cell_size=square),
+    )
+    assert torch.equal(
+        pointops.height_image(P, point_range=box, cell_size=size),
+        pointops.height_image(P, point_range=box, cell_size=square),
+    )
     assert pointops.bev_grid_size(box, size) == pointops.bev_grid_size(box, square)
 
 
@@ -93,12 +101,15 @@ def test_a_wrong_number_of_sizes_is_still_named():
         pointops.voxel_downsample(P, [0.1, 0.1])
 
 
-@pytest.mark.parametrize("call, argument", [
-    (lambda x: pointops.estimate_normals(x, 4), "points"),
-    (lambda x: pointops.icp(x, P, 0.5, method="point_to_point"), "sources"),
-    (lambda x: pointops.icp(P, x, 0.5, method="point_to_point"), "targets"),
-    (lambda x: pointops.group_points(x, torch.zeros(1, 8, 2, dtype=torch.int64)), "features"),
-])
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda x: pointops.estimate_normals(x, 4), "points"),
+        (lambda x: pointops.icp(x, P, 0.5, method="point_to_point"), "sources"),
+        (lambda x: pointops.icp(P, x, 0.5, method="point_to_point"), "targets"),
+        (lambda x: pointops.group_points(x, torch.zeros(1, 8, 2, dtype=torch.int64)), "features"),
+    ],
+)
 def test_an_unbatched_cloud_is_named_by_its_argument(call, argument):
     """These wrappers pass their clouds on to other ops (estimate_normals' points are the kNN
     search's queries): the message names the argument the user passed."""

@@ -1,6 +1,7 @@
 """Gradients: the differentiable ops against autograd through plain-PyTorch references, a small
 PointPillars-style model that trains through pillar_scatter, and ops without a gradient whose
 outputs never require grad."""
+
 import pytest
 import torch
 
@@ -9,8 +10,17 @@ from pointops.reference import bev as ref_bev
 from pointops.reference import geometry as ref_geometry
 from tests.op_samples import OP_SAMPLES
 
-DIFFERENTIABLE = {"bev_rasterize", "pillar_scatter", "voxelize", "interpolate", "voxel_downsample", "estimate_normals",
-                  "transform_points", "knn", "knn_packed"}
+DIFFERENTIABLE = {
+    "bev_rasterize",
+    "pillar_scatter",
+    "voxelize",
+    "interpolate",
+    "voxel_downsample",
+    "estimate_normals",
+    "transform_points",
+    "knn",
+    "knn_packed",
+}
 
 
 def _grad_of(fn, x, weight):
@@ -23,9 +33,14 @@ def _grad_of(fn, x, weight):
 def _pillars(device, batch=2, count=30, channels=5, height=6, width=7, seed=0):
     g = torch.Generator().manual_seed(seed)
     features = torch.randn(batch, count, channels, generator=g, dtype=torch.float64)
-    coords = torch.stack([torch.zeros(batch, count, dtype=torch.int32),
-                          torch.randint(-1, height + 1, (batch, count), generator=g, dtype=torch.int32),
-                          torch.randint(-1, width + 1, (batch, count), generator=g, dtype=torch.int32)], -1)
+    coords = torch.stack(
+        [
+            torch.zeros(batch, count, dtype=torch.int32),
+            torch.randint(-1, height + 1, (batch, count), generator=g, dtype=torch.int32),
+            torch.randint(-1, width + 1, (batch, count), generator=g, dtype=torch.int32),
+        ],
+        -1,
+    )
     coords[0, 3, 0] = 1  # a pillar off the single layer
     num_voxels = torch.tensor([count, count // 2])
     return features.to(device), coords.to(device), num_voxels.to(device), height, width
@@ -34,17 +49,21 @@ def _pillars(device, batch=2, count=30, channels=5, height=6, width=7, seed=0):
 def test_pillar_scatter_gradient_equals_the_reference(device):
     features, coords, num_voxels, height, width = _pillars(device)
     weight = torch.randn(2, 5, height, width, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    ours = _grad_of(lambda f: pointops.pillar_scatter(f, coords, num_voxels, height, width), features,
-                    weight.to(device))
-    theirs = _grad_of(lambda f: ref_bev.pillar_scatter(f, coords.cpu(), num_voxels.cpu(), height, width),
-                      features.cpu(), weight)
+    ours = _grad_of(
+        lambda f: pointops.pillar_scatter(f, coords, num_voxels, height, width), features, weight.to(device)
+    )
+    theirs = _grad_of(
+        lambda f: ref_bev.pillar_scatter(f, coords.cpu(), num_voxels.cpu(), height, width), features.cpu(), weight
+    )
     torch.testing.assert_close(ours.cpu(), theirs, rtol=0, atol=0)
     assert (ours[1, 15:] == 0).all()  # pillars past num_voxels get nothing
 
 
 def _tie_free_cloud(device, batch=2, n=300, seed=3):
     g = torch.Generator().manual_seed(seed)
-    points = torch.rand(batch, n, 4, generator=g) * torch.tensor([4.0, 3.0, 2.0, 1.0]) - torch.tensor([2.0, 1.5, 1.0, 0.0])
+    points = torch.rand(batch, n, 4, generator=g) * torch.tensor([4.0, 3.0, 2.0, 1.0]) - torch.tensor(
+        [2.0, 1.5, 1.0, 0.0]
+    )
     return points.to(device)
 
 
@@ -63,15 +82,28 @@ def test_bev_gradient_equals_the_plain_pytorch_image(device, channel):
 def test_bev_counts_and_layouts_have_no_gradient_but_pass_through(device):
     points = _tie_free_cloud(device)
     point_range, cell_size = [-1.5, -1.0, -0.8, 1.5, 1.0, 0.8], [0.5, 0.25]
-    image = pointops.bev_rasterize(points.requires_grad_(True), ["count", "density", "occupancy", "max_z"], None,
-                                   point_range, cell_size, forward_up=True, height_slices=0)
+    image = pointops.bev_rasterize(
+        points.requires_grad_(True),
+        ["count", "density", "occupancy", "max_z"],
+        None,
+        point_range,
+        cell_size,
+        forward_up=True,
+        height_slices=0,
+    )
     image[:, :3].sum().backward()
     assert (points.grad == 0).all()
     # forward_up moves each cell: the gradient still reaches the point that holds the max
-    flat = _grad_of(lambda p: pointops.bev_rasterize(p, ["max_z"], None, point_range, cell_size), points,
-                    torch.ones(1, device=device))
-    turned = _grad_of(lambda p: pointops.bev_rasterize(p, ["max_z"], None, point_range, cell_size, forward_up=True),
-                      points, torch.ones(1, device=device))
+    flat = _grad_of(
+        lambda p: pointops.bev_rasterize(p, ["max_z"], None, point_range, cell_size),
+        points,
+        torch.ones(1, device=device),
+    )
+    turned = _grad_of(
+        lambda p: pointops.bev_rasterize(p, ["max_z"], None, point_range, cell_size, forward_up=True),
+        points,
+        torch.ones(1, device=device),
+    )
     torch.testing.assert_close(flat, turned, rtol=0, atol=0)
 
 
@@ -99,6 +131,7 @@ def test_knn_distance_gradient_equals_autograd_through_the_reference(device):
     lengths, query_lengths = torch.tensor([12, 3], device=device), torch.tensor([9, 7], device=device)
     weight = torch.randn(2, 9, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(7)).to(device)
     for wrt in ("queries", "points"):
+
         def ours(x):
             q, p = (x, points) if wrt == "queries" else (queries, x)
             d = pointops.knn(q, p, 5, query_lengths, lengths).distances
@@ -110,8 +143,9 @@ def test_knn_distance_gradient_equals_autograd_through_the_reference(device):
             return torch.where(torch.isfinite(d), d, torch.zeros_like(d))
 
         x = queries if wrt == "queries" else points
-        torch.testing.assert_close(_grad_of(ours, x, weight).cpu(), _grad_of(theirs, x.cpu(), weight.cpu()),
-                                   rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            _grad_of(ours, x, weight).cpu(), _grad_of(theirs, x.cpu(), weight.cpu()), rtol=1e-12, atol=1e-12
+        )
         assert torch.autograd.gradcheck(ours, (x.detach().clone().requires_grad_(True),))
 
 
@@ -182,11 +216,14 @@ class TinyPointPillars(torch.nn.Module):
 
 def test_a_pointpillars_model_trains_through_pillar_scatter(device):
     torch.manual_seed(0)
-    points = (torch.rand(2, 150, 4) * torch.tensor([4.0, 4.0, 2.0, 1.0]) - torch.tensor([0.0, 2.0, 1.0, 0.0])).to(device)
+    points = (torch.rand(2, 150, 4) * torch.tensor([4.0, 4.0, 2.0, 1.0]) - torch.tensor([0.0, 2.0, 1.0, 0.0])).to(
+        device
+    )
     target = torch.rand(2, 1, 8, 8).to(device)
     model = TinyPointPillars(pointops.pillar_scatter).to(device)
     reference = TinyPointPillars(
-        lambda f, c, n, h, w: ref_bev.pillar_scatter(f.cpu(), c.cpu(), n.cpu(), h, w).to(device)).to(device)
+        lambda f, c, n, h, w: ref_bev.pillar_scatter(f.cpu(), c.cpu(), n.cpu(), h, w).to(device)
+    ).to(device)
     reference.load_state_dict(model.state_dict())
     loss = torch.nn.functional.mse_loss(model(points), target)
     loss.backward()
@@ -210,8 +247,10 @@ def test_a_pointpillars_model_trains_through_pillar_scatter(device):
 def test_outputs_without_a_gradient_never_require_grad(op_name):
     op = getattr(torch.ops.pointops, op_name)
     for args in OP_SAMPLES[op_name]("cpu"):
-        leafs = tuple(a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
-                      else a for a in args)
+        leafs = tuple(
+            a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        )
         outputs = op(*leafs)
         for out in outputs if isinstance(outputs, tuple) else (outputs,):
             assert not out.requires_grad, f"{op_name} returns an output that requires grad but has no gradient"

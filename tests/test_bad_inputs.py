@@ -2,6 +2,7 @@
 allocated; helpers refuse nonsense sizes (the bad-input cases that are not a file, a
 device move or a degenerate PPF scene: those are in tests/test_io_hostile.py,
 tests/test_operators.py and tests/test_ppf_degenerate.py)."""
+
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from pointops._checks import memory_bytes
 
 
 def test_circle_perimeter_size_refuses_nonsense_radii():
-    for radius in (-5, 32768, 10 ** 9):
+    for radius in (-5, 32768, 10**9):
         start = time.perf_counter()
         with pytest.raises(ValueError, match="radius must be an int in"):
             pointops.circle_perimeter_size(radius)
@@ -82,26 +83,39 @@ def _too_big(call, *words):
 @pytest.mark.skipif(memory_bytes(torch.device("cpu")) is None, reason="the host's memory size is unknown")
 def test_outputs_that_cannot_fit_name_the_argument():
     q = torch.rand(2, 25, 3)
-    _too_big(lambda: pointops.knn(q, q, 10 ** 12), "k = 1000000000000")
-    _too_big(lambda: pointops.knn_packed(q[0], torch.tensor([0, 25]), q[0], torch.tensor([0, 25]), 10 ** 12), "k = ")
-    _too_big(lambda: pointops.ball_query(q, q, 0.1, 10 ** 12), "k = ")
-    _too_big(lambda: pointops.farthest_point_sampling(q, 10 ** 12), "k = ")
-    _too_big(lambda: pointops.bev_rasterize(torch.rand(1, 10, 4), ["max_z"], point_range=[0, 0, 0, 2e6, 2e6, 1],
-                                            cell_size=[1.0, 1.0]), "point_range and cell_size")
-    _too_big(lambda: pointops.voxelize(torch.rand(1, 10, 4), [0.1, 0.1, 0.1], [0, 0, 0, 1, 1, 1], 100000, 2 ** 31 - 1),
-             "max_voxels")
+    _too_big(lambda: pointops.knn(q, q, 10**12), "k = 1000000000000")
+    _too_big(lambda: pointops.knn_packed(q[0], torch.tensor([0, 25]), q[0], torch.tensor([0, 25]), 10**12), "k = ")
+    _too_big(lambda: pointops.ball_query(q, q, 0.1, 10**12), "k = ")
+    _too_big(lambda: pointops.farthest_point_sampling(q, 10**12), "k = ")
+    _too_big(
+        lambda: pointops.bev_rasterize(
+            torch.rand(1, 10, 4), ["max_z"], point_range=[0, 0, 0, 2e6, 2e6, 1], cell_size=[1.0, 1.0]
+        ),
+        "point_range and cell_size",
+    )
+    _too_big(
+        lambda: pointops.voxelize(torch.rand(1, 10, 4), [0.1, 0.1, 0.1], [0, 0, 0, 1, 1, 1], 100000, 2**31 - 1),
+        "max_voxels",
+    )
     edges = torch.zeros(1, 20000, 20000, dtype=torch.bool)
-    _too_big(lambda: pointops.hough_lines_points(torch.zeros(1, 1, 2, dtype=torch.int32), [30000, 30000],
-                                                 [0.0] * (1 << 20)), "angles (theta)")
-    _too_big(lambda: pointops.hough_circles_points(torch.zeros(1, 1, 2, dtype=torch.int32), list(range(1000)),
-                                                   [30000, 30000]), "1000 radii")
-    _too_big(lambda: pointops.edge_points(edges[:, :1, :1].expand(10 ** 6, 1, 1), 10 ** 9), "capacity")
-    _too_big(lambda: pointops.hough_peaks(torch.zeros(1, 4, 4, dtype=torch.int32), [1, 1], 10 ** 12), "k = ")
+    _too_big(
+        lambda: pointops.hough_lines_points(torch.zeros(1, 1, 2, dtype=torch.int32), [30000, 30000], [0.0] * (1 << 20)),
+        "angles (theta)",
+    )
+    _too_big(
+        lambda: pointops.hough_circles_points(
+            torch.zeros(1, 1, 2, dtype=torch.int32), list(range(1000)), [30000, 30000]
+        ),
+        "1000 radii",
+    )
+    _too_big(lambda: pointops.edge_points(edges[:, :1, :1].expand(10**6, 1, 1), 10**9), "capacity")
+    _too_big(lambda: pointops.hough_peaks(torch.zeros(1, 4, 4, dtype=torch.int32), [1, 1], 10**12), "k = ")
     # the fakes say the same under tracing (meta tensors have no memory bound: a CPU fake tensor)
     from torch._subclasses.fake_tensor import FakeTensorMode
+
     with FakeTensorMode():
         fq = torch.rand(2, 25, 3)
-        _too_big(lambda: torch.ops.pointops.knn(fq, None, fq, None, 10 ** 12, None), "k = 1000000000000")
+        _too_big(lambda: torch.ops.pointops.knn(fq, None, fq, None, 10**12, None), "k = 1000000000000")
 
 
 def test_bev_signed_zero_z_ties_to_the_lowest_index():
@@ -110,8 +124,12 @@ def test_bev_signed_zero_z_ties_to_the_lowest_index():
     first_minus = torch.tensor([[[0.5, 0.5, -0.0, 9.0], [0.5, 0.5, 0.0, 7.0]]])
     for points, top in ((first_plus, 7.0), (first_minus, 9.0)):
         for dtype in (torch.float32, torch.float64, torch.float16):
-            image = pointops.bev_rasterize(points.to(dtype), ["top_feature", "max_z", "min_z"],
-                                           point_range=[0, 0, -1, 1, 1, 1], cell_size=[1.0, 1.0])[0, :, 0, 0]
+            image = pointops.bev_rasterize(
+                points.to(dtype),
+                ["top_feature", "max_z", "min_z"],
+                point_range=[0, 0, -1, 1, 1, 1],
+                cell_size=[1.0, 1.0],
+            )[0, :, 0, 0]
             assert image[0] == top
             assert torch.signbit(image[1:]).logical_not().all()
 
@@ -171,8 +189,13 @@ def test_ppf_lengths_and_radii_are_checked():
         pointops.ppf_model(points, normals, tau_d="x")
     q = torch.nn.functional.normalize(torch.randn(1, 6, 4), dim=-1)
     with pytest.raises(ValueError, match="^suppression_distance must be finite and >= 0"):
-        pointops.pose_cluster(q, torch.rand(1, 6, 3), torch.ones(1, 6, dtype=torch.int64), torch.tensor([0.1]),
-                              suppression_distance=torch.tensor([-1.0]))
+        pointops.pose_cluster(
+            q,
+            torch.rand(1, 6, 3),
+            torch.ones(1, 6, dtype=torch.int64),
+            torch.tensor([0.1]),
+            suppression_distance=torch.tensor([-1.0]),
+        )
 
 
 def test_sizes_and_eps_are_named():

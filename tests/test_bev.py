@@ -5,6 +5,7 @@ top_feature, height_slices. The fixed-point means and the density are compared a
 MEAN_TOL / DENSITY_TOL (float32 rounding of the float64 reference); CPU and CUDA agree exactly on
 all channels.
 """
+
 import math
 
 import numpy as np
@@ -27,9 +28,17 @@ SLICES = 5
 
 def rasterize(points, channels, lengths=None, point_range=RANGE, cell_size=CELL, **kw):
     device_lengths = None if lengths is None else lengths.to(points.device)
-    return torch.ops.pointops.bev_rasterize(points, device_lengths, point_range, cell_size, channels,
-                                            kw.get("feature_column", 3), kw.get("density_base", 64.0),
-                                            kw.get("height_slices", SLICES), kw.get("forward_up", False))
+    return torch.ops.pointops.bev_rasterize(
+        points,
+        device_lengths,
+        point_range,
+        cell_size,
+        channels,
+        kw.get("feature_column", 3),
+        kw.get("density_base", 64.0),
+        kw.get("height_slices", SLICES),
+        kw.get("forward_up", False),
+    )
 
 
 def channel_slices(channels, slices=SLICES):
@@ -84,8 +93,7 @@ def scene(batch=3, n=400, dims=5, seed=0, dtype=torch.float32):
 def test_every_channel_matches_reference(device, dtype, forward_up):
     points = scene(dtype=dtype)
     lengths = torch.tensor([400, 250, 0])
-    expected = reference.bev_rasterize(points, RANGE, CELL, ALL, lengths, height_slices=SLICES,
-                                       forward_up=forward_up)
+    expected = reference.bev_rasterize(points, RANGE, CELL, ALL, lengths, height_slices=SLICES, forward_up=forward_up)
     actual = rasterize(points.to(device), ALL, lengths, forward_up=forward_up)
     assert actual.shape == (3, 9 + SLICES, *((16, 15) if forward_up else (15, 16)))
     assert_matches_reference(actual, expected, ALL)
@@ -110,16 +118,20 @@ def test_channel_order_and_subsets_follow_the_request(device):
 def test_cell_borders_and_range_edges(device):
     # Cell sizes that are powers of two make every border exactly representable.
     pr, cs = [0.0, 0.0, 0.0, 2.0, 1.0, 1.0], [0.25, 0.5]
-    pts = torch.tensor([[
-        [0.0, 0.0, 0.0, 1.0],       # lowest corner of the range: cell (0, 0)
-        [0.25, 0.5, 0.5, 2.0],      # on a cell corner: the upper cell (1, 1)
-        [0.2499999, 0.4999999, 0.5, 3.0],
-        [1.999999, 0.999999, 0.999999, 4.0],  # just inside the top corner: last cell
-        [2.0, 0.5, 0.5, 5.0],       # x == x_max: ignored
-        [1.0, 1.0, 0.5, 6.0],       # y == y_max: ignored
-        [1.0, 0.5, 1.0, 7.0],       # z == z_max: ignored
-        [-1e-7, 0.5, 0.5, 8.0],     # just below x_min: ignored
-    ]])
+    pts = torch.tensor(
+        [
+            [
+                [0.0, 0.0, 0.0, 1.0],  # lowest corner of the range: cell (0, 0)
+                [0.25, 0.5, 0.5, 2.0],  # on a cell corner: the upper cell (1, 1)
+                [0.2499999, 0.4999999, 0.5, 3.0],
+                [1.999999, 0.999999, 0.999999, 4.0],  # just inside the top corner: last cell
+                [2.0, 0.5, 0.5, 5.0],  # x == x_max: ignored
+                [1.0, 1.0, 0.5, 6.0],  # y == y_max: ignored
+                [1.0, 0.5, 1.0, 7.0],  # z == z_max: ignored
+                [-1e-7, 0.5, 0.5, 8.0],  # just below x_min: ignored
+            ]
+        ]
+    )
     count = rasterize(pts.to(device), ["count"], point_range=pr, cell_size=cs).cpu()[0, 0]
     assert count.shape == (2, 8)
     expected = torch.zeros(2, 8)
@@ -143,8 +155,7 @@ def test_range_that_is_not_whole_cells_drops_the_last_sliver(device):
 
 
 def test_nan_and_inf_points_are_ignored(device):
-    pts = torch.tensor([[[NAN, 0.0, 0.0, 1.0], [0.0, INF, 0.0, 1.0], [0.0, 0.0, -INF, 1.0],
-                         [0.1, 0.1, 0.1, 5.0]]])
+    pts = torch.tensor([[[NAN, 0.0, 0.0, 1.0], [0.0, INF, 0.0, 1.0], [0.0, 0.0, -INF, 1.0], [0.1, 0.1, 0.1, 5.0]]])
     image = rasterize(pts.to(device), ["count", "max_z", "top_feature"]).cpu()
     assert image[0, 0].sum() == 1 and image[0, 2].sum() == 5.0
     assert torch.isfinite(image).all()
@@ -153,7 +164,9 @@ def test_nan_and_inf_points_are_ignored(device):
 def test_bad_features_are_sanitized(device):
     # NaN reads as 0, values beyond 2^30 are clamped; x, y, z channels are unaffected.
     pts = torch.tensor([[[0.1, 0.1, 0.5, NAN], [0.1, 0.1, 0.2, 3e9], [0.1, 0.1, 0.1, -INF]]])
-    image = rasterize(pts.to(device), ["count", "max_z", "max_feature", "mean_feature", "top_feature"]).cpu()[0, :, 7, 8]
+    image = rasterize(pts.to(device), ["count", "max_z", "max_feature", "mean_feature", "top_feature"]).cpu()[
+        0, :, 7, 8
+    ]
     limit = 2.0**30
     assert image[:2].tolist() == [3.0, 0.5]
     assert image[2] == limit and image[4] == 0.0
@@ -161,8 +174,9 @@ def test_bad_features_are_sanitized(device):
 
 
 def test_top_feature_ties_go_to_the_lowest_index(device):
-    pts = torch.tensor([[[0.1, 0.1, 0.7, 1.0], [0.2, 0.1, 0.9, 2.0], [0.3, 0.1, 0.9, 3.0],
-                         [0.1, 0.1, 0.9, 4.0], [0.2, 0.1, 0.8, 5.0]]])
+    pts = torch.tensor(
+        [[[0.1, 0.1, 0.7, 1.0], [0.2, 0.1, 0.9, 2.0], [0.3, 0.1, 0.9, 3.0], [0.1, 0.1, 0.9, 4.0], [0.2, 0.1, 0.8, 5.0]]]
+    )
     image = rasterize(pts.to(device), ["top_feature", "max_z", "count"]).cpu()[0, :, 7, 8]
     assert image.tolist() == [2.0, pytest.approx(0.9), 5.0]
 
@@ -186,8 +200,13 @@ def test_density_follows_complex_yolo_for_every_count(device):
         rows += [[k % 20 + 0.5, k // 20 + 0.5, 0.0]] * (k + 1)
     pts = torch.tensor([rows])
     for base in (64.0, 1000.0):
-        image = rasterize(pts.to(device), ["density", "count"], point_range=[0.0, 0.0, -1.0, 20.0, 20.0, 1.0],
-                          cell_size=[1.0, 1.0], density_base=base).cpu()[0]
+        image = rasterize(
+            pts.to(device),
+            ["density", "count"],
+            point_range=[0.0, 0.0, -1.0, 20.0, 20.0, 1.0],
+            cell_size=[1.0, 1.0],
+            density_base=base,
+        ).cpu()[0]
         occupied = image[1] > 0
         assert sorted(image[1][occupied].tolist()) == list(range(1, 301))
         expected = torch.tensor([min(1.0, math.log(c + 1) / math.log(base)) for c in image[1][occupied].tolist()])
@@ -206,8 +225,9 @@ def test_lengths_are_clamped_and_empty_clouds_are_zero(device):
     lengths = torch.tensor([-5, 10_000, 0])
     image = rasterize(points.to(device), ALL, lengths).cpu()
     assert (image[0] == 0).all() and (image[2] == 0).all()
-    assert_matches_reference(image, reference.bev_rasterize(points, RANGE, CELL, ALL, torch.tensor([0, 400, 0]),
-                                                            height_slices=SLICES), ALL)
+    assert_matches_reference(
+        image, reference.bev_rasterize(points, RANGE, CELL, ALL, torch.tensor([0, 400, 0]), height_slices=SLICES), ALL
+    )
 
 
 def test_feature_column_choice(device):
@@ -270,8 +290,17 @@ def test_wrapper_with_preset(device):
 
 
 def bad(device, **overrides):
-    args = dict(points=torch.rand(2, 5, 4, device=device), lengths=None, point_range=RANGE, cell_size=CELL,
-                channels=["max_z"], feature_column=3, density_base=64.0, height_slices=0, forward_up=False)
+    args = dict(
+        points=torch.rand(2, 5, 4, device=device),
+        lengths=None,
+        point_range=RANGE,
+        cell_size=CELL,
+        channels=["max_z"],
+        feature_column=3,
+        density_base=64.0,
+        height_slices=0,
+        forward_up=False,
+    )
     args.update(overrides)
     return lambda: torch.ops.pointops.bev_rasterize(*args.values())
 
@@ -312,9 +341,14 @@ def test_bad_arguments_raise_clear_errors(device, overrides, message):
 def pillars(batch=3, count=300, channels=6, height=20, width=30, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     features = torch.randn(batch, count, channels, generator=g).to(dtype)
-    coords = torch.stack([torch.zeros(batch, count, dtype=torch.int32),
-                          torch.randint(-2, height + 2, (batch, count), generator=g, dtype=torch.int32),
-                          torch.randint(-2, width + 2, (batch, count), generator=g, dtype=torch.int32)], -1)
+    coords = torch.stack(
+        [
+            torch.zeros(batch, count, dtype=torch.int32),
+            torch.randint(-2, height + 2, (batch, count), generator=g, dtype=torch.int32),
+            torch.randint(-2, width + 2, (batch, count), generator=g, dtype=torch.int32),
+        ],
+        -1,
+    )
     coords[0, 7, 0] = 1  # a second z layer: ignored
     coords[0, :40] = coords[0, 40:80]  # duplicates: the lower index must win
     num_voxels = torch.tensor(([count, count // 2, 0] + [count] * batch)[:batch], dtype=torch.int64)
@@ -343,8 +377,9 @@ def test_pillar_scatter_lowest_index_wins_a_shared_cell(device):
 def test_pillar_scatter_ignores_padding_and_outside_cells(device):
     features = torch.ones(1, 5, 2)
     coords = torch.tensor([[[0, 0, 0], [0, -1, 0], [0, 0, 3], [1, 1, 1], [0, 1, 1]]], dtype=torch.int32)
-    canvas = pointops.pillar_scatter(features.to(device), coords.to(device),
-                                     torch.tensor([4], device=device), 2, 3).cpu()
+    canvas = pointops.pillar_scatter(
+        features.to(device), coords.to(device), torch.tensor([4], device=device), 2, 3
+    ).cpu()
     assert canvas.sum() == 2 and canvas[0, :, 0, 0].tolist() == [1.0, 1.0]  # pillar 4 is padding
 
 
@@ -370,20 +405,40 @@ def test_pillar_scatter_grid_from_preset(device):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((torch.rand(5, 4), torch.zeros(5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
-         r"features must have shape \(B, P, F\)"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int64), torch.zeros(1, dtype=torch.int64), 4, 4),
-         "coords must be Int"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 4, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
-         r"coords must have shape \[1, 5, 3\]"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(2, dtype=torch.int64), 4, 4),
-         r"num_voxels must have shape \[1\]"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), 4, 4),
-         "num_voxels must be Long"),
-        ((torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), -1, 4),
-         "height must be >= 0, got -1"),
-        ((torch.ones(1, 5, 4, dtype=torch.int32), torch.zeros(1, 5, 3, dtype=torch.int32),
-          torch.zeros(1, dtype=torch.int64), 4, 4), "features must be float32"),
+        (
+            (torch.rand(5, 4), torch.zeros(5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
+            r"features must have shape \(B, P, F\)",
+        ),
+        (
+            (torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int64), torch.zeros(1, dtype=torch.int64), 4, 4),
+            "coords must be Int",
+        ),
+        (
+            (torch.rand(1, 5, 4), torch.zeros(1, 5, 4, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), 4, 4),
+            r"coords must have shape \[1, 5, 3\]",
+        ),
+        (
+            (torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(2, dtype=torch.int64), 4, 4),
+            r"num_voxels must have shape \[1\]",
+        ),
+        (
+            (torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), 4, 4),
+            "num_voxels must be Long",
+        ),
+        (
+            (torch.rand(1, 5, 4), torch.zeros(1, 5, 3, dtype=torch.int32), torch.zeros(1, dtype=torch.int64), -1, 4),
+            "height must be >= 0, got -1",
+        ),
+        (
+            (
+                torch.ones(1, 5, 4, dtype=torch.int32),
+                torch.zeros(1, 5, 3, dtype=torch.int32),
+                torch.zeros(1, dtype=torch.int64),
+                4,
+                4,
+            ),
+            "features must be float32",
+        ),
     ],
 )
 def test_pillar_scatter_bad_arguments(device, args, message):
@@ -399,8 +454,12 @@ def test_pillar_scatter_bad_arguments(device, args, message):
 # Every channel, the sums, and subsets whose records hold only some fields (the KITTI channels; no
 # top key; top key and min_z; max_feature alone); a grid of 704 x 800 cells (whole 32-cell bitmap
 # words per cloud) and one of 542 x 471 (a cloud's last word is partial).
-SUBSETS = [["max_z", "top_feature", "density"], ["occupancy", "min_z", "max_feature", "count"],
-           ["top_feature", "min_z", "max_z"], ["max_feature"]]
+SUBSETS = [
+    ["max_z", "top_feature", "density"],
+    ["occupancy", "min_z", "max_feature", "count"],
+    ["top_feature", "min_z", "max_z"],
+    ["max_feature"],
+]
 
 
 @pytest.mark.cuda
@@ -416,8 +475,9 @@ def test_cuda_equals_cpu(dtype, forward_up, channels, cell_size):
     points = torch.cat([clouds, intensity, -intensity * 1e3], -1).to(dtype)
     points[0, :50, 3] = NAN
     lengths = torch.tensor([60_000, 31_000, 0])
-    kw = dict(point_range=[0.0, -40.0, -3.0, 70.4, 40.0, 1.0], cell_size=cell_size, height_slices=35,
-              forward_up=forward_up)
+    kw = dict(
+        point_range=[0.0, -40.0, -3.0, 70.4, 40.0, 1.0], cell_size=cell_size, height_slices=35, forward_up=forward_up
+    )
     for column in (3, 4):
         expected = rasterize(points, channels, lengths, feature_column=column, **kw)
         actual = rasterize(points.cuda(), channels, lengths, feature_column=column, **kw)
@@ -463,8 +523,14 @@ def test_cuda_pillar_scatter_equals_cpu():
 @pytest.mark.cuda
 def test_cuda_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
-        torch.ops.pointops.bev_rasterize(torch.rand(2, 5, 4, device="cuda"), torch.tensor([5, 5]), RANGE, CELL,
-                                         ["count"])
+        torch.ops.pointops.bev_rasterize(
+            torch.rand(2, 5, 4, device="cuda"), torch.tensor([5, 5]), RANGE, CELL, ["count"]
+        )
     with pytest.raises(RuntimeError, match="same device"):
-        torch.ops.pointops.pillar_scatter(torch.rand(1, 5, 4, device="cuda"), torch.zeros(1, 5, 3, dtype=torch.int32),
-                                          torch.zeros(1, dtype=torch.int32, device="cuda"), 4, 4)
+        torch.ops.pointops.pillar_scatter(
+            torch.rand(1, 5, 4, device="cuda"),
+            torch.zeros(1, 5, 3, dtype=torch.int32),
+            torch.zeros(1, dtype=torch.int32, device="cuda"),
+            4,
+            4,
+        )

@@ -103,16 +103,20 @@ def test_range_edges_are_half_open(device):
     lo, hi = np.float32(0.0), np.float32(3.0)
     below_max = float(np.nextafter(hi, np.float32(0)))
     below_min = float(np.nextafter(lo, np.float32(-1)))
-    points = torch.tensor([[
-        [0.0, 0.0, 0.0],  # the min corner: cell (0, 0, 0)
-        [below_max, 1.0, 1.0],  # just inside max x: the last cell
-        [3.0, 1.0, 1.0],  # x == x_max: outside
-        [1.0, 3.0, 1.0],  # y == y_max
-        [1.0, 1.0, 2.0],  # z == z_max
-        [below_min, 1.0, 1.0],  # just below x_min
-        [1.0, 1.0, -1e-30],  # just below z_min
-        [-0.0, 1.0, 1.0],  # -0.0 is x_min
-    ]])
+    points = torch.tensor(
+        [
+            [
+                [0.0, 0.0, 0.0],  # the min corner: cell (0, 0, 0)
+                [below_max, 1.0, 1.0],  # just inside max x: the last cell
+                [3.0, 1.0, 1.0],  # x == x_max: outside
+                [1.0, 3.0, 1.0],  # y == y_max
+                [1.0, 1.0, 2.0],  # z == z_max
+                [below_min, 1.0, 1.0],  # just below x_min
+                [1.0, 1.0, -1e-30],  # just below z_min
+                [-0.0, 1.0, 1.0],  # -0.0 is x_min
+            ]
+        ]
+    )
     _, coords, _, num_voxels, point_voxel = check(points, SIZE, RANGE, 2, 10, device=device)
     assert point_voxel.tolist() == [[0, 1, -1, -1, -1, -1, -1, 2]]
     assert coords[0, :3].tolist() == [[0, 0, 0], [1, 2, 5], [1, 2, 0]] and num_voxels.tolist() == [3]
@@ -137,18 +141,24 @@ def test_range_not_a_whole_number_of_voxels(device):
     _, coords, _, _, point_voxel = check(points, size, point_range, 2, 4, device=device)
     assert point_voxel.tolist() == [[0, 0, -1]] and coords[0, 0].tolist() == [0, 0, 4]
     # round(1.1 / 0.25) = 4: cells stop at 1.0, before x_max.
-    _, _, _, _, point_voxel = check(points * 0 + torch.tensor([1.05, 0.5, 0.5]), size, [0, 0, 0, 1.1, 1, 1], 2, 4, device=device)
+    _, _, _, _, point_voxel = check(
+        points * 0 + torch.tensor([1.05, 0.5, 0.5]), size, [0, 0, 0, 1.1, 1, 1], 2, 4, device=device
+    )
     assert point_voxel.tolist() == [[-1, -1, -1]]
 
 
 def test_nan_and_inf_coordinates_are_dropped(device):
-    points = torch.tensor([[
-        [0.2, 0.2, 0.2, 1.0],
-        [NAN, 0.2, 0.2, 2.0],
-        [0.2, INF, 0.2, 3.0],
-        [0.2, 0.2, -INF, 4.0],
-        [0.3, 0.3, 0.3, NAN],  # a NaN feature is carried, not dropped
-    ]])
+    points = torch.tensor(
+        [
+            [
+                [0.2, 0.2, 0.2, 1.0],
+                [NAN, 0.2, 0.2, 2.0],
+                [0.2, INF, 0.2, 3.0],
+                [0.2, 0.2, -INF, 4.0],
+                [0.3, 0.3, 0.3, NAN],  # a NaN feature is carried, not dropped
+            ]
+        ]
+    )
     voxels, _, num_points, _, point_voxel = check(points, SIZE, RANGE, 4, 4, device=device)
     assert point_voxel.tolist() == [[0, -1, -1, -1, 0]] and num_points[0, 0] == 2
     assert voxels[0, 0, 0, 3] == 1.0 and voxels[0, 0, 1, 3].isnan()
@@ -223,10 +233,15 @@ BAD_ARGUMENTS = [
     (dict(point_range=[0.0, 0.0, 0.0, 1.0, 1.0]), r"point_range must have 6 values"),
     (dict(point_range=[0.0, 2.0, 0.0, 1.0, 1.0, 1.0]), r"point_range must have finite y_min < y_max"),
     (dict(point_range=[0.0, 0.0, 0.0, INF, 1.0, 1.0]), r"point_range must have finite x_min < x_max"),
-    (dict(point_range=[0.0, 0.0, 0.0, 0.2, 1.0, 1.0]), r"point_range and voxel_size must give the grid 1 to 2\^24 voxels along x"),
+    (
+        dict(point_range=[0.0, 0.0, 0.0, 0.2, 1.0, 1.0]),
+        r"point_range and voxel_size must give the grid 1 to 2\^24 voxels along x",
+    ),
     (dict(voxel_size=[1e-8, 0.5, 0.5]), r"point_range and voxel_size must give the grid 1 to 2\^24 voxels along x"),
-    (dict(voxel_size=[1.0, 1.0, 1.0], point_range=[0.0, 0.0, 0.0, 2.0**24, 2.0**24, 2.0**24]),
-     r"batch \* grid cells must fit int64"),
+    (
+        dict(voxel_size=[1.0, 1.0, 1.0], point_range=[0.0, 0.0, 0.0, 2.0**24, 2.0**24, 2.0**24]),
+        r"batch \* grid cells must fit int64",
+    ),
     (dict(max_points_per_voxel=-1), r"max_points_per_voxel must be >= 0"),
     (dict(max_voxels=-2), r"max_voxels must be >= 0"),
     (dict(max_voxels=2**31), r"max_voxels must be at most 2147483647"),
@@ -235,8 +250,14 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("overrides,message", BAD_ARGUMENTS)
 def test_bad_arguments_raise_clear_errors(device, overrides, message):
-    args = dict(points=torch.rand(1, 10, 4), lengths=None, voxel_size=[0.5, 0.5, 0.5],
-                point_range=[0.0, 0.0, 0.0, 1.0, 1.0, 1.0], max_points_per_voxel=4, max_voxels=8)
+    args = dict(
+        points=torch.rand(1, 10, 4),
+        lengths=None,
+        voxel_size=[0.5, 0.5, 0.5],
+        point_range=[0.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+        max_points_per_voxel=4,
+        max_voxels=8,
+    )
     args.update(overrides)
     args = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
     with pytest.raises(RuntimeError, match=message):
@@ -289,7 +310,9 @@ def test_cuda_matches_cpu_with_many_clouds_and_a_large_grid():
     # 64 clouds x 2048 x 2048 x 80 cells: keys need 35 bits, past the 24 of one KITTI grid.
     points = kitti_like(64, 3000, seed=11)
     size, point_range = [0.05, 0.05, 0.1], [-51.2, -51.2, -5.0, 51.2, 51.2, 3.0]
-    assert_same(voxelize(points, size, point_range, 4, 2500, device="cuda"), voxelize(points, size, point_range, 4, 2500))
+    assert_same(
+        voxelize(points, size, point_range, 4, 2500, device="cuda"), voxelize(points, size, point_range, 4, 2500)
+    )
 
 
 @pytest.mark.cuda

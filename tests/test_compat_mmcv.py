@@ -3,6 +3,7 @@ pointops.compat.mmcv: their inputs and expected values (tests/mmcv_cases.py,
 tests/data/mmcv_3d_ops.npz), run on every device (mmcv runs most of them on CUDA only). Where
 pointops deliberately differs, the test says so and checks pointops' documented behaviour. Then
 what mmcv does not test: min_radius on stacked clouds, uniform sampling, Function classes."""
+
 import os
 
 import numpy as np
@@ -39,8 +40,10 @@ def test_ball_query(device):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 def test_stack_ball_query(device, dtype):
     new_xyz, xyz = t(case.STACK_BALL_CENTRES, device, dtype), t(case.STACK_BALL_XYZ, device, dtype)
-    counts = torch.tensor([5, 5], dtype=torch.int32, device=device), torch.tensor([10, 10], dtype=torch.int32,
-                                                                                  device=device)
+    counts = (
+        torch.tensor([5, 5], dtype=torch.int32, device=device),
+        torch.tensor([10, 10], dtype=torch.int32, device=device),
+    )
     idx = mmcv.ball_query(0, 0.2, 5, xyz, new_xyz, counts[1], counts[0])
     assert torch.equal(idx.cpu(), torch.tensor(case.STACK_BALL_EXPECTED, dtype=torch.int32))
 
@@ -102,10 +105,24 @@ def test_gather_points(device):
     assert torch.allclose(mmcv.gather_points(features.half(), idx), expected.half())
 
 
-GROUP_IDX = [[[0, 0, 0], [3, 3, 3], [8, 8, 8], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
-             [[0, 0, 0], [6, 6, 6], [9, 9, 9], [0, 0, 0], [0, 0, 0], [0, 0, 0]]]
-STACK_GROUP_IDX = [[0, 0, 0], [3, 3, 3], [8, 8, 8], [1, 1, 1], [0, 0, 0], [2, 2, 2],
-                   [0, 0, 0], [6, 6, 6], [9, 9, 9], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+GROUP_IDX = [
+    [[0, 0, 0], [3, 3, 3], [8, 8, 8], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
+    [[0, 0, 0], [6, 6, 6], [9, 9, 9], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
+]
+STACK_GROUP_IDX = [
+    [0, 0, 0],
+    [3, 3, 3],
+    [8, 8, 8],
+    [1, 1, 1],
+    [0, 0, 0],
+    [2, 2, 2],
+    [0, 0, 0],
+    [6, 6, 6],
+    [9, 9, 9],
+    [0, 0, 0],
+    [1, 1, 1],
+    [0, 0, 0],
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -164,7 +181,7 @@ def expected_voxels():
     voxels = np.zeros((num.shape[0], 1000, points.shape[1]), dtype=points.dtype)
     start = 0
     for i, k in enumerate(num):
-        voxels[i, :k] = points[DATA["voxel_point_rows"][start:start + k]]
+        voxels[i, :k] = points[DATA["voxel_point_rows"][start : start + k]]
         start += k
     return voxels
 
@@ -203,8 +220,8 @@ def test_voxelization_capped(device):
     for v in range(50):
         rows = torch.nonzero((per_point == coors[v]).all(1)).flatten()
         assert int(num[v]) == min(10, rows.numel())
-        assert torch.equal(voxels[v, :int(num[v])], points.cpu()[rows[:int(num[v])]])
-        assert (voxels[v, int(num[v]):] == 0).all()
+        assert torch.equal(voxels[v, : int(num[v])], points.cpu()[rows[: int(num[v])]])
+        assert (voxels[v, int(num[v]) :] == 0).all()
     # deliberately: a point outside the range is -1 in all three columns
     assert ((per_point == -1).all(1) | (per_point >= 0).all(1)).all()
 
@@ -233,8 +250,9 @@ def test_query_and_group(device):
     g = torch.Generator().manual_seed(1)
     xyz, features = torch.rand(2, 200, 3, generator=g).to(device), torch.randn(2, 5, 200, generator=g).to(device)
     centres = xyz[:, :16].contiguous()
-    grouper = mmcv.QueryAndGroup(0.3, 8, min_radius=0.05, return_grouped_xyz=True, normalize_xyz=True,
-                                 return_grouped_idx=True)
+    grouper = mmcv.QueryAndGroup(
+        0.3, 8, min_radius=0.05, return_grouped_xyz=True, normalize_xyz=True, return_grouped_idx=True
+    )
     new_features, grouped_xyz, idx = grouper(xyz, centres, features)
     assert new_features.shape == (2, 8, 16, 8) and grouped_xyz.shape == (2, 3, 16, 8)
     assert torch.equal(idx, mmcv.ball_query(0.05, 0.3, 8, xyz, centres))
@@ -244,14 +262,15 @@ def test_query_and_group(device):
     assert torch.equal(out[1], mmcv.knn(4, xyz, centres).transpose(1, 2))
     # uniform sampling: the distinct neighbours first (ascending), the rest drawn among them
     torch.manual_seed(2)
-    _, unique_cnt, idx = mmcv.QueryAndGroup(0.12, 16, uniform_sample=True, return_unique_cnt=True,
-                                            return_grouped_idx=True)(xyz, centres, features)
+    _, unique_cnt, idx = mmcv.QueryAndGroup(
+        0.12, 16, uniform_sample=True, return_unique_cnt=True, return_grouped_idx=True
+    )(xyz, centres, features)
     base = mmcv.ball_query(0, 0.12, 16, xyz, centres)
     for b in range(2):
         for m in range(16):
             distinct = torch.unique(base[b, m])
             assert int(unique_cnt[b, m]) == distinct.numel()
-            assert torch.equal(idx[b, m, :distinct.numel()], distinct)
+            assert torch.equal(idx[b, m, : distinct.numel()], distinct)
             assert set(idx[b, m].tolist()) == set(distinct.tolist())
     assert mmcv.GroupAll()(xyz, None, features).shape == (2, 8, 1, 200)
 
@@ -269,5 +288,6 @@ def test_function_classes():
     batch_features = torch.randn(2, 4, 12, generator=g, dtype=torch.float64, requires_grad=True)
     batch_idx = torch.randint(0, 12, (2, 5, 3), generator=g).int()
     assert torch.autograd.gradcheck(lambda f: mmcv.GroupingOperation.apply(f, batch_idx), (batch_features,))
-    assert torch.autograd.gradcheck(lambda f: mmcv.GatherPoints.apply(f, batch_idx[..., 0].contiguous()),
-                                    (batch_features,))
+    assert torch.autograd.gradcheck(
+        lambda f: mmcv.GatherPoints.apply(f, batch_idx[..., 0].contiguous()), (batch_features,)
+    )

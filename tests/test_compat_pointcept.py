@@ -4,6 +4,7 @@ function is held against a slow NumPy version of Pointcept's kernel or Python co
 here (float32, one rounding per operation, the same distance formula), and Point Transformer v1's
 transition and attention layers, written anew as Pointcept's point_transformer_seg.py calls
 pointops, run on pointops.compat.pointcept and on those references alike."""
+
 import numpy as np
 import pytest
 import torch
@@ -59,8 +60,8 @@ def np_knn_query(nsample, xyz, offset, new_xyz, new_offset):
     for m, (s, e) in enumerate(_rows_of(offset, new_offset)):
         d2 = _d2(q[m], p[s:e])
         order = np.argsort(d2, kind="stable")[:nsample]
-        idx[m, :len(order)] = order + s
-        dist[m, :len(order)] = np.sqrt(d2[order])
+        idx[m, : len(order)] = order + s
+        dist[m, : len(order)] = np.sqrt(d2[order])
     return torch.from_numpy(idx), torch.from_numpy(dist)
 
 
@@ -81,8 +82,8 @@ def np_ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz, new_off
         else:
             sep = F32(len(cand)) / F32(nsample)
             pick = np.array([int(sep * F32(i)) for i in range(nsample)])
-        idx[m, :len(pick)] = cand[pick] + s
-        dist[m, :len(pick)] = np.sqrt(d2[cand[pick]])
+        idx[m, : len(pick)] = cand[pick] + s
+        dist[m, : len(pick)] = np.sqrt(d2[cand[pick]])
     return torch.from_numpy(idx), torch.from_numpy(dist)
 
 
@@ -94,7 +95,7 @@ def np_fps(xyz, offset, new_offset):
     new_start, new_end = _bounds(new_offset)
     out = []
     for b in range(len(end)):
-        pts = p[start[b]:end[b]]
+        pts = p[start[b] : end[b]]
         temp, old = np.full(len(pts), 1e10, dtype=F32), 0
         picks = [0]
         for _ in range(1, new_end[b] - new_start[b]):
@@ -126,7 +127,7 @@ def np_interpolation(xyz, new_xyz, feat, offset, new_offset, k=3):
     out = np.zeros((new_xyz.shape[0], f.shape[1]), F32)
     for j in range(k):
         valid = idx.numpy()[:, j] >= 0
-        out = out + np.where(valid[:, None], f[idx.numpy()[:, j]] * weight[:, j:j + 1], F32(0))
+        out = out + np.where(valid[:, None], f[idx.numpy()[:, j]] * weight[:, j : j + 1], F32(0))
     return torch.from_numpy(out)
 
 
@@ -140,7 +141,7 @@ def np_query_and_group(nsample, xyz, new_xyz, feat, offset, new_offset, dilation
     rows = []
     for i in range(len(end)):
         soft = (end[i] - start[i] - 1) / (nsample - 1) - 1 if end[i] - start[i] < total else dilation
-        rows.append(idx_all[new_start[i]:new_end[i], [int((soft + 1) * j) for j in range(nsample)]])
+        rows.append(idx_all[new_start[i] : new_end[i], [int((soft + 1) * j) for j in range(nsample)]])
     idx = torch.cat(rows)
     grouped_xyz = xyz[idx.long()] - new_xyz[:, None]
     return torch.cat([grouped_xyz, feat[idx.long()]], -1), idx
@@ -167,8 +168,9 @@ def test_knn_query(device, nsample):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("nsample, max_radius, min_radius", [(8, 0.2, 0.0), (16, 0.35, 0.1), (4, 0.5, 0.2),
-                                                            (32, 0.1, 0.0)])
+@pytest.mark.parametrize(
+    "nsample, max_radius, min_radius", [(8, 0.2, 0.0), (16, 0.35, 0.1), (4, 0.5, 0.2), (32, 0.1, 0.0)]
+)
 def test_ball_query(device, nsample, max_radius, min_radius):
     xyz, offset = packed([300, 120], seed=2)
     new_xyz, new_offset = packed([25, 15], seed=3)
@@ -191,16 +193,17 @@ def test_random_ball_query(device, nsample, max_radius, min_radius):
     seen = [set() for _ in range(20)]
     torch.manual_seed(6)
     for _ in range(30):
-        idx, dist = pointops.random_ball_query(nsample, max_radius, min_radius,
-                                               *to(device, xyz, offset, new_xyz, new_offset))
+        idx, dist = pointops.random_ball_query(
+            nsample, max_radius, min_radius, *to(device, xyz, offset, new_xyz, new_offset)
+        )
         idx, dist = idx.cpu(), dist.cpu()
         for m in range(20):
             cand = set(candidates[m][candidates[m] >= 0].tolist())
             got = idx[m][idx[m] >= 0].tolist()
             assert len(got) == len(set(got)) == min(nsample, len(cand)) and set(got) <= cand
-            assert (idx[m, len(got):] == -1).all() and torch.isinf(dist[m, len(got):]).all()
+            assert (idx[m, len(got) :] == -1).all() and torch.isinf(dist[m, len(got) :]).all()
             expected = torch.sqrt(((xyz[got] - new_xyz[m]) ** 2).sum(-1))
-            torch.testing.assert_close(dist[m, :len(got)], expected, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(dist[m, : len(got)], expected, rtol=1e-6, atol=1e-6)
             seen[m] |= set(got)
     # the random order reaches beyond the first candidates by index
     many = [m for m in range(20) if (candidates[m] >= 0).sum() > 2 * nsample]
@@ -236,11 +239,13 @@ def test_interpolation(device):
     new_xyz, new_offset = packed([100, 20, 50], seed=11)
     feat = torch.randn(72, 6, generator=torch.Generator().manual_seed(12))
     out = pointops.interpolation(*to(device, xyz, new_xyz, feat, offset, new_offset))
-    torch.testing.assert_close(out.cpu(), np_interpolation(xyz, new_xyz, feat, offset, new_offset), rtol=2e-6,
-                               atol=2e-6)
+    torch.testing.assert_close(
+        out.cpu(), np_interpolation(xyz, new_xyz, feat, offset, new_offset), rtol=2e-6, atol=2e-6
+    )
     f = feat.double().to(device).requires_grad_()
     assert torch.autograd.gradcheck(
-        lambda t: pointops.interpolation2(*to(device, xyz, new_xyz), t, *to(device, offset, new_offset)), (f,))
+        lambda t: pointops.interpolation2(*to(device, xyz, new_xyz), t, *to(device, offset, new_offset)), (f,)
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -249,14 +254,23 @@ def test_query_and_group(device, dilation):
     xyz, offset = packed([80, 9, 40], seed=13)  # cloud 1 is smaller than the dilated neighbourhood
     new_xyz, new_offset = packed([20, 5, 10], seed=14)
     feat = torch.randn(129, 4, generator=torch.Generator().manual_seed(15))
-    out, idx = pointops.query_and_group(6, *to(device, xyz, new_xyz, feat), None, *to(device, offset, new_offset),
-                                        dilation=dilation)
+    out, idx = pointops.query_and_group(
+        6, *to(device, xyz, new_xyz, feat), None, *to(device, offset, new_offset), dilation=dilation
+    )
     exp_out, exp_idx = np_query_and_group(6, xyz, new_xyz, feat, offset, new_offset, dilation)
     assert torch.equal(idx.cpu(), exp_idx)
     torch.testing.assert_close(out.cpu(), exp_out, rtol=0, atol=0)
-    assert torch.equal(pointops.query_and_group(6, *to(device, xyz, new_xyz, feat), None,
-                                                *to(device, offset, new_offset), dilation=dilation,
-                                                with_feat=False).cpu(), exp_idx)
+    assert torch.equal(
+        pointops.query_and_group(
+            6,
+            *to(device, xyz, new_xyz, feat),
+            None,
+            *to(device, offset, new_offset),
+            dilation=dilation,
+            with_feat=False,
+        ).cpu(),
+        exp_idx,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -284,18 +298,23 @@ def point_transformer_layers(pointops):
         def __init__(self, planes, share_planes=4, nsample=8):
             super().__init__()
             self.mid_planes, self.share_planes, self.nsample = planes, share_planes, nsample
-            self.linear_q, self.linear_k, self.linear_v = tnn.Linear(planes, planes), tnn.Linear(planes, planes), \
-                tnn.Linear(planes, planes)
+            self.linear_q, self.linear_k, self.linear_v = (
+                tnn.Linear(planes, planes),
+                tnn.Linear(planes, planes),
+                tnn.Linear(planes, planes),
+            )
             self.linear_p = tnn.Sequential(tnn.Linear(3, 3), tnn.ReLU(), tnn.Linear(3, planes))
             self.linear_w = tnn.Sequential(tnn.ReLU(), tnn.Linear(planes, planes // share_planes))
 
         def forward(self, pxo):
             p, x, o = pxo
             x_q, x_k, x_v = self.linear_q(x), self.linear_k(x), self.linear_v(x)
-            x_k, idx = pointops.knn_query_and_group(x_k, p, o, new_xyz=p, new_offset=o, nsample=self.nsample,
-                                                    with_xyz=True)
-            x_v, _ = pointops.knn_query_and_group(x_v, p, o, new_xyz=p, new_offset=o, idx=idx, nsample=self.nsample,
-                                                  with_xyz=False)
+            x_k, idx = pointops.knn_query_and_group(
+                x_k, p, o, new_xyz=p, new_offset=o, nsample=self.nsample, with_xyz=True
+            )
+            x_v, _ = pointops.knn_query_and_group(
+                x_v, p, o, new_xyz=p, new_offset=o, idx=idx, nsample=self.nsample, with_xyz=False
+            )
             p_r, x_k = x_k[:, :, 0:3], x_k[:, :, 3:]
             p_r = self.linear_p(p_r)
             w = torch.softmax(self.linear_w(x_k - x_q.unsqueeze(1) + p_r), dim=1)  # (n, nsample, c / s)
@@ -319,8 +338,9 @@ def point_transformer_layers(pointops):
             n_o = torch.tensor(n_o, dtype=torch.int32, device=p.device)
             idx = pointops.farthest_point_sampling(p, o, n_o)
             n_p = p[idx.long(), :]
-            x, _ = pointops.knn_query_and_group(x, p, offset=o, new_xyz=n_p, new_offset=n_o, nsample=self.nsample,
-                                                with_xyz=True)
+            x, _ = pointops.knn_query_and_group(
+                x, p, offset=o, new_xyz=n_p, new_offset=n_o, nsample=self.nsample, with_xyz=True
+            )
             x = torch.relu(self.linear(x).transpose(1, 2).contiguous())
             return [n_p, self.pool(x).squeeze(-1), n_o]
 
@@ -370,8 +390,9 @@ def _reference_pointops():
             return torch.cat((grouped_xyz, grouped_feat), -1)
         return grouped_feat
 
-    def knn_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None, nsample=None,
-                            with_xyz=False):
+    def knn_query_and_group(
+        feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None, nsample=None, with_xyz=False
+    ):
         if idx is None:
             idx, _ = knn_query(nsample, xyz, offset, new_xyz, new_offset)
         return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
@@ -385,8 +406,12 @@ def _reference_pointops():
             new_feat += feat[idx[:, i].long(), :] * weight[:, i].unsqueeze(-1)
         return new_feat
 
-    return SimpleNamespace(knn_query=knn_query, knn_query_and_group=knn_query_and_group, interpolation=interpolation,
-                           farthest_point_sampling=lambda p, o, n_o: np_fps(p, o, n_o.cpu()))
+    return SimpleNamespace(
+        knn_query=knn_query,
+        knn_query_and_group=knn_query_and_group,
+        interpolation=interpolation,
+        farthest_point_sampling=lambda p, o, n_o: np_fps(p, o, n_o.cpu()),
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)

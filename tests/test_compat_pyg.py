@@ -3,6 +3,7 @@ nearest and grid_cluster, ported (their inputs and expected values, written anew
 names its upstream file, rusty1s/pytorch_cluster at 3d1d9e3, test/), then what pointops adds:
 exact orders and ties, points of any dimension, the batch_size path, a PyG-style PointNet++ that
 trains under autocast. Where pointops deliberately differs the test says so."""
+
 import itertools
 
 import numpy as np
@@ -64,7 +65,9 @@ def test_random_fps(device):
     N = 1024
     for _ in range(5):
         pos = torch.randn((2 * N, 3), device=device)
-        batch = torch.cat([torch.zeros(N, dtype=torch.long, device=device), torch.ones(N, dtype=torch.long, device=device)])
+        batch = torch.cat(
+            [torch.zeros(N, dtype=torch.long, device=device), torch.ones(N, dtype=torch.long, device=device)]
+        )
         idx = fps(pos, batch, ratio=0.5)
         assert idx.min() >= 0 and idx.max() < 2 * N
 
@@ -81,7 +84,10 @@ def test_fps_matches_pointops_and_counts(device):
     # the same with batch_size given (offsets without reading batch.max()), and per-cloud ratios
     assert torch.equal(fps(pos, batch, ratio=0.3, random_start=False, batch_size=3), out)
     per_cloud = fps(pos, batch, ratio=torch.tensor([0.1, 0.5, 1.0], device=device), random_start=False)
-    assert per_cloud.tolist() == first[:2].tolist() + pointops.farthest_point_sampling(pos[None, 20:], 30).indices[0].add(20).tolist()
+    assert (
+        per_cloud.tolist()
+        == first[:2].tolist() + pointops.farthest_point_sampling(pos[None, 20:], 30).indices[0].add(20).tolist()
+    )
     torch.manual_seed(1)
     a = fps(pos, batch, ratio=0.3)
     torch.manual_seed(1)
@@ -144,12 +150,24 @@ def test_radius(dtype, device):
     expected = {(0, 0), (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 5), (1, 6)}
     assert to_set(radius(x, y, 2, max_num_neighbors=4)) == expected
     assert to_set(torch.jit.script(radius)(x, y, 2, max_num_neighbors=4)) == expected
-    assert to_set(radius(x, y, 2, batch_x, batch_y, max_num_neighbors=4)) == {(0, 0), (0, 1), (0, 2), (0, 3), (1, 5),
-                                                                             (1, 6)}
+    assert to_set(radius(x, y, 2, batch_x, batch_y, max_num_neighbors=4)) == {
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 5),
+        (1, 6),
+    }
     batch_x = tensor([0, 0, 0, 0, 2, 2, 2, 2], torch.long, device)  # skipping a batch
     batch_y = tensor([0, 2], torch.long, device)
-    assert to_set(radius(x, y, 2, batch_x, batch_y, max_num_neighbors=4)) == {(0, 0), (0, 1), (0, 2), (0, 3), (1, 5),
-                                                                             (1, 6)}
+    assert to_set(radius(x, y, 2, batch_x, batch_y, max_num_neighbors=4)) == {
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 5),
+        (1, 6),
+    }
 
 
 @pytest.mark.parametrize("dtype,device", list(itertools.product(FLOATING_DTYPES, DEVICES)))
@@ -311,7 +329,9 @@ def test_mixed_and_integer_dtypes(device):
     grid_points = torch.randint(0, 10, (50, 3), generator=torch.Generator().manual_seed(9)).to(device)
     assert torch.equal(knn(grid_points, grid_points, 4), knn(grid_points.double(), grid_points.double(), 4))
     assert torch.equal(radius(grid_points, grid_points, 2.5), radius(grid_points.double(), grid_points.double(), 2.5))
-    assert torch.equal(nearest(grid_points[:20], grid_points[20:]), nearest(grid_points[:20].float(), grid_points[20:].float()))
+    assert torch.equal(
+        nearest(grid_points[:20], grid_points[20:]), nearest(grid_points[:20].float(), grid_points[20:].float())
+    )
 
 
 def test_empty_inputs(device):
@@ -361,7 +381,8 @@ class PyGPointNet(torch.nn.Module):
         x, pos, batch = self.conv(self.mlp1, None, pos, batch, 0.5, 0.3)
         x, pos, batch = self.conv(self.mlp2, x, pos, batch, 0.25, 0.6)
         pooled = x.new_full((clouds, x.shape[1]), float("-inf")).scatter_reduce(
-            0, batch.view(-1, 1).expand_as(x), x, "amax")
+            0, batch.view(-1, 1).expand_as(x), x, "amax"
+        )
         return self.head(pooled)
 
 

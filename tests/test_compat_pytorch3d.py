@@ -3,6 +3,7 @@ sample_farthest_points and chamfer_distance, ported (their inputs and expected v
 anew; each block names its upstream file, facebookresearch/pytorch3d at 9381c40), then what
 pointops adds: gradients in float64, a chamfer loss that trains, mixed precision under autocast.
 Where pointops deliberately differs the test says so."""
+
 import itertools
 
 import pytest
@@ -115,8 +116,9 @@ def test_knn_invalid_norm():
 def test_knn_padding_is_pytorch3ds(device):
     # past lengths2 (K > points) and past lengths1: index 0, distance 0 (pointops.knn writes -1 / +inf)
     x, y = torch.rand(2, 5, 3, device=device), torch.rand(2, 6, 3, device=device)
-    out = knn_points(x, y, lengths1=torch.tensor([5, 2], device=device), lengths2=torch.tensor([6, 3], device=device),
-                     K=4)
+    out = knn_points(
+        x, y, lengths1=torch.tensor([5, 2], device=device), lengths2=torch.tensor([6, 3], device=device), K=4
+    )
     assert (out.idx[1, :, 3] == 0).all() and (out.dists[1, :, 3] == 0).all()
     assert (out.idx[1, 2:] == 0).all() and (out.dists[1, 2:] == 0).all()
     assert out.dists.dtype == torch.float32
@@ -232,8 +234,9 @@ def test_fps_gradcheck(device):
     torch.manual_seed(8)
     points = torch.randn((N, P, D), device=device, requires_grad=True)
     lengths = torch.randint(1, P, (N,), device=device)
-    assert torch.autograd.gradcheck(sample_farthest_points, (points, lengths, K), check_undefined_grad=False,
-                                    eps=2e-3, atol=0.001)
+    assert torch.autograd.gradcheck(
+        sample_farthest_points, (points, lengths, K), check_undefined_grad=False, eps=2e-3, atol=0.001
+    )
 
 
 def test_fps_samples_in_float32_as_pytorch3d(device):
@@ -248,8 +251,9 @@ def test_fps_samples_in_float32_as_pytorch3d(device):
     assert torch.equal(half_idx, sample_farthest_points(points.half().float(), K=12)[1])
     # lengths of another integer dtype are converted, as pytorch3d does
     lengths = torch.tensor([60, 30, 5], dtype=torch.int32, device=device)
-    assert torch.equal(sample_farthest_points(points, lengths, K=8)[1],
-                       sample_farthest_points(points, lengths.long(), K=8)[1])
+    assert torch.equal(
+        sample_farthest_points(points, lengths, K=8)[1], sample_farthest_points(points, lengths.long(), K=8)[1]
+    )
 
 
 # ---- tests/test_chamfer.py ------------------------------------------------------------------------
@@ -265,7 +269,7 @@ class Clouds:
     def _pad(self, items):
         out = torch.zeros(len(items), self.size, 3)
         for i, p in enumerate(items):
-            out[i, :len(p)] = p
+            out[i, : len(p)] = p
         return out
 
     def points_padded(self):
@@ -305,7 +309,7 @@ def chamfer_naive(x, y, x_normals=None, y_normals=None, norm=2, abs_cosine=True,
         for i1 in range(int(x_lengths[n])):
             for i2 in range(int(y_lengths[n])):
                 diff = x[n, i1] - y[n, i2]
-                dist[n, i1, i2] = (diff ** 2).sum() if norm == 2 else diff.abs().sum()
+                dist[n, i1, i2] = (diff**2).sum() if norm == 2 else diff.abs().sum()
     x_mask = torch.arange(P1)[None] >= x_lengths[:, None]
     y_mask = torch.arange(P2)[None] >= y_lengths[:, None]
     x_dist = torch.where(x_mask.to(x.device), torch.zeros(()), dist.min(2)[0])
@@ -317,7 +321,10 @@ def chamfer_naive(x, y, x_normals=None, y_normals=None, norm=2, abs_cosine=True,
         c1 = F.cosine_similarity(x_normals, y_normals.gather(1, x_index), dim=2, eps=1e-6)
         c2 = F.cosine_similarity(y_normals, x_normals.gather(1, y_index), dim=2, eps=1e-6)
         l1, l2 = (1 - c1.abs(), 1 - c2.abs()) if abs_cosine else (1 - c1, 1 - c2)
-        lnorm = [torch.where(x_mask.to(x.device), torch.zeros(()), l1), torch.where(y_mask.to(x.device), torch.zeros(()), l2)]
+        lnorm = [
+            torch.where(x_mask.to(x.device), torch.zeros(()), l1),
+            torch.where(y_mask.to(x.device), torch.zeros(()), l2),
+        ]
     return [x_dist, y_dist], lnorm
 
 
@@ -351,9 +358,18 @@ def test_chamfer_vs_naive_heterogeneous(device):
     N, max_P1, max_P2 = 3, 70, 70
     for norm, single, abs_cosine in itertools.product((1, 2), (False, True), (True, False)):
         x_lengths, y_lengths, p1, p2, n1, n2, weights = init_pointclouds(N, max_P1, max_P2, device, allow_empty=False)
-        loss, loss_norm = chamfer_distance(p1, p2, x_lengths=x_lengths, y_lengths=y_lengths, x_normals=n1,
-                                           y_normals=n2, weights=weights, norm=norm, single_directional=single,
-                                           abs_cosine=abs_cosine)
+        loss, loss_norm = chamfer_distance(
+            p1,
+            p2,
+            x_lengths=x_lengths,
+            y_lengths=y_lengths,
+            x_normals=n1,
+            y_normals=n2,
+            weights=weights,
+            norm=norm,
+            single_directional=single,
+            abs_cosine=abs_cosine,
+        )
         pred, pred_norm = chamfer_naive(p1, p2, n1, n2, norm, abs_cosine, x_lengths, y_lengths)
         w = weights.view(N, 1)
         expected = ((pred[0] * w).sum(1) / x_lengths).sum()
@@ -369,11 +385,16 @@ def test_chamfer_pointcloud_objects(device):
     # pytorch3d's Pointclouds objects: anything with points_padded / num_points_per_cloud /
     # normals_padded is read as one (Clouds above)
     x_lengths, y_lengths, p1, p2, n1, n2, _ = init_pointclouds(3, 30, 30, "cpu", allow_empty=False)
-    cloud1 = Clouds([p1[i, :x_lengths[i]].detach() for i in range(3)], [n1[i, :x_lengths[i]].detach() for i in range(3)])
-    cloud2 = Clouds([p2[i, :y_lengths[i]].detach() for i in range(3)], [n2[i, :y_lengths[i]].detach() for i in range(3)])
+    cloud1 = Clouds(
+        [p1[i, : x_lengths[i]].detach() for i in range(3)], [n1[i, : x_lengths[i]].detach() for i in range(3)]
+    )
+    cloud2 = Clouds(
+        [p2[i, : y_lengths[i]].detach() for i in range(3)], [n2[i, : y_lengths[i]].detach() for i in range(3)]
+    )
     loss, loss_norm = chamfer_distance(cloud1, cloud2)
-    tensor_loss, tensor_norm = chamfer_distance(p1, p2, x_lengths=x_lengths, y_lengths=y_lengths, x_normals=n1,
-                                                y_normals=n2)
+    tensor_loss, tensor_norm = chamfer_distance(
+        p1, p2, x_lengths=x_lengths, y_lengths=y_lengths, x_normals=n1, y_normals=n2
+    )
     assert_close(loss, tensor_loss.detach())
     assert_close(loss_norm, tensor_norm.detach())
     loss, loss_norm = chamfer_distance(Clouds(cloud1.points), Clouds(cloud2.points))
@@ -390,9 +411,16 @@ def test_chamfer_point_reductions(device, point_reduction, single):
     p11, p22 = p1.detach().clone().requires_grad_(True), p2.detach().clone().requires_grad_(True)
     pred, pred_norm = chamfer_naive(p1, p2, n1 if use_normals else None, n2 if use_normals else None)
     w = None if point_reduction is None else weights
-    loss, loss_norm = chamfer_distance(p11, p22, x_normals=n1 if use_normals else None,
-                                       y_normals=n2 if use_normals else None, weights=w, batch_reduction=None,
-                                       point_reduction=point_reduction, single_directional=single)
+    loss, loss_norm = chamfer_distance(
+        p11,
+        p22,
+        x_normals=n1 if use_normals else None,
+        y_normals=n2 if use_normals else None,
+        weights=w,
+        batch_reduction=None,
+        point_reduction=point_reduction,
+        single_directional=single,
+    )
     if point_reduction == "max":
         expected = pred[0].max(1).values if single else torch.maximum(pred[0].max(1).values, pred[1].max(1).values)
         assert_close(loss, expected * weights)
@@ -426,10 +454,20 @@ def test_chamfer_joint_reduction(device):
     point_mean = ((pred[0] * w).sum(1) / P1 + (pred[1] * w).sum(1) / P2).sum()
     norm_mean = ((pred_norm[0] * w).sum(1) / P1 + (pred_norm[1] * w).sum(1) / P2).sum()
     for batch_reduction, point_reduction, expected, expected_norm in (
-            ("sum", "sum", point_sum, norm_sum), ("mean", "sum", point_sum / weights.sum(), norm_sum / weights.sum()),
-            ("sum", "mean", point_mean, norm_mean), ("mean", "mean", point_mean / weights.sum(), norm_mean / weights.sum())):
-        loss, loss_norm = chamfer_distance(p1, p2, x_normals=n1, y_normals=n2, weights=weights,
-                                           batch_reduction=batch_reduction, point_reduction=point_reduction)
+        ("sum", "sum", point_sum, norm_sum),
+        ("mean", "sum", point_sum / weights.sum(), norm_sum / weights.sum()),
+        ("sum", "mean", point_mean, norm_mean),
+        ("mean", "mean", point_mean / weights.sum(), norm_mean / weights.sum()),
+    ):
+        loss, loss_norm = chamfer_distance(
+            p1,
+            p2,
+            x_normals=n1,
+            y_normals=n2,
+            weights=weights,
+            batch_reduction=batch_reduction,
+            point_reduction=point_reduction,
+        )
         assert_close(loss, expected, rtol=1e-4, atol=1e-6)
         assert_close(loss_norm, expected_norm, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="batch_reduction must be one of"):
@@ -507,7 +545,9 @@ class TinyPointNet(torch.nn.Module):
         super().__init__()
         self.out_points = out_points
         self.local = torch.nn.Sequential(torch.nn.Linear(3, 32), torch.nn.ReLU(), torch.nn.Linear(32, 64))
-        self.decode = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, out_points * 3))
+        self.decode = torch.nn.Sequential(
+            torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, out_points * 3)
+        )
 
     def forward(self, points):
         centres, _ = sample_farthest_points(points, K=32)

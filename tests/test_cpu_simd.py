@@ -5,6 +5,7 @@ CPU alone decides); both follow the rules that pointops.reference computes exact
 checks whichever path this machine takes, on cases chosen to reach the vector loops' edges. The
 other tests compare the kernels with references and with CUDA on the same path.
 """
+
 import numpy as np
 import torch
 
@@ -36,8 +37,11 @@ def assert_bitwise(actual, expected):
 # Orientation counts that are not multiples of the vector width (8) or of a task (16), NaN/Inf
 # points and weights, ragged lengths, duplicates.
 def test_hough_planes_vote_like_the_oracle():
-    for b, n, n_phi, n_theta, step, rho_max in [(2, 12, 7, 11, 0.37, 9.0), (1, 12, 9, 17, 0.1, 18.0),
-                                                (2, 12, 3, 5, 0.05, 1.0)]:
+    for b, n, n_phi, n_theta, step, rho_max in [
+        (2, 12, 7, 11, 0.37, 9.0),
+        (1, 12, 9, 17, 0.1, 18.0),
+        (2, 12, 3, 5, 0.05, 1.0),
+    ]:
         p, w = cloud(b, n, seed=n_phi), torch.rand(b, n, generator=g(1)) - 0.3
         w[0, 2] = float("nan")
         lengths = torch.tensor([n - 3, n // 2][:b])
@@ -54,7 +58,7 @@ def test_fps_picks_like_the_oracle():
     for b, n, d, k in [(2, 43, 3, 20), (1, 21, 5, 30), (3, 17, 1, 17), (1, 67, 2, 40)]:
         p = cloud(b, n, d, seed=n)
         dup = p.clone()
-        dup[:, n // 2:] = dup[:, :1]
+        dup[:, n // 2 :] = dup[:, :1]
         for points, lengths in ((p, None), (dup, torch.tensor([n] * b)), (p.half(), None)):
             actual = ops.fps(points, lengths, None, k)
             expected = sampling_reference.fps(points.float() if points.dtype == torch.half else points, k, lengths)
@@ -76,13 +80,42 @@ def test_ppf_vote_votes_like_the_oracle():
     sn[0, 3] = float("nan")
     lengths = torch.tensor([83])
     for spread in (False, True):
-        expected = ppf_reference.ppf_vote(sp, sn, lengths, model.points, model.normals, model.key_offsets,
-                                          model.pair_ref, model.pair_alpha, model.distance_step, model.diameter,
-                                          model.angle_bins, model.distance_bins, 3, 4, spread)
+        expected = ppf_reference.ppf_vote(
+            sp,
+            sn,
+            lengths,
+            model.points,
+            model.normals,
+            model.key_offsets,
+            model.pair_ref,
+            model.pair_alpha,
+            model.distance_step,
+            model.diameter,
+            model.angle_bins,
+            model.distance_bins,
+            3,
+            4,
+            spread,
+        )
         for backend in ("dense", "sort"):
-            actual = ops.ppf_vote(sp, sn, lengths, model.points, model.normals, model.key_offsets, model.pair_ref,
-                                  model.pair_alpha, model.distance_step, model.diameter, model.angle_bins,
-                                  model.distance_bins, 3, 4, spread, backend, 1 << 24)
+            actual = ops.ppf_vote(
+                sp,
+                sn,
+                lengths,
+                model.points,
+                model.normals,
+                model.key_offsets,
+                model.pair_ref,
+                model.pair_alpha,
+                model.distance_step,
+                model.diameter,
+                model.angle_bins,
+                model.distance_bins,
+                3,
+                4,
+                spread,
+                backend,
+                1 << 24,
+            )
             for a, e in zip(actual, expected):
                 assert_bitwise(a, e)
-

@@ -1,6 +1,7 @@
 """examples/ddp_pipeline.py under torchrun: each rank's per-frame outputs equal a one-process run
 over the same frames, bit for bit, and DDP keeps the ranks' weights identical. On the CPU (gloo)
 here; with POINTOPS_DDP_DEVICE=cuda on a machine with two or more GPUs (NCCL)."""
+
 import os
 import subprocess
 import sys
@@ -15,11 +16,25 @@ ARGS = ["--frames", "4", "--steps", "2", "--beams", "16", "--azimuth", "256", "-
 
 
 def _run(processes: int, out: str) -> None:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-               SCRIPT, *ARGS, "--out", out]
+    env = dict(
+        os.environ,
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        OMP_NUM_THREADS="1",
+        NCCL_NVLS_ENABLE="0",
+        TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+        NVSHMEM_DISABLE_NVLS="1",
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={processes}",
+        SCRIPT,
+        *ARGS,
+        "--out",
+        out,
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -59,9 +74,31 @@ def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
     import json
 
     out = tmp_path / "rows.jsonl"
-    command = [sys.executable, os.path.join(ROOT, "tools", "bench_ddp.py"), "--device", "cpu", "--gpus", "1", "2",
-               "--frames", "4", "--beams", "8", "--azimuth", "256", "--batch", "1", "--workers", "0", "--pool", "2",
-               "--warmup", "1", "--json", str(out)]
+    command = [
+        sys.executable,
+        os.path.join(ROOT, "tools", "bench_ddp.py"),
+        "--device",
+        "cpu",
+        "--gpus",
+        "1",
+        "2",
+        "--frames",
+        "4",
+        "--beams",
+        "8",
+        "--azimuth",
+        "256",
+        "--batch",
+        "1",
+        "--workers",
+        "0",
+        "--pool",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+        str(out),
+    ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -71,7 +108,7 @@ def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
     assert rows[0]["scaling"] == 1.0 and rows[1]["scaling"] > 0
     assert all(r["frames_per_s"] > 0 and r["preprocess_ms"] > 0 and r["train_ms"] > 0 for r in rows)
     lines = result.stdout.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if line.startswith("ranks  device")):]
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("ranks  device")) :]
     assert table[0].split()[:4] == ["ranks", "device", "frames", "s"] and "scaling" in table[0]
     assert table[2].split()[0] == "1" and table[3].split()[0] == "2"
     assert table[4].startswith("per frame and rank, ") and "grew most from 1 to 2 ranks" in table[4]

@@ -1,6 +1,7 @@
 """The demo end to end: every picture is written as a PNG of a sensible size, on the CPU equal to
 the committed docs/pictures, and on CUDA the same pictures as on the CPU (the ops are
 bit-identical)."""
+
 import struct
 
 import pytest
@@ -22,6 +23,7 @@ def png_size(path):
 
 def pixels(path):
     import matplotlib.image
+
     return matplotlib.image.imread(path)
 
 
@@ -34,8 +36,21 @@ def test_command_line_and_registry(tmp_path, capsys, request):
         return fig, f"{scene.n} points"
 
     request.addfinalizer(lambda: demo.PICTURES.pop("test_extra", None))  # registered only for this test
-    demo.main(["--out", str(tmp_path / "pictures"), "--device", "cpu", "--beams", "8", "--azimuth", "256",
-               "--only", "fps", "test_extra"])
+    demo.main(
+        [
+            "--out",
+            str(tmp_path / "pictures"),
+            "--device",
+            "cpu",
+            "--beams",
+            "8",
+            "--azimuth",
+            "256",
+            "--only",
+            "fps",
+            "test_extra",
+        ]
+    )
     out = capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == ["fps.png", "test_extra.png"]
     assert "2 pictures in" in out and "test_extra.png: " in out
@@ -89,4 +104,5 @@ def test_demo_writes_every_picture_as_committed(tmp_path, capsys):
             continue
         assert (image == pixels(os.path.join(pictures, name))).all(), (
             f"docs/pictures/{name} is not what the demo draws now: redraw the pictures with "
-            "python -m pointops.demo --out docs/pictures --device cpu")
+            "python -m pointops.demo --out docs/pictures --device cpu"
+        )

@@ -11,6 +11,7 @@ a fresh clone holds), and each command run by bash, exactly as the docs write it
 the environment's bin/ first on PATH. The extension is compiled once (the wheel build) and every
 later build reuses its objects. About 10 minutes on 2 cores.
 """
+
 import glob
 import os
 import re
@@ -46,23 +47,22 @@ COMMANDS = {
     "python -m pointops.demo --out docs/pictures --device cpu": "test_demo_commands",
     "torchrun --nproc-per-node=2 examples/ddp_pipeline.py --frames 16 --out /tmp/ddp": "test_multi_gpu_commands",
     "python tools/bench_ddp.py --gpus 1 2": "test_multi_gpu_commands",
-    "python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2":
-        "test_multi_gpu_commands",
+    "python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2": "test_multi_gpu_commands",
     # docs/deploy.md: the C++ face
-    'cmake -S . -B build/cmake -DCMAKE_PREFIX_PATH="$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')"': CI,
+    "cmake -S . -B build/cmake -DCMAKE_PREFIX_PATH=\"$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')\"": CI,
     'cmake --build build/cmake -j "$(nproc)"': CI,
-    'cmake --install build/cmake --prefix build/prefix': CI,
-    'cmake -S examples/cpp -B build/examples -DCMAKE_PREFIX_PATH="$PWD/build/prefix;$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed': CI,
+    "cmake --install build/cmake --prefix build/prefix": CI,
+    "cmake -S examples/cpp -B build/examples -DCMAKE_PREFIX_PATH=\"$PWD/build/prefix;$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')\" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed": CI,
     'cmake --build build/examples -j "$(nproc)"': CI,
-    'python examples/cpp/export_models.py --out build/models': CI,
-    'build/examples/run_scripted build/models': CI,
-    'build/examples/cloud_tool build/models/scene.ply --save build/models/cloud_tool.pt': CI,
-    'python examples/cpp/export_models.py --out build/models --check-cloud build/models/cloud_tool.pt': CI,
-    'build/examples/cloud_tool build/models/scene.bin': CI,
-    'cmake -S tests/cpp -B build/api_test -DCMAKE_PREFIX_PATH="$PWD/build/prefix;$(python -c \'import torch; print(torch.utils.cmake_prefix_path)\')"': CI,
-    'cmake --build build/api_test': CI,
-    'python tests/cpp/write_api_cases.py build/api_cases.pt': CI,
-    'build/api_test/test_api build/api_cases.pt': CI,
+    "python examples/cpp/export_models.py --out build/models": CI,
+    "build/examples/run_scripted build/models": CI,
+    "build/examples/cloud_tool build/models/scene.ply --save build/models/cloud_tool.pt": CI,
+    "python examples/cpp/export_models.py --out build/models --check-cloud build/models/cloud_tool.pt": CI,
+    "build/examples/cloud_tool build/models/scene.bin": CI,
+    "cmake -S tests/cpp -B build/api_test -DCMAKE_PREFIX_PATH=\"$PWD/build/prefix;$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')\"": CI,
+    "cmake --build build/api_test": CI,
+    "python tests/cpp/write_api_cases.py build/api_cases.pt": CI,
+    "build/api_test/test_api build/api_cases.pt": CI,
 }
 
 
@@ -108,6 +108,7 @@ def test_shell_commands_are_read_from_the_fences(tmp_path):
 
 # ---- slow: the commands in a fresh environment --------------------------------------------------
 
+
 class Fresh:
     """A fresh virtual environment with this torch release, and a clean copy of the checkout."""
 
@@ -134,8 +135,14 @@ class Fresh:
     def shell(self, command, cwd=None, timeout=3600):
         """Runs command with bash in the copy (or cwd), the environment's bin/ first on PATH."""
         start = time.perf_counter()
-        result = subprocess.run(["bash", "-c", command], cwd=cwd or self.copy, env=self.env(), capture_output=True,
-                                text=True, timeout=timeout)
+        result = subprocess.run(
+            ["bash", "-c", command],
+            cwd=cwd or self.copy,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         seconds = time.perf_counter() - start
         self.log.append((command, seconds, result.returncode))
         print(f"[{seconds:6.1f} s] rc {result.returncode}: {command}", flush=True)
@@ -150,8 +157,10 @@ class Fresh:
     def which_pointops(self):
         """The pointops that this environment's python imports from a folder outside the copy, and
         one op run on it."""
-        code = ("import pointops, torch; print(pointops.__file__); "
-                "print(torch.ops.pointops.fps(torch.rand(1, 50, 3), None, None, 4)[0].shape)")
+        code = (
+            "import pointops, torch; print(pointops.__file__); "
+            "print(torch.ops.pointops.fps(torch.rand(1, 50, 3), None, None, 4)[0].shape)"
+        )
         out = self.shell(f"python -c '{code}'", cwd=self.elsewhere).stdout.split("\n")
         assert out[1] == "torch.Size([1, 4])", out
         return out[0]
@@ -216,8 +225,9 @@ def test_multi_gpu_commands(fresh):
         shutil.rmtree("/tmp/ddp")
     fresh.doc("torchrun --nproc-per-node=2 examples/ddp_pipeline.py --frames 16 --out /tmp/ddp")
     assert sorted(os.listdir("/tmp/ddp")) == ["rank0_of2.pt", "rank1_of2.pt"]
-    table = fresh.doc("python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 "
-                      "--steps 2").stdout
+    table = fresh.doc(
+        "python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2"
+    ).stdout
     assert "scaling" in table and "grew most from 1 to 2 ranks" in table, table
     # On the CPU its defaults are small; on two GPUs this is the lead's measurement (docs/multi_gpu.md).
     if torch.cuda.device_count() != 1:

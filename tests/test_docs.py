@@ -16,6 +16,7 @@ How the runner reads the Markdown (what a doc author needs to know):
 
 The docs also stand alone: every repository path they name in backquotes exists.
 """
+
 import re
 from pathlib import Path
 
@@ -30,8 +31,10 @@ OPTIONAL_MODULES = {"plyfile", "pypcd4", "laspy", "lazrs", "trimesh", "matplotli
 # A device named directly: device="cuda" / device = 'cuda:0' (an assignment or keyword argument, not
 # device == "cuda" nor the device = "cuda" if torch.cuda.is_available() else "cpu" idiom), x.cuda(),
 # x.to("cuda").
-HARD_CODED_CUDA = re.compile(r"""\bdevice\s*=(?!=)\s*(["'])cuda(?::\d+)?\1(?![ \t]*if\b)|\.cuda\(\)|"""
-                             r"""\.to\((["'])cuda(?::\d+)?\2\)""")
+HARD_CODED_CUDA = re.compile(
+    r"""\bdevice\s*=(?!=)\s*(["'])cuda(?::\d+)?\1(?![ \t]*if\b)|\.cuda\(\)|"""
+    r"""\.to\((["'])cuda(?::\d+)?\2\)"""
+)
 
 
 def python_blocks(path: Path):
@@ -41,8 +44,11 @@ def python_blocks(path: Path):
         yield text.count("\n", 0, match.start(1)) + 1, match.group(1)
 
 
-BLOCKS = [pytest.param(path, line, code, id=f"{path.relative_to(ROOT)}:{line}")
-          for path in DOCS for line, code in python_blocks(path)]
+BLOCKS = [
+    pytest.param(path, line, code, id=f"{path.relative_to(ROOT)}:{line}")
+    for path in DOCS
+    for line, code in python_blocks(path)
+]
 
 
 @pytest.mark.parametrize("path, line, code", BLOCKS)
@@ -73,22 +79,32 @@ def test_the_runner_finds_the_blocks(tmp_path):
 def test_block_picks_its_device(path, line, code):
     """A block that names CUDA directly would fail as written on a machine without a GPU."""
     found = [m.group(0) for m in HARD_CODED_CUDA.finditer(code)]
-    assert not found, (f"{path.name}:{line} names CUDA directly ({found}); write "
-                       'device = "cuda" if torch.cuda.is_available() else "cpu" and use device')
+    assert not found, (
+        f"{path.name}:{line} names CUDA directly ({found}); write "
+        'device = "cuda" if torch.cuda.is_available() else "cpu" and use device'
+    )
 
 
 def test_hard_coded_cuda_is_found():
-    code = ('a = torch.zeros(2, device="cuda")\ndevice = \'cuda:1\'\nif device == "cuda":\n    pass\n'
-            'b = a.cuda() + a.to("cuda:0") + a.to(device)\n')
-    assert [m.group(0) for m in HARD_CODED_CUDA.finditer(code)] == ['device="cuda"', "device = 'cuda:1'", ".cuda()",
-                                                                     '.to("cuda:0")']
+    code = (
+        'a = torch.zeros(2, device="cuda")\ndevice = \'cuda:1\'\nif device == "cuda":\n    pass\n'
+        'b = a.cuda() + a.to("cuda:0") + a.to(device)\n'
+    )
+    assert [m.group(0) for m in HARD_CODED_CUDA.finditer(code)] == [
+        'device="cuda"',
+        "device = 'cuda:1'",
+        ".cuda()",
+        '.to("cuda:0")',
+    ]
     assert not HARD_CODED_CUDA.search('device = "cuda" if torch.cuda.is_available() else "cpu"\nx.to(device)\n')
 
 
 # A backquoted token that looks like a path in this repository: a known top-level folder or file,
 # then path characters; placeholders (<family>) and globs are not paths.
-REPO_PATH = re.compile(r"`((?:csrc|pointops|tests|tools|docs|configs|examples|\.ci)/[\w./-]*|"
-                       r"(?:setup\.py|pyproject\.toml|README\.md))`")
+REPO_PATH = re.compile(
+    r"`((?:csrc|pointops|tests|tools|docs|configs|examples|\.ci)/[\w./-]*|"
+    r"(?:setup\.py|pyproject\.toml|README\.md))`"
+)
 
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
@@ -99,8 +115,7 @@ def test_docs_stand_alone(path):
         if ROOT not in (path.parent / relative).resolve().parents:
             outside.append(relative)
     assert not outside, f"{path.name} points outside the repository: {outside}"
-    missing = sorted({m.group(1) for m in REPO_PATH.finditer(text)
-                      if not (ROOT / m.group(1).rstrip("/")).exists()})
+    missing = sorted({m.group(1) for m in REPO_PATH.finditer(text) if not (ROOT / m.group(1).rstrip("/")).exists()})
     assert not missing, f"{path.name} names paths that are not in the repository: {missing}"
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert (path.parent / image).is_file(), f"{path.name} shows a picture that is missing: {image}"

@@ -5,6 +5,7 @@ its oracle bit for bit (the normals within float64 rounding).
 CI runs POINTOPS_FUZZ_EXAMPLES examples per property (default 25: a few seconds in all); set it
 higher for a longer search, e.g. POINTOPS_FUZZ_EXAMPLES=2000. Failing examples print their seed;
 hypothesis keeps no database here (derandomize=False, database=None), so a CI run draws anew."""
+
 import math
 import os
 
@@ -25,8 +26,13 @@ st = pytest.importorskip("hypothesis.strategies")
 from hypothesis import HealthCheck, given, settings  # noqa: E402  (after the skip when hypothesis is absent)
 
 EXAMPLES = int(os.environ.get("POINTOPS_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # coordinates on a coarse lattice (many ties, points on cell borders), with signed zeros and a few
 # non-finite values
@@ -88,8 +94,10 @@ def test_knn_packed(query_cloud, point_cloud, k, data):
     qcuts = sorted(data.draw(st.lists(st.integers(0, queries.shape[0]), min_size=2, max_size=2)))
     offsets = torch.tensor([0] + cuts + [points.shape[0]])
     query_offsets = torch.tensor([0] + qcuts + [queries.shape[0]])
-    _same(pointops.knn_packed(queries, query_offsets, points, offsets, k),
-          ref_geometry.knn_packed(queries, query_offsets, points, offsets, k))
+    _same(
+        pointops.knn_packed(queries, query_offsets, points, offsets, k),
+        ref_geometry.knn_packed(queries, query_offsets, points, offsets, k),
+    )
 
 
 @FUZZ
@@ -97,8 +105,10 @@ def test_knn_packed(query_cloud, point_cloud, k, data):
 def test_ball_query(cloud, radius, k, pad):
     points, lengths = cloud
     queries = points.flip(1)
-    _same(pointops.ball_query(queries, points, radius, k, lengths, lengths, pad),
-          ref_geometry.ball_query(queries, points, radius, k, lengths, lengths, pad))
+    _same(
+        pointops.ball_query(queries, points, radius, k, lengths, lengths, pad),
+        ref_geometry.ball_query(queries, points, radius, k, lengths, lengths, pad),
+    )
 
 
 @FUZZ
@@ -110,24 +120,40 @@ def test_voxelize(cloud, max_points, max_voxels):
     _same(actual, ref_bev.voxelize(points, size, point_range, max_points, max_voxels, lengths))
 
 
-_BEV_CHANNELS = ["max_z", "min_z", "mean_z", "count", "density", "occupancy", "max_feature", "mean_feature",
-                 "top_feature", "height_slices"]
+_BEV_CHANNELS = [
+    "max_z",
+    "min_z",
+    "mean_z",
+    "count",
+    "density",
+    "occupancy",
+    "max_feature",
+    "mean_feature",
+    "top_feature",
+    "height_slices",
+]
 
 
 @FUZZ
-@given(clouds(dims=4, lo=-2.5, hi=2.5), st.lists(st.sampled_from(_BEV_CHANNELS), min_size=1, max_size=4, unique=True),
-       st.booleans())
+@given(
+    clouds(dims=4, lo=-2.5, hi=2.5),
+    st.lists(st.sampled_from(_BEV_CHANNELS), min_size=1, max_size=4, unique=True),
+    st.booleans(),
+)
 def test_bev_rasterize(cloud, channels, forward_up):
     points, lengths = cloud
     point_range, cell = [-2.0, -1.5, -1.0, 2.0, 1.5, 1.0], [0.25, 0.5]
-    actual = pointops.bev_rasterize(points, channels, lengths, point_range, cell, height_slices=3, forward_up=forward_up)
-    expected = ref_bev.bev_rasterize(points, point_range, cell, channels, lengths, height_slices=3,
-                                     forward_up=forward_up)
+    actual = pointops.bev_rasterize(
+        points, channels, lengths, point_range, cell, height_slices=3, forward_up=forward_up
+    )
+    expected = ref_bev.bev_rasterize(
+        points, point_range, cell, channels, lengths, height_slices=3, forward_up=forward_up
+    )
     # mean channels are within one fixed-point step of the exact mean (csrc/bev/rasterize.h)
     c = 0
     for name in channels:
         width = 3 if name == "height_slices" else 1
-        a, e = actual[:, c:c + width], expected[:, c:c + width]
+        a, e = actual[:, c : c + width], expected[:, c : c + width]
         if name.startswith("mean"):
             torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6)
         else:
@@ -141,7 +167,9 @@ def pixel_lists(draw, height=12, width=15):
     n = draw(st.integers(0, 20))
     xs = draw(st.lists(st.integers(-2, width + 1), min_size=b * n, max_size=b * n))
     ys = draw(st.lists(st.integers(-2, height + 1), min_size=b * n, max_size=b * n))
-    points = torch.stack([torch.tensor(xs, dtype=torch.int64), torch.tensor(ys, dtype=torch.int64)], -1).reshape(b, n, 2)
+    points = torch.stack([torch.tensor(xs, dtype=torch.int64), torch.tensor(ys, dtype=torch.int64)], -1).reshape(
+        b, n, 2
+    )
     lengths = torch.tensor(draw(st.lists(st.integers(0, n), min_size=b, max_size=b)), dtype=torch.int64)
     return points, lengths, height, width
 
@@ -181,8 +209,9 @@ def test_estimate_normals(cloud, k, orientation, data):
         points[0, 0, 0] = float("nan")  # a non-finite point gets normal 0 and is no one's neighbour
     neighbors = ref_geometry.nearest_neighbors(points, points, min(k, max(points.shape[1], 1)), lengths, lengths)
     normals, curvature = torch.ops.pointops.estimate_normals(points, lengths, neighbors, None, orientation)
-    expected, expected_curvature, determined = ref_geometry.estimate_normals(points, neighbors, lengths, None,
-                                                                                 orientation)
+    expected, expected_curvature, determined = ref_geometry.estimate_normals(
+        points, neighbors, lengths, None, orientation
+    )
     # eigenvectors are defined up to the gap between the two smallest eigenvalues: compare where
     # both say the normal is determined and the neighbourhood is not nearly degenerate
     agree = (normals != 0).any(-1).numpy() == determined
@@ -201,7 +230,7 @@ def test_estimate_normals(cloud, k, orientation, data):
 
 
 @FUZZ
-@given(st.integers(0, 10 ** 6), st.integers(6, 16), st.integers(1, 4), st.integers(1, 3), st.booleans())
+@given(st.integers(0, 10**6), st.integers(6, 16), st.integers(1, 4), st.integers(1, 3), st.booleans())
 def test_ppf_vote(seed, scene_size, stride, k, spread):
     g = torch.Generator().manual_seed(seed)
     model_points = torch.randn(2, 8, 3, generator=g)
@@ -212,17 +241,47 @@ def test_ppf_vote(seed, scene_size, stride, k, spread):
     if seed % 3 == 0:
         scene[0, 2] = float("nan")
     lengths = torch.tensor([8 + scene_size - seed % 4])
-    want = ref_ppf.ppf_vote(scene, normals, lengths, model.points, model.normals, model.key_offsets, model.pair_ref,
-                            model.pair_alpha, model.distance_step, model.diameter, model.angle_bins,
-                            model.distance_bins, stride, k, spread)
-    got = torch.ops.pointops.ppf_vote(scene, normals, lengths, model.points, model.normals, model.key_offsets,
-                                      model.pair_ref, model.pair_alpha, model.distance_step, model.diameter,
-                                      model.angle_bins, model.distance_bins, stride, k, spread, "dense", 1 << 24)
+    want = ref_ppf.ppf_vote(
+        scene,
+        normals,
+        lengths,
+        model.points,
+        model.normals,
+        model.key_offsets,
+        model.pair_ref,
+        model.pair_alpha,
+        model.distance_step,
+        model.diameter,
+        model.angle_bins,
+        model.distance_bins,
+        stride,
+        k,
+        spread,
+    )
+    got = torch.ops.pointops.ppf_vote(
+        scene,
+        normals,
+        lengths,
+        model.points,
+        model.normals,
+        model.key_offsets,
+        model.pair_ref,
+        model.pair_alpha,
+        model.distance_step,
+        model.diameter,
+        model.angle_bins,
+        model.distance_bins,
+        stride,
+        k,
+        spread,
+        "dense",
+        1 << 24,
+    )
     _same(got, want)
 
 
 @FUZZ
-@given(st.integers(0, 10 ** 6), st.sampled_from([0, 5, 60]))
+@given(st.integers(0, 10**6), st.sampled_from([0, 5, 60]))
 def test_detect_planes_labels_only_finite_points_on_their_plane(seed, holes):
     """A property of the pipeline (no oracle): every labelled point is finite, within lengths and
     within distance_threshold of its plane, and the planes have unit normals."""

@@ -5,6 +5,7 @@ peer's way (its indices, padding and distances), and every contradictory descrip
 scalar must raise a ValueError naming the argument; never an answer.
 
 The budget is tests/test_fuzz.py's (POINTOPS_FUZZ_EXAMPLES, default 25: seconds in all)."""
+
 import pytest
 import torch
 
@@ -119,11 +120,14 @@ def test_stack_refuses_counts_that_contradict_the_rows(cloud, data):
     xyz, counts = cloud
     broken = data.draw(broken_counts(xyz.shape[0]))
     new_counts = torch.zeros(broken.shape[0], dtype=torch.int32)
-    for call in (lambda: stack.ball_query(0.5, 2, xyz, broken, xyz[:0], new_counts),
-                 lambda: stack.three_nn(xyz[:0], new_counts, xyz, broken),
-                 lambda: mmcv.ball_query(0.0, 0.5, 2, xyz, xyz[:0], broken, new_counts),
-                 lambda: stack.grouping_operation(torch.ones(xyz.shape[0], 2), broken,
-                                                  torch.zeros(0, 2, dtype=torch.int32), new_counts)):
+    for call in (
+        lambda: stack.ball_query(0.5, 2, xyz, broken, xyz[:0], new_counts),
+        lambda: stack.three_nn(xyz[:0], new_counts, xyz, broken),
+        lambda: mmcv.ball_query(0.0, 0.5, 2, xyz, xyz[:0], broken, new_counts),
+        lambda: stack.grouping_operation(
+            torch.ones(xyz.shape[0], 2), broken, torch.zeros(0, 2, dtype=torch.int32), new_counts
+        ),
+    ):
         with pytest.raises(ValueError, match=r"_batch_cnt must be per-cloud counts >= 0 adding up to the "):
             call()
 
@@ -155,9 +159,11 @@ def test_pyg_refuses_a_batch_vector_that_is_not_sorted_clouds(values, batch_size
         pyg.knn_graph(x, 2, batch, batch_size=batch_size)
         pyg.radius_graph(x, 0.5, batch, batch_size=batch_size)
     else:
-        for call in (lambda: pyg.knn_graph(x, 2, batch, batch_size=batch_size),
-                     lambda: pyg.radius_graph(x, 0.5, batch, batch_size=batch_size),
-                     lambda: pyg.fps(x, batch, 0.5, batch_size=batch_size)):
+        for call in (
+            lambda: pyg.knn_graph(x, 2, batch, batch_size=batch_size),
+            lambda: pyg.radius_graph(x, 0.5, batch, batch_size=batch_size),
+            lambda: pyg.fps(x, batch, 0.5, batch_size=batch_size),
+        ):
             with pytest.raises(ValueError, match=r"^batch must be sorted cloud indices"):
                 call()
 
@@ -177,7 +183,7 @@ def test_pyg_fps_samples_ceil_ratio_of_every_cloud(cloud, ratio):
     start = 0
     offsets = _offsets(counts).tolist()
     for b, n in enumerate(want):
-        mine = picks[start:start + n]
+        mine = picks[start : start + n]
         assert ((mine >= offsets[b]) & (mine < offsets[b + 1])).all() and len(set(mine.tolist())) == n
         start += n
 
@@ -206,8 +212,11 @@ def test_knn_points_is_the_reference_with_pytorch3d_padding(c1, c2, k):
     d2 = torch.where(none, torch.zeros_like(d2), d2)
     inside = (torch.arange(p1.shape[1])[None] < l1[:, None])[..., None]
     d2 = torch.where(inside & torch.isnan(p1).any(-1, keepdim=True), torch.full_like(d2, float("nan")), d2)
-    d2 = torch.where(inside & ~torch.isnan(p1).any(-1, keepdim=True) & torch.isinf(p1).any(-1, keepdim=True),
-                     torch.full_like(d2, float("inf")), d2)
+    d2 = torch.where(
+        inside & ~torch.isnan(p1).any(-1, keepdim=True) & torch.isinf(p1).any(-1, keepdim=True),
+        torch.full_like(d2, float("inf")),
+        d2,
+    )
     _same([out.idx, out.dists], [torch.where(none, torch.zeros_like(idx), idx), d2])
 
 

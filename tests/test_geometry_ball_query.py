@@ -1,6 +1,7 @@
 """ball_query's minimum radius, ball_query_packed and the index-ordered grid search, against the
 pure-PyTorch references of pointops.reference.geometry, on every device and search strategy;
 CPU == CUDA bit for bit."""
+
 import pytest
 import torch
 
@@ -17,8 +18,9 @@ def test_min_radius_matches_reference(device, strategy, pad, radius, min_radius,
     queries[:, :20] = points[:, 5:25]  # centres on points: the point itself (d2 = 0) is a hit
     lengths = torch.tensor([300, 120])
     expected = ref.ball_query(queries, points, radius, k, None, lengths, pad, min_radius)
-    actual = pointops.ball_query(queries.to(device), points.to(device), radius, k, None, lengths.to(device), pad,
-                                 min_radius)
+    actual = pointops.ball_query(
+        queries.to(device), points.to(device), radius, k, None, lengths.to(device), pad, min_radius
+    )
     assert_same(actual, expected)
     assert (actual.counts[:, :20] > 0).all()  # the centre is always found
 
@@ -41,8 +43,9 @@ def test_packed_matches_reference(device, strategy, pad, radius, k, min_radius):
     offsets = torch.tensor([0, 100, 100, 230, 260])
     query_offsets = torch.tensor([0, 30, 40, 40, 85])  # rows 85.. are in no cloud; cloud 1 has no points
     expected = ref.ball_query_packed(queries, query_offsets, points, offsets, radius, k, pad, min_radius)
-    actual = pointops.ball_query_packed(queries.to(device), query_offsets.to(device), points.to(device),
-                                        offsets.to(device), radius, k, pad, min_radius)
+    actual = pointops.ball_query_packed(
+        queries.to(device), query_offsets.to(device), points.to(device), offsets.to(device), radius, k, pad, min_radius
+    )
     assert_same(actual, expected)
     assert (actual.indices[85:] == -1).all() and (actual.counts[85:] == 0).all()
 
@@ -52,14 +55,14 @@ def test_packed_equals_padded(device, strategy):
     queries = points[::7].contiguous()
     cut, qcut = 1200, int(queries.shape[0] * 0.6)
     offsets, query_offsets = torch.tensor([0, cut, 2000]), torch.tensor([0, qcut, queries.shape[0]])
-    packed = pointops.ball_query_packed(queries.to(device), query_offsets.to(device), points.to(device),
-                                        offsets.to(device), 2.0, 24)
+    packed = pointops.ball_query_packed(
+        queries.to(device), query_offsets.to(device), points.to(device), offsets.to(device), 2.0, 24
+    )
     first = pointops.ball_query(queries[None, :qcut].to(device), points[None, :cut].to(device), 2.0, 24)
     second = pointops.ball_query(queries[None, qcut:].to(device), points[None, cut:].to(device), 2.0, 24)
     shifted = torch.where(second.indices >= 0, second.indices + cut, second.indices)
     assert torch.equal(packed.indices.cpu(), torch.cat([first.indices[0], shifted[0]]).cpu())
     assert torch.equal(packed.counts.cpu(), torch.cat([first.counts[0], second.counts[0]]).cpu())
-
 
 
 @pytest.mark.parametrize("radius, k", [(0.3, 8), (0.6, 40)])
@@ -69,16 +72,19 @@ def test_rows_of_several_clouds_side_by_side(device, strategy, radius, k):
     queries, points = rand(3, 7, 3, seed=48), rand(3, 120, 3, seed=49)
     lengths, query_lengths = torch.tensor([120, 50, 90]), torch.tensor([7, 3, 6])
     expected = ref.ball_query(queries, points, radius, k, query_lengths, lengths)
-    actual = pointops.ball_query(queries.to(device), points.to(device), radius, k, query_lengths.to(device),
-                                 lengths.to(device))
+    actual = pointops.ball_query(
+        queries.to(device), points.to(device), radius, k, query_lengths.to(device), lengths.to(device)
+    )
     assert_same(actual, expected)
     packed_queries, packed_points = rand(14, 3, seed=50), rand(200, 3, seed=51)
     query_offsets, offsets = torch.tensor([0, 5, 6, 13, 14]), torch.tensor([0, 60, 110, 170, 200])
     expected = ref.ball_query_packed(packed_queries, query_offsets, packed_points, offsets, radius, k)
-    actual = pointops.ball_query_packed(packed_queries.to(device), query_offsets.to(device), packed_points.to(device),
-                                        offsets.to(device), radius, k)
+    actual = pointops.ball_query_packed(
+        packed_queries.to(device), query_offsets.to(device), packed_points.to(device), offsets.to(device), radius, k
+    )
     assert_same(actual, expected)
     assert (actual.counts[:13] > 0).all()  # the rows have hits to place
+
 
 @pytest.mark.parametrize("order", ["random", "by_x"])
 @pytest.mark.parametrize("radius, k", [(0.2, 16), (0.4, 64), (0.8, 128), (0.1, 64)])
@@ -99,8 +105,10 @@ def test_coordinates_far_from_the_origin(device, strategy):
     points = 1e10 + rand(1, 2000, 3, seed=47, dtype=torch.float64) * 0.01
     queries = points[:, ::9].contiguous()
     for radius, k in ((0.001, 8), (0.004, 48)):
-        assert_same(pointops.ball_query(queries.to(device), points.to(device), radius, k),
-                    ref.ball_query(queries, points, radius, k))
+        assert_same(
+            pointops.ball_query(queries.to(device), points.to(device), radius, k),
+            ref.ball_query(queries, points, radius, k),
+        )
 
 
 def test_errors():
@@ -125,8 +133,9 @@ def test_cpu_equals_cuda(strategy, k):
         q, p = queries.to(dtype), points.to(dtype)
         for radius, min_radius in ((0.02, 0.0), (0.1, 0.0), (0.4, 0.0), (0.1, 0.05)):
             expected = pointops.ball_query_packed(q, query_offsets, p, offsets, radius, k, "first", min_radius)
-            actual = pointops.ball_query_packed(q.cuda(), query_offsets.cuda(), p.cuda(), offsets.cuda(), radius, k,
-                                                "first", min_radius)
+            actual = pointops.ball_query_packed(
+                q.cuda(), query_offsets.cuda(), p.cuda(), offsets.cuda(), radius, k, "first", min_radius
+            )
             assert_same(actual, expected)
             expected = pointops.ball_query(q[None, :1500], p[None, :6000], radius, k, min_radius=min_radius)
             actual = pointops.ball_query(q[None, :1500].cuda(), p[None, :6000].cuda(), radius, k, min_radius=min_radius)

@@ -1,6 +1,7 @@
 """cube_query_packed (the cube and closed-ball neighbourhoods of PV-RCNN++'s vector pool) against
 the pure-PyTorch reference of pointops.reference.geometry on every device, its edge cases and
 errors; CPU == CUDA bit for bit."""
+
 import pytest
 import torch
 
@@ -10,8 +11,9 @@ from tests.test_geometry_neighbors import assert_same, lidar_like, rand
 
 
 def run(device, queries, query_offsets, points, offsets, distance, k, ball=False):
-    return pointops.cube_query_packed(queries.to(device), query_offsets.to(device), points.to(device),
-                                      offsets.to(device), distance, k, ball)
+    return pointops.cube_query_packed(
+        queries.to(device), query_offsets.to(device), points.to(device), offsets.to(device), distance, k, ball
+    )
 
 
 @pytest.mark.parametrize("ball", [False, True])
@@ -30,8 +32,17 @@ def test_matches_reference(device, ball, distance, k):
 
 def test_cube_and_ball_semantics(device):
     # points on the axes and the diagonals of the unit cube around the origin
-    points = torch.tensor([[1.0, 0, 0], [0, -1.0, 0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.5], [0.6, 0.6, 0.6],
-                           [0.6, 0.6, 0.0], [0, 0, 1.0000001]])
+    points = torch.tensor(
+        [
+            [1.0, 0, 0],
+            [0, -1.0, 0],
+            [1.0, 1.0, 1.0],
+            [1.0, 1.0, 1.5],
+            [0.6, 0.6, 0.6],
+            [0.6, 0.6, 0.0],
+            [0, 0, 1.0000001],
+        ]
+    )
     centre = torch.zeros(1, 3)
     offsets, query_offsets = torch.tensor([0, 7]), torch.tensor([0, 1])
     cube = run(device, centre, query_offsets, points, offsets, 1.0, 8)
@@ -88,8 +99,10 @@ def test_dtypes(device):
         expected = ref.cube_query_packed(q, query_offsets, p, offsets, 0.2, 24)
         assert_same(run(device, q, query_offsets, p, offsets, 0.2, 24), expected)
     # mixed dtypes are promoted
-    assert_same(run(device, queries.half(), query_offsets, points, offsets, 0.2, 24),
-                ref.cube_query_packed(queries.half().float(), query_offsets, points, offsets, 0.2, 24))
+    assert_same(
+        run(device, queries.half(), query_offsets, points, offsets, 0.2, 24),
+        ref.cube_query_packed(queries.half().float(), query_offsets, points, offsets, 0.2, 24),
+    )
 
 
 def test_coordinates_far_from_the_origin(device):
@@ -100,8 +113,10 @@ def test_coordinates_far_from_the_origin(device):
     offsets, query_offsets = torch.tensor([0, 2000]), torch.tensor([0, queries.shape[0]])
     for distance, k in ((0.001, 8), (0.004, 48)):
         for ball in (False, True):
-            assert_same(run(device, queries, query_offsets, points, offsets, distance, k, ball),
-                        ref.cube_query_packed(queries, query_offsets, points, offsets, distance, k, ball))
+            assert_same(
+                run(device, queries, query_offsets, points, offsets, distance, k, ball),
+                ref.cube_query_packed(queries, query_offsets, points, offsets, distance, k, ball),
+            )
 
 
 def test_errors():
@@ -120,7 +135,7 @@ def test_errors():
     with pytest.raises(RuntimeError, match=r"points must have shape \(P, 3\)"):
         pointops.cube_query_packed(q, query_offsets, p[None], offsets, 0.5, 3)
     with pytest.raises(RuntimeError, match="k = 1000000000000 implies an output of shape"):
-        pointops.cube_query_packed(q, query_offsets, p, offsets, 0.5, 10 ** 12)
+        pointops.cube_query_packed(q, query_offsets, p, offsets, 0.5, 10**12)
     with pytest.raises(TypeError, match="points must be a torch.Tensor"):
         pointops.cube_query_packed(q, query_offsets, p.numpy(), offsets, 0.5, 3)
 
@@ -138,6 +153,7 @@ def test_cpu_equals_cuda(k):
         for distance in (0.02, 0.1, 0.4):
             for ball in (False, True):
                 expected = pointops.cube_query_packed(q, query_offsets, p, offsets, distance, k, ball)
-                actual = pointops.cube_query_packed(q.cuda(), query_offsets.cuda(), p.cuda(), offsets.cuda(),
-                                                    distance, k, ball)
+                actual = pointops.cube_query_packed(
+                    q.cuda(), query_offsets.cuda(), p.cuda(), offsets.cuda(), distance, k, ball
+                )
                 assert_same(actual, expected)

@@ -1,4 +1,5 @@
 """Voxel downsampling: exact reference equality, Open3D's cells, edges, autograd, errors, CPU == CUDA."""
+
 import importlib.util
 
 import pytest
@@ -48,8 +49,9 @@ def test_matches_reference_on_ragged_clouds(device, dtype, with_range):
     features = torch.randn(4, 300, 5, generator=torch.Generator().manual_seed(1), dtype=dtype)
     lengths = torch.tensor([300, 120, 0, 299])
     point_range = [-0.8, -1.0, -0.9, 0.9, 1.2, 1.0] if with_range else None
-    centroids, mean_features, new_lengths, point_voxel = check(points, [0.25, 0.2, 0.3], lengths, features,
-                                                               point_range, device)
+    centroids, mean_features, new_lengths, point_voxel = check(
+        points, [0.25, 0.2, 0.3], lengths, features, point_range, device
+    )
     assert new_lengths[2] == 0 and (point_voxel[1, 120:] == -1).all() and (point_voxel[2] == -1).all()
     assert (new_lengths > 10).sum() == 3
     for b in range(4):
@@ -193,9 +195,11 @@ def outlier_clouds(dtype):
     g = torch.Generator().manual_seed(31)
     points = torch.rand(3, 300, 3, generator=g, dtype=torch.float64) * 2
     points[:, ::7] = points[:, 1::7]  # voxels of several points
-    far = torch.tensor([[1e3, 0.5, 0.5], [0.5, -2e5, 0.5], [0.3, 0.2, 3e7], [-1e9, 1e9, 0.5], [2e5, 2e5, 2e5],
-                        [-4e3, -5e3, -6e3]], dtype=torch.float64)
-    points[0, 100:100 + len(far)] = far
+    far = torch.tensor(
+        [[1e3, 0.5, 0.5], [0.5, -2e5, 0.5], [0.3, 0.2, 3e7], [-1e9, 1e9, 0.5], [2e5, 2e5, 2e5], [-4e3, -5e3, -6e3]],
+        dtype=torch.float64,
+    )
+    points[0, 100 : 100 + len(far)] = far
     points[0, 200] = far[4]  # a voxel of two outliers
     points[1] *= 5e6
     return points.to(dtype), torch.randn(3, 300, 2, generator=g).to(dtype), torch.tensor([300, 290, 250])
@@ -216,12 +220,15 @@ def test_far_outliers_at_every_scale_match_reference(device, dtype):
 def test_cuda_far_outliers_match_cpu_bitwise(dtype):
     points, features, lengths = outlier_clouds(dtype)
     for size in ([0.01] * 3, [0.01, 0.02, 0.5]):
-        assert_same(downsample(points, size, lengths, features, device="cuda"),
-                    downsample(points, size, lengths, features))
+        assert_same(
+            downsample(points, size, lengths, features, device="cuda"), downsample(points, size, lengths, features)
+        )
         # the same clouds one at a time (a batch of one has no second hash level)
         for b in range(3):
-            assert_same(downsample(points[b:b + 1], size, lengths[b:b + 1], None, device="cuda"),
-                        downsample(points[b:b + 1], size, lengths[b:b + 1]))
+            assert_same(
+                downsample(points[b : b + 1], size, lengths[b : b + 1], None, device="cuda"),
+                downsample(points[b : b + 1], size, lengths[b : b + 1]),
+            )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
@@ -274,8 +281,7 @@ def test_lengths_are_clamped_and_non_contiguous_input(device):
 
 def test_wrapper(device):
     points = clustered(2, 80, seed=9).to(device)
-    out = pointops.voxel_downsample(points, [0.3, 0.3, 0.3], torch.tensor([80, 40], device=device),
-                                    features=points * 2)
+    out = pointops.voxel_downsample(points, [0.3, 0.3, 0.3], torch.tensor([80, 40], device=device), features=points * 2)
     assert isinstance(out, pointops.VoxelDownsample)
     torch.testing.assert_close(out.features, out.points * 2)
 
@@ -310,8 +316,9 @@ def test_matches_open3d_cells():
     cloud.normals = o3d.utility.Vector3dVector(normals.numpy())
     theirs = cloud.voxel_down_sample(size)
     lower = (points.min(0).values - size / 2).tolist()
-    out = pointops.voxel_downsample(points[None], [size] * 3, features=normals[None],
-                                    point_range=lower + [INF, INF, INF])
+    out = pointops.voxel_downsample(
+        points[None], [size] * 3, features=normals[None], point_range=lower + [INF, INF, INF]
+    )
     v = int(out.lengths[0])
     assert v == len(theirs.points)
     ours = torch.cat([out.points[0, :v], out.features[0, :v]], 1).numpy()
@@ -345,14 +352,17 @@ def test_bad_arguments_raise_clear_errors(kwargs, message):
     args = {"points": torch.rand(2, 5, 3), "size": [0.1] * 3, "lengths": None, "features": None, "point_range": None}
     args.update(kwargs)
     with pytest.raises(RuntimeError, match=message):
-        torch.ops.pointops.voxel_downsample(args["points"], args["lengths"], args["features"], args["size"],
-                                            args["point_range"])
+        torch.ops.pointops.voxel_downsample(
+            args["points"], args["lengths"], args["features"], args["size"], args["point_range"]
+        )
 
 
 @pytest.mark.cuda
 def test_features_on_another_device_is_an_error():
     with pytest.raises(RuntimeError, match="features must be on the same device as points"):
-        torch.ops.pointops.voxel_downsample(torch.rand(1, 4, 3, device="cuda"), None, torch.rand(1, 4, 2), [0.1] * 3, None)
+        torch.ops.pointops.voxel_downsample(
+            torch.rand(1, 4, 3, device="cuda"), None, torch.rand(1, 4, 2), [0.1] * 3, None
+        )
 
 
 @pytest.mark.cuda
@@ -368,8 +378,10 @@ def test_cuda_matches_cpu_bitwise(dtype, batch, n, size):
     cpu = downsample(points, [size, size * 1.5, size], lengths, features)
     cuda = downsample(points, [size, size * 1.5, size], lengths, features, device="cuda")
     assert_same(cuda, cpu)
-    assert_same(downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0], "cuda"),
-                downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0]))
+    assert_same(
+        downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0], "cuda"),
+        downsample(points, [size] * 3, None, None, [-2.0, -3.0, -1.0, 2.0, 4.0, 3.0]),
+    )
 
 
 @pytest.mark.cuda

@@ -1,5 +1,6 @@
 """Rigid transforms and ICP: exact transform reference, float64 NumPy ICP, recovery of known poses
 from several hypotheses, edges, errors, CPU == CUDA (both of the CUDA kernel's launch plans)."""
+
 import math
 
 import numpy as np
@@ -17,7 +18,9 @@ INF = float("inf")
 
 def rotation(axis, angle):
     axis = torch.nn.functional.normalize(torch.tensor(axis, dtype=torch.float64), dim=0)
-    k = torch.tensor([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]], dtype=torch.float64)
+    k = torch.tensor(
+        [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]], dtype=torch.float64
+    )
     return torch.eye(3, dtype=torch.float64) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
 
 
@@ -42,12 +45,22 @@ def sphere_normals(points, k=10):
     return torch.ops.pointops.estimate_normals(points, None, neighbors, centre, 2)[0]
 
 
-def icp_op(sources, targets, normals, poses, max_dist, plane, iterations=1, tolerance=0.0, lengths=None,
-           device="cpu"):
+def icp_op(sources, targets, normals, poses, max_dist, plane, iterations=1, tolerance=0.0, lengths=None, device="cpu"):
     """The icp op with its default options, on `device`; the outputs back on the CPU."""
     to = lambda t: None if t is None else t.to(device)  # noqa: E731  (a one-line mover)
-    out = torch.ops.pointops.icp(to(sources), None, to(lengths), to(targets), to(normals), None, to(poses), iterations,
-                                 max_dist, tolerance, plane)
+    out = torch.ops.pointops.icp(
+        to(sources),
+        None,
+        to(lengths),
+        to(targets),
+        to(normals),
+        None,
+        to(poses),
+        iterations,
+        max_dist,
+        tolerance,
+        plane,
+    )
     return tuple(o.cpu() for o in out)
 
 
@@ -62,8 +75,9 @@ def test_transform_points_is_exact(device):
         assert out.dtype == expected.dtype and torch.equal(out, expected)
     assert (out[1, :, 13:] == 0).all()
     assert torch.ops.pointops.transform_points(points.to(device), None, poses[:, :0].to(device)).shape == (2, 0, 50, 3)
-    assert torch.isnan(torch.ops.pointops.transform_points(torch.full((1, 1, 3), NAN, device=device), None,
-                                                           poses[:1, :1].to(device))).all()
+    assert torch.isnan(
+        torch.ops.pointops.transform_points(torch.full((1, 1, 3), NAN, device=device), None, poses[:1, :1].to(device))
+    ).all()
 
 
 def test_transform_points_gradients():
@@ -79,11 +93,22 @@ def test_one_step_matches_numpy_reference(device, plane):
     normals = sphere_normals(targets)
     truth = pose([1, 1, 0], 0.1, [0.05, -0.02, 0.03])
     sources = reference.transform_points(targets, torch.linalg.inv(truth).expand(2, 1, 4, 4))[:, 0]
-    poses = torch.stack([torch.stack([torch.eye(4, dtype=torch.float64), pose([0, 0, 1], 0.05, [0, 0, 0.02]),
-                                      pose([0, 1, 0], 3.0, [0.5, 0, 0])])] * 2)
+    poses = torch.stack(
+        [
+            torch.stack(
+                [
+                    torch.eye(4, dtype=torch.float64),
+                    pose([0, 0, 1], 0.05, [0, 0, 0.02]),
+                    pose([0, 1, 0], 3.0, [0.5, 0, 0]),
+                ]
+            )
+        ]
+        * 2
+    )
     next_poses, rmse, fraction, converged = icp_op(sources, targets, normals, poses, 0.3, plane, device=device)
-    expected, expected_rmse, expected_fraction, _ = reference.icp(sources, targets, poses, 0.3, 1,
-                                                                  normals if plane else None)
+    expected, expected_rmse, expected_fraction, _ = reference.icp(
+        sources, targets, poses, 0.3, 1, normals if plane else None
+    )
     np.testing.assert_allclose(next_poses.numpy(), expected, rtol=0, atol=1e-10)
     np.testing.assert_allclose(rmse.numpy(), expected_rmse, rtol=1e-9, atol=0)
     np.testing.assert_allclose(fraction.numpy(), expected_fraction, rtol=1e-15, atol=0)
@@ -97,8 +122,9 @@ def test_icp_recovers_known_poses_from_several_hypotheses(plane):
     normals = sphere_normals(targets)
     truth = pose([0.3, -1, 0.5], 0.35, [0.2, -0.1, 0.15])
     sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
-    init = torch.stack([torch.eye(4, dtype=torch.float64), pose([1, 0, 0], 0.2, [0.1, 0, 0]),
-                        pose([0, 0, 1], math.pi, [1.5, 1.0, 0])]).unsqueeze(0)  # the last is far off
+    init = torch.stack(
+        [torch.eye(4, dtype=torch.float64), pose([1, 0, 0], 0.2, [0.1, 0, 0]), pose([0, 0, 1], math.pi, [1.5, 1.0, 0])]
+    ).unsqueeze(0)  # the last is far off
     poses, rmse, fraction, converged = icp_op(sources, targets, normals, init, 1.0, plane, 30)
     for h in (0, 1):
         assert torch.allclose(poses[0, h], truth, atol=1e-6), (h, poses[0, h] - truth)
@@ -176,7 +202,9 @@ def test_nan_sources_and_lengths(device):
 
 def test_planar_target_leaves_in_plane_motion_free(device):
     g = torch.Generator().manual_seed(7)
-    targets = torch.cat([torch.rand(1, 200, 2, generator=g, dtype=torch.float64), torch.zeros(1, 200, 1, dtype=torch.float64)], -1)
+    targets = torch.cat(
+        [torch.rand(1, 200, 2, generator=g, dtype=torch.float64), torch.zeros(1, 200, 1, dtype=torch.float64)], -1
+    )
     normals = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).expand(1, 200, 3).contiguous()
     sources = targets + torch.tensor([0.0, 0.0, 0.05], dtype=torch.float64)
     init = torch.eye(4, dtype=torch.float64).view(1, 1, 4, 4)
@@ -190,8 +218,15 @@ def test_float32_poses_and_sources(device):
     normals = sphere_normals(targets.double()).float()
     truth = pose([1, 0, 1], 0.1, [0.02, 0.0, 0.0])
     sources = reference.transform_points(targets, torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
-    poses, rmse, fraction, _ = icp_op(sources, targets, normals, truth.float().view(1, 1, 4, 4) @ pose([0, 1, 0], 0.01, [0, 0, 0]).float(),
-                                      1.0, True, device=device)
+    poses, rmse, fraction, _ = icp_op(
+        sources,
+        targets,
+        normals,
+        truth.float().view(1, 1, 4, 4) @ pose([0, 1, 0], 0.01, [0, 0, 0]).float(),
+        1.0,
+        True,
+        device=device,
+    )
     assert poses.dtype == torch.float32 and rmse.dtype == torch.float32
 
 
@@ -203,7 +238,10 @@ def test_float32_poses_and_sources(device):
         ({"poses": torch.eye(4).view(1, 1, 4, 4).int()}, "poses must be float32 or float64"),
         ({"poses": torch.eye(3).view(1, 1, 3, 3)}, r"poses must have shape \(B, H, 4, 4\) with B = 1"),
         ({"plane": True, "normals": None}, "target_normals are required for point-to-plane ICP"),
-        ({"plane": True, "normals": torch.rand(1, 6, 3, dtype=torch.float64)}, "target_normals \\(the dtype of targets\\) must be Float"),
+        (
+            {"plane": True, "normals": torch.rand(1, 6, 3, dtype=torch.float64)},
+            "target_normals \\(the dtype of targets\\) must be Float",
+        ),
         ({"plane": True, "normals": torch.rand(1, 5, 3)}, r"target_normals must have shape \[1, 6, 3\]"),
         ({"distance": -1.0}, "max_correspondence_distance must be >= 0, got -1"),
         ({"distance": NAN}, "max_correspondence_distance must be >= 0, got nan"),
@@ -212,12 +250,31 @@ def test_float32_poses_and_sources(device):
     ],
 )
 def test_bad_cloud_arguments_raise_clear_errors(change, message):
-    args = {"sources": torch.rand(1, 5, 3), "lengths": None, "targets": torch.rand(1, 6, 3), "normals": None,
-            "poses": torch.eye(4).view(1, 1, 4, 4), "distance": 1.0, "tolerance": 0.0, "plane": False}
+    args = {
+        "sources": torch.rand(1, 5, 3),
+        "lengths": None,
+        "targets": torch.rand(1, 6, 3),
+        "normals": None,
+        "poses": torch.eye(4).view(1, 1, 4, 4),
+        "distance": 1.0,
+        "tolerance": 0.0,
+        "plane": False,
+    }
     args.update(change)
     with pytest.raises(RuntimeError, match=message):
-        torch.ops.pointops.icp(args["sources"], None, args["lengths"], args["targets"], args["normals"], None,
-                               args["poses"], 1, args["distance"], args["tolerance"], args["plane"])
+        torch.ops.pointops.icp(
+            args["sources"],
+            None,
+            args["lengths"],
+            args["targets"],
+            args["normals"],
+            None,
+            args["poses"],
+            1,
+            args["distance"],
+            args["tolerance"],
+            args["plane"],
+        )
 
 
 def test_bad_transform_arguments_raise_clear_errors():
@@ -244,8 +301,15 @@ def test_wrapper_matches_the_numpy_reference(device, method):
     sources = reference.transform_points(targets, torch.linalg.inv(truth).expand(2, 1, 4, 4))[:, 0]
     init = torch.stack([torch.eye(4), pose([0, 0, 1], 0.1, [0, 0, 0]).float()]).unsqueeze(0).repeat(2, 1, 1, 1)
     plane = method == "point_to_plane"
-    out = pointops.icp(sources.to(device), targets.to(device), 0.5, init_poses=init.to(device),
-                       target_normals=normals.to(device) if plane else None, method=method, iterations=20)
+    out = pointops.icp(
+        sources.to(device),
+        targets.to(device),
+        0.5,
+        init_poses=init.to(device),
+        target_normals=normals.to(device) if plane else None,
+        method=method,
+        iterations=20,
+    )
     assert isinstance(out, pointops.ICPResult) and out.poses.dtype == torch.float32
     op = icp_op(sources, targets, normals if plane else None, init, 0.5, plane, 20, device=device)
     assert all(torch.equal(a.cpu(), b) for a, b in zip(out, op))
@@ -268,12 +332,20 @@ def test_real_scan_registration():
     target_points = targets.points[:, :n].contiguous()
     normals = pointops.estimate_normals(target_points, 12, orientation="outward").normals
     truth = pose([1, 1, 1], 0.15, [0.02 * extent, -0.03 * extent, 0.01 * extent]).float()
-    sources = pointops.transform_points(pointops.voxel_downsample(vertices, [extent / 45] * 3).points,
-                                        torch.linalg.inv(truth).view(1, 1, 4, 4))[:, 0]
+    sources = pointops.transform_points(
+        pointops.voxel_downsample(vertices, [extent / 45] * 3).points, torch.linalg.inv(truth).view(1, 1, 4, 4)
+    )[:, 0]
     lengths = pointops.voxel_downsample(vertices, [extent / 45] * 3).lengths
-    out = pointops.icp(sources, target_points, 0.1 * extent, query_lengths=lengths,
-                       init_poses=torch.eye(4).view(1, 1, 4, 4), target_normals=normals, iterations=40)
-    error = (out.poses[0, 0] @ torch.linalg.inv(truth))
+    out = pointops.icp(
+        sources,
+        target_points,
+        0.1 * extent,
+        query_lengths=lengths,
+        init_poses=torch.eye(4).view(1, 1, 4, 4),
+        target_normals=normals,
+        iterations=40,
+    )
+    error = out.poses[0, 0] @ torch.linalg.inv(truth)
     assert (error[:3, :3] - torch.eye(3)).abs().max() < 0.02
     assert error[:3, 3].abs().max() < 0.02 * extent and out.inlier_fraction[0, 0] > 0.95
 
@@ -286,16 +358,34 @@ def test_cuda_icp_of_many_hypotheses_matches_cpu_bitwise(plane, dtype):
     targets = wavy(1500, seed=10).unsqueeze(0).repeat(3, 1, 1)
     normals = sphere_normals(targets[:1], k=8).repeat(3, 1, 1).to(dtype)
     g = torch.Generator().manual_seed(11)
-    poses = torch.stack([pose(torch.randn(3, generator=g).tolist(), 0.05 * h, (0.05 * torch.randn(3, generator=g)).tolist())
-                         for h in range(70)]).unsqueeze(0).repeat(3, 1, 1, 1)
+    poses = (
+        torch.stack(
+            [
+                pose(torch.randn(3, generator=g).tolist(), 0.05 * h, (0.05 * torch.randn(3, generator=g)).tolist())
+                for h in range(70)
+            ]
+        )
+        .unsqueeze(0)
+        .repeat(3, 1, 1, 1)
+    )
     sources = (targets + 0.01 * torch.randn(targets.shape, generator=g, dtype=torch.float64)).to(dtype)
     sources[1, ::37] = NAN
     lengths = torch.tensor([1500, 1000, 3])
     targets = targets.to(dtype)
     for pose_dtype in (torch.float32, torch.float64):
         cpu = icp_op(sources, targets, normals if plane else None, poses.to(pose_dtype), 0.8, plane, 4, 1e-4, lengths)
-        cuda = icp_op(sources, targets, normals if plane else None, poses.to(pose_dtype), 0.8, plane, 4, 1e-4, lengths,
-                      device="cuda")
+        cuda = icp_op(
+            sources,
+            targets,
+            normals if plane else None,
+            poses.to(pose_dtype),
+            0.8,
+            plane,
+            4,
+            1e-4,
+            lengths,
+            device="cuda",
+        )
         for a, b in zip(cpu, cuda):
             assert torch.equal(a, b)
     moved_cpu = torch.ops.pointops.transform_points(sources, lengths, poses)
@@ -314,8 +404,9 @@ def test_cuda_icp_matches_cpu_bitwise():
     init = torch.stack([pose([1, 0, 0], 0.1 * h, [0.05 * h, 0, 0]) for h in range(5)]).unsqueeze(0).repeat(2, 1, 1, 1)
     for method in ("point_to_point", "point_to_plane"):
         cpu = pointops.icp(sources, targets, 0.3, init_poses=init, target_normals=normals, method=method)
-        cuda = pointops.icp(sources.cuda(), targets.cuda(), 0.3, init_poses=init.cuda(), target_normals=normals.cuda(),
-                            method=method)
+        cuda = pointops.icp(
+            sources.cuda(), targets.cuda(), 0.3, init_poses=init.cuda(), target_normals=normals.cuda(), method=method
+        )
         for a, b in zip(cpu, cuda):
             assert torch.equal(a, b.cpu())
 
@@ -341,8 +432,9 @@ def test_half_inputs_compute_as_their_float32_values(device):
     sources, targets, normals, poses, _ = _icp_problem(device)
     for dtype in (torch.float16, torch.bfloat16):
         low = [x.to(dtype) for x in (sources, targets, normals)]
-        a = torch.ops.pointops.icp(low[0].float(), None, None, low[1].float(), low[2].float(), None, poses, 3, 0.5,
-                                   0.0, True)
+        a = torch.ops.pointops.icp(
+            low[0].float(), None, None, low[1].float(), low[2].float(), None, poses, 3, 0.5, 0.0, True
+        )
         b = torch.ops.pointops.icp(low[0], None, None, low[1], low[2], None, poses, 3, 0.5, 0.0, True)
         assert all(torch.equal(x, y) for x, y in zip(a, b)) and b[1].dtype == torch.float32
         moved = torch.ops.pointops.transform_points(low[0], None, poses)
@@ -350,6 +442,7 @@ def test_half_inputs_compute_as_their_float32_values(device):
 
 
 # ---- the icp op's options: what registering a model to a partial view needs ---------------------
+
 
 def partial_view(dtype=torch.float64, seed=20):
     """A bumpy closed model (outward normals) placed 3 units in front of a sensor at the origin,
@@ -361,12 +454,19 @@ def partial_view(dtype=torch.float64, seed=20):
     placed_n = normals @ truth[:3, :3].T
     seen = (placed * placed_n).sum(1) < 0
     g = torch.Generator().manual_seed(seed)
-    wall = torch.cat([torch.rand(300, 2, generator=g, dtype=torch.float64) * 4 - 2,
-                      torch.full((300, 1), 4.6, dtype=torch.float64)], 1)
+    wall = torch.cat(
+        [torch.rand(300, 2, generator=g, dtype=torch.float64) * 4 - 2, torch.full((300, 1), 4.6, dtype=torch.float64)],
+        1,
+    )
     targets = torch.cat([placed[seen], wall])
     target_normals = torch.cat([placed_n[seen], torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64).expand(300, 3)])
-    return (model[None].to(dtype), normals[None].to(dtype), targets[None].to(dtype), target_normals[None].to(dtype),
-            truth)
+    return (
+        model[None].to(dtype),
+        normals[None].to(dtype),
+        targets[None].to(dtype),
+        target_normals[None].to(dtype),
+        truth,
+    )
 
 
 def nudged(truth, hypotheses=3):
@@ -374,8 +474,9 @@ def nudged(truth, hypotheses=3):
     return torch.stack(out)[None]
 
 
-PPF_OPTIONS = dict(max_normal_angle=math.pi / 3, viewpoint=[0.0, 0.0, 0.0], max_step_angle=0.5,
-                   max_step_translation=0.6)
+PPF_OPTIONS = dict(
+    max_normal_angle=math.pi / 3, viewpoint=[0.0, 0.0, 0.0], max_step_angle=0.5, max_step_translation=0.6
+)
 
 
 @pytest.mark.parametrize("centered", [False, True])
@@ -385,12 +486,30 @@ def test_icp_options_match_the_numpy_reference(device, centered, method):
     init = nudged(truth)
     init[0, 2, :3, 3] += torch.tensor([0.0, 0.0, -1.5], dtype=torch.float64)  # in front of the view: too far
     to = lambda t: t.to(device)  # noqa: E731  (a one-line mover)
-    out = pointops.icp(to(sources), to(targets), 0.2, init_poses=to(init), target_normals=to(target_normals),
-                       method=method, iterations=15, source_normals=to(source_normals), centered=centered,
-                       **PPF_OPTIONS)
-    expected, rmse, fraction, stopped = reference.icp(sources, targets, init, 0.2, 15, target_normals, source_normals,
-                                                      centered=centered, point_to_plane=method == "point_to_plane",
-                                                      **PPF_OPTIONS)
+    out = pointops.icp(
+        to(sources),
+        to(targets),
+        0.2,
+        init_poses=to(init),
+        target_normals=to(target_normals),
+        method=method,
+        iterations=15,
+        source_normals=to(source_normals),
+        centered=centered,
+        **PPF_OPTIONS,
+    )
+    expected, rmse, fraction, stopped = reference.icp(
+        sources,
+        targets,
+        init,
+        0.2,
+        15,
+        target_normals,
+        source_normals,
+        centered=centered,
+        point_to_plane=method == "point_to_plane",
+        **PPF_OPTIONS,
+    )
     np.testing.assert_allclose(out.poses.cpu().numpy(), expected, rtol=0, atol=1e-9)
     np.testing.assert_allclose(out.rmse.cpu().numpy(), rmse, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(out.inlier_fraction.cpu().numpy(), fraction, rtol=1e-12, atol=0)
@@ -419,8 +538,15 @@ def test_icp_facing_and_normal_tests_leave_out_the_far_side(device):
     args = [t.to(device) for t in (sources, targets)]
 
     def fraction(**options):
-        out = pointops.icp(*args, 0.05, init_poses=eye.to(device), target_normals=target_normals.to(device),
-                           iterations=0, source_normals=source_normals.to(device), **options)
+        out = pointops.icp(
+            *args,
+            0.05,
+            init_poses=eye.to(device),
+            target_normals=target_normals.to(device),
+            iterations=0,
+            source_normals=source_normals.to(device),
+            **options,
+        )
         return float(out.inlier_fraction[0, 0])
 
     assert fraction() == 1.0  # the back sheet pairs with the front one, 0.02 away
@@ -431,24 +557,38 @@ def test_icp_facing_and_normal_tests_leave_out_the_far_side(device):
     assert fraction(max_normal_angle=math.pi) == 1.0  # every nonzero pair of normals agrees
     zero = source_normals.clone()
     zero[0, :200] = 0.0  # a zero normal never agrees and never faces anything
-    out = pointops.icp(*args, 0.05, init_poses=eye.to(device), target_normals=target_normals.to(device),
-                       iterations=0, source_normals=zero.to(device), max_normal_angle=math.pi)
+    out = pointops.icp(
+        *args,
+        0.05,
+        init_poses=eye.to(device),
+        target_normals=target_normals.to(device),
+        iterations=0,
+        source_normals=zero.to(device),
+        max_normal_angle=math.pi,
+    )
     assert float(out.inlier_fraction[0, 0]) == 0.5
 
 
 def test_icp_step_bounds_stop_a_hypothesis_where_it_is(device):
     sources, source_normals, targets, target_normals, truth = partial_view()
     init = nudged(truth, 1).to(device)
-    common = dict(init_poses=init, target_normals=target_normals.to(device), iterations=10,
-                  source_normals=source_normals.to(device), viewpoint=[0.0, 0.0, 0.0], centered=True)
+    common = dict(
+        init_poses=init,
+        target_normals=target_normals.to(device),
+        iterations=10,
+        source_normals=source_normals.to(device),
+        viewpoint=[0.0, 0.0, 0.0],
+        centered=True,
+    )
     free = pointops.icp(sources.to(device), targets.to(device), 0.2, **common)
     assert not torch.equal(free.poses, init) and not bool(free.converged[0, 0])
     for bound in (dict(max_step_angle=1e-4), dict(max_step_translation=1e-4)):
         out = pointops.icp(sources.to(device), targets.to(device), 0.2, **common, **bound)
         assert torch.equal(out.poses, init) and bool(out.converged[0, 0]), bound
     # a generous bound changes nothing
-    out = pointops.icp(sources.to(device), targets.to(device), 0.2, **common, max_step_angle=3.0,
-                       max_step_translation=10.0)
+    out = pointops.icp(
+        sources.to(device), targets.to(device), 0.2, **common, max_step_angle=3.0, max_step_translation=10.0
+    )
     assert torch.equal(out.poses, free.poses)
 
 
@@ -457,8 +597,14 @@ def test_icp_leaves_non_finite_poses_as_given(device):
     init = nudged(truth, 3).float().to(device)
     init[0, 1, 0, 2] = NAN
     init[0, 2, 3] = torch.tensor([INF, 1.0, 2.0, 3.0])  # the last row is not read: this one moves
-    out = pointops.icp(sources.to(device), targets.to(device), 0.2, init_poses=init,
-                       target_normals=target_normals.to(device), iterations=3)
+    out = pointops.icp(
+        sources.to(device),
+        targets.to(device),
+        0.2,
+        init_poses=init,
+        target_normals=target_normals.to(device),
+        iterations=3,
+    )
     torch.testing.assert_close(out.poses[0, 1], init[0, 1], rtol=0, atol=0, equal_nan=True)
     assert out.rmse[0, 1] == 0 and out.inlier_fraction[0, 1] == 0 and not bool(out.converged[0, 1])
     assert torch.isfinite(out.poses[0, 2]).all() and out.poses[0, 2, 3].tolist() == [0.0, 0.0, 0.0, 1.0]
@@ -471,8 +617,9 @@ def test_icp_centered_steps_turn_about_the_inliers():
     init = (truth @ pose([0, 0, 1], 0.25, [0, 0, 0]))[None, None]
 
     def error(centered):
-        out = pointops.icp(sources, targets, 0.3, init_poses=init, target_normals=target_normals, iterations=3,
-                           centered=centered)
+        out = pointops.icp(
+            sources, targets, 0.3, init_poses=init, target_normals=target_normals, iterations=3, centered=centered
+        )
         return float((out.poses[0, 0, :3, 3] - truth[:3, 3]).norm())
 
     assert error(True) < error(False)
@@ -483,8 +630,10 @@ def test_icp_centered_steps_turn_about_the_inliers():
     [
         ({"source_normals": None, "max_normal_angle": 1.0}, "source_normals are required for max_normal_angle"),
         ({"source_normals": None, "viewpoint": [0.0, 0.0, 0.0]}, "source_normals are required for viewpoint"),
-        ({"target_normals": None, "plane": False, "max_normal_angle": 1.0},
-         "target_normals are required for max_normal_angle"),
+        (
+            {"target_normals": None, "plane": False, "max_normal_angle": 1.0},
+            "target_normals are required for max_normal_angle",
+        ),
         ({"source_normals": torch.rand(1, 4, 3)}, r"source_normals must have shape \[1, 5, 3\]"),
         ({"viewpoint": [0.0, 1.0]}, r"viewpoint must have 3 values \[x, y, z\], got 2"),
         ({"viewpoint": [0.0, NAN, 1.0]}, "viewpoint must be finite"),
@@ -496,15 +645,39 @@ def test_icp_centered_steps_turn_about_the_inliers():
     ],
 )
 def test_bad_icp_arguments_raise_clear_errors(change, message):
-    args = {"sources": torch.rand(1, 5, 3), "source_normals": torch.rand(1, 5, 3), "targets": torch.rand(1, 6, 3),
-            "target_normals": torch.rand(1, 6, 3), "lengths": None, "iterations": 2, "plane": True,
-            "max_normal_angle": None, "viewpoint": None, "max_step_angle": None, "max_step_translation": None}
+    args = {
+        "sources": torch.rand(1, 5, 3),
+        "source_normals": torch.rand(1, 5, 3),
+        "targets": torch.rand(1, 6, 3),
+        "target_normals": torch.rand(1, 6, 3),
+        "lengths": None,
+        "iterations": 2,
+        "plane": True,
+        "max_normal_angle": None,
+        "viewpoint": None,
+        "max_step_angle": None,
+        "max_step_translation": None,
+    }
     args.update(change)
     with pytest.raises(RuntimeError, match=message):
-        torch.ops.pointops.icp(args["sources"], args["source_normals"], None, args["targets"], args["target_normals"],
-                               args["lengths"], torch.eye(4).view(1, 1, 4, 4), args["iterations"], 1.0, 0.0,
-                               args["plane"], args["max_normal_angle"], args["viewpoint"], False,
-                               args["max_step_angle"], args["max_step_translation"])
+        torch.ops.pointops.icp(
+            args["sources"],
+            args["source_normals"],
+            None,
+            args["targets"],
+            args["target_normals"],
+            args["lengths"],
+            torch.eye(4).view(1, 1, 4, 4),
+            args["iterations"],
+            1.0,
+            0.0,
+            args["plane"],
+            args["max_normal_angle"],
+            args["viewpoint"],
+            False,
+            args["max_step_angle"],
+            args["max_step_translation"],
+        )
 
 
 @pytest.mark.cuda
@@ -513,20 +686,46 @@ def test_cuda_icp_options_match_cpu_bitwise(dtype):
     sources, source_normals, targets, target_normals, truth = partial_view(dtype)
     batch = 3
     g = torch.Generator().manual_seed(22)
-    init = torch.stack([torch.stack([truth @ pose(torch.randn(3, generator=g).tolist(), 0.1 * h,
-                                                  (0.05 * torch.randn(3, generator=g)).tolist()) for h in range(9)])
-                        for _ in range(batch)])
+    init = torch.stack(
+        [
+            torch.stack(
+                [
+                    truth
+                    @ pose(torch.randn(3, generator=g).tolist(), 0.1 * h, (0.05 * torch.randn(3, generator=g)).tolist())
+                    for h in range(9)
+                ]
+            )
+            for _ in range(batch)
+        ]
+    )
     init[1, 4, 1, 1] = NAN
-    args = dict(query_lengths=torch.tensor([600, 300, 0]), lengths=torch.tensor([targets.shape[1], 200, 50]),
-                init_poses=init.to(dtype), target_normals=target_normals.expand(batch, -1, -1).contiguous(),
-                iterations=12, source_normals=source_normals.expand(batch, -1, -1).contiguous(), **PPF_OPTIONS)
+    args = dict(
+        query_lengths=torch.tensor([600, 300, 0]),
+        lengths=torch.tensor([targets.shape[1], 200, 50]),
+        init_poses=init.to(dtype),
+        target_normals=target_normals.expand(batch, -1, -1).contiguous(),
+        iterations=12,
+        source_normals=source_normals.expand(batch, -1, -1).contiguous(),
+        **PPF_OPTIONS,
+    )
     for centered in (False, True):
         for method in ("point_to_plane", "point_to_point"):
-            cpu = pointops.icp(sources.expand(batch, -1, -1), targets.expand(batch, -1, -1), 0.2, method=method,
-                               centered=centered, **args)
-            cuda = pointops.icp(sources.expand(batch, -1, -1).cuda(), targets.expand(batch, -1, -1).cuda(), 0.2,
-                                method=method, centered=centered,
-                                **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+            cpu = pointops.icp(
+                sources.expand(batch, -1, -1),
+                targets.expand(batch, -1, -1),
+                0.2,
+                method=method,
+                centered=centered,
+                **args,
+            )
+            cuda = pointops.icp(
+                sources.expand(batch, -1, -1).cuda(),
+                targets.expand(batch, -1, -1).cuda(),
+                0.2,
+                method=method,
+                centered=centered,
+                **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()},
+            )
             for a, b in zip(cpu, cuda):
                 torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0, equal_nan=True)
 
@@ -550,12 +749,25 @@ def test_cuda_icp_of_few_wide_hypotheses_matches_cpu_bitwise(centered, method):
     init = nudged(truth, 3).repeat(2, 1, 1, 1)
     init[1, 1, 2, 2] = INF
     init[0, 2, :3, 3] += torch.tensor([0.0, 0.0, -1.5], dtype=torch.float64)  # too far: stops at once
-    args = dict(query_lengths=torch.tensor([6000, 4100]), lengths=torch.tensor([targets.shape[1], 900]),
-                init_poses=init, target_normals=target_normals, iterations=10, source_normals=source_normals,
-                tolerance=1e-6, method=method, centered=centered, **PPF_OPTIONS)
+    args = dict(
+        query_lengths=torch.tensor([6000, 4100]),
+        lengths=torch.tensor([targets.shape[1], 900]),
+        init_poses=init,
+        target_normals=target_normals,
+        iterations=10,
+        source_normals=source_normals,
+        tolerance=1e-6,
+        method=method,
+        centered=centered,
+        **PPF_OPTIONS,
+    )
     cpu = pointops.icp(sources, targets, 0.2, **args)
-    cuda = pointops.icp(sources.cuda(), targets.cuda(), 0.2,
-                        **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    cuda = pointops.icp(
+        sources.cuda(),
+        targets.cuda(),
+        0.2,
+        **{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in args.items()},
+    )
     for a, b in zip(cpu, cuda):
         torch.testing.assert_close(b.cpu(), a, rtol=0, atol=0, equal_nan=True)
     assert bool(cpu.converged[0, 2]) and torch.equal(cpu.poses[0, 2], init[0, 2])

@@ -11,6 +11,7 @@ larger ones the batch grid. The `strategy` fixture (tests/conftest.py) makes eve
 take the strategy it names: rows past the lengths (which change no result) push the sizes to the
 grid ("grid": the batch grid; "block": the block grid, kNN on CUDA only), and calls of at most 8
 queries per cloud keep the CPU on brute force (the tests' sizes keep CUDA there)."""
+
 import pytest
 import torch
 
@@ -61,7 +62,7 @@ def _padded_search(strategy, call, queries, points, query_lengths, lengths, limi
     for first in range(0, m, 8):
         rows = min(8, m - first)
         ql = None if query_lengths is None else (query_lengths - first).clamp(0, rows)
-        parts.append(call(queries[:, first:first + rows], points, ql, lengths))
+        parts.append(call(queries[:, first : first + rows], points, ql, lengths))
     return type(parts[0])(*(torch.cat(ts, 1) for ts in zip(*parts)))
 
 
@@ -85,33 +86,59 @@ def _packed_search(strategy, call, queries, query_offsets, points, offsets, limi
     parts = []
     for first in range(0, m, 8 * b):
         rows = min(8 * b, m - first)
-        parts.append(call(queries[first:first + rows], (qo - first).clamp(0, rows), points, po))
+        parts.append(call(queries[first : first + rows], (qo - first).clamp(0, rows), points, po))
     return type(parts[0])(*(torch.cat(ts, 0) for ts in zip(*parts)))
 
 
-_SEARCHES = {name: getattr(pointops, name) for name in ("knn", "knn_packed", "ball_query", "ball_query_packed",
-                                                         "three_nn")}
+_SEARCHES = {
+    name: getattr(pointops, name) for name in ("knn", "knn_packed", "ball_query", "ball_query_packed", "three_nn")
+}
 
 
 def use_strategy(monkeypatch, strategy):
     """Make pointops' searches (knn, knn_packed, ball_query, ball_query_packed, three_nn) take `strategy`."""
+
     def knn(queries, points, k, query_lengths=None, lengths=None, max_distance=None):
-        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["knn"](q, p, k, ql, pl, max_distance),
-                              queries, points, query_lengths, lengths)
+        return _padded_search(
+            strategy,
+            lambda q, p, ql, pl: _SEARCHES["knn"](q, p, k, ql, pl, max_distance),
+            queries,
+            points,
+            query_lengths,
+            lengths,
+        )
 
     def knn_packed(queries, query_offsets, points, offsets, k):
-        return _packed_search(strategy, lambda q, qo, p, po: _SEARCHES["knn_packed"](q, qo, p, po, k),
-                              queries, query_offsets, points, offsets)
+        return _packed_search(
+            strategy,
+            lambda q, qo, p, po: _SEARCHES["knn_packed"](q, qo, p, po, k),
+            queries,
+            query_offsets,
+            points,
+            offsets,
+        )
 
     def ball_query(queries, points, radius, k, query_lengths=None, lengths=None, pad="first", min_radius=0.0):
-        return _padded_search(strategy, lambda q, p, ql, pl: _SEARCHES["ball_query"](q, p, radius, k, ql, pl, pad,
-                                                                                      min_radius),
-                              queries, points, query_lengths, lengths, CUDA_BALL_BRUTE_LIMIT)
+        return _padded_search(
+            strategy,
+            lambda q, p, ql, pl: _SEARCHES["ball_query"](q, p, radius, k, ql, pl, pad, min_radius),
+            queries,
+            points,
+            query_lengths,
+            lengths,
+            CUDA_BALL_BRUTE_LIMIT,
+        )
 
     def ball_query_packed(queries, query_offsets, points, offsets, radius, k, pad="first", min_radius=0.0):
-        return _packed_search(strategy, lambda q, qo, p, po: _SEARCHES["ball_query_packed"](q, qo, p, po, radius, k,
-                                                                                            pad, min_radius),
-                              queries, query_offsets, points, offsets, CUDA_BALL_BRUTE_LIMIT)
+        return _packed_search(
+            strategy,
+            lambda q, qo, p, po: _SEARCHES["ball_query_packed"](q, qo, p, po, radius, k, pad, min_radius),
+            queries,
+            query_offsets,
+            points,
+            offsets,
+            CUDA_BALL_BRUTE_LIMIT,
+        )
 
     def three_nn(queries, points, query_lengths=None, lengths=None):
         return _padded_search(strategy, _SEARCHES["three_nn"], queries, points, query_lengths, lengths)
@@ -223,7 +250,7 @@ def far_outliers(points, seed):
     far = torch.tensor([[1e3, 0.5, 0.5], [-2e5, 2e5, -2e5], [0.5, 0.5, 1e30], [3e4, -1e3, 7e3]])
     points = points.clone()
     for b in range(points.shape[0]):
-        rows = torch.randperm(points.shape[1], generator=g)[:len(far)]
+        rows = torch.randperm(points.shape[1], generator=g)[: len(far)]
         points[b, rows] = far.to(points.dtype)
     return points
 
@@ -232,12 +259,15 @@ def far_outliers(points, seed):
 def test_knn_far_outliers(device, strategy, dtype):
     # The grid spans the trimmed box (grid.h), the outliers clamped into its outer cells: still exact,
     # queries in the cloud, at the outliers and beyond them included.
-    points = far_outliers(torch.cat([rand(1, 1500, 3, seed=50, dtype=dtype), lidar_like(1500, seed=51)[None].to(dtype)]),
-                          seed=52)
+    points = far_outliers(
+        torch.cat([rand(1, 1500, 3, seed=50, dtype=dtype), lidar_like(1500, seed=51)[None].to(dtype)]), seed=52
+    )
     queries = torch.cat([points[:, ::11], rand(2, 40, 3, seed=53, dtype=dtype) * 4e3 - 2e3], 1)
     for k in (1, 3, 16):
-        assert_same(pointops.knn(queries.to(device), points.to(device), k, lengths=torch.tensor([1500, 1400]).to(device)),
-                    ref.knn(queries, points, k, lengths=torch.tensor([1500, 1400])))
+        assert_same(
+            pointops.knn(queries.to(device), points.to(device), k, lengths=torch.tensor([1500, 1400]).to(device)),
+            ref.knn(queries, points, k, lengths=torch.tensor([1500, 1400])),
+        )
 
 
 def test_knn_empty_shapes(device, strategy):
@@ -257,10 +287,20 @@ def test_knn_empty_shapes(device, strategy):
 
 def test_knn_lengths_are_clamped(device, strategy):
     queries, points = rand(2, 20, 3, seed=10), rand(2, 30, 3, seed=11)
-    odd = pointops.knn(queries.to(device), points.to(device), 4, torch.tensor([-3, 99], device=device),
-                       torch.tensor([99, -1], device=device))
-    plain = pointops.knn(queries.to(device), points.to(device), 4, torch.tensor([0, 20], device=device),
-                         torch.tensor([30, 0], device=device))
+    odd = pointops.knn(
+        queries.to(device),
+        points.to(device),
+        4,
+        torch.tensor([-3, 99], device=device),
+        torch.tensor([99, -1], device=device),
+    )
+    plain = pointops.knn(
+        queries.to(device),
+        points.to(device),
+        4,
+        torch.tensor([0, 20], device=device),
+        torch.tensor([30, 0], device=device),
+    )
     assert_same(odd, plain)
 
 
@@ -283,15 +323,27 @@ def test_knn_packed_matches_padded(device, strategy):
     padded = pointops.knn(queries[None, :20].to(device), points[None, :70].to(device), 9)
     assert_same((actual.indices[:20], actual.distances[:20]), (padded.indices[0], padded.distances[0]))
     second = pointops.knn(queries[None, 35:55].to(device), points[None, 70:].to(device), 9)
-    assert torch.equal(actual.indices[35:55].cpu(), torch.where(second.indices[0] >= 0, second.indices[0] + 70, -1).cpu())
+    assert torch.equal(
+        actual.indices[35:55].cpu(), torch.where(second.indices[0] >= 0, second.indices[0] + 70, -1).cpu()
+    )
 
 
 def test_knn_packed_offsets_are_clamped_and_made_monotone(device):
     points, queries = rand(50, 3, seed=16), rand(20, 3, seed=17)
-    odd = pointops.knn_packed(queries.to(device), torch.tensor([-5, 10, 4, 99], device=device), points.to(device),
-                              torch.tensor([0, 30, 10, 80], device=device), 3)
-    plain = pointops.knn_packed(queries.to(device), torch.tensor([0, 10, 10, 20], device=device), points.to(device),
-                                torch.tensor([0, 30, 30, 50], device=device), 3)
+    odd = pointops.knn_packed(
+        queries.to(device),
+        torch.tensor([-5, 10, 4, 99], device=device),
+        points.to(device),
+        torch.tensor([0, 30, 10, 80], device=device),
+        3,
+    )
+    plain = pointops.knn_packed(
+        queries.to(device),
+        torch.tensor([0, 10, 10, 20], device=device),
+        points.to(device),
+        torch.tensor([0, 30, 30, 50], device=device),
+        3,
+    )
     assert_same(odd, plain)
 
 
@@ -369,10 +421,14 @@ def test_knn_cpu_equals_cuda(strategy, k):
     queries = torch.cat([rand(1, 2000, 3, seed=25), points[1:, ::2][:, :2000]])
     for dtype in (torch.float32, torch.float64):
         q, p = queries.to(dtype), points.to(dtype)
-        assert_same(pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda()),
-                    pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000])))
-        assert_same(pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda(), max_distance=0.02),
-                    pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000]), max_distance=0.02))
+        assert_same(
+            pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda()),
+            pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000])),
+        )
+        assert_same(
+            pointops.knn(q.cuda(), p.cuda(), k, lengths=torch.tensor([5000, 4000]).cuda(), max_distance=0.02),
+            pointops.knn(q, p, k, lengths=torch.tensor([5000, 4000]), max_distance=0.02),
+        )
 
 
 @pytest.mark.cuda
@@ -391,8 +447,10 @@ def test_far_outliers_cpu_equals_cuda(strategy):
 def test_knn_packed_cpu_equals_cuda(strategy):
     points, queries = lidar_like(6000, seed=26), lidar_like(3000, seed=27)
     offsets, query_offsets = torch.tensor([0, 2500, 2500, 6000]), torch.tensor([0, 1000, 1500, 2900])
-    assert_same(pointops.knn_packed(queries.cuda(), query_offsets.cuda(), points.cuda(), offsets.cuda(), 12),
-                pointops.knn_packed(queries, query_offsets, points, offsets, 12))
+    assert_same(
+        pointops.knn_packed(queries.cuda(), query_offsets.cuda(), points.cuda(), offsets.cuda(), 12),
+        pointops.knn_packed(queries, query_offsets, points, offsets, 12),
+    )
 
 
 def test_knn_distances_carry_a_gradient_indices_do_not(device):
@@ -414,8 +472,9 @@ def test_ball_query_matches_reference(device, strategy, pad, radius, k):
     queries, points = rand(3, 60, 3, seed=30), rand(3, 300, 3, seed=31)
     query_lengths, lengths = torch.tensor([60, 7, 0]), torch.tensor([300, 20, 150])
     expected = ref.ball_query(queries, points, radius, k, query_lengths, lengths, pad)
-    actual = pointops.ball_query(queries.to(device), points.to(device), radius, k, query_lengths.to(device),
-                                 lengths.to(device), pad=pad)
+    actual = pointops.ball_query(
+        queries.to(device), points.to(device), radius, k, query_lengths.to(device), lengths.to(device), pad=pad
+    )
     assert_same(actual, expected)
 
 
@@ -424,8 +483,10 @@ def test_ball_query_uneven_density(device, strategy, dtype):
     points = lidar_like(3000, seed=32).to(dtype)[None]
     queries = torch.cat([points[:, ::11], (rand(1, 50, 3, seed=33, dtype=dtype) * 120 - 60)], 1)
     for radius, k in ((0.3, 16), (2.0, 32), (25.0, 64), (1e-3, 4)):
-        assert_same(pointops.ball_query(queries.to(device), points.to(device), radius, k),
-                    ref.ball_query(queries, points, radius, k))
+        assert_same(
+            pointops.ball_query(queries.to(device), points.to(device), radius, k),
+            ref.ball_query(queries, points, radius, k),
+        )
 
 
 def test_ball_query_semantics(device, strategy):
@@ -452,7 +513,7 @@ def test_ball_query_keeps_the_lowest_indices_of_a_dense_ball(device, strategy):
     points = rand(1, 5000, 3, seed=34)
     centre = torch.full((1, 1, 3), 0.5)
     out = pointops.ball_query(centre.to(device), points.to(device), 0.45, 32)
-    inside = (((points[0] - 0.5) ** 2).sum(-1) < 0.45 ** 2).nonzero().flatten()[:32]
+    inside = (((points[0] - 0.5) ** 2).sum(-1) < 0.45**2).nonzero().flatten()[:32]
     assert out.indices[0, 0].cpu().tolist() == inside.tolist() and out.counts.item() == 32
 
 
@@ -460,8 +521,10 @@ def test_ball_query_far_outliers(device, strategy):
     points = far_outliers(torch.cat([rand(1, 1500, 3, seed=54), lidar_like(1500, seed=55)[None] / 20]), seed=56)
     queries = torch.cat([points[:, ::9], torch.tensor([[[1e3, 0.5, 0.5], [1e3, 0.52, 0.5]]]).expand(2, 2, 3)], 1)
     for radius, k in ((0.05, 8), (0.2, 40)):
-        assert_same(pointops.ball_query(queries.to(device), points.to(device), radius, k),
-                    ref.ball_query(queries, points, radius, k))
+        assert_same(
+            pointops.ball_query(queries.to(device), points.to(device), radius, k),
+            ref.ball_query(queries, points, radius, k),
+        )
 
 
 def test_ball_query_empty_shapes(device, strategy):
@@ -568,8 +631,9 @@ def test_group_points(device):
     torch.testing.assert_close(out.cpu(), ref.group_points(features.cpu(), indices.cpu()), rtol=0, atol=0)
     features.requires_grad_(True)
     pointops.group_points(features, indices).sum().backward()
-    counts = torch.stack([torch.bincount(indices[b][(indices[b] >= 0) & (indices[b] < 9)], minlength=9)
-                          for b in range(2)]).to(features.dtype)
+    counts = torch.stack(
+        [torch.bincount(indices[b][(indices[b] >= 0) & (indices[b] < 9)], minlength=9) for b in range(2)]
+    ).to(features.dtype)
     torch.testing.assert_close(features.grad, counts[..., None].expand(-1, -1, 5))
 
 

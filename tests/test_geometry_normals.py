@@ -1,4 +1,5 @@
 """PCA normals: NumPy eigh reference, orientation, degenerate neighbourhoods, autograd, errors, CPU == CUDA."""
+
 import math
 
 import numpy as np
@@ -31,8 +32,9 @@ def surface(batch, n, dtype=torch.float64, seed=0, noise=0.002):
 
 def compare_with_numpy(points, neighbors, lengths=None, viewpoints=None, orientation=1, device="cpu", atol=1e-9):
     normals, curvature = normals_op(points, neighbors, lengths, viewpoints, orientation, device)
-    expected, expected_curvature, determined = reference.estimate_normals(points, neighbors, lengths, viewpoints,
-                                                                          orientation)
+    expected, expected_curvature, determined = reference.estimate_normals(
+        points, neighbors, lengths, viewpoints, orientation
+    )
     # Eigenvectors are only as well defined as the gap below the smallest eigenvalue allows: the
     # comparison skips neighbourhoods whose two smallest eigenvalues nearly tie (none here).
     assert np.array_equal((normals != 0).any(-1).numpy(), determined)
@@ -86,8 +88,13 @@ def test_viewpoint_on_the_surface_falls_back_to_the_sign_rule(device):
 def test_degenerate_neighbourhoods_are_zero_not_nan(device):
     line = torch.stack([torch.linspace(0, 1, 8, dtype=torch.float64)] * 3, -1).unsqueeze(0)  # collinear
     same = torch.full((1, 8, 3), 0.7, dtype=torch.float64)  # duplicates
-    plane = torch.cat([torch.rand(1, 8, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64),
-                       torch.full((1, 8, 1), 3.0, dtype=torch.float64)], -1)  # exactly flat
+    plane = torch.cat(
+        [
+            torch.rand(1, 8, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64),
+            torch.full((1, 8, 1), 3.0, dtype=torch.float64),
+        ],
+        -1,
+    )  # exactly flat
     all8 = torch.arange(8).expand(1, 8, 8)
     for pts in (line, same):
         normals, curvature = normals_op(pts, all8, device=device)
@@ -115,12 +122,15 @@ def test_nan_points_and_padding_are_skipped(device):
     listing[7] = False
     assert torch.equal(normals[0, unaffected], clean[0][0, unaffected])
     pruned = torch.where(neighbors == 7, torch.full_like(neighbors, -1), neighbors)
-    np.testing.assert_array_equal(normals[0, listing].numpy(), normals_op(points, pruned, device=device)[0][0, listing].numpy())
+    np.testing.assert_array_equal(
+        normals[0, listing].numpy(), normals_op(points, pruned, device=device)[0][0, listing].numpy()
+    )
     # indices past lengths and out of range are skipped like -1
     lengths = torch.tensor([40])
     a = normals_op(points, neighbors, lengths, device=device)
-    b = normals_op(points, torch.where(neighbors >= 40, torch.full_like(neighbors, -1), neighbors), lengths,
-                   device=device)
+    b = normals_op(
+        points, torch.where(neighbors >= 40, torch.full_like(neighbors, -1), neighbors), lengths, device=device
+    )
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     big = torch.where(neighbors == 3, torch.full_like(neighbors, 10**9), neighbors)
     c = normals_op(points, big, device=device)
@@ -133,7 +143,9 @@ def test_half_precision_and_empty(device):
     neighbors = reference.nearest_neighbors(points.float(), points.float(), 10)
     compare_with_numpy(points, neighbors, device=device, atol=3e-7)
     for shape in [(0, 4, 3), (2, 0, 3)]:
-        normals, curvature = normals_op(torch.rand(shape), torch.zeros(shape[:2] + (3,), dtype=torch.int64), device=device)
+        normals, curvature = normals_op(
+            torch.rand(shape), torch.zeros(shape[:2] + (3,), dtype=torch.int64), device=device
+        )
         assert normals.shape == shape and curvature.shape == shape[:2]
     normals, _ = normals_op(torch.rand(2, 4, 3), torch.zeros(2, 4, 0, dtype=torch.int64), device=device)
     assert (normals == 0).all()
@@ -158,9 +170,18 @@ def test_gradients_match_finite_differences():
     "kwargs, message",
     [
         ({"neighbors": torch.zeros(2, 5, 3, dtype=torch.int32)}, "neighbors must be Long"),
-        ({"neighbors": torch.zeros(2, 4, 3, dtype=torch.int64)}, r"neighbors must have shape \(B, N, K\) with B, N = 2, 5"),
-        ({"neighbors": torch.zeros(2, 5, dtype=torch.int64)}, r"neighbors must have shape \(B, N, K\) \(3 dimensions\)"),
-        ({"orientation": 3}, "orientation must be 0 \\(none\\), 1 \\(toward the viewpoint\\) or 2 \\(away from it\\), got 3"),
+        (
+            {"neighbors": torch.zeros(2, 4, 3, dtype=torch.int64)},
+            r"neighbors must have shape \(B, N, K\) with B, N = 2, 5",
+        ),
+        (
+            {"neighbors": torch.zeros(2, 5, dtype=torch.int64)},
+            r"neighbors must have shape \(B, N, K\) \(3 dimensions\)",
+        ),
+        (
+            {"orientation": 3},
+            "orientation must be 0 \\(none\\), 1 \\(toward the viewpoint\\) or 2 \\(away from it\\), got 3",
+        ),
         ({"viewpoints": torch.zeros(2, 2)}, r"viewpoints must have shape \[2, 3\]"),
         ({"viewpoints": torch.zeros(2, 3, dtype=torch.int64)}, "viewpoints must be float32"),
         ({"points": torch.rand(2, 5, 2)}, r"points must have shape \(B, N, 3\)"),
@@ -168,12 +189,18 @@ def test_gradients_match_finite_differences():
     ],
 )
 def test_bad_arguments_raise_clear_errors(kwargs, message):
-    args = {"points": torch.rand(2, 5, 3), "lengths": None, "neighbors": torch.zeros(2, 5, 3, dtype=torch.int64),
-            "viewpoints": None, "orientation": 1}
+    args = {
+        "points": torch.rand(2, 5, 3),
+        "lengths": None,
+        "neighbors": torch.zeros(2, 5, 3, dtype=torch.int64),
+        "viewpoints": None,
+        "orientation": 1,
+    }
     args.update(kwargs)
     with pytest.raises(RuntimeError, match=message):
-        torch.ops.pointops.estimate_normals(args["points"], args["lengths"], args["neighbors"], args["viewpoints"],
-                                            args["orientation"])
+        torch.ops.pointops.estimate_normals(
+            args["points"], args["lengths"], args["neighbors"], args["viewpoints"], args["orientation"]
+        )
 
 
 def test_wrapper_checks_its_options():

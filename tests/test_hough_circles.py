@@ -24,6 +24,7 @@ def skimage_circles(edges, radii, normalize=False):
 
 # ---- edge compaction ----
 
+
 @pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64, torch.float16, torch.float32])
 def test_edge_points_are_numpy_nonzero_in_order(device, dtype):
     edges = random_edges(3, 37, 53, 0.2).to(dtype)
@@ -38,7 +39,7 @@ def test_edge_points_are_numpy_nonzero_in_order(device, dtype):
         assert int(lengths[b]) == len(rows)
         expected = torch.from_numpy(np.stack([cols, rows], 1)).to(torch.int32)
         assert_equal(points[b, : len(rows)], expected)
-        assert (points[b, len(rows):] == -1).all()
+        assert (points[b, len(rows) :] == -1).all()
     assert_equal(points, reference.edge_points(edges)[0])
 
 
@@ -78,6 +79,7 @@ def test_edge_points_errors():
 
 # ---- accumulator: scikit-image and the reference ----
 
+
 def test_counts_match_skimage_on_random_images(device):
     edges = random_edges(3, 31, 46, 0.08)
     radii = [0, 1, 2, 3, 7, 12, 20, 40, 80]  # 40 and 80: larger than the image, circles cross it
@@ -99,8 +101,9 @@ def test_normalize_matches_skimage(device):
     acc = pointops.hough_circles(edges.to(device), radii, normalize=True)
     assert acc.dtype == torch.float32
     # skimage adds 1/n per vote in float64; ours divides the count once in float32
-    torch.testing.assert_close(acc.cpu().double(), torch.from_numpy(skimage_circles(edges, radii, normalize=True)),
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        acc.cpu().double(), torch.from_numpy(skimage_circles(edges, radii, normalize=True)), rtol=1e-6, atol=1e-6
+    )
     for r in radii:
         assert pointops.circle_perimeter_size(r) == len(skimage_draw.circle_perimeter(0, 0, r)[0])
 
@@ -143,8 +146,9 @@ def test_weighted_sums_are_exact_fixed_point(device):
     assert acc.dtype == torch.float32
     assert_equal(acc, expected)
     # float64 weights are rounded to float32 first
-    acc64 = pointops.hough_circles_points(points.to(device), radii, [24, 30], lengths.to(device),
-                                          weights.double().to(device))
+    acc64 = pointops.hough_circles_points(
+        points.to(device), radii, [24, 30], lengths.to(device), weights.double().to(device)
+    )
     assert_equal(acc64, expected)
 
 
@@ -159,8 +163,9 @@ def test_weighted_map_counts_pixel_values(device):
 def radial_gradients(edges, centre):
     """The gradient (gx, gy) of a disc: pointing from `centre` to each pixel."""
     height, width = edges.shape[-2:]
-    ys, xs = torch.meshgrid(torch.arange(height, dtype=torch.float32), torch.arange(width, dtype=torch.float32),
-                            indexing="ij")
+    ys, xs = torch.meshgrid(
+        torch.arange(height, dtype=torch.float32), torch.arange(width, dtype=torch.float32), indexing="ij"
+    )
     return torch.stack([xs - centre[0], ys - centre[1]])
 
 
@@ -175,8 +180,9 @@ def test_gradient_mode_matches_reference(device):
     radii = [0, 4, 9, 15]
     for angle in (0.05, 0.4, 1.3):
         expected = reference.hough_circles(points, lengths, None, gradients, 24, 30, radii, angle)
-        acc = pointops.hough_circles_points(points.to(device), radii, [24, 30], lengths.to(device),
-                                            gradients=gradients.to(device), max_angle=angle)
+        acc = pointops.hough_circles_points(
+            points.to(device), radii, [24, 30], lengths.to(device), gradients=gradients.to(device), max_angle=angle
+        )
         assert_equal(acc, expected)
 
 
@@ -192,6 +198,7 @@ def test_gradient_mode_keeps_the_centre_and_cuts_votes(device):
 
 
 # ---- best radius per centre ----
+
 
 @pytest.mark.parametrize("mode", ["counts", "normalize", "weighted", "weighted_normalize", "gradients"])
 def test_circles_max_is_the_accumulator_max(device, mode):
@@ -228,24 +235,29 @@ def test_circles_max_edge_cases(device):
 
 # ---- edge maps: hough_circles_map, hough_circles_max_map ----
 
+
 def points_path(edges, radii, normalize=None):
     """The same accumulator through edge_points and the point-list op."""
     points, lengths = pointops.edge_points(edges)
     if normalize is None:
         return torch.ops.pointops.hough_circles(points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0)
-    return torch.ops.pointops.hough_circles_max(points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0,
-                                                normalize)
+    return torch.ops.pointops.hough_circles_max(
+        points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0, normalize
+    )
 
 
-@pytest.mark.parametrize("case", [
-    ((2, 31, 46), 0.08, [0, 1, 2, 3, 7, 12, 20, 40, 80]),  # radii larger than the image
-    ((1, 70, 100), 0.3, list(range(5, 60, 3))),  # several bands and lists of radii
-    ((3, 17, 33), 0.9, [0, 1, 2, 40]),  # dense: counts reach the ring sizes (every bit plane)
-    ((1, 9, 2100), 0.05, [3, 9, 40]),  # wider than 1,024 pixels: two column tiles
-    ((1, 40, 50), 0.5, [500, 2000, 3]),  # CUDA: a band too tall for shared memory (the points path)
-    ((1, 60, 30), 0.5, [400, 3]),  # CUDA: one word per row, a ring of 2,272 offsets (12 planes)
-    ((1, 24, 30), 0.1, list(range(3, 300))),  # more than 256 radii: at least two lists
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ((2, 31, 46), 0.08, [0, 1, 2, 3, 7, 12, 20, 40, 80]),  # radii larger than the image
+        ((1, 70, 100), 0.3, list(range(5, 60, 3))),  # several bands and lists of radii
+        ((3, 17, 33), 0.9, [0, 1, 2, 40]),  # dense: counts reach the ring sizes (every bit plane)
+        ((1, 9, 2100), 0.05, [3, 9, 40]),  # wider than 1,024 pixels: two column tiles
+        ((1, 40, 50), 0.5, [500, 2000, 3]),  # CUDA: a band too tall for shared memory (the points path)
+        ((1, 60, 30), 0.5, [400, 3]),  # CUDA: one word per row, a ring of 2,272 offsets (12 planes)
+        ((1, 24, 30), 0.1, list(range(3, 300))),  # more than 256 radii: at least two lists
+    ],
+)
 def test_map_ops_equal_the_point_path(device, case):
     shape, density, radii = case
     edges = random_edges(*shape, density=density, seed=21).to(device)
@@ -265,8 +277,10 @@ def test_map_ops_take_any_dtype(device, dtype):
         edges[0, 3, 5] = -0.0  # zero
     expected = points_path(edges.to(device), [2, 5, 9])
     assert_equal(torch.ops.pointops.hough_circles_map(edges.to(device), [2, 5, 9]), expected)
-    assert_equal(torch.ops.pointops.hough_circles_max_map(edges.to(device), [5, 2, 9], False)[1],
-                 points_path(edges.to(device), [5, 2, 9], False)[1])
+    assert_equal(
+        torch.ops.pointops.hough_circles_max_map(edges.to(device), [5, 2, 9], False)[1],
+        points_path(edges.to(device), [5, 2, 9], False)[1],
+    )
 
 
 def test_map_ops_empty(device):
@@ -281,22 +295,35 @@ def test_map_ops_empty(device):
     assert_equal(index, torch.zeros(2, 10, 12, dtype=torch.int64))
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(4, 4), [1]), r"edges must have shape \(B, H, W\)"),
-    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 40000, dtype=torch.bool), [1]),
-     r"edges must have H and W in \[0, 32767\], got shape \[1, 4, 40000\]"),
-    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4, dtype=torch.complex64), [1]),
-     "edges must be a real or bool tensor, got ComplexFloat"),
-    (lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [3, -1]), r"radii must be in \[0, 32767\], got \[3, -1\]"),
-    (lambda: torch.ops.pointops.hough_circles_max_map(torch.ones(1, 4, 4), [], False),
-     "radii must hold at least one radius for hough_circles_max_map"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: torch.ops.pointops.hough_circles_map(torch.ones(4, 4), [1]), r"edges must have shape \(B, H, W\)"),
+        (
+            lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 40000, dtype=torch.bool), [1]),
+            r"edges must have H and W in \[0, 32767\], got shape \[1, 4, 40000\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4, dtype=torch.complex64), [1]),
+            "edges must be a real or bool tensor, got ComplexFloat",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles_map(torch.ones(1, 4, 4), [3, -1]),
+            r"radii must be in \[0, 32767\], got \[3, -1\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles_max_map(torch.ones(1, 4, 4), [], False),
+            "radii must hold at least one radius for hough_circles_max_map",
+        ),
+    ],
+)
 def test_map_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
 
 
 # ---- edge cases and errors ----
+
 
 def test_empty_inputs(device):
     edges = torch.zeros(2, 10, 12, dtype=torch.bool, device=device)
@@ -319,35 +346,75 @@ def test_radius_larger_than_the_image_only_reaches_in_from_outside(device):
     assert_equal(acc.long(), torch.from_numpy(skimage_circles(edges, [5, 30])).long())
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2), None, None, None, 5, 5, [1], 0.0),
-     "points must be int32 or int64 pixel coordinates, got Float"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 3, dtype=torch.int32), None, None, None, 5, 5, [1], 0.0),
-     r"points must have shape \(B, P, 2\) \(x, y\), got shape \[1, 4, 3\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [1, -2], 0.0),
-     r"radii must be in \[0, 32767\], got \[1, -2\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [40000], 0.0),
-     r"radii must be in \[0, 32767\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 40000, 5, [1], 0.0),
-     r"height and width must be in \[0, 32767\], got 40000 and 5"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 3), None, 5, 5, [1], 0.0),
-     r"weights must have shape \[1, 4\], got \[1, 3\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), torch.tensor([2, 2]), None, None, 5, 5, [1], 0.0),
-     r"lengths must have shape \[1\], got \[2\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 3), 5, 5, [1], 0.1),
-     r"gradients must have shape \[1, 4, 2\], got \[1, 4, 3\]"),
-    (lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 2), 5, 5, [1], 1.6),
-     r"max_angle must be in \(0, pi / 2\) radians with gradients, got 1.6"),
-    (lambda: pointops.hough_circles(torch.ones(4, 4), [1]), r"edges must have shape \(B, H, W\), got 2 dims"),
-    (lambda: pointops.hough_circles(torch.ones(1, 4, 4), [1], gradients=torch.ones(1, 2, 4, 5)),
-     r"gradients must have shape \(B, 2, H, W\) matching edges"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (
+            lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2), None, None, None, 5, 5, [1], 0.0),
+            "points must be int32 or int64 pixel coordinates, got Float",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 3, dtype=torch.int32), None, None, None, 5, 5, [1], 0.0
+            ),
+            r"points must have shape \(B, P, 2\) \(x, y\), got shape \[1, 4, 3\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [1, -2], 0.0
+            ),
+            r"radii must be in \[0, 32767\], got \[1, -2\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [40000], 0.0
+            ),
+            r"radii must be in \[0, 32767\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 40000, 5, [1], 0.0
+            ),
+            r"height and width must be in \[0, 32767\], got 40000 and 5",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 3), None, 5, 5, [1], 0.0
+            ),
+            r"weights must have shape \[1, 4\], got \[1, 3\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), torch.tensor([2, 2]), None, None, 5, 5, [1], 0.0
+            ),
+            r"lengths must have shape \[1\], got \[2\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 3), 5, 5, [1], 0.1
+            ),
+            r"gradients must have shape \[1, 4, 2\], got \[1, 4, 3\]",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_circles(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 2), 5, 5, [1], 1.6
+            ),
+            r"max_angle must be in \(0, pi / 2\) radians with gradients, got 1.6",
+        ),
+        (lambda: pointops.hough_circles(torch.ones(4, 4), [1]), r"edges must have shape \(B, H, W\), got 2 dims"),
+        (
+            lambda: pointops.hough_circles(torch.ones(1, 4, 4), [1], gradients=torch.ones(1, 2, 4, 5)),
+            r"gradients must have shape \(B, 2, H, W\) matching edges",
+        ),
+    ],
+)
 def test_errors(call, message):
     with pytest.raises((RuntimeError, ValueError), match=message):
         call()
 
 
 # ---- detection ----
+
 
 def batch_of_scenes(seeds, **kw):
     scenes = [synthetic_edges(80, 96, **kw, seed=s) for s in seeds]
@@ -386,6 +453,7 @@ def test_detect_circles_overlapping(device):
     edges = torch.zeros(1, 70, 70, dtype=torch.bool)
     truth = torch.tensor([[30.0, 34.0, 18.0], [42.0, 36.0, 15.0]])  # overlapping discs, centres 12 apart
     from pointops.scenes.edges import _draw_circle
+
     for x, y, r in truth.long().tolist():
         _draw_circle(edges[0], x, y, r, 1.0, 0.0)
     det = pointops.detect_circles(edges.to(device), list(range(10, 22)), k=2, min_distance=4)
@@ -395,6 +463,7 @@ def test_detect_circles_overlapping(device):
 def test_detect_circles_crossing_the_border(device):
     edges = torch.zeros(1, 50, 60, dtype=torch.bool)
     from pointops.scenes.edges import _draw_circle
+
     _draw_circle(edges[0], 3, 25, 12, 1.0, 0.0)  # the left part is cut off by the border
     det = pointops.detect_circles(edges.to(device), list(range(8, 16)), k=1)
     assert det.circles[0, 0].cpu().tolist() == [3.0, 25.0, 12.0]
@@ -404,8 +473,9 @@ def test_detect_circles_agrees_with_skimage_peaks(device):
     edges, scenes = batch_of_scenes([5], n_circles=3, radii=(9, 20), min_separation=30)
     radii = list(range(8, 22))
     acc = skimage_transform.hough_circle(edges[0].numpy(), radii, normalize=False)
-    votes, cx, cy, rad = skimage_transform.hough_circle_peaks(acc, radii, min_xdistance=5, min_ydistance=5,
-                                                              threshold=20, total_num_peaks=3)
+    votes, cx, cy, rad = skimage_transform.hough_circle_peaks(
+        acc, radii, min_xdistance=5, min_ydistance=5, threshold=20, total_num_peaks=3
+    )
     det = pointops.detect_circles(edges.to(device), radii, k=3, min_distance=5, threshold=20)
     expected = sorted(zip(cx.tolist(), cy.tolist(), rad.tolist()))
     assert sorted(tuple(int(v) for v in row) for row in det.circles[0].cpu().tolist()) == expected
@@ -414,6 +484,7 @@ def test_detect_circles_agrees_with_skimage_peaks(device):
 def test_detect_circles_padding_and_empty(device):
     edges = torch.zeros(2, 30, 30, dtype=torch.bool)
     from pointops.scenes.edges import _draw_circle
+
     _draw_circle(edges[0], 15, 15, 8, 1.0, 0.0)
     det = pointops.detect_circles(edges.to(device), [6, 8, 10], k=4, min_distance=3)
     circles, votes = det.circles.cpu(), det.votes.cpu()
@@ -436,14 +507,19 @@ def circle_detections_reference(scores, radius_index, radii, k, min_distance, th
     """circle_detections' rules spelled out with hough_peaks (detections.h)."""
     min_votes = 0.0 if threshold is None else max(threshold, 0.0)
     votes, index = pointops.hough_peaks(scores, [min_distance, min_distance], k, min_votes=min_votes)
-    limit = torch.tensor(min_votes, dtype=torch.float32) if threshold is not None else \
-        0.5 * scores.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+    limit = (
+        torch.tensor(min_votes, dtype=torch.float32)
+        if threshold is not None
+        else 0.5 * scores.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+    )
     keep = (index[..., 0] >= 0) & (votes.to(torch.float32) > limit)
     flat = (index[..., 0] * scores.shape[2] + index[..., 1]).clamp(min=0)
     r = torch.tensor(radii)[radius_index.flatten(1).gather(1, flat)]
     circles = torch.stack([index[..., 1], index[..., 0], r], -1).to(torch.float32)
-    return (torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, NAN)),
-            torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])))
+    return (
+        torch.where(keep.unsqueeze(-1), circles, torch.full_like(circles, NAN)),
+        torch.where(keep, votes.to(torch.float32), torch.zeros_like(circles[..., 0])),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
@@ -457,32 +533,72 @@ def test_circle_detections_match_the_rules(device, dtype, threshold):
     radii = [5, 9, 11, 30]
     for k, min_distance in ((5, 2), (40, 0), (3, 7)):
         expected = circle_detections_reference(scores, index, radii, k, min_distance, threshold)
-        actual = torch.ops.pointops.circle_detections(scores.to(device), index.to(device), radii, k, min_distance,
-                                                      threshold)
+        actual = torch.ops.pointops.circle_detections(
+            scores.to(device), index.to(device), radii, k, min_distance, threshold
+        )
         assert_equal(actual[0], expected[0])
         assert_equal(actual[1], expected[1])
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(4, 4), torch.zeros(4, 4, dtype=torch.long), [1], 2, 1,
-                                                  None), r"scores must have shape \(B, H, W\)"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4, dtype=torch.double), torch.zeros(1, 4, 4, dtype=torch.long),
-                                                  [1], 2, 1, None), "scores must be int32 or float32, got Double"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 5, dtype=torch.long), [1], 2, 1,
-                                                  None), r"radius_index must have shape \[1, 4, 4\], got \[1, 4, 5\]"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.int), [1], 2, 1,
-                                                  None), "radius_index must be Long, got Int"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], -1, 1,
-                                                  None), "k must be >= 0, got -1"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, -2,
-                                                  None), "min_distance must be >= 0, got -2"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, 1,
-                                                  NAN), "threshold must not be NaN"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [], 2, 1,
-                                                  None), "radii must hold at least one radius for circle_detections"),
-    (lambda: torch.ops.pointops.circle_detections(torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [40000], 2,
-                                                  1, None), r"radii must be in \[0, 32767\], got \[40000\]"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(4, 4), torch.zeros(4, 4, dtype=torch.long), [1], 2, 1, None
+            ),
+            r"scores must have shape \(B, H, W\)",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4, dtype=torch.double), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, 1, None
+            ),
+            "scores must be int32 or float32, got Double",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 5, dtype=torch.long), [1], 2, 1, None
+            ),
+            r"radius_index must have shape \[1, 4, 4\], got \[1, 4, 5\]",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.int), [1], 2, 1, None
+            ),
+            "radius_index must be Long, got Int",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], -1, 1, None
+            ),
+            "k must be >= 0, got -1",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, -2, None
+            ),
+            "min_distance must be >= 0, got -2",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [1], 2, 1, NAN
+            ),
+            "threshold must not be NaN",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [], 2, 1, None
+            ),
+            "radii must hold at least one radius for circle_detections",
+        ),
+        (
+            lambda: torch.ops.pointops.circle_detections(
+                torch.ones(1, 4, 4), torch.zeros(1, 4, 4, dtype=torch.long), [40000], 2, 1, None
+            ),
+            r"radii must be in \[0, 32767\], got \[40000\]",
+        ),
+    ],
+)
 def test_circle_detections_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
@@ -498,12 +614,16 @@ def test_circle_peaks_ties_go_to_the_first_radius_and_lowest_index():
 
 # ---- CPU == CUDA ----
 
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("shape,radii", [
-    ((2, 200, 260), list(range(5, 60, 4))),  # several bands and radius groups
-    ((1, 40, 2100), [3, 9, 30]),  # two 2048-column tiles
-    ((3, 17, 23), [0, 1, 2, 40]),
-])
+@pytest.mark.parametrize(
+    "shape,radii",
+    [
+        ((2, 200, 260), list(range(5, 60, 4))),  # several bands and radius groups
+        ((1, 40, 2100), [3, 9, 30]),  # two 2048-column tiles
+        ((3, 17, 23), [0, 1, 2, 40]),
+    ],
+)
 def test_cuda_equals_cpu_bitwise(shape, radii):
     edges = random_edges(*shape, density=0.05, seed=8)
     weights = torch.rand(shape, generator=torch.Generator().manual_seed(9)) * edges
@@ -516,8 +636,10 @@ def test_cuda_equals_cpu_bitwise(shape, radii):
         cuda_best = pointops.hough_circles_max(source.cuda(), radii, normalize=True, **cuda_kwargs)
         assert_equal(cuda_best[0], cpu_best[0])
         assert_equal(cuda_best[1], cpu_best[1])
-        assert_equal(pointops.hough_circles_max(source.cuda(), radii, **cuda_kwargs)[1],
-                     pointops.hough_circles_max(source, radii, **kwargs)[1])
+        assert_equal(
+            pointops.hough_circles_max(source.cuda(), radii, **cuda_kwargs)[1],
+            pointops.hough_circles_max(source, radii, **kwargs)[1],
+        )
     many = list(range(3, 300, 1))  # more than 255 radii: several chunks of the best-radius kernel
     small = random_edges(1, 24, 30, 0.1, seed=14)
     assert_equal(pointops.hough_circles_max(small.cuda(), many)[1], pointops.hough_circles_max(small, many)[1])
@@ -527,12 +649,15 @@ def test_cuda_equals_cpu_bitwise(shape, radii):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("shape,radii", [
-    ((2, 130, 150), list(range(10, 26))),  # 16 radii: the lists split 8 ways
-    ((64, 40, 48), [5, 7, 9]),  # a batch: one list, 8 words' warps per block
-    ((1, 300, 1500), [20, 45, 70]),  # two column tiles of 24 words, rows spanning several blocks
-    ((1, 7, 5), [0, 1, 2, 3]),  # one word per row
-])
+@pytest.mark.parametrize(
+    "shape,radii",
+    [
+        ((2, 130, 150), list(range(10, 26))),  # 16 radii: the lists split 8 ways
+        ((64, 40, 48), [5, 7, 9]),  # a batch: one list, 8 words' warps per block
+        ((1, 300, 1500), [20, 45, 70]),  # two column tiles of 24 words, rows spanning several blocks
+        ((1, 7, 5), [0, 1, 2, 3]),  # one word per row
+    ],
+)
 def test_cuda_map_ops_equal_cpu_bitwise(shape, radii):
     edges = random_edges(*shape, density=0.1, seed=24)
     cpu = torch.ops.pointops.hough_circles_map(edges, radii)
@@ -559,8 +684,9 @@ def detection_maps():
             index = torch.randint(0, 3, (2, 400, 600), generator=g)
             for k, min_distance in ((16, 5), (64, 0), (1000, 0), (1000, 1), (1100, 0), (16, 40)):
                 for threshold in (None, 10.0):
-                    expected = torch.ops.pointops.circle_detections(scores, index, [4, 8, 12], k, min_distance,
-                                                                    threshold)
+                    expected = torch.ops.pointops.circle_detections(
+                        scores, index, [4, 8, 12], k, min_distance, threshold
+                    )
                     _DETECTION_MAPS[(dtype, k, min_distance, threshold)] = (scores, index, expected)
     return _DETECTION_MAPS
 

@@ -1,6 +1,7 @@
 """detect_planes: finds the ground-truth planes of generated scenes, on CPU and CUDA; the op
 returns what the pipeline written in PyTorch on the plane ops returned (pointops.reference.hough),
 bit for bit; it replays from a CUDA graph."""
+
 import math
 
 import pytest
@@ -14,8 +15,9 @@ SMALL = dict(n_phi=45, n_theta=45, rho_step=0.2, rho_max=50.0)  # coarse grid: f
 
 
 def small_scan(seed, **options):
-    return lidar.lidar_scan(lidar.make_scene(seed), n_beams=24, n_azimuth=512, range_noise=0.02,
-                               clutter=0.1, seed=seed, **options)
+    return lidar.lidar_scan(
+        lidar.make_scene(seed), n_beams=24, n_azimuth=512, range_noise=0.02, clutter=0.1, seed=seed, **options
+    )
 
 
 def test_finds_the_ground_and_large_walls(device):
@@ -27,7 +29,7 @@ def test_finds_the_ground_and_large_walls(device):
     score = lidar.evaluate_planes(found, scan.planes, scan.labels)
     assert score.recall == 1.0 and score.precision >= 0.75
     # the ground's points get the ground's detection
-    ground = (scan.labels == 0)
+    ground = scan.labels == 0
     detected_ground = det.labels[0].cpu()[ground]
     assert (detected_ground == detected_ground.mode().values).float().mean() > 0.95
 
@@ -38,10 +40,10 @@ def test_batch_with_lengths_and_padding(device):
     points = torch.full((2, n, 3), float("nan"))
     points[0, : len(a.points)] = a.points
     points[1, : len(b.points)] = b.points
-    points[1, len(b.points):] = 1000.0  # past lengths: must be ignored
+    points[1, len(b.points) :] = 1000.0  # past lengths: must be ignored
     lengths = torch.tensor([len(a.points), len(b.points)])
     det = pointops.detect_planes(points.to(device), 4, lengths.to(device), **SMALL)
-    assert (det.labels[1, len(b.points):] == -1).all()
+    assert (det.labels[1, len(b.points) :] == -1).all()
     for row, scan in ((0, a), (1, b)):
         planes = det.planes[row].cpu()
         found = planes[~torch.isnan(planes[:, 3])]
@@ -127,7 +129,7 @@ def _padded_batch(scans, extra_columns=0):
     for row, scan in enumerate(scans):
         points[row, : len(scan.points), :3] = scan.points
     points[..., 3:] = 1.0
-    points[-1, len(scans[-1].points):, :3] = 1000.0
+    points[-1, len(scans[-1].points) :, :3] = 1000.0
     return points, torch.tensor([len(s.points) for s in scans])
 
 
@@ -163,22 +165,35 @@ def test_op_returns_the_pipeline_written_in_pytorch(device, args):
 def test_op_returns_the_pipeline_with_the_outdoor_preset(device):
     scan = small_scan(6)
     preset = pointops.plane_preset("outdoor")
-    args = (8, preset.n_phi, preset.n_theta, preset.rho_step, preset.rho_max, preset.distance_threshold,
-            preset.min_inliers)
+    args = (
+        8,
+        preset.n_phi,
+        preset.n_theta,
+        preset.rho_step,
+        preset.rho_max,
+        preset.distance_threshold,
+        preset.min_inliers,
+    )
     points = scan.points[None].double().to(device)  # rounded to float32 by both
-    _assert_same(torch.ops.pointops.detect_planes(points, None, *args),
-                 reference.detect_planes(points, args[0], None, *args[1:]))
+    _assert_same(
+        torch.ops.pointops.detect_planes(points, None, *args), reference.detect_planes(points, args[0], None, *args[1:])
+    )
     _assert_same(pointops.detect_planes(points, 8), torch.ops.pointops.detect_planes(points, None, *args))
 
 
 def test_op_names_its_arguments():
     points = torch.rand(1, 20, 3)
     args = [points, None, 2, 9, 9, 0.2, 5.0, 0.05, 0.02, 1.0, 2, 1, "grid"]
-    for index, value, message in [(2, 1025, "k must be in \\[0, 1024\\], got 1025"), (11, 0, "iterations must be >= 1"),
-                                  (7, 0.0, "distance_threshold must be finite and > 0"),
-                                  (8, 1.5, "min_inliers must be a share in \\[0, 1\\]"), (12, "cube", "layout must be"),
-                                  (5, float("inf"), "rho_step must be finite"), (3, 0, "n_phi must be in"),
-                                  (10, -1, "peak_radius must be >= 0")]:
+    for index, value, message in [
+        (2, 1025, "k must be in \\[0, 1024\\], got 1025"),
+        (11, 0, "iterations must be >= 1"),
+        (7, 0.0, "distance_threshold must be finite and > 0"),
+        (8, 1.5, "min_inliers must be a share in \\[0, 1\\]"),
+        (12, "cube", "layout must be"),
+        (5, float("inf"), "rho_step must be finite"),
+        (3, 0, "n_phi must be in"),
+        (10, -1, "peak_radius must be >= 0"),
+    ]:
         bad = list(args)
         bad[index] = value
         with pytest.raises(RuntimeError, match=message):
@@ -226,9 +241,13 @@ def test_cuda_graph_replays_detect_planes(layout, iterations):
         static[:, : second.shape[1]] = second.cuda()
         static_lengths.copy_(second_lengths)
 
-    out = _replay_equals_eager(lambda: pointops.detect_planes(static, 6, static_lengths, preset="outdoor",
-                                                              iterations=iterations, layout=layout), refill)
-    assert torch.equal(out.labels[:, second.shape[1]:].cpu(), torch.full((2, n - second.shape[1]), -1))
+    out = _replay_equals_eager(
+        lambda: pointops.detect_planes(
+            static, 6, static_lengths, preset="outdoor", iterations=iterations, layout=layout
+        ),
+        refill,
+    )
+    assert torch.equal(out.labels[:, second.shape[1] :].cpu(), torch.full((2, n - second.shape[1]), -1))
 
 
 @pytest.mark.cuda
@@ -248,8 +267,15 @@ def test_cuda_op_returns_the_pipeline_on_full_scans():
     CUDA and the op on the CPU."""
     batch = lidar.batch_scenes(range(3), n_beams=32, n_azimuth=1024, range_noise=0.02, clutter=0.1)
     preset = pointops.plane_preset("outdoor")
-    args = (8, preset.n_phi, preset.n_theta, preset.rho_step, preset.rho_max, preset.distance_threshold,
-            preset.min_inliers)
+    args = (
+        8,
+        preset.n_phi,
+        preset.n_theta,
+        preset.rho_step,
+        preset.rho_max,
+        preset.distance_threshold,
+        preset.min_inliers,
+    )
     got = torch.ops.pointops.detect_planes(batch.points.cuda(), batch.lengths.cuda(), *args)
     _assert_same(got, reference.detect_planes(batch.points.cuda(), args[0], batch.lengths.cuda(), *args[1:]))
     _assert_same(got, torch.ops.pointops.detect_planes(batch.points, batch.lengths, *args))

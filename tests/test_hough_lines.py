@@ -1,5 +1,6 @@
 """Line Hough: scikit-image equality, exact references, detection, edge cases, errors, CPU == CUDA
 bit for bit."""
+
 import math
 
 import numpy as np
@@ -44,8 +45,14 @@ def test_counts_match_skimage_with_explicit_angles(device):
     edges = random_edges(2, 27, 35, 0.2, seed=1)
     g = torch.Generator().manual_seed(2)
     # any angles: outside [-pi/2, pi/2), repeated, exact multiples of pi/4 (rho on .5 boundaries)
-    theta = (torch.rand(20, generator=g, dtype=torch.float64) * 8 - 4).tolist() + [0.0, math.pi / 4, math.pi / 3,
-                                                                                      -math.pi / 3, 2.0, 2.0]
+    theta = (torch.rand(20, generator=g, dtype=torch.float64) * 8 - 4).tolist() + [
+        0.0,
+        math.pi / 4,
+        math.pi / 3,
+        -math.pi / 3,
+        2.0,
+        2.0,
+    ]
     acc = pointops.hough_lines(edges.to(device), theta)
     assert acc.shape == (2, 2 * pointops.rho_offset(27, 35) + 1, len(theta))
     assert_equal(acc.cpu().long(), torch.from_numpy(skimage_lines(edges, np.array(theta))))
@@ -59,8 +66,9 @@ def test_counts_match_skimage_on_drawn_lines(device):
 
 def ragged_points(seed=0, n=50, height=20, width=33):
     g = torch.Generator().manual_seed(seed)
-    points = torch.stack([torch.randint(-4, width + 4, (2, n), generator=g),
-                          torch.randint(-4, height + 4, (2, n), generator=g)], -1)
+    points = torch.stack(
+        [torch.randint(-4, width + 4, (2, n), generator=g), torch.randint(-4, height + 4, (2, n), generator=g)], -1
+    )
     points[0, 1] = points[0, 0]  # repeated: votes twice
     points[1, 0] = torch.tensor([-(2**40), 2])
     return points, torch.tensor([n, n - 17])
@@ -87,8 +95,10 @@ def test_weighted_sums_are_exact_fixed_point(device):
     assert acc.dtype == torch.float32
     assert_equal(acc, expected)
     maps = random_edges(2, 15, 18, 0.3, seed=5).float() * 1.5
-    assert_equal(pointops.hough_lines(maps.to(device), weighted=True).cpu(),
-                 torch.from_numpy(skimage_lines(maps > 0)).float() * 1.5)
+    assert_equal(
+        pointops.hough_lines(maps.to(device), weighted=True).cpu(),
+        torch.from_numpy(skimage_lines(maps > 0)).float() * 1.5,
+    )
 
 
 def test_empty_inputs(device):
@@ -103,16 +113,31 @@ def test_empty_inputs(device):
     assert weighted.dtype == torch.float32 and (weighted == 0).all()
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, 5, 5, [0.0, NAN]),
-     r"theta must be finite angles in radians"),
-    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.float64), None, None, 5, 5, [0.0]),
-     "points must be int32 or int64 pixel coordinates, got Double"),
-    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, -1, 5, [0.0]),
-     r"height and width must be in \[0, 32767\], got -1 and 5"),
-    (lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 4, dtype=torch.int32), 5, 5, [0.0]),
-     "weights must be float32, float64, float16 or bfloat16, got Int"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (
+            lambda: torch.ops.pointops.hough_lines(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, 5, 5, [0.0, NAN]
+            ),
+            r"theta must be finite angles in radians",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.float64), None, None, 5, 5, [0.0]),
+            "points must be int32 or int64 pixel coordinates, got Double",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, -1, 5, [0.0]),
+            r"height and width must be in \[0, 32767\], got -1 and 5",
+        ),
+        (
+            lambda: torch.ops.pointops.hough_lines(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 4, dtype=torch.int32), 5, 5, [0.0]
+            ),
+            "weights must be float32, float64, float16 or bfloat16, got Int",
+        ),
+    ],
+)
 def test_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
@@ -120,13 +145,13 @@ def test_errors(call, message):
 
 # ---- detection ----
 
+
 def line_matched(found, truth, rho_tolerance=1.0, theta_tolerance=1e-6):
     """Every true line has a detection (rho, theta), either as given or as (-rho, theta +- pi)."""
     found = found[~torch.isnan(found[:, 0])]
     for rho, theta in truth.tolist():
         direct = ((found[:, 0] - rho).abs() <= rho_tolerance) & ((found[:, 1] - theta).abs() <= theta_tolerance)
-        flipped = ((found[:, 0] + rho).abs() <= rho_tolerance) & \
-                  (((found[:, 1] - theta).abs() - math.pi).abs() <= 0.02)
+        flipped = ((found[:, 0] + rho).abs() <= rho_tolerance) & (((found[:, 1] - theta).abs() - math.pi).abs() <= 0.02)
         if not (direct | flipped).any():
             return False
     return True
@@ -220,8 +245,14 @@ def skimage_peaks(image, theta=None, min_distance=9, min_angle=10, threshold=Non
     edges = torch.from_numpy(np.asarray(image))[None].to(device)
     angles = pointops.line_angles() if theta is None else [float(t) for t in theta]
     acc = pointops.hough_lines(edges, angles)
-    det = line_peaks(acc, k, theta=None if theta is None else angles, min_distance=min_distance,
-                     min_angle=min_angle, threshold=threshold)
+    det = line_peaks(
+        acc,
+        k,
+        theta=None if theta is None else angles,
+        min_distance=min_distance,
+        min_angle=min_angle,
+        threshold=threshold,
+    )
     found = ~torch.isnan(det.lines[0, :, 0])
     lines, votes = det.lines[0][found].cpu(), det.votes[0][found].cpu()
     return votes, lines[:, 1], lines[:, 0]  # scikit-image's (hspace, angles, dists)
@@ -350,10 +381,14 @@ def line_detections_reference(acc, theta, k, min_distance, min_angle, threshold,
     if glue:
         votes, index = glued_peaks(acc, min_distance, min_angle, min_votes, wanted)
     else:
-        votes, index = pointops.hough_peaks(acc, [min_distance, min(min_angle, n_theta)], wanted,
-                                            min_votes=min_votes, periodic=[False, False])
-    limit = torch.tensor(threshold, dtype=torch.float32) if threshold is not None else \
-        0.5 * acc.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+        votes, index = pointops.hough_peaks(
+            acc, [min_distance, min(min_angle, n_theta)], wanted, min_votes=min_votes, periodic=[False, False]
+        )
+    limit = (
+        torch.tensor(threshold, dtype=torch.float32)
+        if threshold is not None
+        else 0.5 * acc.flatten(1).amax(1).to(torch.float32).unsqueeze(1)
+    )
     valid = (index[..., 0] >= 0) & (votes.to(torch.float32) > limit)
     lines = torch.full((acc.shape[0], k, 2), NAN)
     out_votes = torch.zeros(acc.shape[0], k)
@@ -397,26 +432,44 @@ def test_line_detections_empty(device):
     assert torch.isnan(lines).all()
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: torch.ops.pointops.line_detections(torch.ones(4, 4), [0.0] * 4, 2, 1, 1, None, False),
-     r"acc must have shape \(B, n_rho, T\)"),
-    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4, dtype=torch.long), [0.0] * 4, 2, 1, 1, None, False),
-     "acc must be int32 or float32, got Long"),
-    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 3, 2, 1, 1, None, False),
-     r"theta must have one angle per column of acc \(4\), got 3"),
-    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, -1, 1, 1, None, False),
-     "k must be >= 0, got -1"),
-    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, -3, None, False),
-     "min_angle must be >= 0, got -3"),
-    (lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, 1, NAN, False),
-     "threshold must not be NaN"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (
+            lambda: torch.ops.pointops.line_detections(torch.ones(4, 4), [0.0] * 4, 2, 1, 1, None, False),
+            r"acc must have shape \(B, n_rho, T\)",
+        ),
+        (
+            lambda: torch.ops.pointops.line_detections(
+                torch.ones(1, 4, 4, dtype=torch.long), [0.0] * 4, 2, 1, 1, None, False
+            ),
+            "acc must be int32 or float32, got Long",
+        ),
+        (
+            lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 3, 2, 1, 1, None, False),
+            r"theta must have one angle per column of acc \(4\), got 3",
+        ),
+        (
+            lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, -1, 1, 1, None, False),
+            "k must be >= 0, got -1",
+        ),
+        (
+            lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, -3, None, False),
+            "min_angle must be >= 0, got -3",
+        ),
+        (
+            lambda: torch.ops.pointops.line_detections(torch.ones(1, 4, 4), [0.0] * 4, 2, 1, 1, NAN, False),
+            "threshold must not be NaN",
+        ),
+    ],
+)
 def test_line_detections_errors(call, message):
     with pytest.raises(RuntimeError, match=message):
         call()
 
 
 # ---- CPU == CUDA ----
+
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("shape,n_theta", [((2, 120, 170), 180), ((1, 30, 3000), 64), ((6, 10, 12), 7)])
@@ -425,14 +478,18 @@ def test_cuda_equals_cpu_bitwise(shape, n_theta):
     values = torch.rand(shape, generator=torch.Generator().manual_seed(10)) * edges
     theta = pointops.line_angles(n_theta)
     assert_equal(pointops.hough_lines(edges.cuda(), theta), pointops.hough_lines(edges, theta))
-    assert_equal(pointops.hough_lines(values.cuda(), theta, weighted=True), pointops.hough_lines(values, theta, weighted=True))
+    assert_equal(
+        pointops.hough_lines(values.cuda(), theta, weighted=True), pointops.hough_lines(values, theta, weighted=True)
+    )
     points, lengths = ragged_points(2)
     cpu = pointops.hough_lines_points(points, [20, 33], None, lengths)
     assert_equal(pointops.hough_lines_points(points.cuda(), [20, 33], None, lengths.cuda()), cpu)
     # a 12000 x 12000 image: a rho column too long for shared memory (the global-atomic path)
     far = torch.randint(0, 12000, (1, 300, 2), generator=torch.Generator().manual_seed(11))
-    assert_equal(pointops.hough_lines_points(far.cuda(), [12000, 12000], theta),
-                 pointops.hough_lines_points(far, [12000, 12000], theta))
+    assert_equal(
+        pointops.hough_lines_points(far.cuda(), [12000, 12000], theta),
+        pointops.hough_lines_points(far, [12000, 12000], theta),
+    )
 
 
 _LINE_MAPS = {}

@@ -1,5 +1,6 @@
 """plane_labels, plane_refit (in bands) and plane_suppress: loop / NumPy references, keep rules, edge
 cases, errors, CPU == CUDA."""
+
 import math
 
 import pytest
@@ -30,9 +31,13 @@ def planar_clouds(seed=0, n=400, noise=0.01, shift=0.0, clutter=True):
     points = points + noise * torch.randn(2, n, 3, generator=g) + shift
     points[0, 5, 0] = NAN
     points[1, 9, 2] = -INF
-    normals = torch.tensor([[0.02, -0.01, 1.0], [0.99, 0.05, 0.0], [0.0, -1.0, 0.03], [0.0, 1.0, 0.0], [0.02, -0.01, 1.0]])
+    normals = torch.tensor(
+        [[0.02, -0.01, 1.0], [0.99, 0.05, 0.0], [0.0, -1.0, 0.03], [0.0, 1.0, 0.0], [0.02, -0.01, 1.0]]
+    )
     normals = normals / normals.norm(dim=-1, keepdim=True)
-    anchors = torch.tensor([[0.0, 0.0, 0.0], [3.0, 0.0, 1.0], [0.0, -2.5, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]) + shift
+    anchors = (
+        torch.tensor([[0.0, 0.0, 0.0], [3.0, 0.0, 1.0], [0.0, -2.5, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]) + shift
+    )
     guesses = torch.cat([normals, (normals * anchors).sum(-1, keepdim=True) + 0.03], -1)
     guesses[3, 3] = NAN
     return points, torch.stack([guesses, guesses.flip(0)]), torch.tensor([n, n - 37])
@@ -182,8 +187,13 @@ def test_refit_bands_are_refits_in_turn(device):
     torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(inliers, want_inliers, rtol=0, atol=0)
     # one band is plane_refit itself; the bands follow the reference refit in turn
-    torch.testing.assert_close(pointops.plane_refit(points, planes, 0.1, lengths, [1.0]).planes,
-                               pointops.plane_refit(points, planes, 0.1, lengths).planes, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(
+        pointops.plane_refit(points, planes, 0.1, lengths, [1.0]).planes,
+        pointops.plane_refit(points, planes, 0.1, lengths).planes,
+        rtol=0,
+        atol=0,
+        equal_nan=True,
+    )
     expected = planes.cpu()
     for band in (2.0, 1.0):
         expected, counts = reference.plane_refit(points.cpu(), expected, band * 0.05, lengths.cpu())
@@ -209,18 +219,20 @@ def suppress_cases(seed=0):
     repeat of a row that is itself suppressed (kept: only kept rows suppress), NaN rows and a
     NaN normal with a finite offset, an Inf offset, non-unit normals, and random rows."""
     g = torch.Generator().manual_seed(seed)
-    base = torch.tensor([
-        [0.0, 0.0, 1.0, 1.0],
-        [0.0, 0.01, 0.99995, 1.02],    # repeats row 0: suppressed
-        [0.0, -0.02, -0.9998, -1.01],  # row 0 flipped: suppressed
-        [0.0, 0.03, 0.99955, 1.15],    # near row 1 (suppressed) but too far from row 0: kept
-        [NAN, NAN, NAN, NAN],
-        [NAN, 0.0, 1.0, 1.0],          # NaN normal: close to nothing, kept
-        [1.0, 0.0, 0.0, INF],
-        [1.0, 0.0, 0.0, INF],          # Inf - Inf is NaN: kept
-        [2.0, 0.0, 0.0, 3.0],          # non-unit: the plain dot product
-        [0.0, 0.0, 1.0, 1.0],          # an exact repeat of row 0
-    ])
+    base = torch.tensor(
+        [
+            [0.0, 0.0, 1.0, 1.0],
+            [0.0, 0.01, 0.99995, 1.02],  # repeats row 0: suppressed
+            [0.0, -0.02, -0.9998, -1.01],  # row 0 flipped: suppressed
+            [0.0, 0.03, 0.99955, 1.15],  # near row 1 (suppressed) but too far from row 0: kept
+            [NAN, NAN, NAN, NAN],
+            [NAN, 0.0, 1.0, 1.0],  # NaN normal: close to nothing, kept
+            [1.0, 0.0, 0.0, INF],
+            [1.0, 0.0, 0.0, INF],  # Inf - Inf is NaN: kept
+            [2.0, 0.0, 0.0, 3.0],  # non-unit: the plain dot product
+            [0.0, 0.0, 1.0, 1.0],  # an exact repeat of row 0
+        ]
+    )
     random = torch.nn.functional.normalize(torch.randn(2, 40, 3, generator=g), dim=-1)
     random = torch.cat([random, torch.rand(2, 40, 1, generator=g) * 2], -1)
     random[:, 20:] = random[:, :20] + torch.randn(2, 20, 4, generator=g) * 0.01  # near repeats
@@ -232,8 +244,9 @@ def test_suppress_matches_reference(device, max_angle, max_offset):
     planes = suppress_cases()
     got = pointops.plane_suppress(planes.to(device), max_angle, max_offset)
     assert got.dtype == torch.float32 and got.shape == planes.shape
-    torch.testing.assert_close(got.cpu(), reference.plane_suppress(planes, max_angle, max_offset),
-                               rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(
+        got.cpu(), reference.plane_suppress(planes, max_angle, max_offset), rtol=0, atol=0, equal_nan=True
+    )
     if max_angle == 0.05:
         kept = ~torch.isnan(got[0, :10, 3].cpu())
         assert kept.tolist() == [True, False, False, True, False, True, True, True, True, False]
@@ -245,7 +258,11 @@ def test_suppress_matches_the_pipeline_s_pytorch_loop(device):
     for degrees, offset in ((4.0, 0.48), (1.0, 0.16)):
         torch.testing.assert_close(
             pointops.plane_suppress(planes.to(device), math.radians(degrees), offset).cpu(),
-            reference._suppress_duplicates(planes, degrees, offset), rtol=0, atol=0, equal_nan=True)
+            reference._suppress_duplicates(planes, degrees, offset),
+            rtol=0,
+            atol=0,
+            equal_nan=True,
+        )
 
 
 def test_suppress_keeps_the_strongest_of_each_group_and_other_dtypes(device):
@@ -262,12 +279,14 @@ def test_suppress_keeps_the_strongest_of_each_group_and_other_dtypes(device):
 def test_suppress_bad_arguments(device):
     planes = torch.rand(2, 3, 4, device=device)
     op = torch.ops.pointops.plane_suppress
-    cases = [((planes[..., :3], 0.1, 0.1), "planes must have shape \\(B, K, 4\\)"),
-             ((planes.int(), 0.1, 0.1), "planes must be float32"),
-             ((torch.rand(1, 1025, 4, device=device), 0.1, 0.1), "at most 1024 rows"),
-             ((planes, -0.1, 0.1), "max_angle must be finite and >= 0"),
-             ((planes, NAN, 0.1), "max_angle must be finite and >= 0"),
-             ((planes, 0.1, INF), "max_offset must be finite and >= 0")]
+    cases = [
+        ((planes[..., :3], 0.1, 0.1), "planes must have shape \\(B, K, 4\\)"),
+        ((planes.int(), 0.1, 0.1), "planes must be float32"),
+        ((torch.rand(1, 1025, 4, device=device), 0.1, 0.1), "at most 1024 rows"),
+        ((planes, -0.1, 0.1), "max_angle must be finite and >= 0"),
+        ((planes, NAN, 0.1), "max_angle must be finite and >= 0"),
+        ((planes, 0.1, INF), "max_offset must be finite and >= 0"),
+    ]
     for args, message in cases:
         with pytest.raises(RuntimeError, match=message):
             op(*args)
@@ -280,8 +299,13 @@ def test_suppress_cpu_equals_cuda_on_many_clouds():
     planes[:, 512:] = planes[:, :512] * -1 + torch.randn(70, 512, 4, generator=g) * 0.02
     planes[::3, ::7, 3] = NAN
     for args in ((0.3, 0.5), (0.05, 0.05)):
-        torch.testing.assert_close(pointops.plane_suppress(planes.cuda(), *args).cpu(),
-                                   pointops.plane_suppress(planes, *args), rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(
+            pointops.plane_suppress(planes.cuda(), *args).cpu(),
+            pointops.plane_suppress(planes, *args),
+            rtol=0,
+            atol=0,
+            equal_nan=True,
+        )
 
 
 @pytest.mark.cuda

@@ -1,4 +1,5 @@
 """Hough planes and peaks: loop/brute-force references, edge cases, errors, CPU == CUDA."""
+
 import math
 
 import numpy as np
@@ -63,8 +64,9 @@ def test_weighted_sums_match_reference_exactly(device):
     weights[1, 4] = NAN  # a point with a non-finite weight casts no vote
     expected = grid_reference(points, 4, 6, 0.2, 1.5, lengths=lengths, weights=weights)
     for w in (weights, weights.double()):
-        acc = pointops.hough_planes(points.to(device), 0.2, 1.5, n_phi=4, n_theta=6,
-                                    lengths=lengths.to(device), weights=w.to(device))
+        acc = pointops.hough_planes(
+            points.to(device), 0.2, 1.5, n_phi=4, n_theta=6, lengths=lengths.to(device), weights=w.to(device)
+        )
         assert acc.dtype == torch.float32
         # same float32 sums in the same (point) order as the reference: no tolerance needed
         torch.testing.assert_close(acc.cpu(), expected, rtol=0, atol=0, equal_nan=True)
@@ -83,11 +85,18 @@ def test_empty_inputs(device):
     assert empty_batch.shape == (0, 4, 4, 20)
     no_points = pointops.hough_planes(torch.zeros(2, 0, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4)
     assert no_points.shape == (2, 4, 4, 20) and int(no_points.abs().sum()) == 0
-    zero_length = pointops.hough_planes(torch.rand(2, 5, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4,
-                                        lengths=torch.tensor([0, -3], device=device))
+    zero_length = pointops.hough_planes(
+        torch.rand(2, 5, 3, device=device), 0.1, 1.0, n_phi=4, n_theta=4, lengths=torch.tensor([0, -3], device=device)
+    )
     assert int(zero_length.abs().sum()) == 0
-    long_length = pointops.hough_planes(torch.rand(1, 5, 3, device=device) * 0.5, 0.1, 1.0, n_phi=4, n_theta=4,
-                                        lengths=torch.tensor([99], device=device))
+    long_length = pointops.hough_planes(
+        torch.rand(1, 5, 3, device=device) * 0.5,
+        0.1,
+        1.0,
+        n_phi=4,
+        n_theta=4,
+        lengths=torch.tensor([99], device=device),
+    )
     assert int(long_length.sum()) == 5 * 16  # clamped to N; |p| < 0.87, so every rho is in range
 
 
@@ -121,11 +130,17 @@ def test_synthetic_planes_are_found(device):
     n_phi, n_theta, rho_step, rho_max = 30, 36, 0.1, 4.0
     normals = pointops.plane_grid_normals(n_phi, n_theta)
     tilted = normals[11, 23].tolist()
-    cloud = torch.cat([
-        plane_points((0.0, 0.0, 1.0), 0.5, 2000, 0.005, 0),  # z = 0.5: the pole row, phi bin 0
-        plane_points(tilted, -1.23, 1500, 0.005, 1),
-        torch.rand(500, 3, generator=torch.Generator().manual_seed(2)) * 4 - 2,
-    ]).unsqueeze(0).to(device)
+    cloud = (
+        torch.cat(
+            [
+                plane_points((0.0, 0.0, 1.0), 0.5, 2000, 0.005, 0),  # z = 0.5: the pole row, phi bin 0
+                plane_points(tilted, -1.23, 1500, 0.005, 1),
+                torch.rand(500, 3, generator=torch.Generator().manual_seed(2)) * 4 - 2,
+            ]
+        )
+        .unsqueeze(0)
+        .to(device)
+    )
     acc = pointops.hough_planes(cloud, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta)
     votes, idx = pointops.hough_plane_peaks(acc, k=2, radius=[2, 2, 2])
     found = {tuple(r) for r in idx[0].tolist()}
@@ -250,7 +265,9 @@ def test_bad_arguments_raise(device):
     with pytest.raises(RuntimeError, match="weights must have shape"):
         torch.ops.pointops.hough_planes(pts, None, torch.rand(2, 4, device=device), 4, 4, 0.1, 1.0)
     with pytest.raises(RuntimeError, match="lengths must be Long"):
-        torch.ops.pointops.hough_planes(pts, torch.tensor([1, 2], dtype=torch.int32, device=device), None, 4, 4, 0.1, 1.0)
+        torch.ops.pointops.hough_planes(
+            pts, torch.tensor([1, 2], dtype=torch.int32, device=device), None, 4, 4, 0.1, 1.0
+        )
     acc = torch.zeros(1, 4, 5, 6, dtype=torch.int32, device=device)
     with pytest.raises(RuntimeError, match="radius must have one entry per dim"):
         torch.ops.pointops.hough_peaks(acc, [1, 1], [False] * 3, 1.0, 4, False)
@@ -266,11 +283,19 @@ def test_bad_arguments_raise(device):
 
 # ---- CUDA == CPU at sizes that take every kernel path ----
 
+
 def _cuda_equal(points, lengths=None, weights=None, n_phi=20, n_theta=24, rho_step=0.05, rho_max=2.0, ball=False):
     fn = pointops.hough_planes_ball if ball else pointops.hough_planes
     cpu = fn(points, rho_step, rho_max, lengths, n_phi, n_theta, weights)
-    gpu = fn(points.cuda(), rho_step, rho_max, None if lengths is None else lengths.cuda(), n_phi, n_theta,
-             None if weights is None else weights.cuda())
+    gpu = fn(
+        points.cuda(),
+        rho_step,
+        rho_max,
+        None if lengths is None else lengths.cuda(),
+        n_phi,
+        n_theta,
+        None if weights is None else weights.cuda(),
+    )
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=0, atol=0, equal_nan=True)
     return cpu
 
@@ -330,8 +355,10 @@ def test_cuda_peaks_equal_cpu_on_a_real_accumulator():
         for a, e in zip(actual, expected):
             torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
     weighted = acc.float() * 0.25
-    for a, e in zip(pointops.hough_peaks(weighted.cuda(), [1, 0, 3], k=20, periodic=[False, True, False]),
-                    pointops.hough_peaks(weighted, [1, 0, 3], k=20, periodic=[False, True, False])):
+    for a, e in zip(
+        pointops.hough_peaks(weighted.cuda(), [1, 0, 3], k=20, periodic=[False, True, False]),
+        pointops.hough_peaks(weighted, [1, 0, 3], k=20, periodic=[False, True, False]),
+    ):
         torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
 
 
@@ -375,22 +402,25 @@ def test_plane_detections_are_the_peaks_bin_centres(device):
     votes, idx = pointops.hough_plane_peaks(acc, 25, [2, 2, 2])
     normals, offsets = pointops.peaks_to_planes(idx, 30, 40, 0.1, 4.0)
     planes, got_votes = pointops.plane_detections(acc, 30, 40, 0.1, 4.0, 25, 2)
-    torch.testing.assert_close(planes, torch.cat([normals, offsets.unsqueeze(-1)], -1).float(), rtol=0, atol=0,
-                               equal_nan=True)
+    torch.testing.assert_close(
+        planes, torch.cat([normals, offsets.unsqueeze(-1)], -1).float(), rtol=0, atol=0, equal_nan=True
+    )
     torch.testing.assert_close(got_votes, votes.float(), rtol=0, atol=0)
 
 
 def test_plane_detections_check_the_accumulator(device):
     acc = torch.zeros(1, 6, 8, 24, dtype=torch.int32, device=device)
     op = torch.ops.pointops.plane_detections
-    for args, message in [((acc, 6, 9, 0.25, 3.0, 3), "acc must have shape \\[1, 6, 9, 24\\]"),
-                          ((acc, 6, 8, 0.25, 4.0, 3), "acc must have shape \\[1, 6, 8, 32\\]"),
-                          ((acc[0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
-                          ((acc[..., 0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
-                          ((acc.double(), 6, 8, 0.25, 3.0, 3), "acc must be int32 or float32"),
-                          ((acc, 6, 8, 0.0, 3.0, 3), "rho_step must be finite and > 0"),
-                          ((acc, 6, 8, 0.25, 3.0, -1), "k must be >= 0"),
-                          ((acc, 6, 8, 0.25, 3.0, 3, -2), "radius must be >= 0")]:
+    for args, message in [
+        ((acc, 6, 9, 0.25, 3.0, 3), "acc must have shape \\[1, 6, 9, 24\\]"),
+        ((acc, 6, 8, 0.25, 4.0, 3), "acc must have shape \\[1, 6, 8, 32\\]"),
+        ((acc[0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
+        ((acc[..., 0], 6, 8, 0.25, 3.0, 3), "acc must have shape"),
+        ((acc.double(), 6, 8, 0.25, 3.0, 3), "acc must be int32 or float32"),
+        ((acc, 6, 8, 0.0, 3.0, 3), "rho_step must be finite and > 0"),
+        ((acc, 6, 8, 0.25, 3.0, -1), "k must be >= 0"),
+        ((acc, 6, 8, 0.25, 3.0, 3, -2), "radius must be >= 0"),
+    ]:
         with pytest.raises(RuntimeError, match=message):
             op(*args)
     planes, votes = op(acc, 6, 8, 0.25, 3.0, 3)  # no votes: all padding

@@ -6,6 +6,7 @@ The cheap tests run everywhere. The slow ones (POINTOPS_SLOW_TESTS=1; CI runs th
 CPU-only wheel from a clean copy of the checkout, install it into a folder and use it from
 elsewhere, then check that rebuilding that copy (in place and editable) compiles nothing.
 """
+
 import glob
 import importlib.machinery
 import os
@@ -27,41 +28,47 @@ needs_checkout = pytest.mark.skipif(not IN_CHECKOUT, reason="needs the source ch
 def run_python(args, cwd, env_update=None, timeout=600, drop=("PYTHONPATH",)):
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(env_update or {})
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def source_files(root=ROOT):
     """The checkout's files as a fresh clone has them: git's tracked and unignored ones, or a walk
     without build outputs when git is missing."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root,
-                                capture_output=True, text=True, check=True).stdout.split("\n")
+        listed = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.split("\n")
         return [f for f in listed if f and os.path.isfile(os.path.join(root, f))]
     except (OSError, subprocess.CalledProcessError):
         skip = {".git", ".venv", "build", "__pycache__", ".pytest_cache"}
         found = []
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")]
-            found += [os.path.relpath(os.path.join(folder, f), root) for f in files
-                      if not f.startswith("_C.") and not f.endswith(".pyc")]
+            found += [
+                os.path.relpath(os.path.join(folder, f), root)
+                for f in files
+                if not f.startswith("_C.") and not f.endswith(".pyc")
+            ]
         return found
 
 
 # An editable install (pip install -e) of some checkout adds a finder that resolves pointops' submodules,
 # _C included, in that checkout whichever pointops folder was imported; the subprocesses that stand
 # for another layout drop it, as that layout's environment would not have it.
-WITHOUT_EDITABLE = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
-                    "if '__editable__' not in getattr(f, '__module__', '')]; ")
+WITHOUT_EDITABLE = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in getattr(f, '__module__', '')]; "
+)
 
 
 def copy_package(destination):
     """pointops' Python files (no compiled extension) into destination/pointops."""
-    shutil.copytree(PACKAGE, os.path.join(destination, "pointops"),
-                    ignore=shutil.ignore_patterns("_C.*", "__pycache__", "configs"))
+    shutil.copytree(
+        PACKAGE, os.path.join(destination, "pointops"), ignore=shutil.ignore_patterns("_C.*", "__pycache__", "configs")
+    )
 
 
 # ---- version -------------------------------------------------------------------------------------
+
 
 def test_version_has_one_source():
     with open(os.path.join(PACKAGE, "_version.py")) as f:
@@ -78,6 +85,7 @@ def test_setup_reads_the_version_file():
 
 
 # ---- clear errors ------------------------------------------------------------------------------
+
 
 def test_missing_extension_says_how_to_build(tmp_path):
     copy_package(tmp_path)
@@ -116,8 +124,10 @@ def test_broken_extension_says_rebuild(tmp_path):
 @needs_checkout
 def test_build_without_torch_says_no_build_isolation():
     """What pip shows when it builds in an isolated environment (or torch is not installed)."""
-    code = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['setup.py', '--version']; "
-            "runpy.run_path('setup.py', run_name='__main__')")
+    code = (
+        "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['setup.py', '--version']; "
+        "runpy.run_path('setup.py', run_name='__main__')"
+    )
     result = run_python(["-c", code], ROOT)
     assert result.returncode != 0
     assert "pip install --no-build-isolation ." in result.stderr, result.stderr[-2000:]
@@ -131,17 +141,24 @@ def test_cuda_build_without_gpu_targets_hopper():
     cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     if not os.path.isfile(os.path.join(cuda_home, "bin", "nvcc")):
         pytest.skip("no CUDA toolkit")
-    code = ("import os, runpy, sys; sys.argv = ['setup.py', '--version']; "
-            "runpy.run_path('setup.py', run_name='__main__'); "
-            "print('ARCH', os.environ['TORCH_CUDA_ARCH_LIST'])")
-    result = run_python(["-c", code], ROOT, {"FORCE_CUDA": "1", "CUDA_VISIBLE_DEVICES": ""},
-                        drop=("PYTHONPATH", "TORCH_CUDA_ARCH_LIST", "POINTOPS_NO_CUDA"))
+    code = (
+        "import os, runpy, sys; sys.argv = ['setup.py', '--version']; "
+        "runpy.run_path('setup.py', run_name='__main__'); "
+        "print('ARCH', os.environ['TORCH_CUDA_ARCH_LIST'])"
+    )
+    result = run_python(
+        ["-c", code],
+        ROOT,
+        {"FORCE_CUDA": "1", "CUDA_VISIBLE_DEVICES": ""},
+        drop=("PYTHONPATH", "TORCH_CUDA_ARCH_LIST", "POINTOPS_NO_CUDA"),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ARCH 9.0+PTX" in result.stdout
     assert "TORCH_CUDA_ARCH_LIST=9.0+PTX" in result.stderr
 
 
 # ---- what an installed package holds ----------------------------------------------------------
+
 
 @needs_checkout
 def test_built_package_ships_configs(tmp_path):
@@ -179,6 +196,7 @@ print("OP", torch.ops.pointops.fps(torch.rand(1, 50, 3), None, None, 4)[0].shape
 
 # ---- slow: a wheel from a clean copy, and rebuilds ---------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def clean_build(tmp_path_factory):
     """A clean copy of the checkout with a CPU-only wheel built from it (every source compiled)."""
@@ -190,8 +208,12 @@ def clean_build(tmp_path_factory):
         os.makedirs(copy / os.path.dirname(name), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, name), copy / name)
     env = {"POINTOPS_NO_CUDA": "1", "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}
-    result = run_python(["-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(base / "dist"),
-                         str(copy)], base, env, timeout=3600)
+    result = run_python(
+        ["-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(base / "dist"), str(copy)],
+        base,
+        env,
+        timeout=3600,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     wheels = glob.glob(str(base / "dist" / "pointops-*.whl"))
     assert len(wheels) == 1, wheels
@@ -228,7 +250,9 @@ def test_rebuilds_compile_nothing(clean_build):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ninja: no work to do." in result.stdout, result.stdout[-3000:]
     assert glob.glob(str(copy / "pointops" / "_C.*"))
-    code = "from setuptools import build_meta; print('EDITABLE', build_meta.build_editable(%r))" % str(base / "editable")
+    code = "from setuptools import build_meta; print('EDITABLE', build_meta.build_editable(%r))" % str(
+        base / "editable"
+    )
     result = run_python(["-c", code], copy, env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ninja: no work to do." in result.stdout, result.stdout[-3000:]

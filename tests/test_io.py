@@ -1,6 +1,7 @@
 """pointops.io: round trips (bit for bit), files written by the format libraries themselves, real
 files from CGAL's example data (Debian's libcgal-demo), the error for every kind of broken file,
 and area-weighted surface sampling. Files are made in tmp_path; the whole module runs in seconds."""
+
 import os
 import subprocess
 import sys
@@ -19,7 +20,9 @@ CGAL_DOC = "/usr/share/doc/libcgal-dev"
 
 
 def need(module):
-    return pytest.importorskip(module, reason=f"{module} is not installed (pip install '{pio.FORMAT_PACKAGES[module]}')")
+    return pytest.importorskip(
+        module, reason=f"{module} is not installed (pip install '{pio.FORMAT_PACKAGES[module]}')"
+    )
 
 
 def same(a, b):
@@ -55,11 +58,13 @@ def make_cloud(n=257, dtype=torch.float32, seed=0):
 
 def expect_error(path, *words, kind=FileFormatError):
     """The error for a broken file must name the file and the problem."""
+
     def check(excinfo):
         message = str(excinfo.value)
         assert os.fspath(path) in message, message
         for word in words:
             assert word in message, (word, message)
+
     return pytest.raises(kind), check
 
 
@@ -127,8 +132,10 @@ def test_missing_library_says_which_extra(monkeypatch, tmp_path):
     with pytest.raises(ImportError) as e:
         pio.read_ply(path)
     message = str(e.value)
-    assert message.startswith("pointops.io.read_ply needs the 'plyfile' package, which is not installed: "
-                              "pip install 'plyfile==1.1.5' (all of pointops.io's format libraries: pip install "), message
+    assert message.startswith(
+        "pointops.io.read_ply needs the 'plyfile' package, which is not installed: "
+        "pip install 'plyfile==1.1.5' (all of pointops.io's format libraries: pip install "
+    ), message
     assert "'trimesh==5.2.0'" in message and ".[io]" not in message
 
 
@@ -178,8 +185,14 @@ def test_ply_round_trip(tmp_path, ascii, dtype):
 def test_writers_round_trip_empty_clouds(tmp_path):
     need("plyfile")
     need("pypcd4")
-    empty = PointCloud(torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0, 3), torch.zeros(0), None,
-                       {"label": torch.zeros(0, dtype=torch.int32)})
+    empty = PointCloud(
+        torch.zeros(0, 3),
+        torch.zeros(0, 3),
+        torch.zeros(0, 3),
+        torch.zeros(0),
+        None,
+        {"label": torch.zeros(0, dtype=torch.int32)},
+    )
     for name, write in [("e.ply", pio.write_ply), ("e.pcd", pio.write_pcd)]:
         write(tmp_path / name, empty)
         assert_same_cloud(pio.read(tmp_path / name), empty)
@@ -205,16 +218,29 @@ def test_ply_points_only_and_empty(tmp_path):
 def test_ply_written_by_plyfile_big_endian_polygons_and_colours(tmp_path):
     plyfile = need("plyfile")
     vertex = np.array(
-        [(0, 0, 0, 65535, 0, 32768, 7), (1, 0, 0, 0, 65535, 0, 8), (1, 1, 0, 0, 0, 0, 9), (0, 1, 0, 1, 2, 3, 10),
-         (0.5, 1.5, 0, 4, 5, 6, 11)],
-        dtype=[("x", "f8"), ("y", "f8"), ("z", "f8"), ("red", "u2"), ("green", "u2"), ("blue", "u2"),
-               ("Intensity", "i4")],
+        [
+            (0, 0, 0, 65535, 0, 32768, 7),
+            (1, 0, 0, 0, 65535, 0, 8),
+            (1, 1, 0, 0, 0, 0, 9),
+            (0, 1, 0, 1, 2, 3, 10),
+            (0.5, 1.5, 0, 4, 5, 6, 11),
+        ],
+        dtype=[
+            ("x", "f8"),
+            ("y", "f8"),
+            ("z", "f8"),
+            ("red", "u2"),
+            ("green", "u2"),
+            ("blue", "u2"),
+            ("Intensity", "i4"),
+        ],
     )
     face = np.empty(2, dtype=[("vertex_index", object)])
     face["vertex_index"] = [np.array([0, 1, 2, 3], "i4"), np.array([3, 2, 4], "i4")]
     path = tmp_path / "quad.ply"
-    plyfile.PlyData([plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")],
-                    byte_order=">").write(str(path))
+    plyfile.PlyData(
+        [plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")], byte_order=">"
+    ).write(str(path))
     got = pio.read_ply(path)
     xyz = np.stack([vertex["x"], vertex["y"], vertex["z"]], 1)
     assert same(got.points, torch.from_numpy(xyz.astype(np.float32)))
@@ -230,8 +256,9 @@ def _ply_bytes(ascii, n=4):
     vertex["x"] = np.arange(n)
     face = np.empty(1, dtype=[("vertex_indices", "i4", (3,))])
     face["vertex_indices"] = [[0, 1, 2]]
-    data = plyfile.PlyData([plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")],
-                           text=ascii)
+    data = plyfile.PlyData(
+        [plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")], text=ascii
+    )
     import io
 
     out = io.BytesIO()
@@ -362,8 +389,17 @@ def test_pcd_ascii_as_pcl_writes_it(tmp_path):
 
 
 def _pcd_text(points=3, width=None, data="ascii", drop=None):
-    lines = ["VERSION 0.7", "FIELDS x y z", "SIZE 4 4 4", "TYPE F F F", "COUNT 1 1 1", f"WIDTH {width or points}",
-             "HEIGHT 1", f"POINTS {points}", f"DATA {data}"]
+    lines = [
+        "VERSION 0.7",
+        "FIELDS x y z",
+        "SIZE 4 4 4",
+        "TYPE F F F",
+        "COUNT 1 1 1",
+        f"WIDTH {width or points}",
+        "HEIGHT 1",
+        f"POINTS {points}",
+        f"DATA {data}",
+    ]
     return "\n".join(line for line in lines if not (drop and line.startswith(drop))) + "\n"
 
 
@@ -615,8 +651,9 @@ def test_obj_keeps_the_files_vertices(tmp_path):
     path = tmp_path / "m.obj"
     # vertex 3 is used by no face and the faces carry texture coordinates: trimesh's defaults would
     # drop the one and split vertices by the other, renumbering the faces
-    path.write_text("v 0 0 0\nv 1 0 0\nv 9 9 9\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nvt 1 1\n"
-                    "f 1/1 2/2 4/3\nf 1/4 4/3 2/1\n")
+    path.write_text(
+        "v 0 0 0\nv 1 0 0\nv 9 9 9\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nvt 1 1\nf 1/1 2/2 4/3\nf 1/4 4/3 2/1\n"
+    )
     got = pio.read_mesh(path)
     assert got.vertices.tolist() == [[0, 0, 0], [1, 0, 0], [9, 9, 9], [0, 1, 0]]
     assert got.faces.tolist() == [[0, 1, 3], [0, 3, 1]]
@@ -625,8 +662,10 @@ def test_obj_keeps_the_files_vertices(tmp_path):
 def test_obj_errors(tmp_path):
     need("trimesh")
     path = tmp_path / "m.obj"
-    for cut, problem in (("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf 1 2", "line 5: a face with 2 corners"),
-                         ("v 0 0 0\nv 1 0 0\nv 0 1", "line 3: a vertex with 2 coordinates")):
+    for cut, problem in (
+        ("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf 1 2", "line 5: a face with 2 corners"),
+        ("v 0 0 0\nv 1 0 0\nv 0 1", "line 3: a vertex with 2 coordinates"),
+    ):
         path.write_text(cut)  # cut inside a line
         raises, check = expect_error(path, problem)
         with raises as e:
@@ -735,10 +774,18 @@ def test_kitti_bin_round_trip_and_errors(tmp_path):
 # real files: CGAL's example data (Debian package libcgal-demo)
 
 CGAL_FILES = {
-    "data.tar.gz": ["data/meshes/bunny00.off", "data/points_3/kitten.xyz", "data/points_3/colors.ply",
-                    "data/meshes/colored_tetra.ply", "data/meshes/sphere.stl", "data/points_3/oni.ply"],
-    "examples.tar.gz": ["examples/Point_set_processing_3/data/pig_points.las",
-                        "examples/Point_set_processing_3/data/urban.las"],
+    "data.tar.gz": [
+        "data/meshes/bunny00.off",
+        "data/points_3/kitten.xyz",
+        "data/points_3/colors.ply",
+        "data/meshes/colored_tetra.ply",
+        "data/meshes/sphere.stl",
+        "data/points_3/oni.ply",
+    ],
+    "examples.tar.gz": [
+        "examples/Point_set_processing_3/data/pig_points.las",
+        "examples/Point_set_processing_3/data/urban.las",
+    ],
 }
 
 

@@ -1,5 +1,6 @@
 """Files that lie about their size are refused before they are read: a FileFormatError naming the
 file, the field and the values, quickly and without a large allocation (pointops/io/)."""
+
 import struct
 import time
 
@@ -29,7 +30,7 @@ def test_pcd_count_that_the_file_cannot_hold(tmp_path):
     refused(path, "COUNT 1 1 100000000", "POINTS 3", "bytes after its header", read=pio.read_pcd)
     for data in ("binary", "binary_compressed"):
         path = tmp_path / f"points_{data}.pcd"
-        path.write_bytes(_pcd_text(points=10 ** 9, data=data).encode() + b"\0" * 64)
+        path.write_bytes(_pcd_text(points=10**9, data=data).encode() + b"\0" * 64)
         refused(path, "POINTS 1000000000", read=pio.read_pcd)
 
 
@@ -55,8 +56,10 @@ def test_pcd_header_size_is_bounded(tmp_path):
 def test_ply_header_size_is_bounded(tmp_path):
     need("plyfile")
     path = tmp_path / "long.ply"
-    path.write_bytes(b"ply\nformat ascii 1.0\ncomment " + b"x" * (4 << 20) + b"\nelement vertex 1\n"
-                     b"property float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n")
+    path.write_bytes(
+        b"ply\nformat ascii 1.0\ncomment " + b"x" * (4 << 20) + b"\nelement vertex 1\n"
+        b"property float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n"
+    )
     refused(path, "header size limit", read=pio.read_ply)
 
 
@@ -64,8 +67,11 @@ def test_ply_header_size_is_bounded(tmp_path):
 def test_ply_element_counts_that_the_file_cannot_hold(tmp_path, fmt):
     need("plyfile")
     path = tmp_path / "count.ply"
-    path.write_bytes(f"ply\nformat {fmt} 1.0\nelement vertex 1000000000\nproperty float x\nproperty float y\n"
-                     "property float z\nend_header\n".encode() + b"\0" * 120)
+    path.write_bytes(
+        f"ply\nformat {fmt} 1.0\nelement vertex 1000000000\nproperty float x\nproperty float y\n"
+        "property float z\nend_header\n".encode()
+        + b"\0" * 120
+    )
     refused(path, "element vertex 1000000000", "bytes after its header", read=pio.read_ply)
 
 
@@ -73,7 +79,7 @@ def test_las_point_count_that_the_file_cannot_hold(tmp_path):
     path = tmp_path / "count.las"
     _las(point_format=1).write(str(path))
     raw = bytearray(path.read_bytes())
-    raw[107:111] = struct.pack("<I", 10 ** 9)  # LAS 1.2: legacy point count
+    raw[107:111] = struct.pack("<I", 10**9)  # LAS 1.2: legacy point count
     path.write_bytes(bytes(raw))
     refused(path, "declares 1000000000 points", "holds 100 records", read=pio.read_las)
 

@@ -3,6 +3,7 @@ autocast's mixed dtypes (a float16 / bfloat16 activation meeting float32 points)
 with both promoted to the wider type (docs/api.md's dtype table), and a PointNet++ on pointops.nn
 trains under torch.autocast (CPU bfloat16; CUDA float16 marked cuda). The compat modules' models
 train under autocast in tests/test_compat_pyg.py and tests/test_compat_pytorch3d.py."""
+
 from typing import Callable, List, NamedTuple
 
 import pytest
@@ -36,9 +37,24 @@ def _wrapper_case(name, promoted=True):
 
 def _cases():
     cases = {}
-    for name in ("ball_query", "ball_query_packed", "estimate_normals", "hough_planes_ball", "interpolate", "knn",
-                 "knn_packed", "plane_labels", "plane_refit", "plane_refit_bands", "pose_cluster", "ppf_features",
-                 "ppf_model", "ppf_vote", "three_nn", "transform_points"):
+    for name in (
+        "ball_query",
+        "ball_query_packed",
+        "estimate_normals",
+        "hough_planes_ball",
+        "interpolate",
+        "knn",
+        "knn_packed",
+        "plane_labels",
+        "plane_refit",
+        "plane_refit_bands",
+        "pose_cluster",
+        "ppf_features",
+        "ppf_model",
+        "ppf_vote",
+        "three_nn",
+        "transform_points",
+    ):
         cases[name] = _wrapper_case(name)
     cases["cube_query_packed"] = _wrapper_case("cube_query_packed")
     # voxel_downsample: centroids keep the points' dtype, means the features'; icp: the poses
@@ -48,47 +64,86 @@ def _cases():
     cases["icp_partial_view"] = _wrapper_case("icp_partial_view", promoted=False)
     cases["hough_planes"] = MixedCase(
         lambda p, w: pointops.hough_planes(p, 0.1, 2.0, None, 8, 8, w),
-        lambda d: (torch.rand(2, 50, 3, generator=_g(1)).to(d), torch.rand(2, 50, generator=_g(2)).to(d)), [0, 1], True)
+        lambda d: (torch.rand(2, 50, 3, generator=_g(1)).to(d), torch.rand(2, 50, generator=_g(2)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["hough_circles"] = MixedCase(
         lambda e, gr: pointops.hough_circles(e, [3, 5], gradients=gr),
-        lambda d: ((torch.rand(2, 30, 30, generator=_g(3)) > 0.8).float().to(d),
-                   torch.randn(2, 2, 30, 30, generator=_g(4)).to(d)), [0, 1], True)
+        lambda d: (
+            (torch.rand(2, 30, 30, generator=_g(3)) > 0.8).float().to(d),
+            torch.randn(2, 2, 30, 30, generator=_g(4)).to(d),
+        ),
+        [0, 1],
+        True,
+    )
     cases["detect_circles"] = MixedCase(
         lambda e, gr: pointops.detect_circles(e, [3, 5], 3, gradients=gr),
-        lambda d: ((torch.rand(2, 30, 30, generator=_g(3)) > 0.8).float().to(d),
-                   torch.randn(2, 2, 30, 30, generator=_g(4)).to(d)), [0, 1], True)
+        lambda d: (
+            (torch.rand(2, 30, 30, generator=_g(3)) > 0.8).float().to(d),
+            torch.randn(2, 2, 30, 30, generator=_g(4)).to(d),
+        ),
+        [0, 1],
+        True,
+    )
     cases["hough_circles_points"] = MixedCase(
-        lambda w, gr: pointops.hough_circles_points(torch.randint(0, 30, (2, 40, 2), generator=_g(5)).to(w.device),
-                                                    [3, 5], [30, 30], None, w, False, gr),
-        lambda d: (torch.rand(2, 40, generator=_g(6)).to(d), torch.randn(2, 40, 2, generator=_g(7)).to(d)), [0, 1], True)
+        lambda w, gr: pointops.hough_circles_points(
+            torch.randint(0, 30, (2, 40, 2), generator=_g(5)).to(w.device), [3, 5], [30, 30], None, w, False, gr
+        ),
+        lambda d: (torch.rand(2, 40, generator=_g(6)).to(d), torch.randn(2, 40, 2, generator=_g(7)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["estimate_normals_viewpoint"] = MixedCase(
         lambda p, v: pointops.estimate_normals(p, 8, viewpoint=v),
-        lambda d: (torch.rand(2, 50, 3, generator=_g(8)).to(d), torch.randn(2, 3, generator=_g(9)).to(d)), [0, 1], True)
+        lambda d: (torch.rand(2, 50, 3, generator=_g(8)).to(d), torch.randn(2, 3, generator=_g(9)).to(d)),
+        [0, 1],
+        True,
+    )
     # OpenPCDet's PointNet++ functions
     cases["nn.three_nn"] = MixedCase(
-        pn.three_nn, lambda d: (torch.rand(2, 40, 3, generator=_g(10)).to(d), torch.rand(2, 12, 3, generator=_g(11)).to(d)),
-        [0, 1], True)
+        pn.three_nn,
+        lambda d: (torch.rand(2, 40, 3, generator=_g(10)).to(d), torch.rand(2, 12, 3, generator=_g(11)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["nn.ball_query"] = MixedCase(
         lambda xyz, new_xyz: pn.ball_query(0.3, 8, xyz, new_xyz),
-        lambda d: (torch.rand(2, 40, 3, generator=_g(12)).to(d), torch.rand(2, 12, 3, generator=_g(13)).to(d)), [0, 1], True)
+        lambda d: (torch.rand(2, 40, 3, generator=_g(12)).to(d), torch.rand(2, 12, 3, generator=_g(13)).to(d)),
+        [0, 1],
+        True,
+    )
     # the compat modules
     cases["compat.pyg.knn"] = MixedCase(
-        lambda x, y: pyg.knn(x, y, 3), lambda d: (torch.rand(30, 3, generator=_g(14)).to(d),
-                                                  torch.rand(10, 3, generator=_g(15)).to(d)), [0, 1], True)
+        lambda x, y: pyg.knn(x, y, 3),
+        lambda d: (torch.rand(30, 3, generator=_g(14)).to(d), torch.rand(10, 3, generator=_g(15)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["compat.pyg.radius"] = MixedCase(
-        lambda x, y: pyg.radius(x, y, 0.4), lambda d: (torch.rand(30, 3, generator=_g(16)).to(d),
-                                                       torch.rand(10, 3, generator=_g(17)).to(d)), [0, 1], True)
+        lambda x, y: pyg.radius(x, y, 0.4),
+        lambda d: (torch.rand(30, 3, generator=_g(16)).to(d), torch.rand(10, 3, generator=_g(17)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["compat.pyg.nearest"] = MixedCase(
-        pyg.nearest, lambda d: (torch.rand(30, 2, generator=_g(18)).to(d), torch.rand(6, 2, generator=_g(19)).to(d)),
-        [0, 1], True)
+        pyg.nearest,
+        lambda d: (torch.rand(30, 2, generator=_g(18)).to(d), torch.rand(6, 2, generator=_g(19)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["compat.pytorch3d.knn_points"] = MixedCase(
-        lambda a, b: pytorch3d.knn_points(a, b, K=3), lambda d: (torch.rand(2, 20, 3, generator=_g(20)).to(d),
-                                                                 torch.rand(2, 25, 3, generator=_g(21)).to(d)),
-        [0, 1], True)
+        lambda a, b: pytorch3d.knn_points(a, b, K=3),
+        lambda d: (torch.rand(2, 20, 3, generator=_g(20)).to(d), torch.rand(2, 25, 3, generator=_g(21)).to(d)),
+        [0, 1],
+        True,
+    )
     cases["compat.pytorch3d.chamfer_distance"] = MixedCase(
         lambda a, b: pytorch3d.chamfer_distance(a, b)[0],
-        lambda d: (torch.rand(2, 20, 3, generator=_g(22)).to(d), torch.rand(2, 25, 3, generator=_g(23)).to(d)), [0, 1],
-        True)
+        lambda d: (torch.rand(2, 20, 3, generator=_g(22)).to(d), torch.rand(2, 25, 3, generator=_g(23)).to(d)),
+        [0, 1],
+        True,
+    )
     return cases
 
 
@@ -151,8 +206,9 @@ class PointNet2(torch.nn.Module):
 
     def __init__(self, channels=4, classes=3):
         super().__init__()
-        self.sa1 = pn.PointnetSAModuleMSG(npoint=64, radii=[0.15, 0.3], nsamples=[8, 16],
-                                          mlps=[[channels, 16, 16], [channels, 16, 32]])
+        self.sa1 = pn.PointnetSAModuleMSG(
+            npoint=64, radii=[0.15, 0.3], nsamples=[8, 16], mlps=[[channels, 16, 16], [channels, 16, 32]]
+        )
         self.sa2 = pn.PointnetSAModule(npoint=16, radius=0.5, nsample=8, mlp=[48, 32, 64])
         self.fp2 = pn.PointnetFPModule(mlp=[64 + 48, 64])
         self.fp1 = pn.PointnetFPModule(mlp=[64 + channels, 32])

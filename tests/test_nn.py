@@ -2,6 +2,7 @@
 plain-PyTorch reference with OpenPCDet's shapes and dtypes, then a small PointNet++ (two set
 abstraction layers, two feature propagation layers) against the same network built on the
 references, its backward, and torch.compile(fullgraph=True), torch.export and TorchScript."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,7 +37,9 @@ def test_three_nn_three_interpolate_gather_grouping(device):
     weight = torch.rand(2, 50, 3, generator=torch.Generator().manual_seed(5)).to(device)
     out = pn.three_interpolate(features, idx, weight)
     assert out.shape == (2, 6, 50) and out.is_contiguous()
-    torch.testing.assert_close(out.cpu(), ref.three_interpolate(features.cpu(), idx.cpu(), weight.cpu()), rtol=0, atol=0)
+    torch.testing.assert_close(
+        out.cpu(), ref.three_interpolate(features.cpu(), idx.cpu(), weight.cpu()), rtol=0, atol=0
+    )
     pick = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(6)).int().to(device)
     assert torch.equal(pn.gather_operation(features, pick).cpu(), ref.gather_operation(features.cpu(), pick.cpu()))
     group = torch.randint(0, 20, (2, 7, 4), generator=torch.Generator().manual_seed(7)).int().to(device)
@@ -69,8 +72,9 @@ class PointNet2(torch.nn.Module):
 
     def __init__(self, channels=4):
         super().__init__()
-        self.sa1 = pn.PointnetSAModuleMSG(npoint=64, radii=[0.15, 0.3], nsamples=[8, 16],
-                                          mlps=[[channels, 16, 16], [channels, 16, 32]])
+        self.sa1 = pn.PointnetSAModuleMSG(
+            npoint=64, radii=[0.15, 0.3], nsamples=[8, 16], mlps=[[channels, 16, 16], [channels, 16, 32]]
+        )
         self.sa2 = pn.PointnetSAModule(npoint=16, radius=0.5, nsample=8, mlp=[48, 32, 64])
         self.fp2 = pn.PointnetFPModule(mlp=[64 + 48, 64])
         self.fp1 = pn.PointnetFPModule(mlp=[64 + channels, 32])

@@ -4,6 +4,7 @@ ops), the autograd Function classes' gradients, and OpenPCDet's own module code
 (tests/openpcdet_code.py: pointnet2_modules.py of both halves and PV-RCNN / PV-RCNN++'s voxel set
 abstraction, written anew) run on pointops.nn with only the import changed, against the same
 code on the references."""
+
 import copy
 
 import pytest
@@ -104,10 +105,12 @@ def test_three_nn_for_vector_pool(device, neighbor_type, nsample):
     new_xyz, new_cnt = stacked([12, 9], seed=12, scale=4.0)
     new_xyz[3] = 100.0  # no neighbour
     grid = openpcdet_code.stack_modules(pointnet2_stack_utils).VectorPoolAggregationModule.get_dense_voxels_by_center(
-        new_xyz, 0.4, [3, 3, 3])
+        new_xyz, 0.4, [3, 3, 3]
+    )
     args = (0.4, nsample, neighbor_type, 1000, 27, 2.0)
     dist, idx, _ = pointnet2_stack_utils.three_nn_for_vector_pool_by_two_step(
-        *to(device, support, cnt, new_xyz, grid, new_cnt), *args)
+        *to(device, support, cnt, new_xyz, grid, new_cnt), *args
+    )
     exp_dist, exp_idx, _ = ref.three_nn_for_vector_pool_by_two_step(support, cnt, new_xyz, grid, new_cnt, *args)
     assert torch.equal(idx.cpu(), exp_idx) and torch.equal(dist.cpu(), exp_dist)
     assert (idx[3] == -1).all() and (idx[:3] >= 0).any()
@@ -121,7 +124,8 @@ def test_vector_pool_with_voxel_query(device, neighbor_type, nsample, pooling_ty
     features = torch.randn(500, 6, generator=torch.Generator().manual_seed(15), dtype=torch.float32)
     args = (2, 3, 2, 0.8, 3, 1, 100, nsample, neighbor_type, pooling_type)
     out = pointnet2_stack_utils.vector_pool_with_voxel_query_op(
-        *to(device, support, cnt, features, new_xyz, new_cnt), *args)
+        *to(device, support, cnt, features, new_xyz, new_cnt), *args
+    )
     expected = ref.vector_pool_with_voxel_query_op(support, cnt, features, new_xyz, new_cnt, *args)
     for a, e in zip(out, expected):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-6, atol=1e-6)
@@ -138,17 +142,23 @@ def test_batch_functions_gradients():
     group = torch.randint(0, 30, (2, 7, 5), generator=g).int()
     weight = torch.rand(2, 7, 3, generator=g, dtype=torch.float64)
     three = torch.randint(0, 30, (2, 7, 3), generator=g).int()
-    for fn, args in ((pointnet2_utils.GatherOperation.apply, (pick,)),
-                     (pointnet2_utils.GroupingOperation.apply, (group,)),
-                     (pointnet2_utils.ThreeInterpolate.apply, (three, weight))):
+    for fn, args in (
+        (pointnet2_utils.GatherOperation.apply, (pick,)),
+        (pointnet2_utils.GroupingOperation.apply, (group,)),
+        (pointnet2_utils.ThreeInterpolate.apply, (three, weight)),
+    ):
         assert torch.autograd.gradcheck(lambda f: fn(f, *args), (features,))
     # the Functions give the plain functions' values
-    assert torch.equal(pointnet2_utils.GroupingOperation.apply(features, group),
-                       pointnet2_utils.grouping_operation(features, group))
+    assert torch.equal(
+        pointnet2_utils.GroupingOperation.apply(features, group), pointnet2_utils.grouping_operation(features, group)
+    )
     xyz = cloud(2, 40, 3, seed=17)
-    assert torch.equal(pointnet2_utils.FarthestPointSampling.apply(xyz, 6), pointnet2_utils.farthest_point_sample(xyz, 6))
-    assert torch.equal(pointnet2_utils.BallQuery.apply(0.3, 5, xyz, xyz[:, :6]),
-                       pointnet2_utils.ball_query(0.3, 5, xyz, xyz[:, :6]))
+    assert torch.equal(
+        pointnet2_utils.FarthestPointSampling.apply(xyz, 6), pointnet2_utils.farthest_point_sample(xyz, 6)
+    )
+    assert torch.equal(
+        pointnet2_utils.BallQuery.apply(0.3, 5, xyz, xyz[:, :6]), pointnet2_utils.ball_query(0.3, 5, xyz, xyz[:, :6])
+    )
     dist, idx = pointnet2_utils.ThreeNN.apply(xyz.requires_grad_(), xyz[:, :9])
     assert not dist.requires_grad and idx.dtype == torch.int32
 
@@ -161,8 +171,11 @@ def test_stack_functions_gradients():
     three = torch.randint(0, 50, (10, 3), generator=g).int()
     weight = torch.rand(10, 3, generator=g, dtype=torch.float64)
     assert torch.autograd.gradcheck(
-        lambda f: pointnet2_stack_utils.GroupingOperation.apply(f, cnt, idx, idx_cnt), (features,))
-    assert torch.autograd.gradcheck(lambda f: pointnet2_stack_utils.ThreeInterpolate.apply(f, three, weight), (features,))
+        lambda f: pointnet2_stack_utils.GroupingOperation.apply(f, cnt, idx, idx_cnt), (features,)
+    )
+    assert torch.autograd.gradcheck(
+        lambda f: pointnet2_stack_utils.ThreeInterpolate.apply(f, three, weight), (features,)
+    )
     xyz, xcnt = stacked([30, 20], seed=19)
     out, empty = pointnet2_stack_utils.BallQuery.apply(0.3, 4, xyz, xcnt, xyz[::5].contiguous(), idx_cnt)
     assert out.shape == (10, 4) and not out.requires_grad
@@ -185,12 +198,14 @@ def test_openpcdet_batch_modules_run_on_pointops(device, monkeypatch):
 
     def build(ns):
         torch.manual_seed(0)
-        return torch.nn.ModuleDict({
-            "sa1": ns.PointnetSAModuleMSG(npoint=64, radii=[0.1, 0.3], nsamples=[8, 32], mlps=[[2, 8], [2, 16]]),
-            "sa2": ns.PointnetSAModule(npoint=16, radius=0.5, nsample=16, mlp=[24, 32]),
-            "sa3": ns.PointnetSAModule(mlp=[32, 32]),  # group all
-            "fp": ns.PointnetFPModule(mlp=[32 + 24, 16]),
-        }).eval()
+        return torch.nn.ModuleDict(
+            {
+                "sa1": ns.PointnetSAModuleMSG(npoint=64, radii=[0.1, 0.3], nsamples=[8, 32], mlps=[[2, 8], [2, 16]]),
+                "sa2": ns.PointnetSAModule(npoint=16, radius=0.5, nsample=16, mlp=[24, 32]),
+                "sa3": ns.PointnetSAModule(mlp=[32, 32]),  # group all
+                "fp": ns.PointnetFPModule(mlp=[32 + 24, 16]),
+            }
+        ).eval()
 
     def run(net, xyz, features):
         l1_xyz, l1 = net["sa1"](xyz, features)
@@ -208,11 +223,21 @@ def test_openpcdet_batch_modules_run_on_pointops(device, monkeypatch):
     for a, e in zip(out, expected):
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-5)
     # pointops.nn's own modules are these modules (state_dict keys and outputs)
-    mine = same_weights(net["sa1"], pointnet2_utils.PointnetSAModuleMSG(
-        npoint=64, radii=[0.1, 0.3], nsamples=[8, 32], mlps=[[2, 8], [2, 16]])).to(device).eval()
+    mine = (
+        same_weights(
+            net["sa1"],
+            pointnet2_utils.PointnetSAModuleMSG(npoint=64, radii=[0.1, 0.3], nsamples=[8, 32], mlps=[[2, 8], [2, 16]]),
+        )
+        .to(device)
+        .eval()
+    )
     with torch.no_grad():
-        torch.testing.assert_close(mine(xyz.to(device), features.to(device))[1],
-                                   net["sa1"](xyz.to(device), features.to(device))[1], rtol=0, atol=0)
+        torch.testing.assert_close(
+            mine(xyz.to(device), features.to(device))[1],
+            net["sa1"](xyz.to(device), features.to(device))[1],
+            rtol=0,
+            atol=0,
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -223,10 +248,12 @@ def test_openpcdet_stack_modules_run_on_pointops(device, monkeypatch):
 
     def build(ns):
         torch.manual_seed(1)
-        return torch.nn.ModuleDict({
-            "sa": ns.StackSAModuleMSG(radii=[0.15, 0.4], nsamples=[8, 24], mlps=[[3, 16], [3, 16]]),
-            "fp": ns.StackPointnetFPModule(mlp=[32 + 3, 8]),
-        }).eval()
+        return torch.nn.ModuleDict(
+            {
+                "sa": ns.StackSAModuleMSG(radii=[0.15, 0.4], nsamples=[8, 24], mlps=[[3, 16], [3, 16]]),
+                "fp": ns.StackPointnetFPModule(mlp=[32 + 3, 8]),
+            }
+        ).eval()
 
     xyz, cnt = stacked([200, 150, 0, 120], seed=22)
     new_xyz, new_cnt = stacked([30, 20, 10, 25], seed=23)
@@ -240,26 +267,48 @@ def test_openpcdet_stack_modules_run_on_pointops(device, monkeypatch):
         back = net["fp"](*to(device, xyz, cnt, new_xyz, new_cnt, features, out))
         back_ref = reference["fp"](xyz, cnt, new_xyz, new_cnt, features, expected)
         torch.testing.assert_close(back.cpu(), back_ref, rtol=1e-5, atol=1e-5)
-    mine = same_weights(net["sa"], pointnet2_stack_utils.StackSAModuleMSG(
-        radii=[0.15, 0.4], nsamples=[8, 24], mlps=[[3, 16], [3, 16]])).to(device).eval()
+    mine = (
+        same_weights(
+            net["sa"],
+            pointnet2_stack_utils.StackSAModuleMSG(radii=[0.15, 0.4], nsamples=[8, 24], mlps=[[3, 16], [3, 16]]),
+        )
+        .to(device)
+        .eval()
+    )
     with torch.no_grad():
         torch.testing.assert_close(mine(*to(device, xyz, cnt, new_xyz, new_cnt, features))[1], out, rtol=0, atol=0)
 
 
 def vsa_config(sample_method, raw_layer):
-    raw = (dict(MLPS=[[16, 16], [16, 16]], POOL_RADIUS=[0.4, 0.8], NSAMPLE=[16, 16]) if raw_layer == "msg" else
-           dict(NAME="VectorPoolAggregationModuleMSG", NUM_GROUPS=2, LOCAL_AGGREGATION_TYPE="local_interpolation",
-                NUM_REDUCED_CHANNELS=2, NUM_CHANNELS_OF_LOCAL_AGGREGATION=8, MSG_POST_MLPS=[16],
-                GROUP_CFG_0=dict(NUM_LOCAL_VOXEL=[2, 2, 2], MAX_NEIGHBOR_DISTANCE=0.2, NEIGHBOR_NSAMPLE=-1,
-                                 POST_MLPS=[8, 8]),
-                GROUP_CFG_1=dict(NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=0.4, NEIGHBOR_NSAMPLE=-1,
-                                 POST_MLPS=[8, 8])))
+    raw = (
+        dict(MLPS=[[16, 16], [16, 16]], POOL_RADIUS=[0.4, 0.8], NSAMPLE=[16, 16])
+        if raw_layer == "msg"
+        else dict(
+            NAME="VectorPoolAggregationModuleMSG",
+            NUM_GROUPS=2,
+            LOCAL_AGGREGATION_TYPE="local_interpolation",
+            NUM_REDUCED_CHANNELS=2,
+            NUM_CHANNELS_OF_LOCAL_AGGREGATION=8,
+            MSG_POST_MLPS=[16],
+            GROUP_CFG_0=dict(
+                NUM_LOCAL_VOXEL=[2, 2, 2], MAX_NEIGHBOR_DISTANCE=0.2, NEIGHBOR_NSAMPLE=-1, POST_MLPS=[8, 8]
+            ),
+            GROUP_CFG_1=dict(
+                NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=0.4, NEIGHBOR_NSAMPLE=-1, POST_MLPS=[8, 8]
+            ),
+        )
+    )
     return openpcdet_code.EasyDict(
-        NUM_KEYPOINTS=64, NUM_OUTPUT_FEATURES=32, SAMPLE_METHOD=sample_method,
-        SPC_SAMPLING=dict(NUM_SECTORS=6), FEATURES_SOURCE=["x_conv3", "raw_points"],
-        SA_LAYER=dict(raw_points=raw,
-                      x_conv3=dict(INPUT_CHANNELS=8, MLPS=[[16, 16], [16, 16]], POOL_RADIUS=[1.2, 2.4],
-                                   NSAMPLE=[16, 32])))
+        NUM_KEYPOINTS=64,
+        NUM_OUTPUT_FEATURES=32,
+        SAMPLE_METHOD=sample_method,
+        SPC_SAMPLING=dict(NUM_SECTORS=6),
+        FEATURES_SOURCE=["x_conv3", "raw_points"],
+        SA_LAYER=dict(
+            raw_points=raw,
+            x_conv3=dict(INPUT_CHANNELS=8, MLPS=[[16, 16], [16, 16]], POOL_RADIUS=[1.2, 2.4], NSAMPLE=[16, 32]),
+        ),
+    )
 
 
 def vsa_batch(seed):
@@ -275,8 +324,12 @@ def vsa_batch(seed):
         centres = torch.unique(torch.floor(xyz / 1.6), dim=0) * 1.6 + 0.8
         voxels.append(torch.cat([torch.full((centres.shape[0], 1), float(b)), centres], 1))
         voxel_features.append(torch.randn(centres.shape[0], 8, generator=g))
-    return {"batch_size": 2, "points": torch.cat(points), "voxel_centers": {"x_conv3": torch.cat(voxels)},
-            "voxel_features": {"x_conv3": torch.cat(voxel_features)}}
+    return {
+        "batch_size": 2,
+        "points": torch.cat(points),
+        "voxel_centers": {"x_conv3": torch.cat(voxels)},
+        "voxel_features": {"x_conv3": torch.cat(voxel_features)},
+    }
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -291,19 +344,23 @@ def test_pv_rcnn_voxel_set_abstraction_runs_on_pointops(device, sample_method, r
     layer = ours(vsa_config(sample_method, raw_layer), num_rawpoint_features=5).eval().to(device)
     reference = same_weights(layer, theirs(vsa_config(sample_method, raw_layer), num_rawpoint_features=5).eval())
     batch = vsa_batch(25)
-    device_batch = {k: ({s: t.to(device) for s, t in v.items()} if isinstance(v, dict) else to(device, v)[0])
-                    for k, v in batch.items()}
+    device_batch = {
+        k: ({s: t.to(device) for s, t in v.items()} if isinstance(v, dict) else to(device, v)[0])
+        for k, v in batch.items()
+    }
     with torch.no_grad():
         out = layer(copy.copy(device_batch))
         expected = reference(copy.copy(batch))
     assert torch.equal(out["point_coords"].cpu(), expected["point_coords"])
-    torch.testing.assert_close(out["point_features_before_fusion"].cpu(), expected["point_features_before_fusion"],
-                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        out["point_features_before_fusion"].cpu(), expected["point_features_before_fusion"], rtol=1e-4, atol=1e-5
+    )
     torch.testing.assert_close(out["point_features"].cpu(), expected["point_features"], rtol=1e-4, atol=1e-5)
     # pointops' own modules build the same layers (state_dict keys) as OpenPCDet's code
     mine = openpcdet_code.voxel_set_abstraction(pointnet2_stack_utils, pointnet2_stack_utils)
     assert set(mine(vsa_config(sample_method, raw_layer), num_rawpoint_features=5).state_dict()) == set(
-        layer.state_dict())
+        layer.state_dict()
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,5 +1,6 @@
 """Every pointops operator and wrapper through opcheck, torch.compile, TorchScript, export,
 side streams and a second GPU. Families join by adding samples to tests/op_samples.py."""
+
 import re
 
 import pytest
@@ -10,8 +11,11 @@ from tests.op_samples import OP_SAMPLES, WRAPPER_CASES
 
 
 def registered_ops():
-    names = {n.split("::", 1)[1].split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
-             if n.startswith("pointops::")}
+    names = {
+        n.split("::", 1)[1].split(".", 1)[0]
+        for n in torch._C._dispatch_get_all_op_names()
+        if n.startswith("pointops::")
+    }
     return sorted(names)
 
 
@@ -182,4 +186,5 @@ def test_tensor_on_another_device_is_named(op_name, other):
                 op(*moved)
             message = str(error.value)
             assert re.search(rf"\b{name}\b", message) and "device" in message, (
-                f"{op_name}: {name} on {other}: the error does not name it: {message[:300]}")
+                f"{op_name}: {name} on {other}: the error does not name it: {message[:300]}"
+            )

@@ -3,6 +3,7 @@
 Exactness: every op against pointops.reference.ppf (float32 step for step: bit for bit), the
 float32 definitions against float64 ones, both voting backends against each other, CPU against
 CUDA (bitwise, on a GPU machine)."""
+
 import math
 import os
 
@@ -26,10 +27,18 @@ def blob(n, seed=0, scale=1.0, offset=(0.0, 0.0, 0.0)):
     v.requires_grad_(True)
     r = 1 + 0.3 * torch.sin(3 * u) * torch.sin(v) ** 2 + 0.2 * torch.cos(2 * v) + 0.1 * torch.sin(u + v)
     p = torch.stack([r * torch.sin(v) * torch.cos(u) * 1.3, r * torch.sin(v) * torch.sin(u), r * torch.cos(v) * 0.8], 1)
-    du = torch.stack(torch.autograd.grad(p.sum(0)[0], u, retain_graph=True) + torch.autograd.grad(p.sum(0)[1], u, retain_graph=True)
-                     + torch.autograd.grad(p.sum(0)[2], u, retain_graph=True), 1)
-    dv = torch.stack(torch.autograd.grad(p.sum(0)[0], v, retain_graph=True) + torch.autograd.grad(p.sum(0)[1], v, retain_graph=True)
-                     + torch.autograd.grad(p.sum(0)[2], v), 1)
+    du = torch.stack(
+        torch.autograd.grad(p.sum(0)[0], u, retain_graph=True)
+        + torch.autograd.grad(p.sum(0)[1], u, retain_graph=True)
+        + torch.autograd.grad(p.sum(0)[2], u, retain_graph=True),
+        1,
+    )
+    dv = torch.stack(
+        torch.autograd.grad(p.sum(0)[0], v, retain_graph=True)
+        + torch.autograd.grad(p.sum(0)[1], v, retain_graph=True)
+        + torch.autograd.grad(p.sum(0)[2], v),
+        1,
+    )
     n_ = torch.linalg.cross(du, dv)
     n_ = n_ / n_.norm(dim=1, keepdim=True)
     p = p.detach()
@@ -47,6 +56,7 @@ def random_rotation(seed):
 
 
 # ---- atan2 and features ---------------------------------------------------------------------------
+
 
 def test_atan2_is_close_to_the_library_and_exact_at_special_values():
     g = torch.Generator().manual_seed(0)
@@ -124,8 +134,9 @@ def test_features_are_close_to_float64_and_keys_agree_away_from_bin_edges():
 
 def test_key_packing_has_no_collisions_and_decodes():
     fb = 15
-    grid = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(fb), torch.arange(fb), torch.arange(fb),
-                                      indexing="ij"), -1).reshape(-1, 4)
+    grid = torch.stack(
+        torch.meshgrid(torch.arange(3), torch.arange(fb), torch.arange(fb), torch.arange(fb), indexing="ij"), -1
+    ).reshape(-1, 4)
     keys = ref.pack_keys(grid, fb)
     assert keys.unique().numel() == grid.shape[0] and int(keys.max()) == 3 * fb**3 - 1
     assert (ppf.decode_keys(keys, 30) == grid).all()
@@ -135,6 +146,7 @@ def test_key_packing_has_no_collisions_and_decodes():
 
 # ---- model description ----------------------------------------------------------------------------
 
+
 def model_args(points, normals, lengths, tau_d=0.1, angle_bins=30, diameter=None):
     return points, normals, lengths, diameter, tau_d, angle_bins, ppf.distance_bins_for(tau_d)
 
@@ -143,8 +155,10 @@ def model_args(points, normals, lengths, tau_d=0.1, angle_bins=30, diameter=None
 def test_model_matches_the_dict_reference(device):
     points, normals = oriented_batch(3, 60)
     lengths = torch.tensor([60, 41, 0])
-    for args in (model_args(points, normals, lengths),
-                 model_args(points, normals, None, 0.07, 17, torch.tensor([2.0, float("nan"), 3.0]))):
+    for args in (
+        model_args(points, normals, lengths),
+        model_args(points, normals, None, 0.07, 17, torch.tensor([2.0, float("nan"), 3.0])),
+    ):
         got = torch.ops.pointops.ppf_model(*[a.to(device) if isinstance(a, torch.Tensor) else a for a in args])
         want = ref.ppf_model(*args)
         assert_same(got, want)
@@ -154,7 +168,9 @@ def test_model_matches_the_dict_reference(device):
 def test_model_hash_array_against_a_python_dict():
     points, normals = blob(50, seed=5)
     model = ppf.ppf_model(points[None], normals[None], tau_d=0.1, angle_bins=24)
-    table, _, alpha = ref.model_pairs(points, normals, 50, float(model.distance_step[0]), ref.Binning(24, model.distance_bins))
+    table, _, alpha = ref.model_pairs(
+        points, normals, 50, float(model.distance_step[0]), ref.Binning(24, model.distance_bins)
+    )
     assert int(model.num_unique[0]) == len(table)
     assert int(model.num_pairs[0]) == sum(len(v) for v in table.values()) == 50 * 49
     for r in range(int(model.num_unique[0])):
@@ -197,15 +213,49 @@ def test_vote_with_a_capped_model_equals_the_reference():
     scene_points, scene_normals, lengths, model = vote_inputs()
     capped = ppf.ppf_model(model.points, model.normals, model.lengths, tau_d=0.1, max_pairs_per_key=2)
     assert int(capped.num_pairs.sum()) < int(model.num_pairs.sum())
-    want = ref.ppf_vote(scene_points, scene_normals, lengths, capped.points, capped.normals, capped.key_offsets,
-                        capped.pair_ref, capped.pair_alpha, capped.distance_step, capped.diameter, capped.angle_bins,
-                        capped.distance_bins, 4, 3, True)
+    want = ref.ppf_vote(
+        scene_points,
+        scene_normals,
+        lengths,
+        capped.points,
+        capped.normals,
+        capped.key_offsets,
+        capped.pair_ref,
+        capped.pair_alpha,
+        capped.distance_step,
+        capped.diameter,
+        capped.angle_bins,
+        capped.distance_bins,
+        4,
+        3,
+        True,
+    )
     for backend in ("dense", "sort"):
         assert_same(raw_vote(scene_points, scene_normals, lengths, capped, 4, 3, True, backend), want)
-    cast = ref.votes_cast(scene_points, scene_normals, lengths, capped.key_offsets, capped.distance_step,
-                          capped.diameter, capped.angle_bins, capped.distance_bins, 4, True)
-    full = ref.votes_cast(scene_points, scene_normals, lengths, model.key_offsets, model.distance_step,
-                          model.diameter, model.angle_bins, model.distance_bins, 4, True)
+    cast = ref.votes_cast(
+        scene_points,
+        scene_normals,
+        lengths,
+        capped.key_offsets,
+        capped.distance_step,
+        capped.diameter,
+        capped.angle_bins,
+        capped.distance_bins,
+        4,
+        True,
+    )
+    full = ref.votes_cast(
+        scene_points,
+        scene_normals,
+        lengths,
+        model.key_offsets,
+        model.distance_step,
+        model.diameter,
+        model.angle_bins,
+        model.distance_bins,
+        4,
+        True,
+    )
     assert 0 < int(cast.sum()) < int(full.sum())
 
 
@@ -215,14 +265,16 @@ def test_model_batch_equals_models_built_alone():
     batched = ppf.ppf_model(points, normals, lengths, tau_d=0.08)
     for b in range(3):
         n = int(lengths[b])
-        single = ppf.ppf_model(points[b:b + 1, :n], normals[b:b + 1, :n], tau_d=0.08, diameter=batched.diameter[b:b + 1])
+        single = ppf.ppf_model(
+            points[b : b + 1, :n], normals[b : b + 1, :n], tau_d=0.08, diameter=batched.diameter[b : b + 1]
+        )
         pairs = int(batched.num_pairs[b])
         assert pairs == int(single.num_pairs[0]) > 0
         assert torch.equal(single.key_offsets[0], batched.key_offsets[b])
         assert torch.equal(single.pair_ref[0, :pairs], batched.pair_ref[b, :pairs])
         assert torch.equal(single.pair_partner[0, :pairs], batched.pair_partner[b, :pairs])
         assert torch.equal(single.pair_alpha[0, :pairs], batched.pair_alpha[b, :pairs])
-        assert (batched.pair_ref[b, int(batched.num_pairs[b]):] == -1).all()
+        assert (batched.pair_ref[b, int(batched.num_pairs[b]) :] == -1).all()
 
 
 def test_model_edge_cases():
@@ -235,7 +287,12 @@ def test_model_edge_cases():
     n_[0] = NAN
     p[2] = p[1]
     model = ppf.ppf_model(p[None], n_[None], tau_d=0.1)
-    rows = set(zip(model.pair_ref[0, :int(model.num_pairs[0])].tolist(), model.pair_partner[0, :int(model.num_pairs[0])].tolist()))
+    rows = set(
+        zip(
+            model.pair_ref[0, : int(model.num_pairs[0])].tolist(),
+            model.pair_partner[0, : int(model.num_pairs[0])].tolist(),
+        )
+    )
     assert all(0 not in r for r in rows) and (1, 2) not in rows and (2, 1) not in rows
     assert int(model.num_pairs[0]) == 4 * 3 - 2
     assert torch.isnan(model.normals[0, 0]).all()
@@ -280,10 +337,13 @@ def test_model_errors():
     with pytest.raises(ValueError, match=r"tau_d must be in \(0, 1\]"):
         ppf.ppf_model(points[None], normals[None], tau_d=0.0)
     with pytest.raises(RuntimeError, match=r"pairs must have shape \(B, P, 2\)"):
-        torch.ops.pointops.ppf_features(points[None], normals[None], torch.zeros(1, 4, 3, dtype=torch.long), None, step, 30, 21)
+        torch.ops.pointops.ppf_features(
+            points[None], normals[None], torch.zeros(1, 4, 3, dtype=torch.long), None, step, 30, 21
+        )
 
 
 # ---- voting -------------------------------------------------------------------------------------
+
 
 def vote_inputs(seed=0):
     """Two models (one padded), two scenes: transformed copies of the models among clutter."""
@@ -306,20 +366,51 @@ def vote_inputs(seed=0):
     return scene_points, scene_normals, torch.tensor([60, 51]), model
 
 
-def raw_vote(scene_points, scene_normals, lengths, model, stride, k, spread, backend, chunk_votes=1 << 24, device="cpu"):
+def raw_vote(
+    scene_points, scene_normals, lengths, model, stride, k, spread, backend, chunk_votes=1 << 24, device="cpu"
+):
     to = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731  (a one-line mover)
     return torch.ops.pointops.ppf_vote(
-        to(scene_points), to(scene_normals), to(lengths), to(model.points), to(model.normals), to(model.key_offsets),
-        to(model.pair_ref), to(model.pair_alpha), to(model.distance_step), to(model.diameter), model.angle_bins,
-        model.distance_bins, stride, k, spread, backend, chunk_votes)
+        to(scene_points),
+        to(scene_normals),
+        to(lengths),
+        to(model.points),
+        to(model.normals),
+        to(model.key_offsets),
+        to(model.pair_ref),
+        to(model.pair_alpha),
+        to(model.distance_step),
+        to(model.diameter),
+        model.angle_bins,
+        model.distance_bins,
+        stride,
+        k,
+        spread,
+        backend,
+        chunk_votes,
+    )
 
 
 @pytest.mark.parametrize("spread", [False, True])
 def test_vote_backends_equal_the_brute_force_reference(spread):
     scene_points, scene_normals, lengths, model = vote_inputs()
-    want = ref.ppf_vote(scene_points, scene_normals, lengths, model.points, model.normals, model.key_offsets,
-                        model.pair_ref, model.pair_alpha, model.distance_step, model.diameter, model.angle_bins,
-                        model.distance_bins, 4, 3, spread)
+    want = ref.ppf_vote(
+        scene_points,
+        scene_normals,
+        lengths,
+        model.points,
+        model.normals,
+        model.key_offsets,
+        model.pair_ref,
+        model.pair_alpha,
+        model.distance_step,
+        model.diameter,
+        model.angle_bins,
+        model.distance_bins,
+        4,
+        3,
+        spread,
+    )
     dense = raw_vote(scene_points, scene_normals, lengths, model, 4, 3, spread, "dense")
     assert_same(dense, want)
     for chunk in (1 << 24, 500, 1):  # one chunk, several, one reference per chunk
@@ -336,7 +427,7 @@ def test_vote_peaks_name_the_matching_model_point():
     assert (votes.model_index[0, 0, :, 0] == torch.arange(0, 80, 5)).float().mean() > 0.9
     matrices = ppf.quaternion_to_matrix(votes.quaternions[0, 0, :, 0])
     good = votes.model_index[0, 0, :, 0] == torch.arange(0, 80, 5)
-    angle = ((matrices[good] @ rot.T).diagonal(dim1=-2, dim2=-1).sum(-1).sub(1).div(2).clamp(-1, 1).acos())
+    angle = (matrices[good] @ rot.T).diagonal(dim1=-2, dim2=-1).sum(-1).sub(1).div(2).clamp(-1, 1).acos()
     assert angle.max() < math.radians(12)
     assert (votes.translations[0, 0, good, 0] - shift).norm(dim=1).max() < 0.1 * float(model.diameter[0])
 
@@ -381,6 +472,7 @@ def test_vote_errors():
 
 # ---- pose clustering -------------------------------------------------------------------------------
 
+
 def cluster_inputs(seed=0, batch=2, poses=60):
     """Poses scattered around three instances (translations 1 apart) plus noise poses."""
     g = torch.Generator().manual_seed(seed)
@@ -405,12 +497,24 @@ def cluster_inputs(seed=0, batch=2, poses=60):
 def test_cluster_matches_the_brute_force_reference(device):
     q, t, votes = cluster_inputs()
     thr = torch.tensor([0.1, 0.15])
-    for lengths, k, sup, turn in ((None, 5, thr * 3, math.pi), (torch.tensor([60, 41]), 8, thr, math.pi),
-                                  (None, 2, torch.full((2,), NAN), math.pi), (None, 12, thr * 20, math.radians(40.0)),
-                                  (torch.tensor([60, 41]), 9, thr * 3, 0.01)):
-        got = torch.ops.pointops.pose_cluster(q.to(device), t.to(device), votes.to(device),
-                                              None if lengths is None else lengths.to(device), thr.to(device),
-                                              math.radians(20.0), sup.to(device), k, turn)
+    for lengths, k, sup, turn in (
+        (None, 5, thr * 3, math.pi),
+        (torch.tensor([60, 41]), 8, thr, math.pi),
+        (None, 2, torch.full((2,), NAN), math.pi),
+        (None, 12, thr * 20, math.radians(40.0)),
+        (torch.tensor([60, 41]), 9, thr * 3, 0.01),
+    ):
+        got = torch.ops.pointops.pose_cluster(
+            q.to(device),
+            t.to(device),
+            votes.to(device),
+            None if lengths is None else lengths.to(device),
+            thr.to(device),
+            math.radians(20.0),
+            sup.to(device),
+            k,
+            turn,
+        )
         want = ref.pose_cluster(q, t, votes, lengths, thr, math.radians(20.0), sup, k, turn)
         assert_same(got, want)
 
@@ -433,8 +537,15 @@ def test_cluster_suppression_keeps_a_turned_pose_at_the_same_place():
 
 def test_cluster_finds_every_instance_and_averages_it():
     q, t, votes = cluster_inputs(seed=1, batch=1, poses=300)
-    out = ppf.pose_cluster(q, t, votes, torch.tensor([0.1]), angle_threshold=math.radians(20.0),
-                           suppression_distance=torch.tensor([0.5]), k=5)
+    out = ppf.pose_cluster(
+        q,
+        t,
+        votes,
+        torch.tensor([0.1]),
+        angle_threshold=math.radians(20.0),
+        suppression_distance=torch.tensor([0.5]),
+        k=5,
+    )
     found = out.translations[0, :3]
     centres = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.2]])
     assert torch.cdist(found, centres).amin(0).max() < 0.02
@@ -442,8 +553,15 @@ def test_cluster_finds_every_instance_and_averages_it():
     assert (out.members[0, :3] > 40).all()
     assert (out.quaternions[0, :, 0] >= 0).all()
     # q and -q count as one rotation: flipping every quaternion changes nothing
-    flipped = ppf.pose_cluster(-q, t, votes, torch.tensor([0.1]), angle_threshold=math.radians(20.0),
-                               suppression_distance=torch.tensor([0.5]), k=5)
+    flipped = ppf.pose_cluster(
+        -q,
+        t,
+        votes,
+        torch.tensor([0.1]),
+        angle_threshold=math.radians(20.0),
+        suppression_distance=torch.tensor([0.5]),
+        k=5,
+    )
     assert torch.equal(flipped.scores, out.scores) and torch.equal(flipped.centers, out.centers)
 
 
@@ -468,11 +586,13 @@ def test_cluster_edge_cases_and_errors():
         torch.ops.pointops.pose_cluster(q, t[:, :5], votes, None, thr, 0.5, thr, 3)
     with pytest.raises(RuntimeError, match=r"at most 4095 batch entries"):
         z = torch.zeros(4096, 1, 4)
-        torch.ops.pointops.pose_cluster(z, z[..., :3], torch.zeros(4096, 1, dtype=torch.long), None,
-                                        torch.ones(4096), 0.5, torch.ones(4096), 1)
+        torch.ops.pointops.pose_cluster(
+            z, z[..., :3], torch.zeros(4096, 1, dtype=torch.long), None, torch.ones(4096), 0.5, torch.ones(4096), 1
+        )
 
 
 # ---- CPU == CUDA ----------------------------------------------------------------------------------
+
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("spread", [False, True])
@@ -511,12 +631,14 @@ def test_cluster_cuda_equals_cpu_at_size():
     q, t, votes = cluster_inputs(seed=3, batch=4, poses=5000)
     thr, sup = torch.tensor([0.05, 0.1, 0.2, 0.02]), torch.tensor([0.5, 0.3, 1.0, 0.0])
     cpu = torch.ops.pointops.pose_cluster(q, t, votes, None, thr, math.radians(24.0), sup, 10)
-    cuda = torch.ops.pointops.pose_cluster(q.cuda(), t.cuda(), votes.cuda(), None, thr.cuda(), math.radians(24.0),
-                                           sup.cuda(), 10)
+    cuda = torch.ops.pointops.pose_cluster(
+        q.cuda(), t.cuda(), votes.cuda(), None, thr.cuda(), math.radians(24.0), sup.cuda(), 10
+    )
     assert_same(cuda, cpu)
 
 
 # ---- presets and the matcher --------------------------------------------------------------------
+
 
 def test_matcher_config_errors():
     from pointops.ppf.matcher import PPFMatcher, resolve_ppf_config
@@ -550,7 +672,9 @@ def two_instance_scene():
         parts_n.append(n[seen])
         poses.append(pose.float())
     g = torch.Generator().manual_seed(3)
-    plane = torch.rand(1500, 3, generator=g, dtype=torch.float64) * torch.tensor([4.0, 0.0, 3.0]) + torch.tensor([-2.0, 0.7, 2.0])
+    plane = torch.rand(1500, 3, generator=g, dtype=torch.float64) * torch.tensor([4.0, 0.0, 3.0]) + torch.tensor(
+        [-2.0, 0.7, 2.0]
+    )
     parts_p.append(plane)
     parts_n.append(torch.tensor([[0.0, -1.0, 0.0]], dtype=torch.float64).expand(1500, 3))
     return mp.float(), mn.float(), torch.cat(parts_p).float(), torch.cat(parts_n).float(), poses
@@ -610,25 +734,36 @@ def test_matcher_match_reads_nothing_back():
     """match() on fake tensors (no data at all): any .item(), .tolist(), int(tensor),
     float(tensor) or data-dependent shape would raise; estimated or given normals, several scenes
     and models, with and without downsampling."""
-    from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
-                                               FakeTensorMode)
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
     from pointops.ppf.matcher import PPFMatcher
 
     mp, mn, sp, sn, _ = two_instance_scene()
-    matcher = PPFMatcher(torch.stack([mp, mp * 0.8]), torch.stack([mn, mn]), tau_d=0.07, hypotheses=3,
-                         turned_hypotheses=2, icp_iterations=2)
+    matcher = PPFMatcher(
+        torch.stack([mp, mp * 0.8]),
+        torch.stack([mn, mn]),
+        tau_d=0.07,
+        hypotheses=3,
+        turned_hypotheses=2,
+        icp_iterations=2,
+    )
     scenes = torch.stack([sp, sp.flip(0)])
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         syncs = (DataDependentOutputException, DynamicOutputShapeException)
-        for read_back in (lambda t: float(t.sum()), lambda t: t.tolist(), lambda t: int(t.max()),
-                          lambda t: t.nonzero()):  # the harness sees each kind of sync
+        for read_back in (
+            lambda t: float(t.sum()),
+            lambda t: t.tolist(),
+            lambda t: int(t.max()),
+            lambda t: t.nonzero(),
+        ):  # the harness sees each kind of sync
             with pytest.raises(syncs):
                 read_back(mode.from_tensor(sp))
         points, normals = mode.from_tensor(scenes), mode.from_tensor(torch.stack([sn, sn.flip(0)]))
         lengths = mode.from_tensor(torch.tensor([sp.shape[0], 1000]))
-        for out in (matcher.match(points, None, lengths, max_instances=2),
-                    matcher.match(points, normals, max_instances=1),
-                    matcher.match(points, normals, lengths, max_instances=3, downsample=False)):
+        for out in (
+            matcher.match(points, None, lengths, max_instances=2),
+            matcher.match(points, normals, max_instances=1),
+            matcher.match(points, normals, lengths, max_instances=3, downsample=False),
+        ):
             assert out.poses.shape[:2] == (2, 2) and out.scores.shape[:2] == (2, 2)
 
 
@@ -649,8 +784,9 @@ def test_matcher_scene_capacity_and_range_image():
     with pytest.raises(ValueError, match="max_scene_points must be >= 1"):
         PPFMatcher(mp, mn, max_scene_points=0)
     # the range image: fixed size, a cell of cell_size at the median range, centred on +z
-    raw = torch.tensor([[[0.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.2, 0.0, 1.0], [5.0, 0.0, -1.0], [NAN, 0.0, 1.0],
-                         [0.0, 0.0, 0.5]]])
+    raw = torch.tensor(
+        [[[0.0, 0.0, 2.0], [0.0, 0.0, 3.0], [0.2, 0.0, 1.0], [5.0, 0.0, -1.0], [NAN, 0.0, 1.0], [0.0, 0.0, 0.5]]]
+    )
     image = range_image(raw, 0.02, torch.tensor([5]), cells=64)  # the last row is past the length
     assert image.ranges.shape == (1, 64 * 64) and math.isclose(float(image.cell[0]), 0.01, rel_tol=1e-6)
     seen = image.ranges[0][torch.isfinite(image.ranges[0])]
@@ -663,8 +799,11 @@ def test_matcher_empty_scenes_find_nothing():
 
     mp, mn, sp, _, _ = two_instance_scene()
     matcher = PPFMatcher(mp, mn, tau_d=0.07, hypotheses=3, icp_iterations=2)
-    for points, lengths in ((torch.zeros(1, 0, 3), None), (sp[None], torch.tensor([0])),
-                            (torch.full((1, 5, 3), NAN), None)):
+    for points, lengths in (
+        (torch.zeros(1, 0, 3), None),
+        (sp[None], torch.tensor([0])),
+        (torch.full((1, 5, 3), NAN), None),
+    ):
         out = matcher.match(points, None, lengths, max_instances=2)
         assert out.poses.shape == (1, 1, 2, 4, 4) and torch.isnan(out.poses).all()
         assert (out.scores == 0).all() and (out.votes == 0).all()
@@ -739,6 +878,7 @@ def test_matcher_turned_hypotheses_add_only_new_clusters():
 
 # ---- scene generator ----------------------------------------------------------------------------
 
+
 def test_generated_scene_ground_truth_and_occlusion():
     from pointops import scenes
     from pointops.scenes import tabletop
@@ -772,8 +912,9 @@ def test_generated_scene_instances_and_sensor():
     one = tabletop.make_ppf_scene(4, mesh, others, occlusion=0.4, noise=0.0, width=160, height=120)
     assert one.poses.shape == (1, 4, 4) and torch.equal(one.poses[0], one.pose)
     assert float(one.occlusions[0]) == one.occlusion
-    three = tabletop.make_ppf_scene(4, mesh, others, noise=0.0, width=160, height=120, instances=3,
-                              camera_distance=(4.0, 4.5))
+    three = tabletop.make_ppf_scene(
+        4, mesh, others, noise=0.0, width=160, height=120, instances=3, camera_distance=(4.0, 4.5)
+    )
     assert three.poses.shape == (3, 4, 4) and three.occlusions.shape == (3,)
     centres = three.poses[:, :3, 3].double()
     assert torch.pdist(centres).min() > 0.9  # instances stand apart
@@ -806,8 +947,10 @@ def test_sampling_a_square():
     from pointops import scenes
     from pointops.io import Mesh
 
-    square = Mesh(torch.tensor([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=torch.float64),
-                  torch.tensor([[0, 1, 2], [0, 2, 3]]))
+    square = Mesh(
+        torch.tensor([[0.0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=torch.float64),
+        torch.tensor([[0, 1, 2], [0, 2, 3]]),
+    )
     points, normals, _ = scenes.sample_surface(square, 500, seed=1)
     assert (points[:, 2] == 0).all() and (points >= 0).all() and (points <= 1).all()
     assert (normals == torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).all()
@@ -843,8 +986,9 @@ def test_refinement_and_rescoring():
     shifted = truth.clone()
     shifted[:3, 3] += torch.tensor([0.0, 0.0, -0.3])  # in front of the surface the sensor saw
     image = range_image(sp, 0.03, scene_lengths)
-    scores = PPFMatcher.verify(mp, mn, lengths, sp, sn, scene_lengths, torch.stack([truth, shifted])[None],
-                               torch.tensor([0.05]), image)
+    scores = PPFMatcher.verify(
+        mp, mn, lengths, sp, sn, scene_lengths, torch.stack([truth, shifted])[None], torch.tensor([0.05]), image
+    )
     assert float(scores[0, 0]) > 0.3 and float(scores[0, 1]) == 0.0
 
 

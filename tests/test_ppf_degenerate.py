@@ -60,14 +60,17 @@ def test_invalid_rows_of_a_model_without_normals_are_absent_too(scene):
     torch.testing.assert_close(a.center, b.center, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("points, says", [
-    (torch.zeros(0, 3), "0 distinct valid points"),
-    (torch.tensor([[1.0, 2.0, 3.0]]), "1 distinct valid points"),
-    (torch.tensor([[1.0, 2.0, 3.0]] * 50), "1 distinct valid points"),
-    (torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]] * 10), "2 distinct valid points"),
-    (torch.full((30, 3), float("nan")), "0 distinct valid points"),
-    (torch.tensor([[0.0, 0.0, 0.0], [1e-38, 0.0, 0.0], [0.0, 1e-38, 0.0]]), "is not a positive float32"),
-])
+@pytest.mark.parametrize(
+    "points, says",
+    [
+        (torch.zeros(0, 3), "0 distinct valid points"),
+        (torch.tensor([[1.0, 2.0, 3.0]]), "1 distinct valid points"),
+        (torch.tensor([[1.0, 2.0, 3.0]] * 50), "1 distinct valid points"),
+        (torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]] * 10), "2 distinct valid points"),
+        (torch.full((30, 3), float("nan")), "0 distinct valid points"),
+        (torch.tensor([[0.0, 0.0, 0.0], [1e-38, 0.0, 0.0], [0.0, 1e-38, 0.0]]), "is not a positive float32"),
+    ],
+)
 def test_degenerate_models_are_refused_at_construction(points, says):
     with pytest.raises(ValueError, match=says) as error:
         PPFMatcher(points, torch.ones_like(points), **CONFIG)

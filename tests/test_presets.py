@@ -1,5 +1,6 @@
 """Presets: the YAML files in configs/ and the Python table TorchScript resolves hold the same
 values; names are listed; explicit values override a preset's."""
+
 import os
 
 import pytest

@@ -206,17 +206,35 @@ def test_random_start_follows_torch_seed(device):
         (lambda d: torch.ops.pointops.fps(torch.rand(5, 3, device=d), None, None, 2), r"\(B, N, D\)"),
         (lambda d: torch.ops.pointops.fps(torch.rand(1, 5, 0, device=d), None, None, 2), "D >= 1"),
         (lambda d: torch.ops.pointops.fps(torch.ones(1, 5, 3, dtype=torch.int32, device=d), None, None, 2), "Int"),
-        (lambda d: torch.ops.pointops.fps(torch.rand(2, 5, 3, device=d), torch.tensor([5], device=d), None, 2),
-         r"lengths must have shape \[2\]"),
-        (lambda d: torch.ops.pointops.fps(torch.rand(2, 5, 3, device=d), torch.tensor([5, 5], device=d, dtype=torch.int32), None, 2),
-         "lengths must be Long"),
-        (lambda d: torch.ops.pointops.fps(torch.rand(2, 5, 3, device=d), None, torch.zeros(3, dtype=torch.int64, device=d), 2),
-         "start must have shape"),
+        (
+            lambda d: torch.ops.pointops.fps(torch.rand(2, 5, 3, device=d), torch.tensor([5], device=d), None, 2),
+            r"lengths must have shape \[2\]",
+        ),
+        (
+            lambda d: torch.ops.pointops.fps(
+                torch.rand(2, 5, 3, device=d), torch.tensor([5, 5], device=d, dtype=torch.int32), None, 2
+            ),
+            "lengths must be Long",
+        ),
+        (
+            lambda d: torch.ops.pointops.fps(
+                torch.rand(2, 5, 3, device=d), None, torch.zeros(3, dtype=torch.int64, device=d), 2
+            ),
+            "start must have shape",
+        ),
         (lambda d: torch.ops.pointops.fps(torch.rand(2, 5, 3, device=d), None, None, -1), "k must be >= 0, got -1"),
-        (lambda d: torch.ops.pointops.fps_packed(torch.rand(5, 3, device=d), torch.zeros(0, dtype=torch.int64, device=d), None, 2),
-         "B \\+ 1 >= 1"),
-        (lambda d: torch.ops.pointops.fps_packed(torch.rand(2, 5, 3, device=d), torch.tensor([0, 5], device=d), None, 2),
-         r"\(P, D\)"),
+        (
+            lambda d: torch.ops.pointops.fps_packed(
+                torch.rand(5, 3, device=d), torch.zeros(0, dtype=torch.int64, device=d), None, 2
+            ),
+            "B \\+ 1 >= 1",
+        ),
+        (
+            lambda d: torch.ops.pointops.fps_packed(
+                torch.rand(2, 5, 3, device=d), torch.tensor([0, 5], device=d), None, 2
+            ),
+            r"\(P, D\)",
+        ),
     ],
 )
 def test_bad_input_raises_clear_errors(device, call, message):

@@ -1,5 +1,6 @@
 """Synthetic scenes: determinism, ground truth that the points obey, noise/dropout/clutter rates,
 batching, and the plane-detection score. Scans are kept small (16 x 512 rays) so the file is quick."""
+
 import math
 
 import pytest
@@ -200,8 +201,12 @@ def test_empty_scene_and_bad_arguments():
 def rotate(plane, degrees):
     """The plane turned by ``degrees`` about an axis perpendicular to its normal."""
     n = plane[:3].double()
-    axis = torch.linalg.cross(n, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64) if n[2].abs() < 0.9
-                              else torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
+    axis = torch.linalg.cross(
+        n,
+        torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+        if n[2].abs() < 0.9
+        else torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
+    )
     axis = axis / axis.norm()
     angle = math.radians(degrees)
     turned = n * math.cos(angle) + torch.linalg.cross(axis, n) * math.sin(angle)
@@ -281,10 +286,12 @@ def test_evaluate_planes_on_detect_planes_output(device):
 
 # ---- meshes and cloud layouts -------------------------------------------------------------------
 
+
 def test_sample_surface_is_area_weighted():
     # Two triangles in the z = 0 plane with areas 1 and 3.
-    vertices = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0],
-                             [5.0, 0.0, 0.0], [8.0, 0.0, 0.0], [5.0, 2.0, 0.0]])
+    vertices = torch.tensor(
+        [[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [5.0, 0.0, 0.0], [8.0, 0.0, 0.0], [5.0, 2.0, 0.0]]
+    )
     mesh = Mesh(vertices, torch.tensor([[0, 1, 2], [3, 4, 5]]))
     n = 20000
     got = scenes.sample_surface(mesh, n, seed=11)
@@ -327,7 +334,7 @@ def test_sample_surface_is_reproducible_and_skips_degenerate_faces():
     assert set(a.face_index.tolist()) == {2, 3, 4, 5}  # never faces 0, 1, 6 (zero area)
     assert torch.allclose(a.normals.norm(dim=1), torch.ones(500, dtype=torch.float64))
     # outward normal of face [1, 2, 3] of the tetrahedron
-    assert torch.allclose(a.normals[a.face_index == 5][0], torch.full((3,), 3 ** -0.5, dtype=torch.float64))
+    assert torch.allclose(a.normals[a.face_index == 5][0], torch.full((3,), 3**-0.5, dtype=torch.float64))
     empty = scenes.sample_surface(mesh, 0)
     assert empty.points.shape == (0, 3) and empty.face_index.shape == (0,)
     with pytest.raises(ValueError, match="no surface"):

@@ -1,6 +1,7 @@
 """The scripts in tools/ are usable by a person: each answers --help at once (its parser runs
 before torch and pointops load), its help says what it measures, and the shared progress lines
 and tables of tools/cli.py read right."""
+
 import glob
 import io
 import os
@@ -36,15 +37,17 @@ def test_help_answers_at_once(path):
     assert seconds < 5, f"{os.path.basename(path)} --help took {seconds:.1f} s (heavy imports before the parser?)"
 
 
-@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.endswith(".py")],
-                         ids=[os.path.basename(p) for p in SCRIPTS if p.endswith(".py")])
+@pytest.mark.parametrize(
+    "path", [p for p in SCRIPTS if p.endswith(".py")], ids=[os.path.basename(p) for p in SCRIPTS if p.endswith(".py")]
+)
 def test_help_loads_no_torch(path, tmp_path):
     """--help works where torch cannot even be imported: the parser comes first."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('torch must not load for --help')\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    result = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                            env=env)
+    result = subprocess.run(
+        [sys.executable, path, "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env
+    )
     assert result.returncode == 0, result.stderr[-2000:]
 
 
@@ -56,8 +59,15 @@ def test_every_script_is_listed():
 
 def test_family_ops_are_read_without_import():
     ops = cli.family_ops()
-    assert sorted(ops) == ["bench_bev", "bench_compat", "bench_cpu", "bench_geometry", "bench_hough", "bench_ppf",
-                           "bench_sampling"]
+    assert sorted(ops) == [
+        "bench_bev",
+        "bench_compat",
+        "bench_cpu",
+        "bench_geometry",
+        "bench_hough",
+        "bench_ppf",
+        "bench_sampling",
+    ]
     assert ops["bench_sampling"] == ["fps"]
     assert "knn" in ops["bench_geometry"] and "icp" in ops["bench_geometry"] and "detect_circles" in ops["bench_hough"]
 
@@ -78,16 +88,20 @@ def test_progress_lines_estimate_the_time_left():
 def test_table_aligns_text_left_and_numbers_right():
     rows = [{"layout": "grid", "recall": 1.0, "n": 50}, {"layout": "ball", "recall": 0.9712, "n": None}]
     text = cli.table(rows, [("layout", "layout", ""), ("recall", "recall", ".3f"), ("n", "scenes", "d")], title="t")
-    assert text.splitlines() == ["t",
-                                 "layout  recall  scenes",
-                                 "------  ------  ------",
-                                 "grid     1.000      50",
-                                 "ball     0.971       -"]
+    assert text.splitlines() == [
+        "t",
+        "layout  recall  scenes",
+        "------  ------  ------",
+        "grid     1.000      50",
+        "ball     0.971       -",
+    ]
 
 
 def test_bench_table_reads_bench_rows():
-    rows = [{"op": "knn", "B": 2, "N": 4096, "k": 16, "device": "cpu", "ms": 1.5, "baseline_ms": 6.0, "ratio": 4.0},
-            {"note": "open3d unavailable"}]
+    rows = [
+        {"op": "knn", "B": 2, "N": 4096, "k": 16, "device": "cpu", "ms": 1.5, "baseline_ms": 6.0, "ratio": 4.0},
+        {"note": "open3d unavailable"},
+    ]
     text = cli.bench_table(rows).splitlines()
     assert text[0].startswith("1 rows") and "B=2 N=4096 k=16" in text[3] and text[3].rstrip().endswith("4.00")
 
@@ -100,4 +114,3 @@ def test_sanitizer_summaries_are_read_for_every_tool():
     assert sanitize.errors_reported("x\n========= ERROR SUMMARY: 3 errors\n") == "3"
     assert sanitize.errors_reported("========= RACECHECK SUMMARY: 2 hazards displayed (1 errors, 1 warnings)") == "1"
     assert sanitize.errors_reported("Traceback (most recent call last):") is None
-

@@ -15,6 +15,7 @@ ends with a table of all rows: op, case, sizes, device, median ms, baseline ms a
 
     python tools/bench.py [--ops fps bev_rasterize knn ppf_match ...] [--quick] [--device cpu] [--json f] [--plot f]
 """
+
 import os
 import statistics
 import sys
@@ -30,7 +31,6 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pointops  # noqa: F401  (loads the operators the families time)
-
 
 
 def time_ms(fn, device, min_reps=5, budget_ms=1500.0):
@@ -80,7 +80,6 @@ def back_to_back_ms(fn, calls=50, rounds=10):
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
     return statistics.median(samples)
-
 
 
 def graph_ms(fn, calls=20, rounds=10):

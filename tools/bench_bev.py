@@ -12,6 +12,7 @@ split one call from an idle GPU: `kernel_ms` (the kernel alone, replayed from a 
 any op pays, `torch_add_ms` / `torch_add_host_ms`: a 10-element torch add timed the same ways.
 
     python tools/bench_bev.py [--quick] [--device cpu] [--json f]"""
+
 import json
 import os
 import statistics
@@ -21,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # imports nothing heavy
 
-OPS = ['bev_rasterize', 'pillar_scatter', 'voxelize']
+OPS = ["bev_rasterize", "pillar_scatter", "voxelize"]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
@@ -32,7 +33,11 @@ sys.path.insert(0, cli.ROOT)
 import pointops
 from bench import back_to_back_ms, graph_ms, time_ms
 from pointops.reference.bev import (
-    bev_rasterize_baseline, pillar_scatter_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline)
+    bev_rasterize_baseline,
+    pillar_scatter_baseline,
+    pillar_scatter_per_cloud_baseline,
+    voxelize_baseline,
+)
 from pointops.scenes.lidar import sampled_street
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -88,9 +93,19 @@ def bench_bev(device, quick, results):
         points = lidar_clouds(b, n, device)
         point_range, cell_size = pointops.bev_preset(preset)
         height, width = pointops.bev_grid_size(point_range, cell_size)
-        row = {"op": "bev_rasterize", "case": case, "B": b, "N": n, "H": height, "W": width,
-               "channels": channels, "device": name, "floor_ms": floor_ms, "floor_ratio": floor_ratio,
-               "baseline": "pure PyTorch: bincount + scatter_reduce per channel"}
+        row = {
+            "op": "bev_rasterize",
+            "case": case,
+            "B": b,
+            "N": n,
+            "H": height,
+            "W": width,
+            "channels": channels,
+            "device": name,
+            "floor_ms": floor_ms,
+            "floor_ratio": floor_ratio,
+            "baseline": "pure PyTorch: bincount + scatter_reduce per channel",
+        }
 
         def op():
             return pointops.bev_rasterize(points, channels, None, point_range, cell_size)
@@ -122,10 +137,6 @@ def bench_bev(device, quick, results):
         print(json.dumps(row), flush=True)
 
 
-
-
-
-
 # (B, pillars, F, H, W, floor_ratio): OpenPCDet's KITTI grid
 PILLAR_CASES = [(8, 12_000, 64, 496, 432, 3.0)]
 PILLAR_CASES_CPU = [(2, 3_000, 16, 496, 432, None)]
@@ -140,13 +151,26 @@ def bench_pillar_scatter(device, quick, results):
         cells = torch.randperm(height * width, device=device, generator=g)[: b * p].view(b, p)
         coords = torch.stack([torch.zeros_like(cells), cells // width, cells % width], -1).int()
         num_voxels = torch.full((b,), p - p // 10, dtype=torch.int64, device=device)
-        row = {"op": "pillar_scatter", "case": "c", "B": b, "P": p, "F": f, "H": height, "W": width,
-               "device": name, "floor_ms": None, "floor_ratio": floor_ratio,
-               "baseline": "OpenPCDet PointPillarScatter (loop over clouds, index_put)"}
+        row = {
+            "op": "pillar_scatter",
+            "case": "c",
+            "B": b,
+            "P": p,
+            "F": f,
+            "H": height,
+            "W": width,
+            "device": name,
+            "floor_ms": None,
+            "floor_ratio": floor_ratio,
+            "baseline": "OpenPCDet PointPillarScatter (loop over clouds, index_put)",
+        }
         row["ms"] = time_ms(lambda: pointops.pillar_scatter(features, coords, num_voxels, height, width), device)
-        row["baseline_ms"] = time_ms(lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width), device)
+        row["baseline_ms"] = time_ms(
+            lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width), device
+        )
         row["batched_index_put_ms"] = time_ms(
-            lambda: pillar_scatter_baseline(features, coords, num_voxels, height, width).contiguous(), device)
+            lambda: pillar_scatter_baseline(features, coords, num_voxels, height, width).contiguous(), device
+        )
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
         row["ratio_batched_index_put"] = round(row["batched_index_put_ms"] / row["ms"], 2)
         nbytes = sum(t.numel() * t.element_size() for t in (features, coords, num_voxels)) + b * f * height * width * 4
@@ -189,9 +213,18 @@ def bench_voxelize(device, quick, results):
         result = op()
         for actual, expected in zip(result, baseline()):
             assert torch.equal(actual, expected), "voxelize differs from its baseline"
-        row = {"op": "voxelize", "B": b, "N": n, "C": 4, "K": VOXEL_MAX_POINTS, "V": VOXEL_MAX_VOXELS,
-               "device": name, "floor_ms": floor, "num_voxels": result[3].tolist(),
-               "baseline": "sort-based pure PyTorch (torch.unique + stable argsort)"}
+        row = {
+            "op": "voxelize",
+            "B": b,
+            "N": n,
+            "C": 4,
+            "K": VOXEL_MAX_POINTS,
+            "V": VOXEL_MAX_VOXELS,
+            "device": name,
+            "floor_ms": floor,
+            "num_voxels": result[3].tolist(),
+            "baseline": "sort-based pure PyTorch (torch.unique + stable argsort)",
+        }
         row["baseline_ms"] = time_ms(baseline, device)
         row["ms"] = time_ms(op, device)
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)

@@ -24,6 +24,7 @@ fairer figure on a shared machine).
     python tools/bench_compat.py [--quick] [--device cpu] [--json f]
     python tools/bench.py --ops vector_pool   # the same rows
 """
+
 import json
 import os
 import statistics
@@ -47,12 +48,15 @@ import pointops  # noqa: E402
 from pointops.compat import openpcdet_stack  # noqa: E402
 from pointops.scenes import lidar as lidar_scenes  # noqa: E402
 
-X_CONV4 = dict(NUM_GROUPS=2, LOCAL_AGGREGATION_TYPE="local_interpolation", NUM_REDUCED_CHANNELS=32,
-               NUM_CHANNELS_OF_LOCAL_AGGREGATION=32, MSG_POST_MLPS=[128],
-               GROUP_CFG_0=dict(NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=2.4, NEIGHBOR_NSAMPLE=-1,
-                                POST_MLPS=[64, 64]),
-               GROUP_CFG_1=dict(NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=4.8, NEIGHBOR_NSAMPLE=-1,
-                                POST_MLPS=[64, 64]))
+X_CONV4 = dict(
+    NUM_GROUPS=2,
+    LOCAL_AGGREGATION_TYPE="local_interpolation",
+    NUM_REDUCED_CHANNELS=32,
+    NUM_CHANNELS_OF_LOCAL_AGGREGATION=32,
+    MSG_POST_MLPS=[128],
+    GROUP_CFG_0=dict(NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=2.4, NEIGHBOR_NSAMPLE=-1, POST_MLPS=[64, 64]),
+    GROUP_CFG_1=dict(NUM_LOCAL_VOXEL=[3, 3, 3], MAX_NEIGHBOR_DISTANCE=4.8, NEIGHBOR_NSAMPLE=-1, POST_MLPS=[64, 64]),
+)
 
 
 class Config(dict):
@@ -84,9 +88,20 @@ def scene(device, scans=2, keypoints=4096):
     return torch.cat(voxels).to(device), cnt.to(device), torch.cat(picks).to(device), new_cnt.to(device)
 
 
-def brute_three_nn_for_vector_pool(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt,
-                                   max_neighbour_distance, nsample, neighbor_type, avg_length_of_neighbor_idxs,
-                                   num_total_grids, neighbor_distance_multiplier, max_neighbors=1000):
+def brute_three_nn_for_vector_pool(
+    support_xyz,
+    xyz_batch_cnt,
+    new_xyz,
+    new_xyz_grid_centers,
+    new_xyz_batch_cnt,
+    max_neighbour_distance,
+    nsample,
+    neighbor_type,
+    avg_length_of_neighbor_idxs,
+    num_total_grids,
+    neighbor_distance_multiplier,
+    max_neighbors=1000,
+):
     """OpenPCDet's three_nn_for_vector_pool_by_two_step in plain PyTorch, brute force (same
     arguments and outputs): each centre against every point of its cloud, the first `limit` inside
     the cube (or closed ball) by a cumulative count, scattered into slots; then each grid centre
@@ -105,21 +120,26 @@ def brute_three_nn_for_vector_pool(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_
         new_starts.append(new_starts[-1] + b)
     chunk = 1024 if device.type == "cuda" else 64
     for b in range(len(starts) - 1):
-        pts = support_xyz[starts[b]:starts[b + 1]]
+        pts = support_xyz[starts[b] : starts[b + 1]]
         n = pts.shape[0]
         padded = torch.cat([pts, torch.full((1, 3), float("inf"), device=device)])  # slot n: no point
         for c0 in range(new_starts[b], new_starts[b + 1], chunk):
             c1 = min(c0 + chunk, new_starts[b + 1])
             local = pts[None] - new_xyz[c0:c1, None]  # (c, n, 3)
             if neighbor_type == 1:
-                inside = (local[..., 0] * local[..., 0] + local[..., 1] * local[..., 1]) + local[..., 2] * local[..., 2] <= d * d
+                inside = (local[..., 0] * local[..., 0] + local[..., 1] * local[..., 1]) + local[..., 2] * local[
+                    ..., 2
+                ] <= d * d
             else:
                 inside = ((local <= d) & (local >= -d)).all(-1)
             rank = inside.long().cumsum(1) - 1
             keep = inside & (rank < limit)
             slots = torch.full((c1 - c0, limit + 1), n, dtype=torch.int64, device=device)
-            slots.scatter_(1, torch.where(keep, rank, torch.full_like(rank, limit)),
-                           torch.arange(n, device=device).expand(c1 - c0, n))
+            slots.scatter_(
+                1,
+                torch.where(keep, rank, torch.full_like(rank, limit)),
+                torch.arange(n, device=device).expand(c1 - c0, n),
+            )
             slots = slots[:, :limit]
             p = padded[slots]  # (c, S, 3)
             q = grid[c0:c1]
@@ -132,8 +152,8 @@ def brute_three_nn_for_vector_pool(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_
                 value = d2.gather(-1, best)
                 row = slots[:, None, :].expand_as(d2).gather(-1, best)
                 found = value < float("inf")
-                out_idx[c0:c1, :, j:j + 1] = torch.where(found, row + starts[b], torch.full_like(row, -1))
-                out_d2[c0:c1, :, j:j + 1] = value
+                out_idx[c0:c1, :, j : j + 1] = torch.where(found, row + starts[b], torch.full_like(row, -1))
+                out_d2[c0:c1, :, j : j + 1] = value
                 d2 = d2.scatter(-1, best, float("inf"))
     missing = out_idx < 0
     out_d2 = torch.where(missing, out_d2[..., :1].expand_as(out_d2), out_d2)
@@ -181,23 +201,39 @@ def bench_vector_pool(device, quick, results):
         grid = openpcdet_stack.VectorPoolAggregationModule.get_dense_voxels_by_center(keypoints, distance, [3, 3, 3])
         args = (xyz, cnt, keypoints, grid, new_cnt, distance, -1, 0, 1000, 27, 2.0)
         counts = pointops.cube_query_packed(keypoints, new_offsets, xyz, offsets, 2 * distance, 0).counts
-        row = {"op": "vector_pool", "case": f"three_nn d={2 * distance:g}", "N": int(xyz.shape[0]),
-               "M": int(keypoints.shape[0]), "k": 1000, "device": name,
-               "cube_points_mean": round(counts.float().mean().item(), 1),
-               "centres_over_1000": int((counts > 1000).sum()),
-               "baseline": "plain-PyTorch brute force (cube by cumulative count, 3 argmins over the slots)"}
+        row = {
+            "op": "vector_pool",
+            "case": f"three_nn d={2 * distance:g}",
+            "N": int(xyz.shape[0]),
+            "M": int(keypoints.shape[0]),
+            "k": 1000,
+            "device": name,
+            "cube_points_mean": round(counts.float().mean().item(), 1),
+            "centres_over_1000": int((counts > 1000).sum()),
+            "baseline": "plain-PyTorch brute force (cube by cumulative count, 3 argmins over the slots)",
+        }
         ours = openpcdet_stack.three_nn_for_vector_pool_by_two_step(*args)
         theirs = brute_three_nn_for_vector_pool(*args)
         row["indices_equal"] = bool(torch.equal(ours[1], theirs[1]))
         row["cube_query_ms"] = time_ms(
-            lambda: pointops.cube_query_packed(keypoints, new_offsets, xyz, offsets, 2 * distance, 1000), device,
-            min_reps=reps, budget_ms=0.0 if device == "cpu" else 1500.0)
-        timed(row, device, lambda: openpcdet_stack.three_nn_for_vector_pool_by_two_step(*args),
-              lambda: brute_three_nn_for_vector_pool(*args), reps)
+            lambda: pointops.cube_query_packed(keypoints, new_offsets, xyz, offsets, 2 * distance, 1000),
+            device,
+            min_reps=reps,
+            budget_ms=0.0 if device == "cpu" else 1500.0,
+        )
+        timed(
+            row,
+            device,
+            lambda: openpcdet_stack.three_nn_for_vector_pool_by_two_step(*args),
+            lambda: brute_three_nn_for_vector_pool(*args),
+            reps,
+        )
         emit(results, row)
 
     torch.manual_seed(0)
-    layer, _ = openpcdet_stack.build_local_aggregation_module(64, Config(NAME="VectorPoolAggregationModuleMSG", **X_CONV4))
+    layer, _ = openpcdet_stack.build_local_aggregation_module(
+        64, Config(NAME="VectorPoolAggregationModuleMSG", **X_CONV4)
+    )
     layer = layer.to(device).train()
     features = torch.randn(xyz.shape[0], 64, device=device, requires_grad=True)
 
@@ -209,8 +245,14 @@ def bench_vector_pool(device, quick, results):
         with mock.patch.object(openpcdet_stack, "three_nn_for_vector_pool_by_two_step", brute_three_nn_for_vector_pool):
             step()
 
-    row = {"op": "vector_pool", "case": "layer fwd+bwd", "N": int(xyz.shape[0]), "M": int(keypoints.shape[0]),
-           "device": name, "baseline": "the same layer on the brute-force search"}
+    row = {
+        "op": "vector_pool",
+        "case": "layer fwd+bwd",
+        "N": int(xyz.shape[0]),
+        "M": int(keypoints.shape[0]),
+        "device": name,
+        "baseline": "the same layer on the brute-force search",
+    }
     timed(row, device, step, brute_step, reps)
     emit(results, row)
 

@@ -14,6 +14,7 @@ Every baseline is the one tools/bench.py times on the GPU; voxelize's is checked
 The rows call the raw torch.ops.pointops operators, which the public wrappers call. The run ends
 with a table of the rows.
 """
+
 import json
 import os
 import statistics
@@ -26,15 +27,29 @@ import cli  # imports nothing heavy
 # The name tools/bench.py knows these rows by (`--ops cpu_kernels`); the rows themselves carry the
 # op names.
 OPS = ["cpu_kernels"]
-ROW_OPS = ["hough_planes", "hough_peaks", "fps", "bev_rasterize", "voxelize", "pillar_scatter",
-           "plane_labels", "plane_refit"]
+ROW_OPS = [
+    "hough_planes",
+    "hough_peaks",
+    "fps",
+    "bev_rasterize",
+    "voxelize",
+    "pillar_scatter",
+    "plane_labels",
+    "plane_refit",
+]
 
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="the smallest size of each op")
-    parser.add_argument("--ops", nargs="*", default=ROW_OPS, choices=ROW_OPS, metavar="OP",
-                        help=f"the ops to time (default: all of {' '.join(ROW_OPS)})")
+    parser.add_argument(
+        "--ops",
+        nargs="*",
+        default=ROW_OPS,
+        choices=ROW_OPS,
+        metavar="OP",
+        help=f"the ops to time (default: all of {' '.join(ROW_OPS)})",
+    )
     parser.add_argument("--json", help="also write the JSON lines here")
     return parser.parse_args(argv)
 
@@ -48,7 +63,11 @@ import bench  # noqa: F401  (puts the repository first on sys.path)
 import bench_bev
 from pointops.reference.bev import bev_rasterize_baseline, pillar_scatter_per_cloud_baseline, voxelize_baseline
 from pointops.reference.hough import (
-    hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
+    hough_peaks_baseline,
+    hough_planes_baseline,
+    plane_labels_baseline,
+    plane_refit_baseline,
+)
 from pointops.reference.sampling import fps_torch_loop
 import pointops  # noqa: F401  (registers the operators)
 
@@ -105,32 +124,56 @@ def hough_rows(quick, wanted):
                 w = weights if weighted else None
                 baseline = None
                 if n == 2_000 and not weighted:  # 65 M votes take the baseline seconds already
+
                     def baseline():
                         return hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max)
-                row = timed_row(dict(op="hough_planes", **sizes, weighted=weighted, device="cpu",
-                                     baseline="PyTorch matmul + bincount per 2048 points" if baseline else None),
-                                lambda: ops.hough_planes(points, None, w, n_phi, n_theta, rho_step, rho_max),
-                                baseline, min_reps=1 if n >= 200_000 else 3)
+
+                row = timed_row(
+                    dict(
+                        op="hough_planes",
+                        **sizes,
+                        weighted=weighted,
+                        device="cpu",
+                        baseline="PyTorch matmul + bincount per 2048 points" if baseline else None,
+                    ),
+                    lambda: ops.hough_planes(points, None, w, n_phi, n_theta, rho_step, rho_max),
+                    baseline,
+                    min_reps=1 if n >= 200_000 else 3,
+                )
                 row["votes_per_s_per_core"] = float("%.3g" % (n * n_phi * n_theta / (row["cpu_ms"] * 1e-3)))
                 if "baseline_cpu_ms" in row:
                     row["baseline_votes_per_s_per_core"] = float(
-                        "%.3g" % (n * n_phi * n_theta / (row["baseline_cpu_ms"] * 1e-3)))
+                        "%.3g" % (n * n_phi * n_theta / (row["baseline_cpu_ms"] * 1e-3))
+                    )
                 yield row
         if "hough_peaks" in wanted and n == 20_000:
             acc = ops.hough_planes(points, None, None, n_phi, n_theta, rho_step, rho_max)
-            yield timed_row(dict(op="hough_peaks", **sizes, k=16, radius=2, device="cpu",
-                                 baseline="max_pool3d NMS + topk (no seam)"),
-                            lambda: ops.hough_peaks(acc, [2, 2, 2], [False] * 3, 1.0, 16, True),
-                            lambda: hough_peaks_baseline(acc, 2, 16))
+            yield timed_row(
+                dict(
+                    op="hough_peaks", **sizes, k=16, radius=2, device="cpu", baseline="max_pool3d NMS + topk (no seam)"
+                ),
+                lambda: ops.hough_peaks(acc, [2, 2, 2], [False] * 3, 1.0, 16, True),
+                lambda: hough_peaks_baseline(acc, 2, 16),
+            )
 
 
 def fps_rows(quick, wanted):
     for n, k in [(16_384, 1_024)] if quick else [(16_384, 1_024), (16_384, 4_096), (120_000, 4_096)]:
         points = lidar_cloud(n)[..., :3].contiguous()
         baseline = (lambda: fps_torch_loop(points, k)) if n * k <= 16_384 * 4_096 else None
-        yield timed_row(dict(op="fps", B=1, N=n, k=k, device="cpu",
-                             baseline="PyTorch loop, one vectorized step per pick" if baseline else None),
-                        lambda: ops.fps(points, None, None, k), baseline, min_reps=1)
+        yield timed_row(
+            dict(
+                op="fps",
+                B=1,
+                N=n,
+                k=k,
+                device="cpu",
+                baseline="PyTorch loop, one vectorized step per pick" if baseline else None,
+            ),
+            lambda: ops.fps(points, None, None, k),
+            baseline,
+            min_reps=1,
+        )
 
 
 def bev_rows(quick, wanted):
@@ -139,10 +182,20 @@ def bev_rows(quick, wanted):
     cases = [["max_z", "top_feature", "density"], bench_bev.EIGHT_CHANNELS]
     for channels in cases[:1] if quick else cases:
         points = lidar_cloud(120_000)
-        yield timed_row(dict(op="bev_rasterize", B=1, N=120_000, H=height, W=width, channels=channels,
-                             device="cpu", baseline="pure PyTorch: bincount + scatter_reduce per channel"),
-                        lambda: ops.bev_rasterize(points, None, point_range, cell_size, channels),
-                        lambda: bev_rasterize_baseline(points, point_range, cell_size, channels))
+        yield timed_row(
+            dict(
+                op="bev_rasterize",
+                B=1,
+                N=120_000,
+                H=height,
+                W=width,
+                channels=channels,
+                device="cpu",
+                baseline="pure PyTorch: bincount + scatter_reduce per channel",
+            ),
+            lambda: ops.bev_rasterize(points, None, point_range, cell_size, channels),
+            lambda: bev_rasterize_baseline(points, point_range, cell_size, channels),
+        )
 
 
 def voxelize_rows(quick, wanted):
@@ -153,10 +206,20 @@ def voxelize_rows(quick, wanted):
     args = (bench_bev.VOXEL_SIZE, bench_bev.VOXEL_RANGE, bench_bev.VOXEL_MAX_POINTS, bench_bev.VOXEL_MAX_VOXELS)
     for actual, expected in zip(torch.ops.pointops.voxelize(points, None, *args), voxelize_baseline(points, *args)):
         assert torch.equal(actual, expected), "voxelize differs from its baseline"
-    yield timed_row(dict(op="voxelize", B=1, N=n, C=4, K=bench_bev.VOXEL_MAX_POINTS, V=bench_bev.VOXEL_MAX_VOXELS,
-                         device="cpu", baseline="sort-based pure PyTorch (torch.unique + stable argsort)"),
-                    lambda: torch.ops.pointops.voxelize(points, None, *args),
-                    lambda: voxelize_baseline(points, *args))
+    yield timed_row(
+        dict(
+            op="voxelize",
+            B=1,
+            N=n,
+            C=4,
+            K=bench_bev.VOXEL_MAX_POINTS,
+            V=bench_bev.VOXEL_MAX_VOXELS,
+            device="cpu",
+            baseline="sort-based pure PyTorch (torch.unique + stable argsort)",
+        ),
+        lambda: torch.ops.pointops.voxelize(points, None, *args),
+        lambda: voxelize_baseline(points, *args),
+    )
 
 
 def pillar_rows(quick, wanted):
@@ -166,10 +229,20 @@ def pillar_rows(quick, wanted):
     cells = torch.randperm(height * width, generator=g)[:p].view(1, p)
     coords = torch.stack([torch.zeros_like(cells), cells // width, cells % width], -1).int()
     num_voxels = torch.full((1,), p - p // 10, dtype=torch.int64)
-    yield timed_row(dict(op="pillar_scatter", B=1, P=p, F=f, H=height, W=width, device="cpu",
-                         baseline="OpenPCDet PointPillarScatter (index_put)"),
-                    lambda: ops.pillar_scatter(features, coords, num_voxels, height, width),
-                    lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width))
+    yield timed_row(
+        dict(
+            op="pillar_scatter",
+            B=1,
+            P=p,
+            F=f,
+            H=height,
+            W=width,
+            device="cpu",
+            baseline="OpenPCDet PointPillarScatter (index_put)",
+        ),
+        lambda: ops.pillar_scatter(features, coords, num_voxels, height, width),
+        lambda: pillar_scatter_per_cloud_baseline(features, coords, num_voxels, height, width),
+    )
 
 
 def plane_fit_rows(quick, wanted):
@@ -184,20 +257,27 @@ def plane_fit_rows(quick, wanted):
     planes = torch.cat([normals, (normals * anchors).sum(1, keepdim=True)], 1).unsqueeze(0)
     threshold = 0.1
     if "plane_labels" in wanted:
-        yield timed_row(dict(op="plane_labels", B=1, N=n, K=k, device="cpu",
-                             baseline="PyTorch residuals (B, N, K) + argmax"),
-                        lambda: ops.plane_labels(points, None, planes, threshold),
-                        lambda: plane_labels_baseline(points, planes, threshold))
+        yield timed_row(
+            dict(op="plane_labels", B=1, N=n, K=k, device="cpu", baseline="PyTorch residuals (B, N, K) + argmax"),
+            lambda: ops.plane_labels(points, None, planes, threshold),
+            lambda: plane_labels_baseline(points, planes, threshold),
+        )
     if "plane_refit" in wanted:
-        yield timed_row(dict(op="plane_refit", B=1, N=n, K=k, device="cpu",
-                             baseline="PyTorch one-hot float64 moments + eigh"),
-                        lambda: ops.plane_refit(points, None, planes, threshold),
-                        lambda: plane_refit_baseline(points, planes, threshold))
+        yield timed_row(
+            dict(op="plane_refit", B=1, N=n, K=k, device="cpu", baseline="PyTorch one-hot float64 moments + eigh"),
+            lambda: ops.plane_refit(points, None, planes, threshold),
+            lambda: plane_refit_baseline(points, planes, threshold),
+        )
 
 
-ROWS = [(("hough_planes", "hough_peaks"), hough_rows), (("fps",), fps_rows), (("bev_rasterize",), bev_rows),
-        (("voxelize",), voxelize_rows), (("pillar_scatter",), pillar_rows),
-        (("plane_labels", "plane_refit"), plane_fit_rows)]
+ROWS = [
+    (("hough_planes", "hough_peaks"), hough_rows),
+    (("fps",), fps_rows),
+    (("bev_rasterize",), bev_rows),
+    (("voxelize",), voxelize_rows),
+    (("pillar_scatter",), pillar_rows),
+    (("plane_labels", "plane_refit"), plane_fit_rows),
+]
 
 
 def run(device, quick, ops, results):

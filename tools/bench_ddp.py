@@ -21,6 +21,7 @@ the DataLoader, preprocessing, training, as measured on the host after each stag
     python tools/bench_ddp.py --gpus 1 2                      # on a machine with 2 GPUs
     python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2
 """
+
 import json
 import os
 import sys
@@ -35,19 +36,36 @@ CPU_DEFAULTS = {"frames": 16, "beams": 16, "azimuth": 512, "batch": 2, "workers"
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
-    parser.add_argument("--gpus", type=int, nargs="+", default=None,
-                        help="rank counts to run, one run each (default: 1 and every visible GPU; on the CPU 1 2)")
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        nargs="+",
+        default=None,
+        help="rank counts to run, one run each (default: 1 and every visible GPU; on the CPU 1 2)",
+    )
     parser.add_argument("--device", help="cuda or cpu (default: cuda when a GPU is visible)")
-    for name, help_text in [("frames", "frames per run, split over the ranks"), ("beams", "LiDAR beams of a frame"),
-                            ("azimuth", "LiDAR firings per revolution"), ("batch", "frames per batch and rank"),
-                            ("workers", "DataLoader workers per rank"), ("pool", "distinct scans the frames turn"),
-                            ("warmup", "untimed batches per rank")]:
-        parser.add_argument(f"--{name}", type=int,
-                            help=f"{help_text} (default: {CUDA_DEFAULTS[name]} on CUDA, {CPU_DEFAULTS[name]} on the CPU)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="timed batches per rank at most (default: all the rank's frames)")
-    parser.add_argument("--no-split", action="store_true",
-                        help="time the loop without synchronizing after each stage (no per-stage split)")
+    for name, help_text in [
+        ("frames", "frames per run, split over the ranks"),
+        ("beams", "LiDAR beams of a frame"),
+        ("azimuth", "LiDAR firings per revolution"),
+        ("batch", "frames per batch and rank"),
+        ("workers", "DataLoader workers per rank"),
+        ("pool", "distinct scans the frames turn"),
+        ("warmup", "untimed batches per rank"),
+    ]:
+        parser.add_argument(
+            f"--{name}",
+            type=int,
+            help=f"{help_text} (default: {CUDA_DEFAULTS[name]} on CUDA, {CPU_DEFAULTS[name]} on the CPU)",
+        )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="timed batches per rank at most (default: all the rank's frames)"
+    )
+    parser.add_argument(
+        "--no-split",
+        action="store_true",
+        help="time the loop without synchronizing after each stage (no per-stage split)",
+    )
     parser.add_argument("--json", help="also write one JSON line per run here")
     parser.add_argument("--cache", help="keep the generated frames in this file (made if missing)")
     return parser.parse_args(argv)
@@ -109,8 +127,9 @@ def collate(clouds):
 
 def rank_main(rank, world, settings, port, points, lengths, results):
     device_type = settings["device"]
-    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    dist.init_process_group(
+        "nccl" if device_type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     if device_type == "cuda":
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
@@ -124,10 +143,15 @@ def rank_main(rank, world, settings, port, points, lengths, results):
 
     dataset = Frames(points, lengths, settings["frames"])
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, world, rank, shuffle=False)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=settings["batch"], sampler=sampler,
-                                         num_workers=settings["workers"], collate_fn=collate,
-                                         pin_memory=device.type == "cuda",
-                                         prefetch_factor=4 if settings["workers"] else None)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=settings["batch"],
+        sampler=sampler,
+        num_workers=settings["workers"],
+        collate_fn=collate,
+        pin_memory=device.type == "cuda",
+        prefetch_factor=4 if settings["workers"] else None,
+    )
     torch.manual_seed(0)
     model = ddp_pipeline.PillarNet().to(device)
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None)
@@ -203,8 +227,13 @@ def run(world, settings, points, lengths):
     """Per-rank figures of one run with `world` ranks."""
     context = mp.get_context("spawn")
     results = context.SimpleQueue()
-    mp.start_processes(rank_main, args=(world, settings, free_port(), points, lengths, results), nprocs=world,
-                       join=True, start_method="spawn")
+    mp.start_processes(
+        rank_main,
+        args=(world, settings, free_port(), points, lengths, results),
+        nprocs=world,
+        join=True,
+        start_method="spawn",
+    )
     return results.get()
 
 
@@ -212,27 +241,45 @@ def summarize(world, ranks, settings):
     frames = sum(r["frames"] for r in ranks)
     seconds = max(r["seconds"] for r in ranks)
     per_frame = {k: sum(r[k] for r in ranks) / max(frames, 1) * 1e3 for k in ("wait_s", "preprocess_s", "train_s")}
-    return {"ranks": world, "device": settings["device_name"], "frames": frames, "seconds": round(seconds, 3),
-            "frames_per_s": frames / seconds if seconds else None,
-            "frames_per_s_per_rank": frames / seconds / world if seconds else None,
-            "wait_ms": per_frame["wait_s"] if not settings["no_split"] else None,
-            "preprocess_ms": per_frame["preprocess_s"] if not settings["no_split"] else None,
-            "train_ms": per_frame["train_s"] if not settings["no_split"] else None,
-            "points_per_frame": settings["points_per_frame"], "batch": settings["batch"],
-            "workers": settings["workers"], "loss_first": ranks[0]["loss_first"], "loss_last": ranks[0]["loss_last"]}
+    return {
+        "ranks": world,
+        "device": settings["device_name"],
+        "frames": frames,
+        "seconds": round(seconds, 3),
+        "frames_per_s": frames / seconds if seconds else None,
+        "frames_per_s_per_rank": frames / seconds / world if seconds else None,
+        "wait_ms": per_frame["wait_s"] if not settings["no_split"] else None,
+        "preprocess_ms": per_frame["preprocess_s"] if not settings["no_split"] else None,
+        "train_ms": per_frame["train_s"] if not settings["no_split"] else None,
+        "points_per_frame": settings["points_per_frame"],
+        "batch": settings["batch"],
+        "workers": settings["workers"],
+        "loss_first": ranks[0]["loss_first"],
+        "loss_last": ranks[0]["loss_last"],
+    }
 
 
-COLUMNS = [("ranks", "ranks", "d"), ("device", "device", ""), ("frames", "frames", "d"), ("seconds", "s", ".1f"),
-           ("frames_per_s", "frames/s", ".1f"), ("frames_per_s_per_rank", "frames/s per rank", ".1f"),
-           ("scaling", "scaling", ".2f"), ("efficiency", "efficiency", ".0%"), ("wait_ms", "data wait ms/frame", ".1f"),
-           ("preprocess_ms", "preprocess ms/frame", ".1f"), ("train_ms", "train ms/frame", ".1f")]
+COLUMNS = [
+    ("ranks", "ranks", "d"),
+    ("device", "device", ""),
+    ("frames", "frames", "d"),
+    ("seconds", "s", ".1f"),
+    ("frames_per_s", "frames/s", ".1f"),
+    ("frames_per_s_per_rank", "frames/s per rank", ".1f"),
+    ("scaling", "scaling", ".2f"),
+    ("efficiency", "efficiency", ".0%"),
+    ("wait_ms", "data wait ms/frame", ".1f"),
+    ("preprocess_ms", "preprocess ms/frame", ".1f"),
+    ("train_ms", "train ms/frame", ".1f"),
+]
 
 
 def main(args):
     device = cli.default_device(args.device)
     defaults = CUDA_DEFAULTS if device == "cuda" else CPU_DEFAULTS
-    settings = {name: getattr(args, name) if getattr(args, name) is not None else value
-                for name, value in defaults.items()}
+    settings = {
+        name: getattr(args, name) if getattr(args, name) is not None else value for name, value in defaults.items()
+    }
     if args.gpus:
         counts = args.gpus
     elif device == "cuda":
@@ -241,14 +288,22 @@ def main(args):
         counts = [1, 2]
     if device == "cuda" and max(counts) > torch.cuda.device_count():
         sys.exit(f"--gpus {max(counts)} asks for more GPUs than the {torch.cuda.device_count()} visible")
-    settings.update(device=device, steps=args.steps, no_split=args.no_split,
-                    device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu (gloo)")
+    settings.update(
+        device=device,
+        steps=args.steps,
+        no_split=args.no_split,
+        device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu (gloo)",
+    )
     if device == "cuda":
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off (docs/multi_gpu.md)
         os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
         os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
-    print(f"generating {settings['pool']} scans of {settings['beams']} beams x {settings['azimuth']} firings "
-          f"for {settings['frames']} frames", file=sys.stderr, flush=True)
+    print(
+        f"generating {settings['pool']} scans of {settings['beams']} beams x {settings['azimuth']} firings "
+        f"for {settings['frames']} frames",
+        file=sys.stderr,
+        flush=True,
+    )
     points, lengths = make_pool(settings["pool"], settings["beams"], settings["azimuth"], args.cache)
     settings["points_per_frame"] = int(lengths.float().mean())
     points.share_memory_()
@@ -266,19 +321,27 @@ def main(args):
     if args.json:
         with open(args.json, "a") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    title = (f"DDP preprocessing + training, {settings['points_per_frame']:,} points per frame on average, "
-             f"{settings['batch']} frames per batch, {settings['workers']} DataLoader workers per rank "
-             f"(scaling: frames/s over the 1-rank run's)")
+    title = (
+        f"DDP preprocessing + training, {settings['points_per_frame']:,} points per frame on average, "
+        f"{settings['batch']} frames per batch, {settings['workers']} DataLoader workers per rank "
+        f"(scaling: frames/s over the 1-rank run's)"
+    )
     print(cli.table(rows, COLUMNS, title=title), flush=True)
     if len(rows) > 1 and rows[0]["ranks"] == 1 and not args.no_split:
         # Per frame and rank, each stage takes as long with N ranks as with one when nothing is
         # shared; the stage that grew most is what bounds the scaling.
         one, many = rows[0], rows[-1]
-        stages = [("wait_ms", "waiting for the DataLoader (host cores)"), ("preprocess_ms", "preprocessing"),
-                  ("train_ms", "the training step (with DDP's all-reduce)")]
+        stages = [
+            ("wait_ms", "waiting for the DataLoader (host cores)"),
+            ("preprocess_ms", "preprocessing"),
+            ("train_ms", "the training step (with DDP's all-reduce)"),
+        ]
         key, what = max(stages, key=lambda stage: many[stage[0]] - one[stage[0]])
-        print(f"per frame and rank, {what} grew most from 1 to {many['ranks']} ranks: "
-              f"{one[key]:.1f} -> {many[key]:.1f} ms", flush=True)
+        print(
+            f"per frame and rank, {what} grew most from 1 to {many['ranks']} ranks: "
+            f"{one[key]:.1f} -> {many[key]:.1f} ms",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

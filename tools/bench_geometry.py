@@ -29,6 +29,7 @@ second scan of the same scene with other noise, moved by a known pose).
     python tools/bench_geometry.py [--quick] [--device cpu] [--json f]
     python tools/bench.py --ops knn ball_query three_nn voxel_downsample estimate_normals icp   # the same rows
 """
+
 import json
 import math
 import os
@@ -62,8 +63,12 @@ def classic_module():
     if _classic is None:
         from torch.utils.cpp_extension import load
 
-        _classic = load("pointops_neighbors_classic", [os.path.join(ROOT, "baselines", "neighbors_classic.cu")],
-                        extra_cuda_cflags=["-O3"], verbose=False)
+        _classic = load(
+            "pointops_neighbors_classic",
+            [os.path.join(ROOT, "baselines", "neighbors_classic.cu")],
+            extra_cuda_cflags=["-O3"],
+            verbose=False,
+        )
     return _classic
 
 
@@ -129,8 +134,13 @@ def with_outlier(points, where=OUTLIER):
 def outlier_row(results, row, clean_ms, fn):
     """A row for fn() on the clouds with the outlier, the same call on the clean clouds its
     baseline (`ratio` = clean / with outlier: 1 is no cost at all)."""
-    row.update({"case": row["case"] + " + 1 outlier ~1 km", "outlier": list(OUTLIER),
-                "baseline": "the same call without the outlier, same run"})
+    row.update(
+        {
+            "case": row["case"] + " + 1 outlier ~1 km",
+            "outlier": list(OUTLIER),
+            "baseline": "the same call without the outlier, same run",
+        }
+    )
     row["ms"] = time_ms(fn, "cuda")
     row["baseline_ms"] = clean_ms
     emit(results, row)
@@ -173,14 +183,18 @@ def bench_knn_cuda(quick, results):
         emit(results, row)
         if case == "uniform" and b == 1:
             far = with_outlier(points)
-            outlier_row(results, {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name,
-                                  "floor_ms": None}, row["ms"],
-                        lambda: torch.ops.pointops.knn(queries, None, far, None, k))
+            outlier_row(
+                results,
+                {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
+                row["ms"],
+                lambda: torch.ops.pointops.knn(queries, None, far, None, k),
+            )
 
 
 def bench_knn_cpu(quick, results):
     try:
         import open3d as o3d
+
         o3d_error = None
     except Exception as error:  # noqa: BLE001  (an optional baseline: say why it is missing)
         o3d, o3d_error = None, repr(error)
@@ -192,8 +206,17 @@ def bench_knn_cpu(quick, results):
             scan = lidar_scenes.lidar_scan(lidar_scenes.make_scene(0), n_beams=64, seed=0).points
             points = queries = scan[None].contiguous()
             m = n = scan.shape[0]
-        row = {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": "cpu",
-               "threads": torch.get_num_threads(), "floor_ms": None}
+        row = {
+            "op": "knn",
+            "case": case,
+            "B": b,
+            "M": m,
+            "N": n,
+            "k": k,
+            "device": "cpu",
+            "threads": torch.get_num_threads(),
+            "floor_ms": None,
+        }
         row["ms"] = time_ms(lambda: pointops.knn(queries, points, k), "cpu", min_reps=3, budget_ms=3000)
         row["cpu_ms"] = cpu_time_ms(lambda: pointops.knn(queries, points, k))
         if o3d is None:
@@ -208,7 +231,8 @@ def bench_knn_cpu(quick, results):
                     nns.knn_search(q, k)
 
             row["baseline"] = "Open3D %s core.nns.NearestNeighborSearch (KD-tree) knn_search, index built per call" % (
-                o3d.__version__)
+                o3d.__version__
+            )
             row["baseline_ms"] = time_ms(open3d_knn, "cpu", min_reps=3, budget_ms=3000)
             row["baseline_cpu_ms"] = cpu_time_ms(open3d_knn)
             row["cpu_ratio"] = round(row["baseline_cpu_ms"] / row["cpu_ms"], 2)
@@ -217,7 +241,9 @@ def bench_knn_cpu(quick, results):
             nns.knn_index()
             _, d = nns.knn_search(clouds[0][1], k)
             ours = pointops.knn(queries[:1], points[:1], k).distances[0]
-            row["distances_match_open3d"] = bool(torch.allclose(torch.from_numpy(d.numpy()).float(), ours, rtol=1e-5, atol=1e-7))
+            row["distances_match_open3d"] = bool(
+                torch.allclose(torch.from_numpy(d.numpy()).float(), ours, rtol=1e-5, atol=1e-7)
+            )
         emit(results, row)
 
 
@@ -253,8 +279,11 @@ def front_view_scans(b, n=None, seed=0):
         pts = pts[keep]
         if n is not None:
             g = torch.Generator().manual_seed(seed + i)
-            pick = (torch.randperm(len(pts), generator=g)[:n] if len(pts) >= n
-                    else torch.randint(0, len(pts), (n,), generator=g))
+            pick = (
+                torch.randperm(len(pts), generator=g)[:n]
+                if len(pts) >= n
+                else torch.randint(0, len(pts), (n,), generator=g)
+            )
             pts = pts[pick]
         scans.append(pts)
     return scans
@@ -269,11 +298,14 @@ def ball_row(results, name, row, queries, points, radius, k, packed=None):
     """Time pointops' ball query (the search its sizes pick) against the classic kernel on the padded clouds; `packed` = (queries, query_offsets, points, offsets) runs
     ball_query_packed instead, the classic kernel still on the padded clouds."""
     if packed is None:
+
         def op():
             return torch.ops.pointops.ball_query(queries, None, points, None, radius, k, True)
     else:
+
         def op():
             return torch.ops.pointops.ball_query_packed(*packed, radius, k, True)
+
     ours = op()
     classic = classic_module().classic_ball_query(queries, points, radius, k)
     if packed is None:
@@ -282,10 +314,18 @@ def ball_row(results, name, row, queries, points, radius, k, packed=None):
         offsets = packed[3]
         cloud = torch.searchsorted(packed[1][1:], torch.arange(len(ours[0]), device=offsets.device), right=True)
         mine = torch.where(ours[0] >= 0, ours[0] - offsets[cloud, None], 0).int().view(classic.shape)
-    row.update({"op": "ball_query", "device": name, "radius": radius, "k": k,
-                "baseline": "classic one-thread-per-centre kernel (OpenPCDet pointnet2_batch style)",
-                "rows_equal_to_classic": round((mine == classic).all(-1).float().mean().item(), 6),
-                "mean_hits": round(ours[1].float().mean().item(), 2)})
+    row.update(
+        {
+            "op": "ball_query",
+            "device": name,
+            "radius": radius,
+            "k": k,
+            "baseline": "classic one-thread-per-centre kernel (OpenPCDet pointnet2_batch style)",
+            "rows_equal_to_classic": round((mine == classic).all(-1).float().mean().item(), 6),
+            "mean_hits": round(ours[1].float().mean().item(), 2),
+        }
+    )
+
     def baseline():
         return classic_module().classic_ball_query(queries, points, radius, k)
 
@@ -302,9 +342,18 @@ def ball_row(results, name, row, queries, points, radius, k, packed=None):
 def bench_ball_query(device, quick, results):
     if device != "cuda":
         points, centres = uniform(2, 20_000, "cpu", 2), uniform(2, 2048, "cpu", 3)
-        row = {"op": "ball_query", "B": 2, "N": 20_000, "M": 2048, "radius": 0.05, "k": 32, "device": "cpu",
-               "threads": torch.get_num_threads(), "floor_ms": None,
-               "ms": time_ms(lambda: pointops.ball_query(centres, points, 0.05, 32), "cpu")}
+        row = {
+            "op": "ball_query",
+            "B": 2,
+            "N": 20_000,
+            "M": 2048,
+            "radius": 0.05,
+            "k": 32,
+            "device": "cpu",
+            "threads": torch.get_num_threads(),
+            "floor_ms": None,
+            "ms": time_ms(lambda: pointops.ball_query(centres, points, 0.05, 32), "cpu"),
+        }
         emit(results, row)
         return
     name = torch.cuda.get_device_name()
@@ -314,15 +363,35 @@ def bench_ball_query(device, quick, results):
         ball_row(results, name, {"case": case, "B": b, "N": n, "M": m, "floor_ms": floor}, centres, points, radius, k)
         if i == 0:
             far = with_outlier(points)
-            outlier_row(results, {"op": "ball_query", "case": case, "B": b, "N": n, "M": m, "radius": radius, "k": k,
-                                  "device": name, "floor_ms": None}, results[-1]["ms"],
-                        lambda: torch.ops.pointops.ball_query(centres, None, far, None, radius, k, True))
+            outlier_row(
+                results,
+                {
+                    "op": "ball_query",
+                    "case": case,
+                    "B": b,
+                    "N": n,
+                    "M": m,
+                    "radius": radius,
+                    "k": k,
+                    "device": name,
+                    "floor_ms": None,
+                },
+                results[-1]["ms"],
+                lambda: torch.ops.pointops.ball_query(centres, None, far, None, radius, k, True),
+            )
     # PointNet++ radii in the unit cube, up to the large ones
     points = uniform(16, 16_384, "cuda", 7)
     centres = fps_centres(points, 1024)
     for radius, k in CUBE_BALLS[2:3] if quick else CUBE_BALLS:
-        ball_row(results, name, {"case": "pointnet2_cube", "B": 16, "N": 16_384, "M": 1024, "floor_ms": None},
-                 centres, points, radius, k)
+        ball_row(
+            results,
+            name,
+            {"case": "pointnet2_cube", "B": 16, "N": 16_384, "M": 1024, "floor_ms": None},
+            centres,
+            points,
+            radius,
+            k,
+        )
     if quick:
         return
     # PointRCNN on 16,384-point front-view scans, B = 4
@@ -330,8 +399,15 @@ def bench_ball_query(device, quick, results):
     for level, (n, m, scales) in enumerate(POINTRCNN_LEVELS, 1):
         centres = fps_centres(points, m)
         for radius, k in scales:
-            ball_row(results, name, {"case": "pointrcnn_sa%d" % level, "B": 4, "N": n, "M": m, "floor_ms": None},
-                     centres, points, radius, k)
+            ball_row(
+                results,
+                name,
+                {"case": "pointrcnn_sa%d" % level, "B": 4, "N": n, "M": m, "floor_ms": None},
+                centres,
+                points,
+                radius,
+                k,
+            )
         points = centres
     # PV-RCNN's keypoint balls on two packed front-view scans (every point kept)
     scans = front_view_scans(2)
@@ -343,34 +419,63 @@ def bench_ball_query(device, quick, results):
     n = max(counts)
     padded = torch.full((2, n, 3), 1e6, device="cuda")  # padding far from every keypoint
     for i, s in enumerate(scans):
-        padded[i, :len(s)] = s.cuda()
+        padded[i, : len(s)] = s.cuda()
     for radius, k in PV_RCNN_BALLS:
-        ball_row(results, name, {"case": "pv_rcnn_vsa_packed", "B": 2, "N": counts, "M": PV_RCNN_KEYPOINTS,
-                                 "floor_ms": None}, torch.stack(keypoints), padded, radius, k, packed=packed)
+        ball_row(
+            results,
+            name,
+            {"case": "pv_rcnn_vsa_packed", "B": 2, "N": counts, "M": PV_RCNN_KEYPOINTS, "floor_ms": None},
+            torch.stack(keypoints),
+            padded,
+            radius,
+            k,
+            packed=packed,
+        )
 
 
 def bench_three_nn(device, quick, results):
     if device != "cuda":
         queries, points = uniform(4, 16_384, "cpu", 5), uniform(4, 4096, "cpu", 6)
-        emit(results, {"op": "three_nn", "B": 4, "M": 16_384, "N": 4096, "device": "cpu", "floor_ms": None,
-                       "threads": torch.get_num_threads(),
-                       "ms": time_ms(lambda: pointops.three_nn(queries, points), "cpu")})
+        emit(
+            results,
+            {
+                "op": "three_nn",
+                "B": 4,
+                "M": 16_384,
+                "N": 4096,
+                "device": "cpu",
+                "floor_ms": None,
+                "threads": torch.get_num_threads(),
+                "ms": time_ms(lambda: pointops.three_nn(queries, points), "cpu"),
+            },
+        )
         return
     name = torch.cuda.get_device_name()
     queries, points = uniform(16, 16_384, "cuda", 5), uniform(16, 4096, "cuda", 6)
     ours = pointops.three_nn(queries, points)
     d2, idx = classic_module().classic_three_nn(queries, points)
-    row = {"op": "three_nn", "B": 16, "M": 16_384, "N": 4096, "device": name, "floor_ms": 0.5,
-           "baseline": "classic one-thread-per-query kernel (OpenPCDet pointnet2_batch style)",
-           "indices_equal_to_classic": round((ours.indices.int() == idx).float().mean().item(), 6)}
+    row = {
+        "op": "three_nn",
+        "B": 16,
+        "M": 16_384,
+        "N": 4096,
+        "device": name,
+        "floor_ms": 0.5,
+        "baseline": "classic one-thread-per-query kernel (OpenPCDet pointnet2_batch style)",
+        "indices_equal_to_classic": round((ours.indices.int() == idx).float().mean().item(), 6),
+    }
     row["ms"] = time_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3), "cuda")
     row["baseline_ms"] = time_ms(lambda: classic_module().classic_three_nn(queries, points), "cuda")
     row["kernel_ms"] = graph_ms(lambda: torch.ops.pointops.knn(queries, None, points, None, 3))
     row["baseline_kernel_ms"] = graph_ms(lambda: classic_module().classic_three_nn(queries, points))
     emit(results, row)
     far = with_outlier(points)
-    outlier_row(results, {"op": "three_nn", "case": "uniform", "B": 16, "M": 16_384, "N": 4096, "device": name,
-                          "floor_ms": None}, row["ms"], lambda: torch.ops.pointops.knn(queries, None, far, None, 3))
+    outlier_row(
+        results,
+        {"op": "three_nn", "case": "uniform", "B": 16, "M": 16_384, "N": 4096, "device": name, "floor_ms": None},
+        row["ms"],
+        lambda: torch.ops.pointops.knn(queries, None, far, None, 3),
+    )
 
 
 def _run_neighbors(device, quick, ops, results):
@@ -478,8 +583,12 @@ def torch_icp_point_to_plane(sources, targets, normals, init, max_dist, iteratio
     eye = torch.eye(3, device=src.device)
     for _ in range(iterations):
         moved = torch.einsum("hij,nj->hni", poses[:, :3, :3], src) + poses[:, None, :3, 3]
-        idx = torch.cat([torch.cdist(moved[h : h + chunk], tgt.expand(min(chunk, len(poses) - h), -1, -1)).argmin(-1)
-                         for h in range(0, len(poses), chunk)])
+        idx = torch.cat(
+            [
+                torch.cdist(moved[h : h + chunk], tgt.expand(min(chunk, len(poses) - h), -1, -1)).argmin(-1)
+                for h in range(0, len(poses), chunk)
+            ]
+        )
         q, n = tgt[idx], nrm[idx]
         diff = moved - q
         inlier = (diff * diff).sum(-1) <= max_dist * max_dist
@@ -505,7 +614,9 @@ def torch_icp_point_to_plane(sources, targets, normals, init, max_dist, iteratio
 
 def _pose(angle, axis, translation, device):
     axis = torch.nn.functional.normalize(torch.tensor(axis, dtype=torch.float64), dim=0)
-    k = torch.tensor([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]], dtype=torch.float64)
+    k = torch.tensor(
+        [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]], dtype=torch.float64
+    )
     p = torch.eye(4, dtype=torch.float64)
     p[:3, :3] = torch.eye(3, dtype=torch.float64) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
     p[:3, 3] = torch.tensor(translation, dtype=torch.float64)
@@ -533,8 +644,14 @@ def _hypotheses(h, device):
     g = torch.Generator().manual_seed(5)
     poses = [torch.eye(4, dtype=torch.float64)]
     for _ in range(h - 1):
-        poses.append(_pose(float(torch.rand(1, generator=g)) * 0.1, torch.randn(3, generator=g).tolist(),
-                           (torch.randn(3, generator=g) * 0.3).tolist(), "cpu"))
+        poses.append(
+            _pose(
+                float(torch.rand(1, generator=g)) * 0.1,
+                torch.randn(3, generator=g).tolist(),
+                (torch.randn(3, generator=g) * 0.3).tolist(),
+                "cpu",
+            )
+        )
     return torch.stack(poses).unsqueeze(0).to(device)
 
 
@@ -543,12 +660,12 @@ def _hypotheses(h, device):
 # the offsets of each axis in the bits they need (62 in all); wider offsets are packed by bit-width
 # bins; a cloud whose packed offsets still do not fit takes the sorted path.
 DOWNSAMPLE_OUTLIERS = [
-    ("1 outlier 1 km away", [(600.0, 600.0, 600.0)]),                 # 15 bits an axis: the direct key
-    ("1 outlier 200 km away on x", [(2e5, 5.0, 5.0)]),                 # 22 + 8 + 8 bits: the direct key
+    ("1 outlier 1 km away", [(600.0, 600.0, 600.0)]),  # 15 bits an axis: the direct key
+    ("1 outlier 200 km away on x", [(2e5, 5.0, 5.0)]),  # 22 + 8 + 8 bits: the direct key
     ("1 outlier 200 km away on every axis", [(1.2e5, -1.2e5, 1.2e5)]),  # 22 bits an axis: packed
-    ("1 outlier 10^9 m away", [(6e8, 6e8, -6e8)]),                     # 34 bits an axis: packed
-    ("100 outliers within 20 km", "near"),                              # packed
-    ("1,000 outliers within 200 km", "far"),                            # too thin to pack: the sorted path
+    ("1 outlier 10^9 m away", [(6e8, 6e8, -6e8)]),  # 34 bits an axis: packed
+    ("100 outliers within 20 km", "near"),  # packed
+    ("1,000 outliers within 200 km", "far"),  # too thin to pack: the sorted path
 ]
 
 
@@ -579,9 +696,18 @@ def bench_voxel_downsample(device, quick, results, o3d):
             lengths = None
         else:
             points, lengths = lidar_batch(b, device)
-        row = {"op": "voxel_downsample", "case": label, "B": b, "N": points.shape[1], "voxel": size, "device": name,
-               "floor_ms": floor}
-        row["ms"] = time_ms(lambda: torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None), device)
+        row = {
+            "op": "voxel_downsample",
+            "case": label,
+            "B": b,
+            "N": points.shape[1],
+            "voxel": size,
+            "device": name,
+            "floor_ms": floor,
+        }
+        row["ms"] = time_ms(
+            lambda: torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None), device
+        )
         out = torch.ops.pointops.voxel_downsample(points, lengths, None, [size] * 3, None)
         row["voxels"] = out[2].tolist()
         if spec is None and lengths is None:
@@ -607,20 +733,29 @@ def bench_estimate_normals(device, quick, results, o3d):
         cases.append(("lidar batch", batch, lengths, None))
     for label, pts, lengths, floor in cases:
         k = 16
-        row = {"op": "estimate_normals", "case": label, "B": pts.shape[0], "N": pts.shape[1], "k": k, "device": name,
-               "floor_ms": floor}
+        row = {
+            "op": "estimate_normals",
+            "case": label,
+            "B": pts.shape[0],
+            "N": pts.shape[1],
+            "k": k,
+            "device": name,
+            "floor_ms": floor,
+        }
         row["ms"] = time_ms(lambda: pointops.estimate_normals(pts, k, lengths), device)
         neighbors = pointops.knn(pts, pts, k, lengths, lengths).indices
         row["knn_ms"] = time_ms(lambda: pointops.knn(pts, pts, k, lengths, lengths), device)
         row["normals_op_ms"] = time_ms(
-            lambda: torch.ops.pointops.estimate_normals(pts, lengths, neighbors, None, 1), device)
+            lambda: torch.ops.pointops.estimate_normals(pts, lengths, neighbors, None, 1), device
+        )
         if lengths is None and device == "cuda":  # on the CPU the cdist kNN of 100k points takes minutes
             row["baseline"] = "plain PyTorch: cdist + topk kNN (chunks of 4096 queries), einsum covariance, eigh"
             row["baseline_ms"] = time_ms(lambda: torch_normals(pts, k), device, min_reps=1)
         if device == "cpu" and o3d is not None:
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts[0].double().numpy()))
-            row["open3d_ms"] = time_ms(lambda: cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(k)), device,
-                                       min_reps=1, budget_ms=3000)
+            row["open3d_ms"] = time_ms(
+                lambda: cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(k)), device, min_reps=1, budget_ms=3000
+            )
         _emit(row, results)
 
 
@@ -635,12 +770,21 @@ def bench_icp(device, quick, results, o3d):
     for n, hypotheses, floor in cases:
         source, target, normals, truth = _icp_pair(n, device)
         init = _hypotheses(hypotheses, device)
-        row = {"op": "icp", "case": "lidar point_to_plane", "N": n, "M": n, "iterations": iterations,
-               "H": hypotheses, "device": name, "floor_ms": floor}
+        row = {
+            "op": "icp",
+            "case": "lidar point_to_plane",
+            "N": n,
+            "M": n,
+            "iterations": iterations,
+            "H": hypotheses,
+            "device": name,
+            "floor_ms": floor,
+        }
 
         def ours():
-            return pointops.icp(source, target, max_dist, init_poses=init, target_normals=normals,
-                                iterations=iterations)
+            return pointops.icp(
+                source, target, max_dist, init_poses=init, target_normals=normals, iterations=iterations
+            )
 
         row["ms"] = time_ms(ours, device, min_reps=3)
         result = ours()
@@ -652,8 +796,11 @@ def bench_icp(device, quick, results, o3d):
         row["knn_ms_per_iteration"] = time_ms(lambda: pointops.knn(queries, target, 1), device)
         if (device == "cuda" and hypotheses <= 16) or (device == "cpu" and not quick):
             row["baseline"] = "plain PyTorch: cdist + argmin matches, einsum normal equations, linalg.solve, Rodrigues"
-            row["baseline_ms"] = time_ms(lambda: torch_icp_point_to_plane(source, target, normals, init.float(),
-                                                                           max_dist, iterations), device, min_reps=1)
+            row["baseline_ms"] = time_ms(
+                lambda: torch_icp_point_to_plane(source, target, normals, init.float(), max_dist, iterations),
+                device,
+                min_reps=1,
+            )
         if device == "cpu" and o3d is not None:
             reg = o3d.pipelines.registration
             src = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(source[0].double().numpy()))
@@ -662,8 +809,9 @@ def bench_icp(device, quick, results, o3d):
             criteria = reg.ICPConvergenceCriteria(relative_fitness=0.0, relative_rmse=0.0, max_iteration=iterations)
             estimation = reg.TransformationEstimationPointToPlane()
             identity = init[0, 0].double().numpy()
-            row["open3d_ms"] = time_ms(lambda: reg.registration_icp(src, tgt, max_dist, identity, estimation,
-                                                                    criteria), device, min_reps=3)
+            row["open3d_ms"] = time_ms(
+                lambda: reg.registration_icp(src, tgt, max_dist, identity, estimation, criteria), device, min_reps=3
+            )
             theirs = reg.registration_icp(src, tgt, max_dist, identity, estimation, criteria)
             row["open3d_inlier_fraction"] = round(theirs.fitness, 4)
         _emit(row, results)

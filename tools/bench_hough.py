@@ -22,6 +22,7 @@ bincount), plus max-pool NMS and topk for the detectors. On the CPU, scikit-imag
     python tools/bench_hough.py [--quick] [--device cpu] [--json f]
     python tools/bench.py --ops hough_planes hough_peaks plane_refit detect_planes hough_circles detect_lines ...
 """
+
 import json
 import math
 import os
@@ -30,8 +31,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # imports nothing heavy
 
-OPS = ["hough_planes", "hough_peaks", "plane_refit", "detect_planes", "hough_circles", "hough_circles_max",
-       "detect_circles", "hough_lines", "detect_lines"]
+OPS = [
+    "hough_planes",
+    "hough_peaks",
+    "plane_refit",
+    "detect_planes",
+    "hough_circles",
+    "hough_circles_max",
+    "detect_circles",
+    "hough_lines",
+    "detect_lines",
+]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
@@ -41,7 +51,11 @@ import torch
 import pointops
 from bench import back_to_back_ms, time_ms
 from pointops.reference.hough import (
-    hough_peaks_baseline, hough_planes_baseline, plane_labels_baseline, plane_refit_baseline)
+    hough_peaks_baseline,
+    hough_planes_baseline,
+    plane_labels_baseline,
+    plane_refit_baseline,
+)
 from pointops.reference.hough import circle_offsets
 
 # (batch, size, radii, edge pixels per image, floor_ms of detect_circles)
@@ -142,8 +156,14 @@ def bench_circles(device, quick, ops, results, name):
         radii = list(range(r_lo, r_hi + 1))
         edges = torch.stack([circle_image(size, (r_lo, r_hi), target, seed=s) for s in range(batch)]).to(device)
         tables = [circle_offsets(r).to(device) for r in radii]
-        sizes = {"B": batch, "H": size, "W": size, "radii": f"{r_lo}-{r_hi}",
-                 "edge_pixels": int(edges.sum()) // batch, "device": name}
+        sizes = {
+            "B": batch,
+            "H": size,
+            "W": size,
+            "radii": f"{r_lo}-{r_hi}",
+            "edge_pixels": int(edges.sum()) // batch,
+            "device": name,
+        }
         if "hough_circles" in ops:
             row = dict(op="hough_circles", **sizes, floor_ms=None)
             votes = int(pointops.hough_circles(edges, radii).sum(dtype=torch.int64))
@@ -204,8 +224,9 @@ def bench_lines(device, quick, ops, results, name):
     if "detect_lines" in ops:
         row = dict(op="detect_lines", **sizes, k=16, floor_ms=floor)
         row["baseline"] = "PyTorch votes + max-pool NMS + topk (no seam)"
-        row["baseline_ms"] = time_ms(lambda: torch_peaks_2d(torch_hough_lines(edges, cos, sin, offset), 9, 16), device,
-                                     min_reps=1)
+        row["baseline_ms"] = time_ms(
+            lambda: torch_peaks_2d(torch_hough_lines(edges, cos, sin, offset), 9, 16), device, min_reps=1
+        )
         time_row(lambda: pointops.detect_lines(edges, 16), device, row, results)
 
 
@@ -241,12 +262,15 @@ def bench_hough(device, quick, ops, results):
         sizes = {"B": 1, "N": n, "n_phi": n_phi, "n_theta": n_theta, "n_rho": n_rho, "device": name}
         if "hough_planes" in ops:
             row = dict(op="hough_planes", **sizes, floor_ms=floor)
-            row["ms"] = time_ms(lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta), device)
+            row["ms"] = time_ms(
+                lambda: pointops.hough_planes(points, rho_step, rho_max, n_phi=n_phi, n_theta=n_theta), device
+            )
             row["votes_per_s"] = float("%.3g" % (n * n_phi * n_theta / (row["ms"] * 1e-3)))
             if n <= 1_000_000:
                 row["baseline"] = "PyTorch matmul + bincount per 2048 points"
                 row["baseline_ms"] = time_ms(
-                    lambda: hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1)
+                    lambda: hough_planes_baseline(points[0], n_phi, n_theta, rho_step, rho_max), device, min_reps=1
+                )
                 row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
             if floor is not None:
                 row["meets_floor"] = row["ms"] <= floor
@@ -267,14 +291,12 @@ def bench_hough(device, quick, ops, results):
 # over the preset's +-50 m). tools/eval_planes.py gives each one's accuracy. The floors are the
 # outdoor preset's targets (docs/performance.md says what bounds them).
 FINE_GRID = {"n_phi": 180, "n_theta": 180, "rho_step": 100.0 / 256}
-DETECT_CASES = [(b, n, k, floor if options == {"preset": "outdoor"} else None, options)
-                for options in ({"preset": "outdoor"}, {"preset": "outdoor_fast"}, FINE_GRID)
-                for b, n, k, floor in ((1, 1_000_000, 16, 12.0), (16, 120_000, 8, 25.0))]
+DETECT_CASES = [
+    (b, n, k, floor if options == {"preset": "outdoor"} else None, options)
+    for options in ({"preset": "outdoor"}, {"preset": "outdoor_fast"}, FINE_GRID)
+    for b, n, k, floor in ((1, 1_000_000, 16, 12.0), (16, 120_000, 8, 25.0))
+]
 DETECT_CASES_CPU = [(1, 20_000, 4, None, {})]
-
-
-
-
 
 
 # (B, N, K): plane_refit on LiDAR scans (tiled to N) with the planes detect_planes finds there,
@@ -296,10 +318,16 @@ def bench_plane_fit(device, quick, results):
         points = torch.stack(clouds).to(device)
         found = pointops.detect_planes(points, 8).planes
         planes = torch.nan_to_num(found, nan=0.0).repeat(1, (k + 7) // 8, 1)[:, :k].contiguous()
-        row = {"op": "plane_refit", "B": b, "N": n, "K": k, "device": name,
-               "baseline": "plain PyTorch: einsum residuals, one-hot float64 moments, eigh",
-               "ms": time_ms(lambda: pointops.plane_refit(points, planes, 0.08), device),
-               "baseline_ms": time_ms(lambda: plane_refit_baseline(points, planes, 0.08), device, min_reps=1)}
+        row = {
+            "op": "plane_refit",
+            "B": b,
+            "N": n,
+            "K": k,
+            "device": name,
+            "baseline": "plain PyTorch: einsum residuals, one-hot float64 moments, eigh",
+            "ms": time_ms(lambda: pointops.plane_refit(points, planes, 0.08), device),
+            "baseline_ms": time_ms(lambda: plane_refit_baseline(points, planes, 0.08), device, min_reps=1),
+        }
         row["ratio"] = round(row["baseline_ms"] / row["ms"], 2)
         row["labels_ms"] = time_ms(lambda: pointops.plane_labels(points, planes, 0.08), device)
         row["labels_baseline_ms"] = time_ms(lambda: plane_labels_baseline(points, planes, 0.08), device)
@@ -322,10 +350,21 @@ def bench_detect_planes(device, quick, results):
             scan = lidar.lidar_scan(lidar.make_scene(seed), range_noise=0.02, clutter=0.1, seed=seed).points
             clouds.append(scan.repeat((n + len(scan) - 1) // len(scan), 1)[:n])
         points = torch.stack(clouds).to(device)
-        config = options.get("preset", "outdoor") if "n_phi" not in options else "x".join(
-            str(options[key]) for key in ("n_phi", "n_theta"))
-        row = {"op": "detect_planes", "case": config, "B": b, "N": n, "k": k, "device": name, "floor_ms": floor,
-               "ms": time_ms(lambda: pointops.detect_planes(points, k, **options), device)}
+        config = (
+            options.get("preset", "outdoor")
+            if "n_phi" not in options
+            else "x".join(str(options[key]) for key in ("n_phi", "n_theta"))
+        )
+        row = {
+            "op": "detect_planes",
+            "case": config,
+            "B": b,
+            "N": n,
+            "k": k,
+            "device": name,
+            "floor_ms": floor,
+            "ms": time_ms(lambda: pointops.detect_planes(points, k, **options), device),
+        }
         if floor is not None:
             row["meets_floor"] = row["ms"] <= floor
         results.append(row)

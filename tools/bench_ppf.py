@@ -26,6 +26,7 @@ On the CPU the sizes shrink (500-point model, 4,000-point scene) so the harness 
 600 ms a match). On the CPU the ppf_match rows (ours and OpenCV's) also give cpu_ms, the process
 time over all threads, and the load average: on a shared machine the wall time alone misleads.
 """
+
 import json
 import math
 import os
@@ -51,19 +52,25 @@ from pointops.ppf.matcher import PPFMatcher
 from pointops.reference import ppf as ref
 
 
-
 def _inputs(device, quick, full=False):
     cuda = device == "cuda" or full
     n_model, n_scene = (2000, 15000) if cuda else (500, 4000)
     mesh = scenes.blob_mesh(seed=1)
     mp, mn, _ = scenes.sample_surface(mesh, n_model, seed=0)
     distractors = [scenes.blob_mesh(seed=s) for s in (2, 3)]
-    scene = tabletop.make_ppf_scene(5, mesh, distractors, occlusion=0.3, width=480 if cuda else 320,
-                              height=360 if cuda else 240)
+    scene = tabletop.make_ppf_scene(
+        5, mesh, distractors, occlusion=0.3, width=480 if cuda else 320, height=360 if cuda else 240
+    )
     g = torch.Generator().manual_seed(0)
     keep = torch.randperm(scene.points.shape[0], generator=g)[:n_scene]
-    return (mp.float().to(device), mn.float().to(device), scene.points[keep].to(device),
-            scene.normals[keep].to(device), n_model, int(keep.numel()))
+    return (
+        mp.float().to(device),
+        mn.float().to(device),
+        scene.points[keep].to(device),
+        scene.normals[keep].to(device),
+        n_model,
+        int(keep.numel()),
+    )
 
 
 def torch_model_description(points, normals, tau_d=0.05, angle_bins=30):
@@ -124,8 +131,11 @@ def _cpu_extra(device, fn, reps=3):
         t0 = time.process_time()
         fn()
         samples.append((time.process_time() - t0) * 1e3)
-    return {"cpu_ms": round(sorted(samples)[len(samples) // 2], 3), "threads": torch.get_num_threads(),
-            "load": round(os.getloadavg()[0], 2)}
+    return {
+        "cpu_ms": round(sorted(samples)[len(samples) // 2], 3),
+        "threads": torch.get_num_threads(),
+        "load": round(os.getloadavg()[0], 2),
+    }
 
 
 def _row(results, op, device, sizes, ms, baseline=None, baseline_ms=None, floor=None, **extra):
@@ -157,12 +167,21 @@ def run(device, quick, ops, results, full=False):
     sizes = {"model_points": n_model, "scene_points": n_scene, "stride": 5}
 
     if "ppf_model" in ops:
+
         def build():
             return ppf.ppf_model(mp[None], mn[None], tau_d=0.05)
+
         model = build()
-        _row(results, "ppf_model", device, {"model_points": n_model, "pairs": int(model.num_pairs[0])},
-             time_ms(build, device), "plain PyTorch features + torch.sort + unique_consecutive",
-             time_ms(lambda: torch_model_description(mp, mn), device, min_reps=3), floor=2.0 if cuda else None)
+        _row(
+            results,
+            "ppf_model",
+            device,
+            {"model_points": n_model, "pairs": int(model.num_pairs[0])},
+            time_ms(build, device),
+            "plain PyTorch features + torch.sort + unique_consecutive",
+            time_ms(lambda: torch_model_description(mp, mn), device, min_reps=3),
+            floor=2.0 if cuda else None,
+        )
 
     # the workload: the "fast" preset (Drost's stride 5, exact bins, 3 peaks) with
     # tau_d = 0.025, which keeps the matcher's model near 2,000 points (0.05 would thin it to
@@ -178,65 +197,125 @@ def run(device, quick, ops, results, full=False):
     if "ppf_vote" in ops:
         times = {}
         for backend in ("dense", "sort"):
+
             def vote(backend=backend):
-                return ppf.ppf_vote(points, normals, matcher.model, lengths, stride=5, k=int(cfg["peaks"]),
-                                    backend=backend)
+                return ppf.ppf_vote(
+                    points, normals, matcher.model, lengths, stride=5, k=int(cfg["peaks"]), backend=backend
+                )
+
             times[backend] = (time_ms(vote, device, min_reps=3), _peak_mb(device, vote))
         for backend, other in (("dense", "sort"), ("sort", "dense")):
-            _row(results, "ppf_vote", device, dict(sizes, backend=backend), times[backend][0],
-                 f"ppf_vote backend={other}", times[other][0], floor=10.0 if cuda else None,
-                 peak_mb=times[backend][1])
+            _row(
+                results,
+                "ppf_vote",
+                device,
+                dict(sizes, backend=backend),
+                times[backend][0],
+                f"ppf_vote backend={other}",
+                times[other][0],
+                floor=10.0 if cuda else None,
+                peak_mb=times[backend][1],
+            )
 
     votes = ppf.ppf_vote(points, normals, matcher.model, lengths, stride=5, k=int(cfg["peaks"]))
     q, t, v = votes.quaternions.reshape(1, -1, 4), votes.translations.reshape(1, -1, 3), votes.votes.reshape(1, -1)
     threshold = matcher.model.distance_step * float(cfg["cluster_distance"])
     angle = math.radians(float(cfg["cluster_angle_deg"]))
     if "pose_cluster" in ops:
+
         def cluster():
-            return ppf.pose_cluster(q, t, v, threshold, angle_threshold=angle,
-                                    suppression_distance=matcher.model.diameter * 0.5, k=10)
+            return ppf.pose_cluster(
+                q, t, v, threshold, angle_threshold=angle, suppression_distance=matcher.model.diameter * 0.5, k=10
+            )
+
         qq = torch.where(torch.isfinite(q[0]), q[0], torch.zeros_like(q[0]))
         tt = torch.where(torch.isfinite(t[0]), t[0], torch.zeros_like(t[0]))
-        _row(results, "pose_cluster", device, dict(sizes, poses=int(v.shape[1])), time_ms(cluster, device),
-             "all-pairs cluster scores in plain PyTorch",
-             time_ms(lambda: torch_cluster_scores(qq, tt, v[0], float(threshold[0]), angle), device))
+        _row(
+            results,
+            "pose_cluster",
+            device,
+            dict(sizes, poses=int(v.shape[1])),
+            time_ms(cluster, device),
+            "all-pairs cluster scores in plain PyTorch",
+            time_ms(lambda: torch_cluster_scores(qq, tt, v[0], float(threshold[0]), angle), device),
+        )
 
     if "ppf_lookup" in ops:
+
         def lookup():
             return matcher.hypotheses(points, normals, lengths, int(cfg["hypotheses"]), int(cfg["turned_hypotheses"]))
-        _row(results, "ppf_lookup", device, sizes, time_ms(lookup, device, min_reps=3), floor=10.0 if cuda else None,
-             peak_mb=_peak_mb(device, lookup), note="ppf_vote + pose_cluster")
+
+        _row(
+            results,
+            "ppf_lookup",
+            device,
+            sizes,
+            time_ms(lookup, device, min_reps=3),
+            floor=10.0 if cuda else None,
+            peak_mb=_peak_mb(device, lookup),
+            note="ppf_vote + pose_cluster",
+        )
         models = 16 if cuda or full else 4
         scales = torch.linspace(0.8, 1.2, models, device=device)[:, None, None]
         many = PPFMatcher(mp[None] * scales, mn[None].expand(models, -1, -1), preset="fast", tau_d=0.025)
 
         def lookup_many():
             return many.hypotheses(points, normals, lengths, int(cfg["hypotheses"]), int(cfg["turned_hypotheses"]))
-        _row(results, "ppf_lookup", device, dict(sizes, models=models), time_ms(lookup_many, device, min_reps=3),
-             floor=100.0 if cuda else None, peak_mb=_peak_mb(device, lookup_many), note="ppf_vote + pose_cluster")
+
+        _row(
+            results,
+            "ppf_lookup",
+            device,
+            dict(sizes, models=models),
+            time_ms(lookup_many, device, min_reps=3),
+            floor=100.0 if cuda else None,
+            peak_mb=_peak_mb(device, lookup_many),
+            note="ppf_vote + pose_cluster",
+        )
 
     if "ppf_match" in ops:
+
         def match():
             return matcher.match(points, normals, lengths, max_instances=1, downsample=False)
-        _row(results, "ppf_match", device, sizes, time_ms(match, device, min_reps=3),
-             floor=25.0 if cuda else (600.0 if full else None),
-             note="lookup + ICP (2 x 10 steps, 14 hypotheses: two icp op calls) + re-score",
-             **_cpu_extra(device, match))
+
+        _row(
+            results,
+            "ppf_match",
+            device,
+            sizes,
+            time_ms(match, device, min_reps=3),
+            floor=25.0 if cuda else (600.0 if full else None),
+            note="lookup + ICP (2 x 10 steps, 14 hypotheses: two icp op calls) + re-score",
+            **_cpu_extra(device, match),
+        )
         opencv = _opencv_detector(mp, mn)
         if opencv is not None:  # OpenCV's PPF3DDetector on the same model and scene, on the CPU
             detector, train_s = opencv
             scene_cv = torch.cat([sp, sn], 1).cpu().numpy().astype("float32")
+
             def match_opencv():
                 return detector.match(scene_cv, 1.0 / 5.0, 0.05)
-            _row(results, "ppf_match", "cpu", dict(sizes, method="opencv PPF3DDetector"),
-                 time_ms(match_opencv, "cpu", min_reps=3),
-                 note=f"cv2.ppf_match_3d (relative scene sampling 1/5, distance step 0.05), trained in {train_s:.1f} s",
-                 **_cpu_extra("cpu", match_opencv))
+
+            _row(
+                results,
+                "ppf_match",
+                "cpu",
+                dict(sizes, method="opencv PPF3DDetector"),
+                time_ms(match_opencv, "cpu", min_reps=3),
+                note=f"cv2.ppf_match_3d (relative scene sampling 1/5, distance step 0.05), trained in {train_s:.1f} s",
+                **_cpu_extra("cpu", match_opencv),
+            )
         # the eval's own setting: the default preset on the scene as the camera returned it
         accurate = PPFMatcher(mp, mn)
 
         def match_default():
             return accurate.match(sp, sn, max_instances=1)
-        _row(results, "ppf_match", device, dict(sizes, preset="default", model_points=int(accurate.model.lengths[0])),
-             time_ms(match_default, device, min_reps=3),
-             note="default preset (tau_d 0.035, stride 2, spread, 10 peaks) with downsampling, on the thinned scene")
+
+        _row(
+            results,
+            "ppf_match",
+            device,
+            dict(sizes, preset="default", model_points=int(accurate.model.lengths[0])),
+            time_ms(match_default, device, min_reps=3),
+            note="default preset (tau_d 0.035, stride 2, spread, 10 peaks) with downsampling, on the thinned scene",
+        )

@@ -5,6 +5,7 @@ tools/baselines/fps_classic.cu, compiled here on first use) and, at small sizes,
 loop, in the same run.
 
     python tools/bench_sampling.py [--quick] [--device cpu] [--json f]"""
+
 import json
 import os
 import sys
@@ -12,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # noqa: E402  (imports nothing heavy)
 
-OPS = ['fps']
+OPS = ["fps"]
 
 if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
     sys.exit(cli.run_bench_rows(__doc__, OPS))
@@ -35,8 +36,12 @@ def classic_module():
     if _classic is None:
         from torch.utils.cpp_extension import load
 
-        _classic = load("pointops_fps_classic", [os.path.join(ROOT, "baselines", "fps_classic.cu")],
-                        extra_cuda_cflags=["-O3"], verbose=False)
+        _classic = load(
+            "pointops_fps_classic",
+            [os.path.join(ROOT, "baselines", "fps_classic.cu")],
+            extra_cuda_cflags=["-O3"],
+            verbose=False,
+        )
     return _classic
 
 
@@ -76,7 +81,8 @@ def bench_fps(device, quick, results):
         if device == "cuda":
             outputs = 2 * b * k * 8
             out["scratch_bytes_per_point"] = round(
-                max(0, torch.cuda.max_memory_allocated() - base - outputs) / (b * n), 3)
+                max(0, torch.cuda.max_memory_allocated() - base - outputs) / (b * n), 3
+            )
         if "baseline_ms" in out:
             out["ratio"] = round(out["baseline_ms"] / out["ms"], 2)
         if "torch_loop_ms" in out:

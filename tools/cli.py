@@ -12,6 +12,7 @@ progress line per item with an estimate of the time left; results end in a plain
         progress.step(f"scene {item}: recall {r:.2f}")   # [3/50] scene 2: recall 1.00 | 4.1 s, about 3 min left
     print(cli.table(rows, [("layout", "layout", ""), ("recall", "recall", ".3f")]))
 """
+
 import argparse
 import os
 import sys
@@ -25,8 +26,9 @@ def parser(doc, **options):
     """An ArgumentParser whose description is the docstring's first paragraph, and whose epilog is
     the rest (usage examples, what each column means), laid out as written."""
     head, _, rest = doc.strip().partition("\n\n")
-    return argparse.ArgumentParser(description=head, epilog=rest or None,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter, **options)
+    return argparse.ArgumentParser(
+        description=head, epilog=rest or None, formatter_class=argparse.RawDescriptionHelpFormatter, **options
+    )
 
 
 def default_device(name=None):
@@ -60,7 +62,11 @@ class Progress:
         self.done += 1
         elapsed = time.perf_counter() - self.start
         left = elapsed / self.done * (self.total - self.done)
-        tail = f"{duration(elapsed)}, about {duration(left)} left" if self.done < self.total else f"done in {duration(elapsed)}"
+        tail = (
+            f"{duration(elapsed)}, about {duration(left)} left"
+            if self.done < self.total
+            else f"done in {duration(elapsed)}"
+        )
         width = len(str(self.total))
         print(f"[{self.done:>{width}}/{self.total}] {what}{' | ' if what else ''}{tail}", file=self.stream, flush=True)
 
@@ -78,8 +84,9 @@ def table(rows, columns, title=None):
     missing value is "-"). Text columns align left, numbers right."""
     cells = [[_cell(row.get(key), fmt) for key, _, fmt in columns] for row in rows]
     headers = [header for _, header, _ in columns]
-    numeric = [all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows)
-               for key, _, _ in columns]
+    numeric = [
+        all(isinstance(row.get(key), (int, float)) or row.get(key) is None for row in rows) for key, _, _ in columns
+    ]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
 
     def line(values):
@@ -90,8 +97,15 @@ def table(rows, columns, title=None):
 
 
 # The columns of a benchmark row (tools/bench.py and the bench_<family>.py rows it runs).
-BENCH_COLUMNS = [("op", "op", ""), ("case", "case", ""), ("size", "size", ""), ("device", "device", ""),
-                 ("ms", "ms", ".3f"), ("baseline_ms", "baseline ms", ".3f"), ("ratio", "baseline / ms", ".2f")]
+BENCH_COLUMNS = [
+    ("op", "op", ""),
+    ("case", "case", ""),
+    ("size", "size", ""),
+    ("device", "device", ""),
+    ("ms", "ms", ".3f"),
+    ("baseline_ms", "baseline ms", ".3f"),
+    ("ratio", "baseline / ms", ".2f"),
+]
 SIZE_KEYS = ("B", "N", "M", "P", "k", "K", "V", "F", "H", "W")
 
 
@@ -110,6 +124,7 @@ def bench_table(results):
 
 # ---- tools/bench.py and its rows -------------------------------------------------------------
 
+
 def family_ops():
     """{module name: OPS} of every tools/bench_<family>.py, read from the files (no import)."""
     import ast
@@ -127,8 +142,13 @@ def bench_parser(doc, ops=None):
     """tools/bench.py's command line; a bench_<family>.py run alone passes its own OPS as the default."""
     every = [op for family in family_ops().values() for op in family]
     p = parser(doc)
-    p.add_argument("--ops", nargs="*", default=ops or every, metavar="OP",
-                   help=f"the ops to time (default: {' '.join(ops or every)})")
+    p.add_argument(
+        "--ops",
+        nargs="*",
+        default=ops or every,
+        metavar="OP",
+        help=f"the ops to time (default: {' '.join(ops or every)})",
+    )
     p.add_argument("--quick", action="store_true", help="the first sizes only")
     p.add_argument("--full", action="store_true", help="the GPU's sizes on the CPU too (where a family has CPU sizes)")
     p.add_argument("--device", help="cuda or cpu (default: cuda when a GPU is visible)")
@@ -146,7 +166,7 @@ def run_bench_rows(doc, ops):
 
 def size_label(row, separator=" "):
     keys = [k for k in ("B", "N", "P", "k", "V", "K", "F") if k in row]
-    grid = f'{row["H"]}x{row["W"]}' if "H" in row else ""
+    grid = f"{row['H']}x{row['W']}" if "H" in row else ""
     return separator.join([" ".join(f"{k}={row[k]}" for k in keys), grid]).strip()
 
 
@@ -166,7 +186,7 @@ def plot(results, path):
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("speed-up over in-repo baseline")
-    ax.set_title(f'pointops on {rows[0]["device"]}')
+    ax.set_title(f"pointops on {rows[0]['device']}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -222,5 +242,9 @@ def scripts():
 
 if __name__ == "__main__":
     parser(__doc__).parse_args()
-    print(table([{"script": f"tools/{name}", "what": what} for name, what in scripts()],
-                [("script", "script", ""), ("what", "what it does", "")]))
+    print(
+        table(
+            [{"script": f"tools/{name}", "what": what} for name, what in scripts()],
+            [("script", "script", ""), ("what", "what it does", "")],
+        )
+    )

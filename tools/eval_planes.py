@@ -12,6 +12,7 @@ detections); the target is recall >= 0.95 and precision >= 0.9. One progress lin
 an estimate of the time left) goes to stderr; the result is one JSON line per layout, then a table.
 On one CPU core a scene takes a few seconds: --scenes 5 for a quick look.
 """
+
 import json
 import os
 import sys
@@ -67,18 +68,39 @@ def evaluate(layout, scenes, device, progress=None, k=8, **options):
         detections += len(planes)
         correct += int((score.matched >= 0).sum())
         if progress is not None:
-            progress.step(f"{layout} scene {seed}: {int((score.found & score.required).sum())} of "
-                          f"{int(score.required.sum())} planes found, {int((score.matched >= 0).sum())} of "
-                          f"{len(planes)} detections right, detect_planes {1e3 * detect_s:.0f} ms")
-    return {"layout": layout, **options, "scenes": scenes, "device": device, "recall": found / max(required, 1),
-            "precision": correct / max(detections, 1), "required": required, "found": found,
-            "detections": detections, "correct": correct, "mean_detect_ms": 1e3 * seconds / scenes}
+            progress.step(
+                f"{layout} scene {seed}: {int((score.found & score.required).sum())} of "
+                f"{int(score.required.sum())} planes found, {int((score.matched >= 0).sum())} of "
+                f"{len(planes)} detections right, detect_planes {1e3 * detect_s:.0f} ms"
+            )
+    return {
+        "layout": layout,
+        **options,
+        "scenes": scenes,
+        "device": device,
+        "recall": found / max(required, 1),
+        "precision": correct / max(detections, 1),
+        "required": required,
+        "found": found,
+        "detections": detections,
+        "correct": correct,
+        "mean_detect_ms": 1e3 * seconds / scenes,
+    }
 
 
-COLUMNS = [("layout", "layout", ""), ("preset", "preset", ""), ("scenes", "scenes", "d"), ("device", "device", ""),
-           ("recall", "recall", ".3f"), ("precision", "precision", ".3f"), ("found", "found", "d"),
-           ("required", "required", "d"), ("correct", "correct", "d"), ("detections", "detections", "d"),
-           ("mean_detect_ms", "ms / scene", ".1f")]
+COLUMNS = [
+    ("layout", "layout", ""),
+    ("preset", "preset", ""),
+    ("scenes", "scenes", "d"),
+    ("device", "device", ""),
+    ("recall", "recall", ".3f"),
+    ("precision", "precision", ".3f"),
+    ("found", "found", "d"),
+    ("required", "required", "d"),
+    ("correct", "correct", "d"),
+    ("detections", "detections", "d"),
+    ("mean_detect_ms", "ms / scene", ".1f"),
+]
 
 
 def main(args):

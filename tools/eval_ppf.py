@@ -28,6 +28,7 @@ when one of the K poses is correct for it), by each instance's own occlusion; ti
                              [--exact-normals] [--preset default] [--json out.jsonl] [--seed 0]
                              [--sensors clean realistic] [--instances 1] [--width W --height H]
 """
+
 import json
 import math
 import os
@@ -41,8 +42,12 @@ import cli  # imports nothing heavy
 
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
-    parser.add_argument("--models", nargs="*", default=["bunny00", "elephant", "camel", "cow", "dino"],
-                        help="CGAL meshes to look for, one after another")
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=["bunny00", "elephant", "camel", "cow", "dino"],
+        help="CGAL meshes to look for, one after another",
+    )
     parser.add_argument("--scenes", type=int, default=20, help="scenes per model")
     parser.add_argument("--opencv", action="store_true", help="also run cv2.ppf_match_3d.PPF3DDetector")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -52,10 +57,17 @@ def parse_args(argv=None):
     parser.add_argument("--noise", type=float, default=0.005, help="depth noise in diameters")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write one JSON line per (model, scene, method) here")
-    parser.add_argument("--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there")
+    parser.add_argument(
+        "--scene-cache", help="load the scenes from this torch.save file if it exists, else save them there"
+    )
     parser.add_argument("--config", default="{}", help="PPFMatcher options over the preset, as JSON")
-    parser.add_argument("--sensors", nargs="*", default=["clean"], choices=["clean", "realistic"],
-                        help="clean: Gaussian noise along the rays; realistic: the tabletop scenes' DepthSensor")
+    parser.add_argument(
+        "--sensors",
+        nargs="*",
+        default=["clean"],
+        choices=["clean", "realistic"],
+        help="clean: Gaussian noise along the rays; realistic: the tabletop scenes' DepthSensor",
+    )
     parser.add_argument("--instances", type=int, default=1, help="copies of the target per frame")
     parser.add_argument("--width", type=int, default=None, help="frame width (default 320 clean, 640 realistic)")
     parser.add_argument("--height", type=int, default=None, help="frame height (default 240 clean, 480 realistic)")
@@ -151,12 +163,23 @@ def main(args):
             for s in range(args.scenes):
                 seed = args.seed * 100003 + mi * 1000 + s
                 requested = (s % 8) * 0.1
-                key = (name, seed, requested, args.noise) if not realistic and args.instances == 1 and (width, height) == (320, 240) \
+                key = (
+                    (name, seed, requested, args.noise)
+                    if not realistic and args.instances == 1 and (width, height) == (320, 240)
                     else (name, seed, requested, args.noise, sensor_name, args.instances, width, height)
+                )
                 if key not in cache:
-                    cache[key] = tabletop.make_ppf_scene(seed, mesh, distractors, occlusion=requested, noise=args.noise,
-                                                         width=width, height=height, instances=args.instances,
-                                                         sensor=tabletop.DepthSensor() if realistic else None)
+                    cache[key] = tabletop.make_ppf_scene(
+                        seed,
+                        mesh,
+                        distractors,
+                        occlusion=requested,
+                        noise=args.noise,
+                        width=width,
+                        height=height,
+                        instances=args.instances,
+                        sensor=tabletop.DepthSensor() if realistic else None,
+                    )
                 scene = cache[key]
                 truths = scene.poses if scene.poses is not None else scene.pose[None]
                 occlusions = scene.occlusions.tolist() if scene.occlusions is not None else [scene.occlusion]
@@ -164,17 +187,20 @@ def main(args):
                 # (PCA of 10 neighbours, turned towards the camera); OpenCV gets that same downsampled,
                 # oriented scene (it samples scenes itself at 0.05 of their extent)
                 normals = scene.normals if args.exact_normals else None
-                prepared = matcher.prepare_scene(scene.points.to(args.device),
-                                                 None if normals is None else normals.to(args.device))
+                prepared = matcher.prepare_scene(
+                    scene.points.to(args.device), None if normals is None else normals.to(args.device)
+                )
                 cv_points = prepared[0][0, : int(prepared[2][0])].cpu()
                 cv_normals = prepared[1][0, : int(prepared[2][0])].cpu()
                 methods = [("pointops", None)] + ([("opencv", cv)] if cv is not None else [])
                 for method, detector in methods:
                     t0 = time.perf_counter()
                     if detector is None:
-                        out = matcher.match(scene.points.to(args.device),
-                                            None if normals is None else normals.to(args.device),
-                                            max_instances=args.instances)
+                        out = matcher.match(
+                            scene.points.to(args.device),
+                            None if normals is None else normals.to(args.device),
+                            max_instances=args.instances,
+                        )
                         if args.device == "cuda":
                             torch.cuda.synchronize()
                         found = out.poses[0, 0].cpu()  # (K, 4, 4)
@@ -185,17 +211,34 @@ def main(args):
                         errors = [add_s(eval_points, f, truth) for f in found]
                         best = min(range(len(errors)), key=lambda q: errors[q])
                         rot, trans = pose_errors(found[best], truth)
-                        row = {"model": name, "scene": s, "seed": seed, "method": method, "sensor": sensor_name,
-                               "instance": k, "instances": len(truths), "occlusion": occlusions[k],
-                               "requested_occlusion": requested, "scene_points": int(scene.points.shape[0]),
-                               "add_s": errors[best], "rotation_deg": rot, "translation": trans,
-                               "correct": errors[best] < 0.1, "correct_rt": rot < 12.0 and trans < 0.1,
-                               "match_s": seconds, "build_s": build_s if detector is None else detector.train_s}
+                        row = {
+                            "model": name,
+                            "scene": s,
+                            "seed": seed,
+                            "method": method,
+                            "sensor": sensor_name,
+                            "instance": k,
+                            "instances": len(truths),
+                            "occlusion": occlusions[k],
+                            "requested_occlusion": requested,
+                            "scene_points": int(scene.points.shape[0]),
+                            "add_s": errors[best],
+                            "rotation_deg": rot,
+                            "translation": trans,
+                            "correct": errors[best] < 0.1,
+                            "correct_rt": rot < 12.0 and trans < 0.1,
+                            "match_s": seconds,
+                            "build_s": build_s if detector is None else detector.train_s,
+                        }
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-                progress.step(f"{name} {sensor_name} scene {s} ({occlusions[0]:.0%} occluded): "
-                              + ", ".join(f"{r['method']} {'right' if r['correct'] else 'wrong'} in {r['match_s']:.2f} s"
-                                          for r in rows[-len(methods) * len(truths):]))
+                progress.step(
+                    f"{name} {sensor_name} scene {s} ({occlusions[0]:.0%} occluded): "
+                    + ", ".join(
+                        f"{r['method']} {'right' if r['correct'] else 'wrong'} in {r['match_s']:.2f} s"
+                        for r in rows[-len(methods) * len(truths) :]
+                    )
+                )
     if args.scene_cache:
         torch.save(cache, args.scene_cache)
     if args.json:
@@ -204,13 +247,18 @@ def main(args):
 
     methods = sorted({r["method"] for r in rows})
     for sensor_name in args.sensors:
-        print(f"\n{sensor_name} sensor: recall by occlusion (ADD-S < 0.1 d  |  rotation < 12 deg and translation "
-              f"< 0.1 d), per instance")
+        print(
+            f"\n{sensor_name} sensor: recall by occlusion (ADD-S < 0.1 d  |  rotation < 12 deg and translation "
+            f"< 0.1 d), per instance"
+        )
         for lo, hi in BUCKETS:
             line = f"{bucket_name(lo, hi):>8}"
             for method in methods:
-                sel = [r for r in rows if r["method"] == method and r["sensor"] == sensor_name
-                       and lo <= r["occlusion"] < hi]
+                sel = [
+                    r
+                    for r in rows
+                    if r["method"] == method and r["sensor"] == sensor_name and lo <= r["occlusion"] < hi
+                ]
                 if sel:
                     a = sum(r["correct"] for r in sel) / len(sel)
                     b = sum(r["correct_rt"] for r in sel) / len(sel)
@@ -222,10 +270,12 @@ def main(args):
                 continue
             low = [r for r in sel if r["occlusion"] <= 0.5]
             frames = {(r["model"], r["scene"]): r["match_s"] for r in sel}
-            print(f"{method} ({sensor_name}): recall {sum(r['correct'] for r in sel) / len(sel):.3f} overall, "
-                  f"{sum(r['correct'] for r in low) / max(len(low), 1):.3f} at occlusion <= 50 %; "
-                  f"match median {statistics.median(frames.values()) * 1e3:.1f} ms per frame, "
-                  f"build median {statistics.median(r['build_s'] for r in sel):.2f} s ({args.device})")
+            print(
+                f"{method} ({sensor_name}): recall {sum(r['correct'] for r in sel) / len(sel):.3f} overall, "
+                f"{sum(r['correct'] for r in low) / max(len(low), 1):.3f} at occlusion <= 50 %; "
+                f"match median {statistics.median(frames.values()) * 1e3:.1f} ms per frame, "
+                f"build median {statistics.median(r['build_s'] for r in sel):.2f} s ({args.device})"
+            )
 
 
 if __name__ == "__main__":

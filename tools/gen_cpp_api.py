@@ -10,6 +10,7 @@ with the registration samples' arguments (tools/check_deploy.sh).
 The schemas in csrc/pointops.cpp are the contract; tests/test_cpp_api.py checks that the committed
 files are what this script writes, so a new or changed schema cannot leave the C++ API behind.
 """
+
 import argparse
 import os
 import re

@@ -18,6 +18,7 @@ then torch.profiler's kernel table of one call, sorted by the kernels' own CUDA 
 
     python tools/profile_detect.py [--rows 15] [--cases 2] [--json out.jsonl]
 """
+
 import json
 import os
 import sys
@@ -51,8 +52,9 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchr
 
 def counts(fn):
     """(top-level operators, children of pointops::detect_planes, all dispatcher events, syncs) of one call."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as prof:
         with torch.profiler.record_function("the call"):
             fn()
         torch.cuda.synchronize()
@@ -63,8 +65,12 @@ def counts(fn):
     op = [e for e in ops if e.name == "pointops::detect_planes"]
     children = [e for e in ops if op and e.cpu_parent is not None and e.cpu_parent.id == op[0].id]
     # runtime calls that wait, issued during the call (the synchronize after it is this function's)
-    syncs = [e for e in events if (e.name in SYNC_CALLS or e.name.startswith("cudaMemcpy") and "Async" not in e.name)
-             and call.time_range.start <= e.time_range.start <= call.time_range.end]
+    syncs = [
+        e
+        for e in events
+        if (e.name in SYNC_CALLS or e.name.startswith("cudaMemcpy") and "Async" not in e.name)
+        and call.time_range.start <= e.time_range.start <= call.time_range.end
+    ]
     return len(top), len(children), len(ops), len(syncs), prof
 
 
@@ -83,33 +89,55 @@ def main(args):
     for b, n, k, floor, options in DETECT_CASES[: args.cases]:
         points = case_points(b, n)
         preset = pointops.plane_preset(options.get("preset", "outdoor"))
-        explicit = dict(n_phi=options.get("n_phi", preset.n_phi), n_theta=options.get("n_theta", preset.n_theta),
-                        rho_step=options.get("rho_step", preset.rho_step), rho_max=preset.rho_max,
-                        distance_threshold=preset.distance_threshold, min_inliers=preset.min_inliers)
+        explicit = dict(
+            n_phi=options.get("n_phi", preset.n_phi),
+            n_theta=options.get("n_theta", preset.n_theta),
+            rho_step=options.get("rho_step", preset.rho_step),
+            rho_max=preset.rho_max,
+            distance_threshold=preset.distance_threshold,
+            min_inliers=preset.min_inliers,
+        )
         run = lambda: pointops.detect_planes(points, k, **options)  # noqa: E731
         pytorch = lambda: reference.detect_planes(points, k, None, **explicit)  # noqa: E731
         for got, want in zip(run(), pytorch()):
             torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)  # the same planes
         config = options["preset"] if "preset" in options else f"{explicit['n_phi']}x{explicit['n_theta']}"
-        row = {"case": config, "B": b, "N": n, "k": k, "device": torch.cuda.get_device_name(), "floor_ms": floor,
-               "ms": time_ms(run, "cuda"), "back_to_back_ms": back_to_back_ms(run, calls=10, rounds=5),
-               "graph_ms": graph_ms(run, calls=5, rounds=5), "pytorch_ms": time_ms(pytorch, "cuda")}
+        row = {
+            "case": config,
+            "B": b,
+            "N": n,
+            "k": k,
+            "device": torch.cuda.get_device_name(),
+            "floor_ms": floor,
+            "ms": time_ms(run, "cuda"),
+            "back_to_back_ms": back_to_back_ms(run, calls=10, rounds=5),
+            "graph_ms": graph_ms(run, calls=5, rounds=5),
+            "pytorch_ms": time_ms(pytorch, "cuda"),
+        }
         row["ratio"] = round(row["pytorch_ms"] / row["ms"], 2)
         row["python_ops"], row["kernel_ops"], row["events"], row["syncs"], prof = counts(run)
         row["pytorch_python_ops"], _, row["pytorch_events"], row["pytorch_syncs"], _ = counts(pytorch)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.rows:
-            print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.rows,
-                                            max_name_column_width=60))
+            print(
+                prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.rows, max_name_column_width=60)
+            )
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    print(cli.table(rows, [(key, key, "") for key in ("case", "B", "N", "k")]
-                    + [(key, key, ".2f") for key in ("ms", "back_to_back_ms", "graph_ms", "pytorch_ms", "ratio")]
-                    + [(key, key, "d") for key in ("python_ops", "kernel_ops", "events", "syncs", "pytorch_python_ops",
-                                                   "pytorch_syncs")],
-                    title=f"detect_planes on {torch.cuda.get_device_name()} (ms: one call from an idle GPU)"))
+    print(
+        cli.table(
+            rows,
+            [(key, key, "") for key in ("case", "B", "N", "k")]
+            + [(key, key, ".2f") for key in ("ms", "back_to_back_ms", "graph_ms", "pytorch_ms", "ratio")]
+            + [
+                (key, key, "d")
+                for key in ("python_ops", "kernel_ops", "events", "syncs", "pytorch_python_ops", "pytorch_syncs")
+            ],
+            title=f"detect_planes on {torch.cuda.get_device_name()} (ms: one call from an idle GPU)",
+        )
+    )
 
 
 if __name__ == "__main__":

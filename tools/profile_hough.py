@@ -3,6 +3,7 @@
 
     python tools/profile_hough.py [--rows 10]
 """
+
 import os
 import sys
 

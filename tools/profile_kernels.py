@@ -8,6 +8,7 @@ Every case runs once before profiling starts, so the profiled call is a warm one
 kernel (and memset) is printed: warm caches, as in tools/bench.py, which ncu's cache flushes
 between kernels are not. Needs a GPU.
 """
+
 import os
 import sys
 
@@ -35,8 +36,12 @@ def fps_case(b, n, k):
 
 CASES = {
     "bev_a": lambda: bev_case(8, 120_000, "kitti_bev", ["max_z", "top_feature", "density"]),
-    "bev_b": lambda: bev_case(8, 300_000, "long_range_1024", ["max_z", "min_z", "mean_z", "count", "density",
-                                                       "max_feature", "mean_feature", "top_feature"]),
+    "bev_b": lambda: bev_case(
+        8,
+        300_000,
+        "long_range_1024",
+        ["max_z", "min_z", "mean_z", "count", "density", "max_feature", "mean_feature", "top_feature"],
+    ),
     "hough_1m": lambda: hough_case(1_000_000),
     "hough_23m": lambda: hough_case(23_000_000),
     "fps_b16": lambda: fps_case(16, 16_384, 4096),
@@ -66,8 +71,11 @@ def kernel_times(name, call, reps=20):
 def parse_args(argv=None):
     parser = cli.parser(__doc__)
     parser.add_argument("cases", nargs="+", choices=sorted(CASES), help="bench cases to profile")
-    parser.add_argument("--kernel-times", action="store_true",
-                        help="print each kernel's mean time over 20 calls instead of profiling for ncu")
+    parser.add_argument(
+        "--kernel-times",
+        action="store_true",
+        help="print each kernel's mean time over 20 calls instead of profiling for ncu",
+    )
     return parser.parse_args(argv)
 
 

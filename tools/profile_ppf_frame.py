@@ -13,6 +13,7 @@ synchronizations that block the host) and its operator calls (outermost ``aten::
                                       [--width 640 --height 480] [--model-points 30000] [--json f]
                                       [--config '{"max_pairs_per_key": 64}'] [--kernels 15]
 """
+
 import json
 import os
 import statistics
@@ -27,9 +28,13 @@ def parse_args():
     parser = cli.parser(__doc__)
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per workload (median reported)")
-    parser.add_argument("--workloads", nargs="*", default=["one", "fast", "sixteen"],
-                        help="one (1 model, default preset), fast (1 model, fast preset), sixteen (16 models, "
-                             "default preset), sixteen_fast (16 models, fast preset)")
+    parser.add_argument(
+        "--workloads",
+        nargs="*",
+        default=["one", "fast", "sixteen"],
+        help="one (1 model, default preset), fast (1 model, fast preset), sixteen (16 models, "
+        "default preset), sixteen_fast (16 models, fast preset)",
+    )
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--model-points", type=int, default=30000)
@@ -53,17 +58,23 @@ def main():
     cuda = device == "cuda"
     mesh = scenes.blob_mesh(seed=1) if args.mesh == "blob" else scenes.load_mesh(args.mesh)
     t0 = time.perf_counter()
-    scene = tabletop.make_ppf_scene(3, mesh, [scenes.blob_mesh(seed=s) for s in (2, 3)], occlusion=0.3,
-                              width=args.width, height=args.height)
-    print(f"frame: {scene.points.shape[0]} points ({args.width} x {args.height}), made in "
-          f"{time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name() if cuda else 'cpu'}", flush=True)
+    scene = tabletop.make_ppf_scene(
+        3, mesh, [scenes.blob_mesh(seed=s) for s in (2, 3)], occlusion=0.3, width=args.width, height=args.height
+    )
+    print(
+        f"frame: {scene.points.shape[0]} points ({args.width} x {args.height}), made in "
+        f"{time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name() if cuda else 'cpu'}",
+        flush=True,
+    )
     points = scene.points.to(device)
 
     def models(count):
         meshes = [mesh] + [scenes.blob_mesh(seed=10 + s) for s in range(count - 1)]
         samples = [scenes.sample_surface(m, args.model_points, seed=i) for i, m in enumerate(meshes)]
-        return (torch.stack([s.points for s in samples]).float().to(device),
-                torch.stack([s.normals for s in samples]).float().to(device))
+        return (
+            torch.stack([s.points for s in samples]).float().to(device),
+            torch.stack([s.normals for s in samples]).float().to(device),
+        )
 
     workloads = {"one": (1, "default"), "fast": (1, "fast"), "sixteen": (16, "default"), "sixteen_fast": (16, "fast")}
     for name in args.workloads:
@@ -95,23 +106,39 @@ def main():
             stages = stage_table(prof, cuda)
         except Exception as error:  # keep the timings if the profiler's event API differs
             print(f"stage table failed: {error!r}")
-            print(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
-                                            row_limit=25))
+            print(
+                prof.key_averages().table(
+                    sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=25
+                )
+            )
             stages = {}
         if args.kernels and cuda:
             print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.kernels))
-        row = {"workload": name, "models": count, "preset": preset, "config": json.loads(args.config),
-               "frame_points": int(scene.points.shape[0]),
-               "model_points": args.model_points, "matcher_model_points": int(matcher.model.lengths.max()),
-               "device": torch.cuda.get_device_name() if cuda else "cpu", "ms_median": round(statistics.median(times), 2),
-               "ms_all": [round(t, 2) for t in times], "score": float(found.scores[0, 0, 0]), "stages": stages}
-        print(f"\n{name}: {count} model(s), preset {preset}, model {row['matcher_model_points']} points after "
-              f"downsampling: median {row['ms_median']:.1f} ms over {args.repeats} calls "
-              f"(min {min(times):.1f}, max {max(times):.1f}); best score {row['score']:.3f}")
+        row = {
+            "workload": name,
+            "models": count,
+            "preset": preset,
+            "config": json.loads(args.config),
+            "frame_points": int(scene.points.shape[0]),
+            "model_points": args.model_points,
+            "matcher_model_points": int(matcher.model.lengths.max()),
+            "device": torch.cuda.get_device_name() if cuda else "cpu",
+            "ms_median": round(statistics.median(times), 2),
+            "ms_all": [round(t, 2) for t in times],
+            "score": float(found.scores[0, 0, 0]),
+            "stages": stages,
+        }
+        print(
+            f"\n{name}: {count} model(s), preset {preset}, model {row['matcher_model_points']} points after "
+            f"downsampling: median {row['ms_median']:.1f} ms over {args.repeats} calls "
+            f"(min {min(times):.1f}, max {max(times):.1f}); best score {row['score']:.3f}"
+        )
         print(f"  {'stage':22} {'host ms':>9} {'device ms':>10} {'launches':>9} {'syncs':>6} {'ops':>6}")
         for stage, s in stages.items():
-            print(f"  {stage:22} {s['host_ms']:>9.2f} {s['device_ms']:>10.2f} {s['launches']:>9} {s['syncs']:>6}"
-                  f" {s['ops']:>6}")
+            print(
+                f"  {stage:22} {s['host_ms']:>9.2f} {s['device_ms']:>10.2f} {s['launches']:>9} {s['syncs']:>6}"
+                f" {s['ops']:>6}"
+            )
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -156,14 +183,18 @@ def stage_table(prof, cuda):
                     s["launches"] += 1
                 elif e.name != "cudaMemcpyAsync":
                     s["syncs"] += 1
-    totals = {"host_ms": sum(e.time_range.elapsed_us() for e in scopes if e.name == "ppf.match") / 1e3,
-              "device_ms": sum(device_us(e) for e in scopes if e.name == "ppf.match") / 1e3,
-              "launches": sum(e.name in LAUNCH_NAMES for e in runtime),
-              "syncs": sum(e.name.startswith(SYNC_NAMES) and e.name != "cudaMemcpyAsync" for e in runtime),
-              "ops": sum(inside(e, scope) for e in operators for scope in scopes if scope.name == "ppf.match")}
+    totals = {
+        "host_ms": sum(e.time_range.elapsed_us() for e in scopes if e.name == "ppf.match") / 1e3,
+        "device_ms": sum(device_us(e) for e in scopes if e.name == "ppf.match") / 1e3,
+        "launches": sum(e.name in LAUNCH_NAMES for e in runtime),
+        "syncs": sum(e.name.startswith(SYNC_NAMES) and e.name != "cudaMemcpyAsync" for e in runtime),
+        "ops": sum(inside(e, scope) for e in operators for scope in scopes if scope.name == "ppf.match"),
+    }
     table.pop("ppf.match", None)
-    table = {k.split(".", 1)[1]: {kk: round(vv, 3) if isinstance(vv, float) else vv for kk, vv in v.items()}
-             for k, v in sorted(table.items(), key=lambda kv: -kv[1]["host_ms"])}
+    table = {
+        k.split(".", 1)[1]: {kk: round(vv, 3) if isinstance(vv, float) else vv for kk, vv in v.items()}
+        for k, v in sorted(table.items(), key=lambda kv: -kv[1]["host_ms"])
+    }
     table["total"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in totals.items()}
     return table
 

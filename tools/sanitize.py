@@ -16,6 +16,7 @@ land in another tensor), and initcheck sees each allocation's first write. --pri
 a run's report; --error-exitcode is left at 0 so that the count is read from the summary line,
 and a run that ends without one (a crash, a timeout) shows as "crash" / "timeout".
 """
+
 import argparse
 import concurrent.futures
 import os
@@ -68,17 +69,27 @@ def errors_reported(output: str):
 
 
 def command(sanitizer: str, tool: str, name: str, print_limit: int):
-    return ([sanitizer, "--tool", tool, "--print-limit", str(print_limit), "--error-exitcode", "0"]
-            + TOOL_OPTIONS[tool] + [sys.executable, os.path.abspath(__file__), "--run-op", name, "--device", "cuda"])
+    return (
+        [sanitizer, "--tool", tool, "--print-limit", str(print_limit), "--error-exitcode", "0"]
+        + TOOL_OPTIONS[tool]
+        + [sys.executable, os.path.abspath(__file__), "--run-op", name, "--device", "cuda"]
+    )
 
 
 def sanitize(name: str, tool: str, sanitizer: str, timeout: float, print_limit: int, log_dir: str):
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", PYTHONPATH=ROOT + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     start = time.perf_counter()
     try:
-        done = subprocess.run(command(sanitizer, tool, name, print_limit), cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            command(sanitizer, tool, name, print_limit),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as e:
         output, result = (e.stdout or "") + (e.stderr or "") if isinstance(e.stdout, str) else "", "timeout"
     else:
@@ -107,7 +118,9 @@ def main(argv=None) -> int:
     parser.add_argument("--print-limit", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
     parser.add_argument("--log-dir", default="", help="keep each run's report here")
-    parser.add_argument("--sanitizer", default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer")
+    parser.add_argument(
+        "--sanitizer", default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    )
     parser.add_argument("--dry-run", action="store_true", help="list the runs; run each op's samples on the CPU")
     parser.add_argument("--run-op", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)

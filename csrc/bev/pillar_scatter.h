@@ -22,14 +22,14 @@
 
 namespace pointops {
 
-at::Tensor pillar_scatter_cpu(const at::Tensor& features, const at::Tensor& coords,
-                              const at::Tensor& num_voxels, int64_t height, int64_t width);
+at::Tensor pillar_scatter_cpu(const at::Tensor& features, const at::Tensor& coords, const at::Tensor& num_voxels,
+                              int64_t height, int64_t width);
 
 namespace pillar_detail {
 
 // Checks shared by both backends (defined in pillar_scatter_cpu.cpp).
-void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coords,
-                               const at::Tensor& num_voxels, int64_t height, int64_t width);
+void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coords, const at::Tensor& num_voxels,
+                               int64_t height, int64_t width);
 
 }  // namespace pillar_detail
 }  // namespace pointops

@@ -12,8 +12,8 @@
 namespace pointops {
 namespace pillar_detail {
 
-void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coords,
-                               const at::Tensor& num_voxels, int64_t height, int64_t width) {
+void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coords, const at::Tensor& num_voxels,
+                               int64_t height, int64_t width) {
   check_dim(features, "features", 3, "(B, P, F)");
   check_floating(features, "features");
   check_fits_int32(features.size(1), "features.size(1) (pillars per cloud)");
@@ -31,8 +31,8 @@ void check_pillar_scatter_args(const at::Tensor& features, const at::Tensor& coo
 
 }  // namespace pillar_detail
 
-at::Tensor pillar_scatter_cpu(const at::Tensor& features, const at::Tensor& coords,
-                              const at::Tensor& num_voxels, int64_t height, int64_t width) {
+at::Tensor pillar_scatter_cpu(const at::Tensor& features, const at::Tensor& coords, const at::Tensor& num_voxels,
+                              int64_t height, int64_t width) {
   pillar_detail::check_pillar_scatter_args(features, coords, num_voxels, height, width);
   const int64_t batch = features.size(0);
   const int64_t pillars = features.size(1);

@@ -22,9 +22,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void claim_cells(const int32_t* __restrict__ coords, const int64_t* __restrict__ num_voxels,
-                            int64_t batch, int64_t pillars, int64_t height, int64_t width,
-                            uint32_t* __restrict__ owner) {
+__global__ void claim_cells(const int32_t* __restrict__ coords, const int64_t* __restrict__ num_voxels, int64_t batch,
+                            int64_t pillars, int64_t height, int64_t width, uint32_t* __restrict__ owner) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < batch * pillars;
        k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t b = k / pillars;
@@ -32,15 +31,13 @@ __global__ void claim_cells(const int32_t* __restrict__ coords, const int64_t* _
     if (p >= num_voxels[b]) continue;  // a negative count places nothing
     const int32_t* zyx = coords + k * 3;
     if (zyx[0] != 0 || zyx[1] < 0 || zyx[1] >= height || zyx[2] < 0 || zyx[2] >= width) continue;
-    atomicMax(owner + b * height * width + int64_t{zyx[1]} * width + zyx[2],
-              static_cast<uint32_t>(pillars - p));
+    atomicMax(owner + b * height * width + int64_t{zyx[1]} * width + zyx[2], static_cast<uint32_t>(pillars - p));
   }
 }
 
 template <typename scalar_t>
-__global__ void fill_canvas(const scalar_t* __restrict__ features, const uint32_t* __restrict__ owner,
-                            int64_t batch, int64_t pillars, int64_t channels, int64_t cells,
-                            scalar_t* __restrict__ canvas) {
+__global__ void fill_canvas(const scalar_t* __restrict__ features, const uint32_t* __restrict__ owner, int64_t batch,
+                            int64_t pillars, int64_t channels, int64_t cells, scalar_t* __restrict__ canvas) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < batch * cells;
        k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t b = k / cells;
@@ -61,8 +58,8 @@ unsigned blocks_for(int64_t items) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(cuda::ceil_div(items, kThreads), most)));
 }
 
-at::Tensor pillar_scatter_cuda(const at::Tensor& features, const at::Tensor& coords,
-                               const at::Tensor& num_voxels, int64_t height, int64_t width) {
+at::Tensor pillar_scatter_cuda(const at::Tensor& features, const at::Tensor& coords, const at::Tensor& num_voxels,
+                               int64_t height, int64_t width) {
   pillar_detail::check_pillar_scatter_args(features, coords, num_voxels, height, width);
   check_device_type(features, "features", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(features.device());
@@ -80,14 +77,12 @@ at::Tensor pillar_scatter_cuda(const at::Tensor& features, const at::Tensor& coo
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (batch * pillars > 0) {
     claim_cells<<<blocks_for(batch * pillars), kThreads, 0, stream>>>(
-        coords_c.data_ptr<int32_t>(), counts.data_ptr<int64_t>(), batch, pillars, height, width,
-        owner_ptr);
+        coords_c.data_ptr<int32_t>(), counts.data_ptr<int64_t>(), batch, pillars, height, width, owner_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "pillar_scatter_cuda", [&] {
     fill_canvas<scalar_t><<<blocks_for(batch * cells), kThreads, 0, stream>>>(
-        feats.data_ptr<scalar_t>(), owner_ptr, batch, pillars, channels, cells,
-        canvas.data_ptr<scalar_t>());
+        feats.data_ptr<scalar_t>(), owner_ptr, batch, pillars, channels, cells, canvas.data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return canvas;

@@ -70,8 +70,8 @@ namespace pointops {
 
 at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
-                             c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool forward_up);
+                             c10::ArrayRef<std::string> channels, int64_t feature_column, double density_base,
+                             int64_t height_slices, bool forward_up);
 
 namespace bev_detail {
 
@@ -90,7 +90,7 @@ enum class Channel : int32_t {
 constexpr int kNumChannels = 10;
 constexpr int64_t kMaxHeightSlices = 1024;
 constexpr double kFeatureLimit = 1073741824.0;  // 2^30: sanitize_feature's clamp
-constexpr double kFixedOne = 4294967296.0;       // 2^32: one unit in the fixed-point sums
+constexpr double kFixedOne = 4294967296.0;      // 2^32: one unit in the fixed-point sums
 
 // Offsets (in 32-bit slots) of a cell's accumulators inside its record; -1 when not needed.
 // 64-bit fields sit at even offsets and `stride` is even, so they stay 8-byte aligned.
@@ -107,18 +107,18 @@ struct RecordLayout {
 // Everything the kernels need to know, passed by value.
 template <typename acc_t>
 struct Raster {
-  acc_t lo[3];      // x_min, y_min, z_min rounded to the compute type
-  acc_t hi[3];      // x_max, y_max, z_max
-  acc_t cell[2];    // dx, dy
-  acc_t slice;      // (z_max - z_min) / height_slices, rounded to the compute type
-  int64_t nx, ny;   // W, H
+  acc_t lo[3];     // x_min, y_min, z_min rounded to the compute type
+  acc_t hi[3];     // x_max, y_max, z_max
+  acc_t cell[2];   // dx, dy
+  acc_t slice;     // (z_max - z_min) / height_slices, rounded to the compute type
+  int64_t nx, ny;  // W, H
   int32_t height_slices;
   bool forward_up;
   double z_offset;  // lo[2] in float64: the origin of the z sums
   double z_scale;   // 2^32 / (hi[2] - lo[2]) in float64: fixed-point steps per metre
   double log_base;  // portable_log(density_base)
   int64_t feature_column;
-  int64_t dims;     // C
+  int64_t dims;  // C
   bool read_feature;
   RecordLayout record;
   int32_t num_channels;
@@ -141,13 +141,13 @@ struct RasterArgs {
 // Checks every argument (defined in rasterize_cpu.cpp) and returns what they describe.
 RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
-                             c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool forward_up);
+                             c10::ArrayRef<std::string> channels, int64_t feature_column, double density_base,
+                             int64_t height_slices, bool forward_up);
 
 // The output's (rows, cols): (H, W), or (W, H) with forward_up.
 inline std::vector<int64_t> image_shape(const RasterArgs& args, int64_t batch) {
   return args.forward_up ? std::vector<int64_t>{batch, args.out_channels, args.nx, args.ny}
-                          : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
+                         : std::vector<int64_t>{batch, args.out_channels, args.ny, args.nx};
 }
 
 template <typename acc_t>
@@ -161,8 +161,7 @@ POINTOPS_HOST_DEVICE inline acc_t sanitize_feature(acc_t f) {
 template <typename acc_t>
 POINTOPS_HOST_DEVICE inline int64_t point_cell(const Raster<acc_t>& r, acc_t x, acc_t y, acc_t z) {
   // Written so that NaN fails every comparison.
-  if (!(x >= r.lo[0] && x < r.hi[0] && y >= r.lo[1] && y < r.hi[1] && z >= r.lo[2] &&
-        z < r.hi[2])) {
+  if (!(x >= r.lo[0] && x < r.hi[0] && y >= r.lo[1] && y < r.hi[1] && z >= r.lo[2] && z < r.hi[2])) {
     return -1;
   }
   const int64_t ix = static_cast<int64_t>(floor_value((x - r.lo[0]) / r.cell[0]));
@@ -179,8 +178,8 @@ POINTOPS_HOST_DEVICE inline uint32_t z_key(float z) { return ordered_bits(z == 0
 // The per-cell accumulators are updated through Ops: plain operations on the CPU, where one
 // thread owns a cloud, and integer atomics on CUDA. add64 returns the previous value.
 template <typename Ops, typename acc_t>
-POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32_t* record,
-                                                  acc_t z, acc_t raw_feature, uint32_t index) {
+POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32_t* record, acc_t z, acc_t raw_feature,
+                                                  uint32_t index) {
   const RecordLayout& layout = r.record;
   const acc_t feature = sanitize_feature(raw_feature);
   const float zf = static_cast<float>(z);
@@ -218,8 +217,8 @@ POINTOPS_HOST_DEVICE inline void accumulate_point(const Raster<acc_t>& r, uint32
 // for the count's. The record of an empty cell is never read.
 template <typename scalar_t, typename acc_t>
 POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occupied, uint32_t count,
-                                               const uint32_t* record, const scalar_t* cloud,
-                                               float* out, int64_t plane) {
+                                               const uint32_t* record, const scalar_t* cloud, float* out,
+                                               int64_t plane) {
   const RecordLayout& layout = r.record;
   int64_t c = 0;
   for (int32_t k = 0; k < r.num_channels; ++k) {
@@ -236,8 +235,7 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         break;
       case Channel::kMeanZ:
         if (occupied) {
-          const double sum =
-              static_cast<double>(*reinterpret_cast<const uint64_t*>(record + layout.sum_z));
+          const double sum = static_cast<double>(*reinterpret_cast<const uint64_t*>(record + layout.sum_z));
           value = static_cast<float>(r.z_offset + sum / count / r.z_scale);
         }
         break;
@@ -260,8 +258,8 @@ POINTOPS_HOST_DEVICE inline void finalize_cell(const Raster<acc_t>& r, bool occu
         if (occupied) {
           const uint64_t* sum = reinterpret_cast<const uint64_t*>(record + layout.sum_f);
           // high * 2^64 is exact, so a fused multiply-add rounds like the separate operations.
-          const double total = static_cast<double>(static_cast<int64_t>(sum[1])) * 18446744073709551616.0 +
-                               static_cast<double>(sum[0]);
+          const double total =
+              static_cast<double>(static_cast<int64_t>(sum[1])) * 18446744073709551616.0 + static_cast<double>(sum[0]);
           value = static_cast<float>(total / count / kFixedOne);
         }
         break;

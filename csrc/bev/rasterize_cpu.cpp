@@ -52,9 +52,9 @@ Channel parse_channel(const std::string& name) {
 // Cells along one axis: floor(extent / size + 0.5) in float64, as the fake kernel computes it.
 int64_t cells_along(double lo, double hi, double size, const char* axis) {
   const double cells = std::floor((hi - lo) / size + 0.5);
-  TORCH_CHECK(cells >= 1 && cells <= std::numeric_limits<int32_t>::max(), "point_range and cell_size give ",
-              cells, " cells along ", axis, " (extent ", hi - lo, " / cell ", size,
-              "); expected between 1 and ", std::numeric_limits<int32_t>::max());
+  TORCH_CHECK(cells >= 1 && cells <= std::numeric_limits<int32_t>::max(), "point_range and cell_size give ", cells,
+              " cells along ", axis, " (extent ", hi - lo, " / cell ", size, "); expected between 1 and ",
+              std::numeric_limits<int32_t>::max());
   return static_cast<int64_t>(cells);
 }
 
@@ -62,28 +62,26 @@ int64_t cells_along(double lo, double hi, double size, const char* axis) {
 
 RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
-                             c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool forward_up) {
+                             c10::ArrayRef<std::string> channels, int64_t feature_column, double density_base,
+                             int64_t height_slices, bool forward_up) {
   check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
   TORCH_CHECK(point_range.size() == 6,
-              "point_range must be [x_min, y_min, z_min, x_max, y_max, z_max] (6 values), got ",
-              point_range.size(), " values");
-  TORCH_CHECK(cell_size.size() == 2, "cell_size must be [dx, dy] (2 values), got ", cell_size.size(),
+              "point_range must be [x_min, y_min, z_min, x_max, y_max, z_max] (6 values), got ", point_range.size(),
               " values");
+  TORCH_CHECK(cell_size.size() == 2, "cell_size must be [dx, dy] (2 values), got ", cell_size.size(), " values");
   RasterArgs args;
   const char* axes[3] = {"x", "y", "z"};
   for (int a = 0; a < 3; ++a) {
     args.lo[a] = point_range[a];
     args.hi[a] = point_range[a + 3];
     TORCH_CHECK(std::isfinite(args.lo[a]) && std::isfinite(args.hi[a]) && args.lo[a] < args.hi[a],
-                "point_range must be finite with min < max on every axis, got ", axes[a], " in [",
-                args.lo[a], ", ", args.hi[a], ")");
+                "point_range must be finite with min < max on every axis, got ", axes[a], " in [", args.lo[a], ", ",
+                args.hi[a], ")");
   }
   for (int a = 0; a < 2; ++a) {
     args.cell[a] = cell_size[a];
-    TORCH_CHECK(std::isfinite(args.cell[a]) && args.cell[a] > 0, "cell_size must be finite and > 0, got ",
-                cell_size);
+    TORCH_CHECK(std::isfinite(args.cell[a]) && args.cell[a] > 0, "cell_size must be finite and > 0, got ", cell_size);
   }
   args.nx = cells_along(args.lo[0], args.hi[0], args.cell[0], "x (W)");
   args.ny = cells_along(args.lo[1], args.hi[1], args.cell[1], "y (H)");
@@ -98,19 +96,18 @@ RasterArgs parse_raster_args(const at::Tensor& points, const std::optional<at::T
     TORCH_CHECK(!seen[static_cast<int>(channel)], "channels: '", name, "' is named twice");
     seen[static_cast<int>(channel)] = true;
     args.channels.push_back(channel);
-    wants_feature = wants_feature || channel == Channel::kMaxFeature ||
-                    channel == Channel::kMeanFeature || channel == Channel::kTopFeature;
+    wants_feature = wants_feature || channel == Channel::kMaxFeature || channel == Channel::kMeanFeature ||
+                    channel == Channel::kTopFeature;
     if (channel == Channel::kHeightSlices) {
-      TORCH_CHECK(height_slices >= 1 && height_slices <= kMaxHeightSlices,
-                  "height_slices must be between 1 and ", kMaxHeightSlices,
-                  " when channels has 'height_slices', got ", height_slices);
+      TORCH_CHECK(height_slices >= 1 && height_slices <= kMaxHeightSlices, "height_slices must be between 1 and ",
+                  kMaxHeightSlices, " when channels has 'height_slices', got ", height_slices);
       args.out_channels += height_slices;
     } else {
       args.out_channels += 1;
     }
     if (channel == Channel::kDensity) {
-      TORCH_CHECK(std::isfinite(density_base) && density_base > 1,
-                  "density_base must be finite and > 1, got ", density_base);
+      TORCH_CHECK(std::isfinite(density_base) && density_base > 1, "density_base must be finite and > 1, got ",
+                  density_base);
     }
   }
   if (wants_feature) {
@@ -150,25 +147,24 @@ struct PlainOps {
 // stored when the point takes the top key, while its cell is in cache. finalize_cell would read it
 // from the cloud through the top point's index, a cache miss per occupied cell.
 template <typename scalar_t, typename acc_t>
-void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, uint32_t* count,
-                     uint32_t* records, int64_t stride, int64_t top_slot) {
+void rasterize_cloud(const Raster<acc_t>& r, const scalar_t* cloud, int64_t n, uint32_t* count, uint32_t* records,
+                     int64_t stride, int64_t top_slot) {
   const int64_t dims = r.dims;
   for (int64_t i = 0; i < n; ++i) {
     const scalar_t* p = cloud + i * dims;
-    const int64_t cell = bev_detail::point_cell(r, static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
-                                                static_cast<acc_t>(p[2]));
+    const int64_t cell =
+        bev_detail::point_cell(r, static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]));
     if (cell < 0) continue;
     const bool first = count[cell]++ == 0;
     if (r.record.stride == 0) continue;
     uint32_t* record = records + cell * stride;
     if (first) std::memset(record, 0, sizeof(uint32_t) * r.record.stride);
     const acc_t feature = r.read_feature ? static_cast<acc_t>(p[r.feature_column]) : acc_t(0);
-    bev_detail::accumulate_point<PlainOps>(r, record, static_cast<acc_t>(p[2]), feature,
-                                           static_cast<uint32_t>(i));
+    bev_detail::accumulate_point<PlainOps>(r, record, static_cast<acc_t>(p[2]), feature, static_cast<uint32_t>(i));
     if (top_slot >= 0) {
       // The point holds the top key iff the record's key is its own (keys carry the index).
-      const uint64_t key = argmax_key(bev_detail::z_key(static_cast<float>(static_cast<acc_t>(p[2]))),
-                                      static_cast<uint32_t>(i));
+      const uint64_t key =
+          argmax_key(bev_detail::z_key(static_cast<float>(static_cast<acc_t>(p[2]))), static_cast<uint32_t>(i));
       if (*reinterpret_cast<const uint64_t*>(record + r.record.top) == key) {
         const acc_t top = static_cast<acc_t>(p[r.feature_column]);
         record[top_slot] = float_bits(static_cast<float>(bev_detail::sanitize_feature(top)));
@@ -192,11 +188,10 @@ int64_t top_feature_channel(const Raster<acc_t>& r) {
 
 at::Tensor bev_rasterize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
-                             c10::ArrayRef<std::string> channels, int64_t feature_column,
-                             double density_base, int64_t height_slices, bool forward_up) {
-  const bev_detail::RasterArgs args =
-      bev_detail::parse_raster_args(points, lengths, point_range, cell_size, channels,
-                                    feature_column, density_base, height_slices, forward_up);
+                             c10::ArrayRef<std::string> channels, int64_t feature_column, double density_base,
+                             int64_t height_slices, bool forward_up) {
+  const bev_detail::RasterArgs args = bev_detail::parse_raster_args(
+      points, lengths, point_range, cell_size, channels, feature_column, density_base, height_slices, forward_up);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const int64_t dims = points.size(2);

@@ -35,9 +35,9 @@
 
 #include <ATen/Dispatch.h>
 #include <cooperative_groups.h>
+#include <torch/library.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <climits>
@@ -93,8 +93,7 @@ struct Scratch {
 constexpr int kRowsPerVisit = 4;
 
 template <typename Visit>
-__device__ __forceinline__ void for_each_rows(int64_t batch, int64_t n, const int64_t* lengths,
-                                              Visit visit) {
+__device__ __forceinline__ void for_each_rows(int64_t batch, int64_t n, const int64_t* lengths, Visit visit) {
   const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t b = 0; b < batch; ++b) {
@@ -118,8 +117,7 @@ struct PointValues {
 };
 
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ PointValues<acc_t> read_point(const Raster<acc_t>& r, const scalar_t* p,
-                                                         bool with_feature) {
+__device__ __forceinline__ PointValues<acc_t> read_point(const Raster<acc_t>& r, const scalar_t* p, bool with_feature) {
   return {static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]),
           with_feature ? static_cast<acc_t>(p[r.feature_column]) : acc_t(0)};
 }
@@ -127,10 +125,9 @@ __device__ __forceinline__ PointValues<acc_t> read_point(const Raster<acc_t>& r,
 // The points of rows (visited by for_each_rows) and their cells (-1: no row, or the point does
 // not count).
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ void read_rows(const Raster<acc_t>& r, const scalar_t* points, int64_t b,
-                                          int64_t n, const int64_t (&rows)[kRowsPerVisit],
-                                          bool with_feature, PointValues<acc_t> (&v)[kRowsPerVisit],
-                                          int64_t (&cell)[kRowsPerVisit]) {
+__device__ __forceinline__ void read_rows(const Raster<acc_t>& r, const scalar_t* points, int64_t b, int64_t n,
+                                          const int64_t (&rows)[kRowsPerVisit], bool with_feature,
+                                          PointValues<acc_t> (&v)[kRowsPerVisit], int64_t (&cell)[kRowsPerVisit]) {
 #pragma unroll
   for (int u = 0; u < kRowsPerVisit; ++u) {
     if (rows[u] < 0) {
@@ -146,9 +143,7 @@ __device__ __forceinline__ int64_t word_of(const Scratch& s, int64_t b, int64_t 
   return b * s.words_per_cloud + static_cast<int64_t>(static_cast<uint64_t>(cell) / kWordBits);
 }
 
-__device__ __forceinline__ uint32_t bit_of(int64_t cell) {
-  return 1u << (static_cast<uint32_t>(cell) % kWordBits);
-}
+__device__ __forceinline__ uint32_t bit_of(int64_t cell) { return 1u << (static_cast<uint32_t>(cell) % kWordBits); }
 
 // The rank phase scans the bitmap a tile of kTileWords words at a time, kWordsPerThread words per
 // thread (blocked: thread t holds words 2t and 2t + 1 of the tile).
@@ -175,8 +170,7 @@ __device__ __forceinline__ int64_t block_sum(int64_t v, ScanStorage& storage) {
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kThreads, 4)
     rasterize_kernel(Raster<acc_t> r, const scalar_t* __restrict__ points, int64_t batch, int64_t n,
-                     const int64_t* __restrict__ lengths, Scratch s,
-                     float* __restrict__ image, int64_t image_size) {
+                     const int64_t* __restrict__ lengths, Scratch s, float* __restrict__ image, int64_t image_size) {
   __shared__ ScanStorage scan_storage;
   __shared__ uint32_t tile_bits[kTileWords];
   __shared__ int32_t tile_first[kTileWords];
@@ -191,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   grid.sync();
 
   // 2 mark, then fill the image
-  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t (&rows)[kRowsPerVisit]) {
+  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t(&rows)[kRowsPerVisit]) {
     PointValues<acc_t> v[kRowsPerVisit];
     int64_t cell[kRowsPerVisit];
     read_rows(r, points, b, n, rows, false, v, cell);
@@ -202,7 +196,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int u = 0; u < kRowsPerVisit; ++u) seen[u] = cell[u] < 0 ? 0u : s.words_of[word_of(s, b, cell[u])].bits;
 #pragma unroll
     for (int u = 0; u < kRowsPerVisit; ++u) {
-      if (cell[u] >= 0 && (seen[u] & bit_of(cell[u])) == 0) atomicOr(&s.words_of[word_of(s, b, cell[u])].bits, bit_of(cell[u]));
+      if (cell[u] >= 0 && (seen[u] & bit_of(cell[u])) == 0)
+        atomicOr(&s.words_of[word_of(s, b, cell[u])].bits, bit_of(cell[u]));
     }
   });
   float4* image4 = reinterpret_cast<float4*>(image);
@@ -260,8 +255,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint32_t clouds_on = offset / static_cast<uint32_t>(s.words_per_cloud);
       const uint32_t word = offset - clouds_on * static_cast<uint32_t>(s.words_per_cloud);
       const int64_t rank = base + i;
-      s.slots[rank] =
-          make_int2(static_cast<int>(tile_cloud + clouds_on), static_cast<int>(word * kWordBits + bit));
+      s.slots[rank] = make_int2(static_cast<int>(tile_cloud + clouds_on), static_cast<int>(word * kWordBits + bit));
       s.count[rank] = 0;
       uint64_t* record = reinterpret_cast<uint64_t*>(s.records + rank * r.record.stride);
       for (int32_t k = 0; k < r.record.stride / 2; ++k) record[k] = 0;
@@ -271,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   grid.sync();
 
   // 4 vote
-  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t (&rows)[kRowsPerVisit]) {
+  for_each_rows(batch, n, lengths, [&](int64_t b, const int64_t(&rows)[kRowsPerVisit]) {
     PointValues<acc_t> v[kRowsPerVisit];
     int64_t cell[kRowsPerVisit];
     read_rows(r, points, b, n, rows, r.read_feature, v, cell);
@@ -314,11 +308,10 @@ int cached_blocks_per_sm() {
 
 at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                               c10::ArrayRef<double> point_range, c10::ArrayRef<double> cell_size,
-                              c10::ArrayRef<std::string> channels, int64_t feature_column,
-                              double density_base, int64_t height_slices, bool forward_up) {
-  const bev_detail::RasterArgs args =
-      bev_detail::parse_raster_args(points, lengths, point_range, cell_size, channels,
-                                    feature_column, density_base, height_slices, forward_up);
+                              c10::ArrayRef<std::string> channels, int64_t feature_column, double density_base,
+                              int64_t height_slices, bool forward_up) {
+  const bev_detail::RasterArgs args = bev_detail::parse_raster_args(
+      points, lengths, point_range, cell_size, channels, feature_column, density_base, height_slices, forward_up);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   const int64_t batch = points.size(0);
@@ -332,8 +325,8 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
     return image;
   }
   const int64_t cells = args.nx * args.ny;
-  TORCH_CHECK(cells <= INT_MAX, "bev_rasterize on CUDA: the grid must have at most ", INT_MAX,
-              " cells, got ", args.nx, " x ", args.ny);
+  TORCH_CHECK(cells <= INT_MAX, "bev_rasterize on CUDA: the grid must have at most ", INT_MAX, " cells, got ", args.nx,
+              " x ", args.ny);
   TORCH_CHECK(batch <= INT_MAX, "bev_rasterize on CUDA: at most ", INT_MAX, " clouds, got ", batch);
   const at::Tensor pts = points.contiguous();
   const CloudLengths lengths_c = contiguous_lengths(lengths);
@@ -360,8 +353,8 @@ at::Tensor bev_rasterize_cuda(const at::Tensor& points, const std::optional<at::
     s.records = s.count + cuda::round_up(capacity, 2);
     cuda::LaunchShape shape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads)};
     shape.cooperative = true;
-    cuda::launch(rasterize_kernel<scalar_t, acc_t>, shape, stream, r, pts.data_ptr<scalar_t>(), batch, n,
-                 lengths_ptr, s, image.data_ptr<float>(), image.numel());
+    cuda::launch(rasterize_kernel<scalar_t, acc_t>, shape, stream, r, pts.data_ptr<scalar_t>(), batch, n, lengths_ptr,
+                 s, image.data_ptr<float>(), image.numel());
   });
   return image;
 }

@@ -61,8 +61,7 @@ struct VoxelizeArgs {
   double size[3];
   int64_t dims[3];
 };
-VoxelizeArgs check_voxelize_args(const at::Tensor& points,
-                                 const std::optional<at::Tensor>& lengths,
+VoxelizeArgs check_voxelize_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                  at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels);
 
@@ -73,8 +72,7 @@ VoxelGrid<acc_t> make_grid(const VoxelizeArgs& args) {
 }
 
 // The five outputs, filled with their "unused" values.
-VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_voxel,
-                             int64_t max_voxels);
+VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_voxel, int64_t max_voxels);
 
 }  // namespace voxelize_detail
 }  // namespace pointops

@@ -19,17 +19,16 @@
 namespace pointops {
 namespace voxelize_detail {
 
-VoxelizeArgs check_voxelize_args(const at::Tensor& points,
-                                 const std::optional<at::Tensor>& lengths,
+VoxelizeArgs check_voxelize_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                  at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                                  int64_t max_points_per_voxel, int64_t max_voxels) {
   check_padded_clouds(points, lengths, "(B, N, C) with C >= 3 (x, y, z, features)", 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
-  TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ",
-              voxel_size.size(), ": ", voxel_size);
+  TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ", voxel_size.size(), ": ",
+              voxel_size);
   TORCH_CHECK(point_range.size() == 6,
-              "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ",
-              point_range.size(), ": ", point_range);
+              "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ", point_range.size(),
+              ": ", point_range);
   check_nonnegative(max_points_per_voxel, "max_points_per_voxel");
   check_fits_int32(max_points_per_voxel, "max_points_per_voxel");
   check_nonnegative(max_voxels, "max_voxels");
@@ -45,13 +44,12 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
     const float hi = static_cast<float>(point_range[d + 3]);
     TORCH_CHECK(std::isfinite(size) && size > 0, "voxel_size[", d, "] (", kAxis[d],
                 ") must be finite and > 0 in float32, got ", voxel_size[d]);
-    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo < hi, "point_range must have finite ",
-                kAxis[d], "_min < ", kAxis[d], "_max (in float32), got [", point_range[d], ", ",
-                point_range[d + 3], "]");
+    TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo < hi, "point_range must have finite ", kAxis[d], "_min < ",
+                kAxis[d], "_max (in float32), got [", point_range[d], ", ", point_range[d + 3], "]");
     const float dim = std::nearbyint((hi - lo) / size);
     TORCH_CHECK(dim >= 1 && dim <= kMaxDim, "point_range and voxel_size must give the grid 1 to 2^24 voxels along ",
-                kAxis[d], ", got round((", point_range[d + 3], " - ", point_range[d], ") / ",
-                voxel_size[d], ") = ", dim);
+                kAxis[d], ", got round((", point_range[d + 3], " - ", point_range[d], ") / ", voxel_size[d],
+                ") = ", dim);
     args.origin[d] = point_range[d];
     args.size[d] = voxel_size[d];
     args.dims[d] = static_cast<int64_t>(dim);
@@ -60,23 +58,21 @@ VoxelizeArgs check_voxelize_args(const at::Tensor& points,
   constexpr int64_t kMaxKey = std::numeric_limits<int64_t>::max();
   const int64_t plane = args.dims[0] * args.dims[1];
   TORCH_CHECK(args.dims[2] <= kMaxKey / plane && points.size(0) <= kMaxKey / (plane * args.dims[2]),
-              "voxelize: batch * grid cells must fit int64, got ", points.size(0), " * ",
-              args.dims[0], " * ", args.dims[1], " * ", args.dims[2]);
+              "voxelize: batch * grid cells must fit int64, got ", points.size(0), " * ", args.dims[0], " * ",
+              args.dims[1], " * ", args.dims[2]);
   check_output_fits(points.device(),
-                    "max_voxels = " + std::to_string(max_voxels) + " and max_points_per_voxel = " +
-                        std::to_string(max_points_per_voxel),
+                    "max_voxels = " + std::to_string(max_voxels) +
+                        " and max_points_per_voxel = " + std::to_string(max_points_per_voxel),
                     {points.size(0), max_voxels, max_points_per_voxel, points.size(2)}, points.element_size());
   return args;
 }
 
-VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_voxel,
-                             int64_t max_voxels) {
+VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_voxel, int64_t max_voxels) {
   const int64_t batch = points.size(0);
   const auto options = points.options();
   return {at::zeros({batch, max_voxels, max_points_per_voxel, points.size(2)}, options),
           at::full({batch, max_voxels, 3}, -1, options.dtype(at::kInt)),
-          at::zeros({batch, max_voxels}, options.dtype(at::kInt)),
-          at::zeros({batch}, options.dtype(at::kLong)),
+          at::zeros({batch, max_voxels}, options.dtype(at::kInt)), at::zeros({batch}, options.dtype(at::kLong)),
           at::full({batch, points.size(1)}, -1, options.dtype(at::kLong))};
 }
 
@@ -84,12 +80,10 @@ VoxelizeResult empty_outputs(const at::Tensor& points, int64_t max_points_per_vo
 
 namespace {
 
-
 // One cloud of n points; outputs point at the cloud's slices.
 template <typename scalar_t, typename acc_t>
-void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
-                        const VoxelGrid<acc_t>& grid, int64_t max_points, int64_t max_voxels,
-                        scalar_t* voxels, int32_t* coords, int32_t* num_points,
+void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels, const VoxelGrid<acc_t>& grid,
+                        int64_t max_points, int64_t max_voxels, scalar_t* voxels, int32_t* coords, int32_t* num_points,
                         int64_t* num_voxels, int64_t* point_voxel) {
   const int64_t invalid = grid.cells();
   std::vector<int64_t> keys(static_cast<size_t>(n));
@@ -138,8 +132,8 @@ void voxelize_one_cloud(const scalar_t* cloud, int64_t n, int64_t channels,
 VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                             at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                             int64_t max_points_per_voxel, int64_t max_voxels) {
-  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range,
-                                                         max_points_per_voxel, max_voxels);
+  const auto args =
+      voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range, max_points_per_voxel, max_voxels);
   VoxelizeResult outputs = voxelize_detail::empty_outputs(points, max_points_per_voxel, max_voxels);
   at::Tensor voxels, coords, num_points, num_voxels, point_voxel;
   std::tie(voxels, coords, num_points, num_voxels, point_voxel) = outputs;
@@ -164,10 +158,10 @@ VoxelizeResult voxelize_cpu(const at::Tensor& points, const std::optional<at::Te
     at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
       for (int64_t b = first; b < last; ++b) {
         const int64_t length = length_ptr ? std::clamp<int64_t>(length_ptr[b], 0, n) : n;
-        voxelize_one_cloud<scalar_t, acc_t>(
-            pts_ptr + b * n * channels, length, channels, grid, max_points_per_voxel, max_voxels,
-            voxels_ptr + b * voxel_stride, coords_ptr + b * max_voxels * 3,
-            num_points_ptr + b * max_voxels, num_voxels_ptr + b, point_voxel_ptr + b * n);
+        voxelize_one_cloud<scalar_t, acc_t>(pts_ptr + b * n * channels, length, channels, grid, max_points_per_voxel,
+                                            max_voxels, voxels_ptr + b * voxel_stride, coords_ptr + b * max_voxels * 3,
+                                            num_points_ptr + b * max_voxels, num_voxels_ptr + b,
+                                            point_voxel_ptr + b * n);
       }
     });
   });

@@ -37,9 +37,7 @@ using cuda::HashArrayView;
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(int64_t items) {
-  return static_cast<unsigned>(cuda::ceil_div(items, kThreads));
-}
+unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
 __device__ __forceinline__ int64_t thread_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -48,9 +46,8 @@ __device__ __forceinline__ int64_t thread_index() {
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 template <typename scalar_t, typename acc_t>
-__global__ void cell_keys_kernel(const scalar_t* __restrict__ points,
-                                 const int64_t* __restrict__ lengths, int64_t n, int64_t channels,
-                                 int64_t total, VoxelGrid<acc_t> grid, int64_t key_bound,
+__global__ void cell_keys_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths, int64_t n,
+                                 int64_t channels, int64_t total, VoxelGrid<acc_t> grid, int64_t key_bound,
                                  int64_t* __restrict__ keys) {
   const int64_t p = thread_index();
   if (p >= total) return;
@@ -65,9 +62,8 @@ __global__ void cell_keys_kernel(const scalar_t* __restrict__ points,
 }
 
 // Cloud b's voxels are the runs with keys in [b * cells, (b + 1) * cells).
-__global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t cells,
-                                  int64_t max_voxels, int64_t* __restrict__ first_run,
-                                  int64_t* __restrict__ num_voxels) {
+__global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t cells, int64_t max_voxels,
+                                  int64_t* __restrict__ first_run, int64_t* __restrict__ num_voxels) {
   const int64_t b = thread_index();
   if (b >= batch) return;
   const int64_t runs = *h.num_unique;
@@ -77,8 +73,7 @@ __global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t cells,
   num_voxels[b] = min64(end - begin, max_voxels);
 }
 
-__global__ void flag_first_points_kernel(HashArrayView h, int64_t capacity,
-                                         int32_t* __restrict__ is_first) {
+__global__ void flag_first_points_kernel(HashArrayView h, int64_t capacity, int32_t* __restrict__ is_first) {
   const int64_t r = thread_index();
   if (r >= capacity || r >= *h.num_unique) return;
   is_first[h.perm[h.starts[r]]] = 1;
@@ -87,9 +82,8 @@ __global__ void flag_first_points_kernel(HashArrayView h, int64_t capacity,
 // first_rank[p]: voxels of the whole batch whose first point comes before flat point p.
 template <typename acc_t>
 __global__ void assign_slots_kernel(HashArrayView h, int64_t capacity, VoxelGrid<acc_t> grid,
-                                    const int32_t* __restrict__ first_rank,
-                                    const int64_t* __restrict__ first_run, int64_t max_points,
-                                    int64_t max_voxels, int32_t* __restrict__ slot_of_run,
+                                    const int32_t* __restrict__ first_rank, const int64_t* __restrict__ first_run,
+                                    int64_t max_points, int64_t max_voxels, int32_t* __restrict__ slot_of_run,
                                     int32_t* __restrict__ coords, int32_t* __restrict__ num_points) {
   const int64_t r = thread_index();
   if (r >= capacity || r >= *h.num_unique) return;
@@ -109,11 +103,9 @@ __global__ void assign_slots_kernel(HashArrayView h, int64_t capacity, VoxelGrid
 
 // One thread per sorted position j; dropped points (key_bound) sort last and keep -1.
 template <typename scalar_t>
-__global__ void scatter_points_kernel(HashArrayView h, int64_t total, int64_t key_bound,
-                                      int64_t n, int64_t channels,
-                                      const int32_t* __restrict__ slot_of_run, int64_t max_points,
-                                      int64_t max_voxels, const scalar_t* __restrict__ points,
-                                      scalar_t* __restrict__ voxels,
+__global__ void scatter_points_kernel(HashArrayView h, int64_t total, int64_t key_bound, int64_t n, int64_t channels,
+                                      const int32_t* __restrict__ slot_of_run, int64_t max_points, int64_t max_voxels,
+                                      const scalar_t* __restrict__ points, scalar_t* __restrict__ voxels,
                                       int64_t* __restrict__ point_voxel) {
   const int64_t j = thread_index();
   if (j >= total) return;
@@ -136,8 +128,8 @@ __global__ void scatter_points_kernel(HashArrayView h, int64_t total, int64_t ke
 VoxelizeResult voxelize_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                              at::ArrayRef<double> voxel_size, at::ArrayRef<double> point_range,
                              int64_t max_points_per_voxel, int64_t max_voxels) {
-  const auto args = voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range,
-                                                         max_points_per_voxel, max_voxels);
+  const auto args =
+      voxelize_detail::check_voxelize_args(points, lengths, voxel_size, point_range, max_points_per_voxel, max_voxels);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   VoxelizeResult outputs = voxelize_detail::empty_outputs(points, max_points_per_voxel, max_voxels);
@@ -177,23 +169,20 @@ VoxelizeResult voxelize_cuda(const at::Tensor& points, const std::optional<at::T
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 
     at::Tensor is_first = at::zeros({total}, options.dtype(at::kInt));
-    flag_first_points_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, is_first.data_ptr<int32_t>());
+    flag_first_points_kernel<<<blocks_for(total), kThreads, 0, stream>>>(h, total, is_first.data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     at::Tensor first_rank = at::empty({total}, options.dtype(at::kInt));
-    cuda::exclusive_sum(is_first.data_ptr<int32_t>(), first_rank.data_ptr<int32_t>(), total,
-                        device);
+    cuda::exclusive_sum(is_first.data_ptr<int32_t>(), first_rank.data_ptr<int32_t>(), total, device);
 
     at::Tensor slot_of_run = at::empty({total}, options.dtype(at::kInt));
     assign_slots_kernel<acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, grid, first_rank.data_ptr<int32_t>(), first_run.data_ptr<int64_t>(),
-        max_points_per_voxel, max_voxels, slot_of_run.data_ptr<int32_t>(),
-        coords.data_ptr<int32_t>(), num_points.data_ptr<int32_t>());
+        h, total, grid, first_rank.data_ptr<int32_t>(), first_run.data_ptr<int64_t>(), max_points_per_voxel, max_voxels,
+        slot_of_run.data_ptr<int32_t>(), coords.data_ptr<int32_t>(), num_points.data_ptr<int32_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 
     scatter_points_kernel<scalar_t><<<blocks_for(total), kThreads, 0, stream>>>(
-        h, total, key_bound, n, channels, slot_of_run.data_ptr<int32_t>(), max_points_per_voxel,
-        max_voxels, pts_ptr, voxels.data_ptr<scalar_t>(), point_voxel.data_ptr<int64_t>());
+        h, total, key_bound, n, channels, slot_of_run.data_ptr<int32_t>(), max_points_per_voxel, max_voxels, pts_ptr,
+        voxels.data_ptr<scalar_t>(), point_voxel.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return outputs;

@@ -18,13 +18,9 @@ POINTOPS_HOST_DEVICE inline uint64_t argmax_key(uint32_t value, uint32_t index) 
   return (static_cast<uint64_t>(value) << 32) | (0xffffffffu - index);
 }
 
-POINTOPS_HOST_DEVICE inline uint32_t argmax_key_value(uint64_t key) {
-  return static_cast<uint32_t>(key >> 32);
-}
+POINTOPS_HOST_DEVICE inline uint32_t argmax_key_value(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
 
-POINTOPS_HOST_DEVICE inline uint32_t argmax_key_index(uint64_t key) {
-  return 0xffffffffu - static_cast<uint32_t>(key);
-}
+POINTOPS_HOST_DEVICE inline uint32_t argmax_key_index(uint64_t key) { return 0xffffffffu - static_cast<uint32_t>(key); }
 
 #if defined(__CUDACC__)
 // Max of a 64-bit key over the full warp in two redux.sync steps (sm_80+), known to every lane:
@@ -32,8 +28,7 @@ POINTOPS_HOST_DEVICE inline uint32_t argmax_key_index(uint64_t key) {
 __device__ __forceinline__ unsigned long long warp_max_key(unsigned long long key) {
   const uint32_t high = static_cast<uint32_t>(key >> 32);
   const uint32_t top = __reduce_max_sync(0xffffffffu, high);
-  const uint32_t low =
-      __reduce_max_sync(0xffffffffu, high == top ? static_cast<uint32_t>(key) : 0u);
+  const uint32_t low = __reduce_max_sync(0xffffffffu, high == top ? static_cast<uint32_t>(key) : 0u);
   return (static_cast<unsigned long long>(top) << 32) | low;
 }
 #endif

@@ -10,9 +10,9 @@
 // cub_call helpers below are the building blocks, for callers that need one more scan.
 #pragma once
 
-#include "common/aten.h"
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include "common/aten.h"
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
@@ -63,9 +63,7 @@ struct HashArrayView {
   const int32_t* starts;
   const int64_t* num_unique;  // one value
 
-  __device__ int64_t find(int64_t key) const {
-    return hash_array::find_run(unique_keys, *num_unique, key);
-  }
+  __device__ int64_t find(int64_t key) const { return hash_array::find_run(unique_keys, *num_unique, key); }
 };
 
 struct HashArray {
@@ -77,24 +75,22 @@ struct HashArray {
   at::Tensor num_unique;   // (1,) int64
 
   HashArrayView view() const {
-    return {sorted_keys.data_ptr<int64_t>(), perm.data_ptr<int32_t>(),
-            unique_keys.data_ptr<int64_t>(), counts.data_ptr<int32_t>(),
-            starts.data_ptr<int32_t>(),      num_unique.data_ptr<int64_t>()};
+    return {sorted_keys.data_ptr<int64_t>(), perm.data_ptr<int32_t>(),   unique_keys.data_ptr<int64_t>(),
+            counts.data_ptr<int32_t>(),      starts.data_ptr<int32_t>(), num_unique.data_ptr<int64_t>()};
   }
 };
 
 // Run-length encoding also counted the run of invalid keys (key_bound), which sorts last.
 template <typename key_t>
-__global__ void drop_invalid_run_kernel(const key_t* unique_keys, int64_t* num_unique,
-                                        key_t key_bound) {
+__global__ void drop_invalid_run_kernel(const key_t* unique_keys, int64_t* num_unique, key_t key_bound) {
   const int64_t runs = *num_unique;
   if (runs > 0 && unique_keys[runs - 1] == key_bound) *num_unique = runs - 1;
 }
 
 // keys: (n,) int64 on a CUDA device, values in [0, key_bound], key_bound = invalid.
 inline HashArray build_hash_array(const at::Tensor& keys, int64_t key_bound) {
-  TORCH_INTERNAL_ASSERT(keys.is_cuda() && keys.scalar_type() == at::kLong && keys.dim() == 1 &&
-                        keys.is_contiguous() && key_bound >= 0);
+  TORCH_INTERNAL_ASSERT(keys.is_cuda() && keys.scalar_type() == at::kLong && keys.dim() == 1 && keys.is_contiguous() &&
+                        key_bound >= 0);
   const int64_t n = keys.numel();
   check_cub_items(n, "build_hash_array");
   const auto options = keys.options();
@@ -122,8 +118,7 @@ inline HashArray build_hash_array(const at::Tensor& keys, int64_t key_bound) {
   int32_t* perm = h.perm.data_ptr<int32_t>();
   cub_call(device, [&](void* temp, size_t& bytes) {
     // LSD radix sort is stable: equal keys keep their index order.
-    return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, index_in, perm, items,
-                                           0, end_bit, stream);
+    return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, index_in, perm, items, 0, end_bit, stream);
   });
 
   const int64_t* sorted = h.sorted_keys.data_ptr<int64_t>();
@@ -131,8 +126,7 @@ inline HashArray build_hash_array(const at::Tensor& keys, int64_t key_bound) {
   int32_t* counts = h.counts.data_ptr<int32_t>();
   int64_t* num_runs = h.num_unique.data_ptr<int64_t>();
   cub_call(device, [&](void* temp, size_t& bytes) {
-    return cub::DeviceRunLengthEncode::Encode(temp, bytes, sorted, unique, counts, num_runs,
-                                              items, stream);
+    return cub::DeviceRunLengthEncode::Encode(temp, bytes, sorted, unique, counts, num_runs, items, stream);
   });
   exclusive_sum(counts, h.starts.data_ptr<int32_t>(), n, device);
   drop_invalid_run_kernel<int64_t><<<1, 1, 0, stream>>>(unique, num_runs, key_bound);

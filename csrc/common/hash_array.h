@@ -46,8 +46,7 @@ POINTOPS_HOST_DEVICE inline int64_t lower_bound(const int64_t* keys, int64_t cou
 }
 
 // The run holding key among the first num_unique unique keys, or -1.
-POINTOPS_HOST_DEVICE inline int64_t find_run(const int64_t* unique_keys, int64_t num_unique,
-                                             int64_t key) {
+POINTOPS_HOST_DEVICE inline int64_t find_run(const int64_t* unique_keys, int64_t num_unique, int64_t key) {
   const int64_t r = lower_bound(unique_keys, num_unique, key);
   return r < num_unique && unique_keys[r] == key ? r : -1;
 }

@@ -22,8 +22,7 @@ inline int sm_count() { return at::cuda::getCurrentDeviceProperties()->multiProc
 // Lets `kernel` take `bytes` of dynamic shared memory (required above 48 KB).
 template <typename Kernel>
 void set_dynamic_smem(Kernel kernel, size_t bytes) {
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)));
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 // Lets `kernel` run in clusters of more than the portable 8 blocks (16 on sm_90).
@@ -97,8 +96,7 @@ int max_active_clusters(Kernel kernel, const LaunchShape& shape) {
 
 // kernel<<<shape>>>(args...) on `stream`, cooperative and / or in clusters as the shape says.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), const LaunchShape& shape, cudaStream_t stream,
-            Args&&... args) {
+void launch(void (*kernel)(Params...), const LaunchShape& shape, cudaStream_t stream, Args&&... args) {
   const ExtendedLaunch ex(shape, stream);
   C10_CUDA_CHECK(cudaLaunchKernelEx(ex.config(), kernel, std::forward<Args>(args)...));
 }

@@ -17,9 +17,7 @@ namespace pointops {
 // ceil(a / b) for a >= 0 and b > 0, and a rounded up to a multiple of `multiple` (sizes, grids).
 POINTOPS_HOST_DEVICE inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-POINTOPS_HOST_DEVICE inline int64_t round_up(int64_t a, int64_t multiple) {
-  return ceil_div(a, multiple) * multiple;
-}
+POINTOPS_HOST_DEVICE inline int64_t round_up(int64_t a, int64_t multiple) { return ceil_div(a, multiple) * multiple; }
 
 // a * b + c with a single rounding.
 POINTOPS_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {

@@ -42,13 +42,15 @@ __device__ __forceinline__ uint32_t peer_address(uint32_t local, uint32_t rank) 
 // transaction barrier at `barrier` (peer_address of the barrier).
 __device__ __forceinline__ void push_to_peer(uint32_t address, uint4 v, uint32_t barrier) {
   asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-      ::"r"(address), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(barrier) : "memory");
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(address),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(barrier)
+      : "memory");
 }
 
 __device__ __forceinline__ void push_to_peer(uint32_t address, uint32_t v, uint32_t barrier) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
-               ::"r"(address), "r"(v), "r"(barrier) : "memory");
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address), "r"(v),
+               "r"(barrier)
+               : "memory");
 }
 
 // A transaction barrier that completes a phase on one arrival plus the bytes it announces.
@@ -64,8 +66,8 @@ __device__ __forceinline__ void fence_barrier_init() {
 
 // This block's one arrival of the phase, announcing the bytes the peers will push in it.
 __device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-               ::"r"(barrier), "r"(bytes) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
+               : "memory");
 }
 
 // Spins until the barrier's phase of parity `phase_parity` has completed; the pushed bytes are
@@ -77,7 +79,9 @@ __device__ __forceinline__ void wait_phase(uint32_t barrier, uint32_t phase_pari
         "{\n .reg .pred p;\n"
         " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done) : "r"(barrier), "r"(phase_parity) : "memory");
+        : "=r"(done)
+        : "r"(barrier), "r"(phase_parity)
+        : "memory");
   } while (done == 0);
 }
 #endif

@@ -21,8 +21,7 @@ POINTOPS_HOST_DEVICE inline acc_t squared_norm3(acc_t dx, acc_t dy, acc_t dz) {
 
 // |q - p|^2 with the rounding above; acc_t is float or double.
 template <typename acc_t>
-POINTOPS_HOST_DEVICE inline acc_t squared_distance3(acc_t qx, acc_t qy, acc_t qz, acc_t px,
-                                                    acc_t py, acc_t pz) {
+POINTOPS_HOST_DEVICE inline acc_t squared_distance3(acc_t qx, acc_t qy, acc_t qz, acc_t px, acc_t py, acc_t pz) {
   return squared_norm3(subtract(qx, px), subtract(qy, py), subtract(qz, pz));
 }
 

@@ -63,8 +63,7 @@ POINTOPS_HOST_DEVICE inline void rotate(double (&a)[N][N], double (&v)[N][N], in
 // skipping it makes the sweeps after convergence nearly free: most matrices converge in 3 or 4 of
 // the 8. The test is a comparison of correctly rounded values, so both backends skip alike.
 template <int N>
-POINTOPS_HOST_DEVICE inline void decompose(double (&a)[N][N], double (&v)[N][N],
-                                           int sweeps = kDefaultSweeps) {
+POINTOPS_HOST_DEVICE inline void decompose(double (&a)[N][N], double (&v)[N][N], int sweeps = kDefaultSweeps) {
   for (int i = 0; i < N; ++i) {
     for (int j = 0; j < N; ++j) v[i][j] = i == j ? 1.0 : 0.0;
   }

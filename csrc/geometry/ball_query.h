@@ -41,15 +41,11 @@ namespace pointops {
 
 std::tuple<at::Tensor, at::Tensor> ball_query_cpu(const at::Tensor& queries,
                                                   const std::optional<at::Tensor>& query_lengths,
-                                                  const at::Tensor& points,
-                                                  const std::optional<at::Tensor>& lengths,
-                                                  double radius, int64_t k, bool repeat_first,
-                                                  double min_radius);
-std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queries,
-                                                         const at::Tensor& query_offsets,
-                                                         const at::Tensor& points,
-                                                         const at::Tensor& offsets, double radius,
-                                                         int64_t k, bool repeat_first,
+                                                  const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                                  double radius, int64_t k, bool repeat_first, double min_radius);
+std::tuple<at::Tensor, at::Tensor> ball_query_packed_cpu(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                         const at::Tensor& points, const at::Tensor& offsets,
+                                                         double radius, int64_t k, bool repeat_first,
                                                          double min_radius);
 
 namespace neighbors {

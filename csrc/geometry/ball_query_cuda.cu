@@ -75,8 +75,7 @@ struct GridData {
 };
 
 template <typename acc_t, int K>
-__global__ void __launch_bounds__(kSearchThreads)
-    ball_grid_kernel(BallProblem<acc_t> pb, GridData<acc_t> data) {
+__global__ void __launch_bounds__(kSearchThreads) ball_grid_kernel(BallProblem<acc_t> pb, GridData<acc_t> data) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= pb.total_queries) return;
   const int64_t row = data.order[t];
@@ -94,10 +93,8 @@ __global__ void __launch_bounds__(kSearchThreads)
   const BallTest<acc_t> test = pb.test();
   auto search = [&](auto& list) {
     list.init(pb.k);
-    neighbors::ball_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, pb.radius, test,
-                         list);
-    pb.out_count[row] = neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b),
-                                                  pb.repeat_first, out_index);
+    neighbors::ball_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, pb.radius, test, list);
+    pb.out_count[row] = neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b), pb.repeat_first, out_index);
   };
   if constexpr (K > 0) {
     neighbors::FixedIndexList<K> list;
@@ -122,8 +119,7 @@ template <typename acc_t>
 __global__ void __launch_bounds__(kSearchThreads)
     ball_brute_warp_kernel(BallProblem<acc_t> pb, const acc_t* __restrict__ points) {
   const int lane = threadIdx.x % cuda::kWarpSize;
-  const int64_t row0 =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize * kBruteRows;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / cuda::kWarpSize * kBruteRows;
   if (row0 >= pb.total_queries) return;  // the whole warp: row0 is the same for its lanes
   const BallTest<acc_t> test = pb.test();
   const unsigned lanes_below = (1u << lane) - 1u;
@@ -228,28 +224,26 @@ void ball_query_cuda_impl(const BallProblem<acc_t>& pb, const at::Tensor& q, con
                           int64_t total_points) {
   if (pb.total_queries == 0) return;
   cuda::check_cub_items(pb.total_queries, "ball_query: total queries");
-  const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries,
-                                                     total_points / kBruteScale);
+  const Strategy strategy =
+      neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries, total_points / kBruteScale);
   if (strategy == Strategy::kBrute || pb.k == 0 || pb.point_rows.batch == 0) {
     const int64_t threads = cuda::ceil_div(pb.total_queries, kBruteRows) * cuda::kWarpSize;
     const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(threads, kSearchThreads));
-    ball_brute_warp_kernel<acc_t><<<blocks, kSearchThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        pb, p.data_ptr<acc_t>());
+    ball_brute_warp_kernel<acc_t>
+        <<<blocks, kSearchThreads, 0, at::cuda::getCurrentCUDAStream()>>>(pb, p.data_ptr<acc_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
   const neighbors::CellBudget budget{2, 1};
-  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(
-      p, pb.point_rows, total_points, static_cast<double>(pb.radius), budget);
-  const at::Tensor order =
-      neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
-  const GridData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
-                             grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
+  const auto grid =
+      neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, static_cast<double>(pb.radius), budget);
+  const at::Tensor order = neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
+  const GridData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(), grid.cell_start.template data_ptr<int32_t>(),
+                             grid.point_ptr()};
   launch_grid_search<acc_t>(pb, data);
 }
 
-std::tuple<at::Tensor, at::Tensor> ball_outputs(at::IntArrayRef rows, int64_t k,
-                                                const at::Tensor& points) {
+std::tuple<at::Tensor, at::Tensor> ball_outputs(at::IntArrayRef rows, int64_t k, const at::Tensor& points) {
   std::vector<int64_t> shape(rows.begin(), rows.end());
   const auto options = points.options().dtype(at::kLong);
   // Every row and count is written by the search kernels, empty ones included.
@@ -259,9 +253,8 @@ std::tuple<at::Tensor, at::Tensor> ball_outputs(at::IntArrayRef rows, int64_t k,
 }
 
 // Both layouts: the search into outputs from ball_outputs (every row and count written).
-void ball_query_cuda_run(const neighbors::SearchInputs& in, double radius, int64_t k,
-                         bool repeat_first, double min_radius,
-                         const std::tuple<at::Tensor, at::Tensor>& outputs) {
+void ball_query_cuda_run(const neighbors::SearchInputs& in, double radius, int64_t k, bool repeat_first,
+                         double min_radius, const std::tuple<at::Tensor, at::Tensor>& outputs) {
   AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "ball_query_cuda", [&] {
     const BallProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
                                    in.query_rows,
@@ -281,33 +274,29 @@ void ball_query_cuda_run(const neighbors::SearchInputs& in, double radius, int64
 
 std::tuple<at::Tensor, at::Tensor> ball_query_cuda(const at::Tensor& queries,
                                                    const std::optional<at::Tensor>& query_lengths,
-                                                   const at::Tensor& points,
-                                                   const std::optional<at::Tensor>& lengths,
-                                                   double radius, int64_t k, bool repeat_first,
-                                                   double min_radius) {
+                                                   const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                                   double radius, int64_t k, bool repeat_first, double min_radius) {
   neighbors::check_padded_pair("ball_query", queries, query_lengths, points, lengths);
   neighbors::check_ball_query_args(points, queries.size(0) * queries.size(1), radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = ball_outputs({points.size(0), queries.size(1)}, k, points);
-  ball_query_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths),
-                      radius, k, repeat_first, min_radius, outputs);
+  ball_query_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), radius, k, repeat_first,
+                      min_radius, outputs);
   return outputs;
 }
 
-std::tuple<at::Tensor, at::Tensor> ball_query_packed_cuda(const at::Tensor& queries,
-                                                          const at::Tensor& query_offsets,
-                                                          const at::Tensor& points,
-                                                          const at::Tensor& offsets, double radius,
-                                                          int64_t k, bool repeat_first,
+std::tuple<at::Tensor, at::Tensor> ball_query_packed_cuda(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                          const at::Tensor& points, const at::Tensor& offsets,
+                                                          double radius, int64_t k, bool repeat_first,
                                                           double min_radius) {
   neighbors::check_packed_pair("ball_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_ball_query_args(points, queries.size(0), radius, k, min_radius);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = ball_outputs({queries.size(0)}, k, points);
-  ball_query_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets),
-                      radius, k, repeat_first, min_radius, outputs);
+  ball_query_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), radius, k, repeat_first,
+                      min_radius, outputs);
   return outputs;
 }
 

@@ -41,10 +41,8 @@
 
 namespace pointops {
 
-std::tuple<at::Tensor, at::Tensor> cube_query_packed_cpu(const at::Tensor& queries,
-                                                         const at::Tensor& query_offsets,
-                                                         const at::Tensor& points,
-                                                         const at::Tensor& offsets,
+std::tuple<at::Tensor, at::Tensor> cube_query_packed_cpu(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                         const at::Tensor& points, const at::Tensor& offsets,
                                                          double distance, int64_t k, bool ball);
 
 namespace neighbors {
@@ -62,8 +60,7 @@ struct CubeTest {
 
   POINTOPS_HOST_DEVICE bool hit(acc_t dx, acc_t dy, acc_t dz) const {
     if (ball) return squared_norm3(dx, dy, dz) <= distance2;
-    return dx <= distance && -distance <= dx && dy <= distance && -distance <= dy &&
-           dz <= distance && -distance <= dz;
+    return dx <= distance && -distance <= dx && dy <= distance && -distance <= dy && dz <= distance && -distance <= dz;
   }
   POINTOPS_HOST_DEVICE bool hit(acc_t qx, acc_t qy, acc_t qz, const SortedPoint<acc_t>& p) const {
     return hit(subtract(qx, p.x), subtract(qy, p.y), subtract(qz, p.z));
@@ -72,8 +69,7 @@ struct CubeTest {
   // Its rounded differences are at least round_down(g) in magnitude (grid.h's lower bounds).
   POINTOPS_HOST_DEVICE bool may_hit(double gx, double gy, double gz) const {
     if (ball) return distance_bound<acc_t>(gx, gy, gz) <= distance2;
-    return round_down<acc_t>(gx) <= distance && round_down<acc_t>(gy) <= distance &&
-           round_down<acc_t>(gz) <= distance;
+    return round_down<acc_t>(gx) <= distance && round_down<acc_t>(gy) <= distance && round_down<acc_t>(gz) <= distance;
   }
 };
 
@@ -87,8 +83,8 @@ struct CubeTest {
 // are scanned cell by cell.
 template <typename acc_t, typename List>
 POINTOPS_HOST_DEVICE inline int64_t cube_grid(const GridCloud& g, const int32_t* cell_start,
-                                              const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
-                                              acc_t qz, const CubeTest<acc_t>& test, List& list) {
+                                              const SortedPoint<acc_t>* points, acc_t qx, acc_t qy, acc_t qz,
+                                              const CubeTest<acc_t>& test, List& list) {
   const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
   const double slack = query_slack(g, q);
   const double reach = static_cast<double>(test.distance) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
@@ -146,9 +142,7 @@ POINTOPS_HOST_DEVICE inline int64_t cube_grid(const GridCloud& g, const int32_t*
   }
   if (cells == 0) return 0;
   const int64_t span = last_index - first_index + 1;
-  int64_t width = candidates <= kBallWindowPoints
-                      ? span
-                      : (span * kBallWindowPoints + candidates - 1) / candidates;
+  int64_t width = candidates <= kBallWindowPoints ? span : (span * kBallWindowPoints + candidates - 1) / candidates;
   if (width < 1) width = 1;
   // Every point with an index below `window` has been visited.
   int64_t window = first_index;

@@ -20,8 +20,7 @@ namespace pointops {
 namespace neighbors {
 
 void check_cube_query_args(const at::Tensor& points, int64_t rows, double distance, int64_t k) {
-  TORCH_CHECK(std::isfinite(distance) && distance >= 0, "distance must be finite and >= 0, got ",
-              distance);
+  TORCH_CHECK(std::isfinite(distance) && distance >= 0, "distance must be finite and >= 0, got ", distance);
   check_nonnegative(k, "k");
   check_output_fits(points.device(), "k = " + std::to_string(k), {rows, k}, 8);
 }
@@ -65,8 +64,8 @@ void cube_search_cpu(const CubeProblem<acc_t>& pb, const std::vector<CpuGrid<acc
       const CpuGrid<acc_t>& grid = grids[b];
       auto search = [&](auto& list) {
         list.init(pb.k);
-        pb.out_count[row] = neighbors::cube_grid(grid.grid, grid.cell_start.data(), grid.points.data(),
-                                                 q[0], q[1], q[2], pb.test, list);
+        pb.out_count[row] = neighbors::cube_grid(grid.grid, grid.cell_start.data(), grid.points.data(), q[0], q[1],
+                                                 q[2], pb.test, list);
         neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b), false, out_index);
       };
       if constexpr (K > 0) {
@@ -84,8 +83,8 @@ template <typename acc_t>
 void cube_query_cpu_impl(const CubeProblem<acc_t>& pb) {
   if (pb.total_queries == 0 || pb.point_rows.batch == 0) return;
   const neighbors::CellBudget budget{2, 1};
-  const auto grids = neighbors::build_grids_cpu(pb.points, pb.point_rows,
-                                                static_cast<double>(pb.test.distance), budget);
+  const auto grids =
+      neighbors::build_grids_cpu(pb.points, pb.point_rows, static_cast<double>(pb.test.distance), budget);
   const auto order = neighbors::query_order_cpu(pb.queries, pb.query_rows, pb.total_queries, grids);
   if (pb.k <= 4) {
     cube_search_cpu<4>(pb, grids, order);
@@ -102,10 +101,8 @@ void cube_query_cpu_impl(const CubeProblem<acc_t>& pb) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> cube_query_packed_cpu(const at::Tensor& queries,
-                                                         const at::Tensor& query_offsets,
-                                                         const at::Tensor& points,
-                                                         const at::Tensor& offsets,
+std::tuple<at::Tensor, at::Tensor> cube_query_packed_cpu(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                         const at::Tensor& points, const at::Tensor& offsets,
                                                          double distance, int64_t k, bool ball) {
   neighbors::check_packed_pair("cube_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_cube_query_args(points, queries.size(0), distance, k);

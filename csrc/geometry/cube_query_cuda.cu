@@ -50,8 +50,7 @@ struct GridData {
 };
 
 template <typename acc_t, int K>
-__global__ void __launch_bounds__(kSearchThreads)
-    cube_grid_kernel(CubeProblem<acc_t> pb, GridData<acc_t> data) {
+__global__ void __launch_bounds__(kSearchThreads) cube_grid_kernel(CubeProblem<acc_t> pb, GridData<acc_t> data) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= pb.total_queries) return;
   const int64_t row = data.order[t];
@@ -68,8 +67,7 @@ __global__ void __launch_bounds__(kSearchThreads)
   }
   auto search = [&](auto& list) {
     list.init(pb.k);
-    pb.out_count[row] = neighbors::cube_grid(data.clouds[b], data.cell_start, data.points, qx, qy,
-                                             qz, pb.test, list);
+    pb.out_count[row] = neighbors::cube_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, pb.test, list);
     neighbors::write_ball_row(list, pb.k, pb.point_rows.index_base(b), false, out_index);
   };
   if constexpr (K > 0) {
@@ -104,21 +102,18 @@ template <typename acc_t>
 void cube_query_cuda_impl(const CubeProblem<acc_t>& pb, const at::Tensor& q, const at::Tensor& p,
                           int64_t total_points) {
   const neighbors::CellBudget budget{2, 1};
-  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(
-      p, pb.point_rows, total_points, static_cast<double>(pb.test.distance), budget);
-  const at::Tensor order =
-      neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
-  const GridData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
-                             grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
+  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points,
+                                                            static_cast<double>(pb.test.distance), budget);
+  const at::Tensor order = neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
+  const GridData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(), grid.cell_start.template data_ptr<int32_t>(),
+                             grid.point_ptr()};
   launch_cube_search<acc_t>(pb, data);
 }
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> cube_query_packed_cuda(const at::Tensor& queries,
-                                                          const at::Tensor& query_offsets,
-                                                          const at::Tensor& points,
-                                                          const at::Tensor& offsets,
+std::tuple<at::Tensor, at::Tensor> cube_query_packed_cuda(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                          const at::Tensor& points, const at::Tensor& offsets,
                                                           double distance, int64_t k, bool ball) {
   neighbors::check_packed_pair("cube_query_packed", queries, query_offsets, points, offsets);
   neighbors::check_cube_query_args(points, queries.size(0), distance, k);

@@ -57,9 +57,7 @@ struct CloudRows {
   int64_t rows_per_cloud;  // padded: N; packed: unused
   bool packed;
 
-  POINTOPS_HOST_DEVICE int64_t begin(int64_t b) const {
-    return packed ? counts[b] : b * rows_per_cloud;
-  }
+  POINTOPS_HOST_DEVICE int64_t begin(int64_t b) const { return packed ? counts[b] : b * rows_per_cloud; }
   POINTOPS_HOST_DEVICE int64_t length(int64_t b) const {
     return packed ? counts[b + 1] - counts[b] : cloud_length(counts, b, rows_per_cloud);
   }
@@ -123,8 +121,7 @@ POINTOPS_HOST_DEVICE inline bool is_finite3(acc_t x, acc_t y, acc_t z) {
 }
 
 template <typename acc_t>
-POINTOPS_HOST_DEVICE inline SortedPoint<acc_t> make_point(acc_t x, acc_t y, acc_t z,
-                                                          int64_t index) {
+POINTOPS_HOST_DEVICE inline SortedPoint<acc_t> make_point(acc_t x, acc_t y, acc_t z, int64_t index) {
   SortedPoint<acc_t> p;
   p.x = is_finite3(x, y, z) ? x : std::numeric_limits<acc_t>::quiet_NaN();
   p.y = y;
@@ -176,8 +173,7 @@ struct GridCloud {
   // (0 <= lo <= hi < dims[d]). Points of cell c >= 1 have p >= origin + c * size (less slack);
   // points of cell c <= dims - 2 have p < origin + (c + 1) * size (plus slack); the outermost
   // cells also hold the points that rounding clamped into them, so they bound nothing outwards.
-  POINTOPS_HOST_DEVICE double axis_gap(int d, double q, int64_t lo, int64_t hi,
-                                       double slack_q) const {
+  POINTOPS_HOST_DEVICE double axis_gap(int d, double q, int64_t lo, int64_t hi, double slack_q) const {
     double gap = 0.0;
     if (lo > 0) {
       const double edge = origin[d] + static_cast<double>(lo) * size - slack_q;
@@ -192,8 +188,7 @@ struct GridCloud {
 
   // A lower bound on |q - p| along axis d for every point stored in a cell outside [lo, hi]
   // (+inf when there is none).
-  POINTOPS_HOST_DEVICE double outside_gap(int d, double q, int64_t lo, int64_t hi,
-                                          double slack_q) const {
+  POINTOPS_HOST_DEVICE double outside_gap(int d, double q, int64_t lo, int64_t hi, double slack_q) const {
     double gap = std::numeric_limits<double>::infinity();
     if (lo > 0) {  // cells <= lo - 1: p < origin + lo * size + slack
       const double edge = origin[d] + static_cast<double>(lo) * size + slack_q;
@@ -283,8 +278,7 @@ POINTOPS_HOST_DEVICE inline double grid_cells_for(const double extent[3], double
 // Cells are as small as max_cells allows (the smallest edge, to 2^-30 relative, for which the
 // box needs at most max_cells cells: a flat or thin cloud gets more cells along its long axes),
 // but no smaller than min_size (ball query asks for cells of at least its radius).
-POINTOPS_HOST_DEVICE inline GridCloud make_grid_cloud(const double lo[3], const double hi[3],
-                                                      bool any, double min_size,
+POINTOPS_HOST_DEVICE inline GridCloud make_grid_cloud(const double lo[3], const double hi[3], bool any, double min_size,
                                                       int64_t max_cells, int64_t base) {
   GridCloud g;
   g.base = base;
@@ -344,8 +338,8 @@ POINTOPS_HOST_DEVICE inline GridCloud make_grid_cloud(const double lo[3], const 
 // points filling a volume), within a budget of kRefineBudget times the first one.
 constexpr int64_t kRefineBudget = 16;
 
-POINTOPS_HOST_DEVICE inline double refined_cell_size(const GridCloud& first, double sum_squares,
-                                                     double count, double target) {
+POINTOPS_HOST_DEVICE inline double refined_cell_size(const GridCloud& first, double sum_squares, double count,
+                                                     double target) {
   if (!(count > 0.0)) return first.size;
   const double occupancy = sum_squares / count;
   if (!(occupancy > 2.0 * (target + 1.0))) return first.size;
@@ -419,7 +413,7 @@ struct FixedKnnList {
   // `limit`: the largest squared distance kept (+inf: any); empty slots start at (limit,
   // INT32_MAX), so the bound prunes the search from the start.
   POINTOPS_HOST_DEVICE void init(int64_t k, acc_t limit = std::numeric_limits<acc_t>::infinity()) {
-POINTOPS_UNROLL
+    POINTOPS_UNROLL
     for (int j = 0; j < K; ++j) {
       const bool pad = j < K - k;
       dist[j] = pad ? -std::numeric_limits<acc_t>::infinity() : limit;
@@ -431,7 +425,7 @@ POINTOPS_UNROLL
   POINTOPS_HOST_DEVICE void push(acc_t d, int64_t i64) {
     const int32_t i = static_cast<int32_t>(i64);
     if (!comes_before(d, i, dist[K - 1], index[K - 1])) return;
-POINTOPS_UNROLL
+    POINTOPS_UNROLL
     for (int j = K - 1; j > 0; --j) {
       if (comes_before(d, i, dist[j - 1], index[j - 1])) {
         dist[j] = dist[j - 1];
@@ -499,7 +493,7 @@ struct FixedIndexList {
   int32_t index[K];
 
   POINTOPS_HOST_DEVICE void init(int64_t k) {
-POINTOPS_UNROLL
+    POINTOPS_UNROLL
     for (int j = 0; j < K; ++j) index[j] = j < K - k ? -1 : std::numeric_limits<int32_t>::max();
   }
   POINTOPS_HOST_DEVICE int64_t bound() const { return index[K - 1]; }
@@ -507,7 +501,7 @@ POINTOPS_UNROLL
   POINTOPS_HOST_DEVICE void push(int64_t i64) {
     const int32_t i = static_cast<int32_t>(i64);
     if (i >= index[K - 1]) return;
-POINTOPS_UNROLL
+    POINTOPS_UNROLL
     for (int j = K - 1; j > 0; --j) {
       if (i < index[j - 1]) {
         index[j] = index[j - 1];
@@ -561,17 +555,15 @@ struct BallTest {
   acc_t radius2;
   acc_t min_radius2;
 
-  POINTOPS_HOST_DEVICE bool hit(acc_t d2) const {
-    return d2 < radius2 && (d2 >= min_radius2 || d2 == acc_t(0));
-  }
+  POINTOPS_HOST_DEVICE bool hit(acc_t d2) const { return d2 < radius2 && (d2 >= min_radius2 || d2 == acc_t(0)); }
 };
 
 // ---- Searches ---------------------------------------------------------------------------------
 
 // kNN by brute force over one cloud's points in row order (absent ones stored with x = NaN).
 template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void knn_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx,
-                                           acc_t qy, acc_t qz, List& list) {
+POINTOPS_HOST_DEVICE inline void knn_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx, acc_t qy, acc_t qz,
+                                           List& list) {
   for (int64_t j = 0; j < n; ++j) {
     const SortedPoint<acc_t> p = points[j];
     list.push(squared_distance3(qx, qy, qz, p.x, p.y, p.z), j);
@@ -580,9 +572,8 @@ POINTOPS_HOST_DEVICE inline void knn_brute(const SortedPoint<acc_t>* points, int
 
 // Ball query by brute force: points in index order, stopping at the k-th hit.
 template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx,
-                                            acc_t qy, acc_t qz, const BallTest<acc_t>& test,
-                                            int64_t k, List& list) {
+POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, int64_t n, acc_t qx, acc_t qy, acc_t qz,
+                                            const BallTest<acc_t>& test, int64_t k, List& list) {
   int64_t hits = 0;
   for (int64_t j = 0; j < n && hits < k; ++j) {
     const SortedPoint<acc_t> p = points[j];
@@ -601,8 +592,7 @@ POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, in
 // cell_start[key + 1]), ordered by index).
 template <typename acc_t, typename List>
 POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cell_start,
-                                          const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
-                                          acc_t qz, List& list) {
+                                          const SortedPoint<acc_t>* points, acc_t qx, acc_t qy, acc_t qz, List& list) {
   const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
   const double slack = query_slack(g, q);
   int64_t cq[3];
@@ -630,8 +620,7 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
       cell[d][2] = cq[d] - near;
       for (int t = 0; t < 3; ++t) {
         inside[d][t] = cell[d][t] >= 0 && cell[d][t] < g.dims[d];
-        gap[d][t] = inside[d][t] ? round_down<acc_t>(g.axis_gap(d, q[d], cell[d][t], cell[d][t], slack))
-                                 : acc_t(0);
+        gap[d][t] = inside[d][t] ? round_down<acc_t>(g.axis_gap(d, q[d], cell[d][t], cell[d][t], slack)) : acc_t(0);
       }
     }
     for (int sum = 0; sum <= 6; ++sum) {
@@ -700,9 +689,7 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
             const int64_t end = cell_start[row + x + 1];
             if (end > begin) {
               const acc_t worst = list.bound();
-              const bool skip =
-                  worst < kInf &&
-                  distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) > worst;
+              const bool skip = worst < kInf && distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) > worst;
               if (!skip) {
                 for (int64_t j = begin; j < end; ++j) {
                   const SortedPoint<acc_t> p = points[j];
@@ -757,9 +744,8 @@ POINTOPS_HOST_DEVICE inline void ball_box(const GridCloud& g, const double q[3],
 // fallback of ball_grid for boxes of more than kBallCells cells.
 template <typename acc_t, typename List>
 POINTOPS_HOST_DEVICE inline void ball_grid_cells(const GridCloud& g, const int32_t* cell_start,
-                                                 const SortedPoint<acc_t>* points, const double q[3],
-                                                 double slack, const int64_t lo[3],
-                                                 const int64_t hi[3], acc_t qx, acc_t qy, acc_t qz,
+                                                 const SortedPoint<acc_t>* points, const double q[3], double slack,
+                                                 const int64_t lo[3], const int64_t hi[3], acc_t qx, acc_t qy, acc_t qz,
                                                  const BallTest<acc_t>& test, List& list) {
   for (int64_t z = lo[2]; z <= hi[2]; ++z) {
     const double gz = g.axis_gap(2, q[2], z, z, slack);
@@ -769,8 +755,7 @@ POINTOPS_HOST_DEVICE inline void ball_grid_cells(const GridCloud& g, const int32
       int64_t begin = cell_start[row + lo[0]];
       for (int64_t x = lo[0]; x <= hi[0]; ++x) {
         const int64_t end = cell_start[row + x + 1];
-        if (end > begin &&
-            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
+        if (end > begin && distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
           for (int64_t j = begin; j < end; ++j) {
             const SortedPoint<acc_t> p = points[j];
             if (static_cast<int64_t>(p.index) >= list.bound()) break;
@@ -797,9 +782,8 @@ POINTOPS_HOST_DEVICE inline void ball_grid_cells(const GridCloud& g, const int32
 // passes over the cells on top of its point tests.
 template <typename acc_t, typename List>
 POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* cell_start,
-                                           const SortedPoint<acc_t>* points, acc_t qx, acc_t qy,
-                                           acc_t qz, acc_t radius, const BallTest<acc_t>& test,
-                                           List& list) {
+                                           const SortedPoint<acc_t>* points, acc_t qx, acc_t qy, acc_t qz, acc_t radius,
+                                           const BallTest<acc_t>& test, List& list) {
   const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
   const double slack = query_slack(g, q);
   const double reach = static_cast<double>(radius) * (1.0 + 1.0 / 65536.0) + 4.0 * slack;
@@ -827,8 +811,7 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
       int32_t begin = cell_start[row + lo[0]];
       for (int64_t x = lo[0]; x <= hi[0]; ++x) {
         const int32_t end = cell_start[row + x + 1];
-        if (end > begin &&
-            distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
+        if (end > begin && distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) < test.radius2) {
           cursor[cells] = begin;
           stop[cells] = end;
           ++cells;
@@ -844,9 +827,7 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
   }
   if (cells == 0) return;
   const int64_t span = last_index - first_index + 1;
-  int64_t width = candidates <= kBallWindowPoints
-                      ? span
-                      : (span * kBallWindowPoints + candidates - 1) / candidates;
+  int64_t width = candidates <= kBallWindowPoints ? span : (span * kBallWindowPoints + candidates - 1) / candidates;
   if (width < 1) width = 1;
   int64_t window = first_index;
   for (;;) {
@@ -878,8 +859,8 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
 // A kNN row: indices (cloud indices + base, or -1) and distances (+inf where none). The list may
 // live in the output row itself (SpanKnnList): entry j is read before it is written.
 template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void write_knn_row(const List& list, int64_t k, int64_t base,
-                                               int64_t* out_index, acc_t* out_distance) {
+POINTOPS_HOST_DEVICE inline void write_knn_row(const List& list, int64_t k, int64_t base, int64_t* out_index,
+                                               acc_t* out_distance) {
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = list.result_index(k, j);
     out_distance[j] = list.result_distance(k, j);
@@ -890,8 +871,8 @@ POINTOPS_HOST_DEVICE inline void write_knn_row(const List& list, int64_t k, int6
 // A ball-query row: the hits (ascending), then the first hit again (repeat_first) or -1; -1
 // throughout when there is no hit. Returns the number of hits.
 template <typename List>
-POINTOPS_HOST_DEVICE inline int64_t write_ball_row(const List& list, int64_t k, int64_t base,
-                                                   bool repeat_first, int64_t* out_index) {
+POINTOPS_HOST_DEVICE inline int64_t write_ball_row(const List& list, int64_t k, int64_t base, bool repeat_first,
+                                                   int64_t* out_index) {
   int64_t count = 0;
   while (count < k && list.result_index(k, count) >= 0) ++count;
   const int64_t pad = repeat_first && count > 0 ? list.result_index(k, 0) + base : -1;

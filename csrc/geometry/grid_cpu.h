@@ -80,8 +80,7 @@ CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, in
     for (int64_t i = 0; i < n; ++i) {
       const acc_t* p = cloud + i * 3;
       if (!is_finite3(p[0], p[1], p[2])) continue;
-      ++counts[first.point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
-                               static_cast<double>(p[2]))];
+      ++counts[first.point_key(static_cast<double>(p[0]), static_cast<double>(p[1]), static_cast<double>(p[2]))];
     }
     double sum_squares = 0.0;
     double count = 0.0;
@@ -98,8 +97,7 @@ CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, in
   for (int64_t i = 0; i < n; ++i) {
     const acc_t* p = cloud + i * 3;
     keys[i] = is_finite3(p[0], p[1], p[2])
-                  ? g.point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
-                                static_cast<double>(p[2]))
+                  ? g.point_key(static_cast<double>(p[0]), static_cast<double>(p[1]), static_cast<double>(p[2]))
                   : cells;
   }
   const HashArrayCpu h = build_hash_array_cpu(keys.data(), n, cells);
@@ -122,15 +120,13 @@ CpuGrid<acc_t> build_grid_cpu(const acc_t* cloud, int64_t n, double min_size, in
 
 // Every cloud's grid (clouds in parallel). min_size and budget as above, per cloud.
 template <typename acc_t>
-std::vector<CpuGrid<acc_t>> build_grids_cpu(const acc_t* points, const CloudRows& rows,
-                                            double min_size, const CellBudget& budget,
-                                            double refine_target = 0.0) {
+std::vector<CpuGrid<acc_t>> build_grids_cpu(const acc_t* points, const CloudRows& rows, double min_size,
+                                            const CellBudget& budget, double refine_target = 0.0) {
   std::vector<CpuGrid<acc_t>> grids(static_cast<size_t>(rows.batch));
   at::parallel_for(0, rows.batch, 1, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       const int64_t n = rows.length(b);
-      grids[b] = build_grid_cpu(points + rows.begin(b) * 3, n, min_size, budget.cells(n),
-                                refine_target);
+      grids[b] = build_grid_cpu(points + rows.begin(b) * 3, n, min_size, budget.cells(n), refine_target);
     }
   });
   return grids;
@@ -140,8 +136,8 @@ std::vector<CpuGrid<acc_t>> build_grids_cpu(const acc_t* points, const CloudRows
 // cloud's grid (non-finite ones last), so consecutive queries read the same cells from cache.
 // Rows in no cloud keep their place (they are not searched).
 template <typename acc_t>
-std::vector<int64_t> query_order_cpu(const acc_t* queries, const CloudRows& rows,
-                                     int64_t total_rows, const std::vector<CpuGrid<acc_t>>& grids) {
+std::vector<int64_t> query_order_cpu(const acc_t* queries, const CloudRows& rows, int64_t total_rows,
+                                     const std::vector<CpuGrid<acc_t>>& grids) {
   std::vector<int64_t> order(static_cast<size_t>(total_rows));
   for (int64_t i = 0; i < total_rows; ++i) order[i] = i;
   at::parallel_for(0, rows.batch, 1, [&](int64_t first, int64_t last) {
@@ -154,8 +150,7 @@ std::vector<int64_t> query_order_cpu(const acc_t* queries, const CloudRows& rows
       for (int64_t i = 0; i < m; ++i) {
         const acc_t* q = queries + (begin + i) * 3;
         keys[i] = is_finite3(q[0], q[1], q[2])
-                      ? g.point_key(static_cast<double>(q[0]), static_cast<double>(q[1]),
-                                    static_cast<double>(q[2]))
+                      ? g.point_key(static_cast<double>(q[0]), static_cast<double>(q[1]), static_cast<double>(q[2]))
                       : cells;
       }
       const HashArrayCpu h = build_hash_array_cpu(keys.data(), m, cells);
@@ -167,8 +162,7 @@ std::vector<int64_t> query_order_cpu(const acc_t* queries, const CloudRows& rows
 
 // The points in row order as the brute-force searches read them (x = NaN where absent).
 template <typename acc_t>
-std::vector<SortedPoint<acc_t>> row_points_cpu(const acc_t* points, const CloudRows& rows,
-                                               int64_t total_rows) {
+std::vector<SortedPoint<acc_t>> row_points_cpu(const acc_t* points, const CloudRows& rows, int64_t total_rows) {
   std::vector<SortedPoint<acc_t>> out(static_cast<size_t>(total_rows));
   at::parallel_for(0, rows.batch, 1, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {

@@ -17,9 +17,9 @@
 // search neighbouring cells.
 #pragma once
 
-#include "common/aten.h"
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include "common/aten.h"
 
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -51,8 +51,7 @@ __device__ inline unsigned long long ordered_bits(double v) {
 }
 
 __device__ inline double from_ordered_bits(unsigned long long u) {
-  const unsigned long long bits =
-      (u & 0x8000000000000000ull) ? (u & 0x7fffffffffffffffull) : ~u;
+  const unsigned long long bits = (u & 0x8000000000000000ull) ? (u & 0x7fffffffffffffffull) : ~u;
   return __longlong_as_double(static_cast<long long>(bits));
 }
 
@@ -73,8 +72,7 @@ __device__ inline int64_t segment_of(const CloudRows& rows, int64_t row) {
   return lo - 1;
 }
 
-__device__ inline void flush_box(unsigned long long* box, int64_t b, const double lo[3],
-                                 const double hi[3]) {
+__device__ inline void flush_box(unsigned long long* box, int64_t b, const double lo[3], const double hi[3]) {
   if (b < 0 || !(lo[0] <= hi[0])) return;
   for (int d = 0; d < 3; ++d) {
     atomicMin(box + b * 6 + d, ordered_bits(lo[d]));
@@ -269,11 +267,9 @@ static __global__ void trim_box_kernel(const int32_t* __restrict__ hist, const u
 // `first` (the kNN refinement), each cloud's smallest cell edge comes from the occupancy that
 // its first grid measured (stats: sum of count^2 and of count per cloud).
 static __global__ void __launch_bounds__(kParamThreads)
-    grid_params_kernel(const unsigned long long* __restrict__ box, const double* __restrict__ bounds,
-                       CloudRows rows,
+    grid_params_kernel(const unsigned long long* __restrict__ box, const double* __restrict__ bounds, CloudRows rows,
                        double min_size, CellBudget budget, const GridCloud* __restrict__ first,
-                       const unsigned long long* __restrict__ stats, double target,
-                       GridCloud* __restrict__ clouds) {
+                       const unsigned long long* __restrict__ stats, double target, GridCloud* __restrict__ clouds) {
   using Scan = cub::BlockScan<long long, kParamThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ long long carry;
@@ -293,10 +289,9 @@ static __global__ void __launch_bounds__(kParamThreads)
         lo[d] = bounds != nullptr ? bounds[b * 6 + d] : from_ordered_bits(box[b * 6 + d]);
         hi[d] = bounds != nullptr ? bounds[b * 6 + 3 + d] : from_ordered_bits(box[b * 6 + 3 + d]);
       }
-      const double size =
-          first == nullptr ? min_size
-                           : refined_cell_size(first[b], static_cast<double>(stats[b * 2]),
-                                               static_cast<double>(stats[b * 2 + 1]), target);
+      const double size = first == nullptr ? min_size
+                                           : refined_cell_size(first[b], static_cast<double>(stats[b * 2]),
+                                                               static_cast<double>(stats[b * 2 + 1]), target);
       clouds[b] = make_grid_cloud(lo, hi, any, size, cap, carry + offset);
     }
     __syncthreads();
@@ -306,41 +301,37 @@ static __global__ void __launch_bounds__(kParamThreads)
 }
 
 template <typename acc_t>
-__global__ void point_keys_kernel(const acc_t* __restrict__ points, CloudRows rows,
-                                  int64_t total_rows, const GridCloud* __restrict__ clouds,
-                                  int64_t key_bound, int64_t* __restrict__ keys) {
+__global__ void point_keys_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
+                                  const GridCloud* __restrict__ clouds, int64_t key_bound, int64_t* __restrict__ keys) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= total_rows) return;
   int64_t local = 0;
   const int64_t b = rows.cloud_of(row, &local);
   const acc_t* p = points + row * 3;
   keys[row] = b >= 0 && is_finite3(p[0], p[1], p[2])
-                  ? clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
-                                        static_cast<double>(p[2]))
+                  ? clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]), static_cast<double>(p[2]))
                   : key_bound;
 }
 
 // Points per cell of a first grid (the kNN refinement).
 template <typename acc_t>
-__global__ void cell_counts_kernel(const acc_t* __restrict__ points, CloudRows rows,
-                                   int64_t total_rows, const GridCloud* __restrict__ clouds,
-                                   int32_t* __restrict__ counts) {
+__global__ void cell_counts_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
+                                   const GridCloud* __restrict__ clouds, int32_t* __restrict__ counts) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= total_rows) return;
   int64_t local = 0;
   const int64_t b = rows.cloud_of(row, &local);
   const acc_t* p = points + row * 3;
   if (b < 0 || !is_finite3(p[0], p[1], p[2])) return;
-  atomicAdd(counts + clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]),
-                                         static_cast<double>(p[2])),
-            1);
+  atomicAdd(
+      counts + clouds[b].point_key(static_cast<double>(p[0]), static_cast<double>(p[1]), static_cast<double>(p[2])), 1);
 }
 
 // stats (B, 2): sum over the cloud's cells of count^2, and of count (integer atomics: exact).
 // A warp whose entries all belong to one cloud adds its sums once.
 static __global__ void occupancy_kernel(const int32_t* __restrict__ counts, int64_t entries,
-                                 const GridCloud* __restrict__ clouds, int64_t batch,
-                                 unsigned long long* __restrict__ stats) {
+                                        const GridCloud* __restrict__ clouds, int64_t batch,
+                                        unsigned long long* __restrict__ stats) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const unsigned long long c = e < entries ? static_cast<unsigned long long>(counts[e]) : 0ull;
   int64_t b = -1;
@@ -377,8 +368,7 @@ static __global__ void occupancy_kernel(const int32_t* __restrict__ counts, int6
   }
 }
 
-static __global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_size,
-                                  int32_t* __restrict__ cell_start) {
+static __global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_size, int32_t* __restrict__ cell_start) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= table_size) return;
   const int64_t runs = *h.num_unique;
@@ -388,9 +378,8 @@ static __global__ void cell_table_kernel(cuda::HashArrayView h, int64_t table_si
 }
 
 template <typename acc_t>
-__global__ void sorted_points_kernel(const acc_t* __restrict__ points, CloudRows rows,
-                                     int64_t total_rows, cuda::HashArrayView h, int64_t key_bound,
-                                     SortedPoint<acc_t>* __restrict__ out) {
+__global__ void sorted_points_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
+                                     cuda::HashArrayView h, int64_t key_bound, SortedPoint<acc_t>* __restrict__ out) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= total_rows || h.sorted_keys[j] == key_bound) return;
   const int64_t row = h.perm[j];
@@ -402,8 +391,8 @@ __global__ void sorted_points_kernel(const acc_t* __restrict__ points, CloudRows
 
 // The points in row order for the brute-force searches (x = NaN where absent).
 template <typename acc_t>
-__global__ void row_points_kernel(const acc_t* __restrict__ points, CloudRows rows,
-                                  int64_t total_rows, SortedPoint<acc_t>* __restrict__ out) {
+__global__ void row_points_kernel(const acc_t* __restrict__ points, CloudRows rows, int64_t total_rows,
+                                  SortedPoint<acc_t>* __restrict__ out) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= total_rows) return;
   int64_t local = 0;
@@ -420,9 +409,7 @@ struct DeviceGrid {
   at::Tensor points;      // (rows,) SortedPoint<acc_t>, as bytes; the first `stored` are valid
   int64_t key_bound;      // the table's cell count: no key reaches it
 
-  const GridCloud* cloud_ptr() const {
-    return reinterpret_cast<const GridCloud*>(clouds.data_ptr<uint8_t>());
-  }
+  const GridCloud* cloud_ptr() const { return reinterpret_cast<const GridCloud*>(clouds.data_ptr<uint8_t>()); }
   const SortedPoint<acc_t>* point_ptr() const {
     return reinterpret_cast<const SortedPoint<acc_t>*>(points.data_ptr<uint8_t>());
   }
@@ -432,9 +419,8 @@ struct DeviceGrid {
 // points a cell should hold) refines each cloud's cells to the density its points see, from a
 // first grid's cell counts (refined_cell_size in grid.h), within kRefineBudget times the budget.
 template <typename acc_t>
-DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, int64_t total_rows,
-                             double min_size, const CellBudget& first_budget,
-                             double refine_target = 0.0) {
+DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, int64_t total_rows, double min_size,
+                             const CellBudget& first_budget, double refine_target = 0.0) {
   cuda::check_cub_items(total_rows, "neighbour grid: total points");
   const auto options = points.options();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -443,18 +429,15 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   // The refined grid's budget: kRefineBudget times the first, less where the cell table would
   // outgrow int32 (the refinement is skipped when not even twice the first budget fits).
   int64_t multiplier = kRefineBudget;
-  while (multiplier >= 2 &&
-         CellBudget{first_budget.num * multiplier, first_budget.den}.total_cells_bound(
-             total_rows, rows.batch) >= std::numeric_limits<int32_t>::max()) {
+  while (multiplier >= 2 && CellBudget{first_budget.num * multiplier, first_budget.den}.total_cells_bound(
+                                total_rows, rows.batch) >= std::numeric_limits<int32_t>::max()) {
     multiplier /= 2;
   }
   const bool refine = refine_target > 0.0 && multiplier >= 2;
-  const CellBudget budget =
-      refine ? CellBudget{first_budget.num * multiplier, first_budget.den} : first_budget;
+  const CellBudget budget = refine ? CellBudget{first_budget.num * multiplier, first_budget.den} : first_budget;
   grid.key_bound = budget.total_cells_bound(total_rows, rows.batch);
-  TORCH_CHECK(grid.key_bound < std::numeric_limits<int32_t>::max(),
-              "neighbour grid: the cell table would need ", grid.key_bound,
-              " entries, more than int32 indexes");
+  TORCH_CHECK(grid.key_bound < std::numeric_limits<int32_t>::max(), "neighbour grid: the cell table would need ",
+              grid.key_bound, " entries, more than int32 indexes");
 
   at::Tensor box = at::empty({rows.batch, 6}, options.dtype(at::kLong));
   box.narrow(1, 0, 3).fill_(-1);  // all ones: above every ordered value
@@ -470,8 +453,8 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   int32_t* hist_ptr = trim ? hist.data_ptr<int32_t>() : nullptr;
   double* bounds_ptr = trim ? bounds.data_ptr<double>() : nullptr;
   if (total_rows > 0) {
-    bounding_box_kernel<acc_t><<<blocks_for(total_rows, kTile), kThreads, 0, stream>>>(
-        pts, rows, total_rows, box_ptr, hist_ptr);
+    bounding_box_kernel<acc_t>
+        <<<blocks_for(total_rows, kTile), kThreads, 0, stream>>>(pts, rows, total_rows, box_ptr, hist_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   if (trim && total_rows > 0) {
@@ -479,24 +462,23 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
     trim_box_kernel<<<select_blocks, kThreads, 0, stream>>>(hist_ptr, box_ptr, rows.batch, false, bounds_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     int32_t* linear_hist = hist_ptr + rows.batch * 3 * kBoxBins;
-    linear_bins_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(pts, rows, total_rows,
-                                                                                        bounds_ptr, linear_hist);
+    linear_bins_kernel<acc_t>
+        <<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(pts, rows, total_rows, bounds_ptr, linear_hist);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     trim_box_kernel<<<select_blocks, kThreads, 0, stream>>>(linear_hist, box_ptr, rows.batch, true, bounds_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  grid.clouds = at::empty({rows.batch * static_cast<int64_t>(sizeof(GridCloud))},
-                          options.dtype(at::kByte));
+  grid.clouds = at::empty({rows.batch * static_cast<int64_t>(sizeof(GridCloud))}, options.dtype(at::kByte));
   auto* clouds = reinterpret_cast<GridCloud*>(grid.clouds.template data_ptr<uint8_t>());
   if (rows.batch > 0 && !refine) {
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget, nullptr,
-                                                        nullptr, 0.0, clouds);
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget, nullptr, nullptr,
+                                                        0.0, clouds);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else if (rows.batch > 0) {
     at::Tensor first = at::empty_like(grid.clouds);
     auto* first_ptr = reinterpret_cast<GridCloud*>(first.data_ptr<uint8_t>());
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, first_budget,
-                                                        nullptr, nullptr, 0.0, first_ptr);
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, first_budget, nullptr,
+                                                        nullptr, 0.0, first_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t entries = first_budget.total_cells_bound(total_rows, rows.batch);
     at::Tensor counts = at::zeros({entries}, options.dtype(at::kInt));
@@ -506,13 +488,12 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
       cell_counts_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(
           pts, rows, total_rows, first_ptr, counts.data_ptr<int32_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      occupancy_kernel<<<blocks_for(entries, kThreads), kThreads, 0, stream>>>(
-          counts.data_ptr<int32_t>(), entries, first_ptr, rows.batch, stats_ptr);
+      occupancy_kernel<<<blocks_for(entries, kThreads), kThreads, 0, stream>>>(counts.data_ptr<int32_t>(), entries,
+                                                                               first_ptr, rows.batch, stats_ptr);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget,
-                                                        first_ptr, stats_ptr, refine_target,
-                                                        clouds);
+    grid_params_kernel<<<1, kParamThreads, 0, stream>>>(box_ptr, bounds_ptr, rows, min_size, budget, first_ptr,
+                                                        stats_ptr, refine_target, clouds);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
@@ -528,8 +509,7 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
   cell_table_kernel<<<blocks_for(table_size, kThreads), kThreads, 0, stream>>>(
       hash.view(), table_size, grid.cell_start.template data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  grid.points = at::empty({total_rows * static_cast<int64_t>(sizeof(SortedPoint<acc_t>))},
-                          options.dtype(at::kByte));
+  grid.points = at::empty({total_rows * static_cast<int64_t>(sizeof(SortedPoint<acc_t>))}, options.dtype(at::kByte));
   if (total_rows > 0) {
     sorted_points_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(
         pts, rows, total_rows, hash.view(), grid.key_bound,
@@ -541,13 +521,11 @@ DeviceGrid<acc_t> build_grid(const at::Tensor& points, const CloudRows& rows, in
 
 template <typename acc_t>
 at::Tensor row_points(const at::Tensor& points, const CloudRows& rows, int64_t total_rows) {
-  at::Tensor out = at::empty({total_rows * static_cast<int64_t>(sizeof(SortedPoint<acc_t>))},
-                             points.options().dtype(at::kByte));
+  at::Tensor out =
+      at::empty({total_rows * static_cast<int64_t>(sizeof(SortedPoint<acc_t>))}, points.options().dtype(at::kByte));
   if (total_rows > 0) {
-    row_points_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0,
-                               at::cuda::getCurrentCUDAStream()>>>(
-        points.data_ptr<acc_t>(), rows, total_rows,
-        reinterpret_cast<SortedPoint<acc_t>*>(out.data_ptr<uint8_t>()));
+    row_points_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        points.data_ptr<acc_t>(), rows, total_rows, reinterpret_cast<SortedPoint<acc_t>*>(out.data_ptr<uint8_t>()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   return out;
@@ -555,9 +533,8 @@ at::Tensor row_points(const at::Tensor& points, const CloudRows& rows, int64_t t
 
 // A query's cell key in its cloud's grid (clamped into the grid), for ordering only.
 template <typename acc_t>
-__global__ void query_keys_kernel(const acc_t* __restrict__ queries, CloudRows rows,
-                                  int64_t total_rows, const GridCloud* __restrict__ clouds,
-                                  int64_t key_bound, int64_t* __restrict__ keys,
+__global__ void query_keys_kernel(const acc_t* __restrict__ queries, CloudRows rows, int64_t total_rows,
+                                  const GridCloud* __restrict__ clouds, int64_t key_bound, int64_t* __restrict__ keys,
                                   int32_t* __restrict__ order) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= total_rows) return;
@@ -565,16 +542,15 @@ __global__ void query_keys_kernel(const acc_t* __restrict__ queries, CloudRows r
   const int64_t b = rows.cloud_of(row, &local);
   const acc_t* q = queries + row * 3;
   keys[row] = b >= 0 && is_finite3(q[0], q[1], q[2])
-                  ? clouds[b].point_key(static_cast<double>(q[0]), static_cast<double>(q[1]),
-                                        static_cast<double>(q[2]))
+                  ? clouds[b].point_key(static_cast<double>(q[0]), static_cast<double>(q[1]), static_cast<double>(q[2]))
                   : key_bound;
   order[row] = static_cast<int32_t>(row);
 }
 
 // The query rows ordered by cell (int32, total_rows), so a warp's queries search nearby cells.
 template <typename acc_t>
-at::Tensor sort_queries_by_cell(const at::Tensor& queries, const CloudRows& rows,
-                                int64_t total_rows, const DeviceGrid<acc_t>& grid) {
+at::Tensor sort_queries_by_cell(const at::Tensor& queries, const CloudRows& rows, int64_t total_rows,
+                                const DeviceGrid<acc_t>& grid) {
   cuda::check_cub_items(total_rows, "neighbour search: total queries");
   const auto options = queries.options();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -584,8 +560,8 @@ at::Tensor sort_queries_by_cell(const at::Tensor& queries, const CloudRows& rows
   at::Tensor order = at::empty({total_rows}, options.dtype(at::kInt));
   if (total_rows == 0) return order;
   query_keys_kernel<acc_t><<<blocks_for(total_rows, kThreads), kThreads, 0, stream>>>(
-      queries.data_ptr<acc_t>(), rows, total_rows, grid.cloud_ptr(), grid.key_bound,
-      keys.data_ptr<int64_t>(), rows_in.data_ptr<int32_t>());
+      queries.data_ptr<acc_t>(), rows, total_rows, grid.cloud_ptr(), grid.key_bound, keys.data_ptr<int64_t>(),
+      rows_in.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   int end_bit = 1;
   while (end_bit < 63 && (grid.key_bound >> end_bit) != 0) ++end_bit;
@@ -595,8 +571,8 @@ at::Tensor sort_queries_by_cell(const at::Tensor& queries, const CloudRows& rows
   int32_t* values_out = order.data_ptr<int32_t>();
   const int items = static_cast<int>(total_rows);
   cuda::cub_call(queries.device(), [&](void* temp, size_t& bytes) {
-    return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
-                                           items, 0, end_bit, stream);
+    return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out, items, 0, end_bit,
+                                           stream);
   });
   return order;
 }

@@ -95,9 +95,9 @@ constexpr int kGroups = kLanes / kGroup;
 
 // Sum slots: 0 inliers, 1 sum of inlier d2, 2 counted sources, then the method's terms.
 constexpr int kStats = 3;
-constexpr int kPointTerms = kStats + 3 + 3 + 9;   // sum m, sum q, sum m_i q_j
-constexpr int kCentroidSlot = kStats + 21 + 6;    // after the upper triangle of J^T J and J^T r:
-constexpr int kPlaneTerms = kCentroidSlot + 3;    // the sum of (m - o) over the inliers (add_fit_terms)
+constexpr int kPointTerms = kStats + 3 + 3 + 9;  // sum m, sum q, sum m_i q_j
+constexpr int kCentroidSlot = kStats + 21 + 6;   // after the upper triangle of J^T J and J^T r:
+constexpr int kPlaneTerms = kCentroidSlot + 3;   // the sum of (m - o) over the inliers (add_fit_terms)
 constexpr int kMinPointInliers = 3;
 constexpr int kMinPlaneInliers = 6;
 constexpr double kPivotRatio = 1e-12;
@@ -179,8 +179,8 @@ POINTOPS_HOST_DEVICE inline void quaternion_rotation(const double q[4], double r
 
 // Normalises q (w, x, y, z) in place and returns 2 |(x, y, z)| = 2 sin(angle / 2).
 POINTOPS_HOST_DEVICE inline double normalise_quaternion(double q[4]) {
-  const double norm = square_root(add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])),
-                                          multiply(q[2], q[2])), multiply(q[3], q[3])));
+  const double norm = square_root(
+      add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])), multiply(q[3], q[3])));
   for (int i = 0; i < 4; ++i) q[i] = divide(q[i], norm);
   const double v[3] = {q[1], q[2], q[3]};
   return multiply(2.0, square_root(squared_norm3(v)));
@@ -229,8 +229,9 @@ POINTOPS_HOST_DEVICE inline bool point_increment(const double* sums, Pose* step,
   *angle = normalise_quaternion(q);
   quaternion_rotation(q, step->r);
   double rotated[3];
-  const Pose rotation_only = {{step->r[0], step->r[1], step->r[2], step->r[3], step->r[4], step->r[5],
-                               step->r[6], step->r[7], step->r[8]}, {0.0, 0.0, 0.0}};
+  const Pose rotation_only = {
+      {step->r[0], step->r[1], step->r[2], step->r[3], step->r[4], step->r[5], step->r[6], step->r[7], step->r[8]},
+      {0.0, 0.0, 0.0}};
   apply(rotation_only, mm, rotated);
   for (int d = 0; d < 3; ++d) step->t[d] = subtract(qm[d], rotated[d]);
   return true;
@@ -316,16 +317,16 @@ constexpr double kSearchMargin = 1.0 / 1048576.0;  // 2^-20
 // both backends read the same values).
 struct FitRules {
   int64_t iterations;
-  double max_distance;   // the correspondence distance (+inf: any)
-  double max_d2;         // its square in float64
+  double max_distance;  // the correspondence distance (+inf: any)
+  double max_d2;        // its square in float64
   double tolerance;
   bool check_normals;
   double normal_cosine;  // cos(max_normal_angle)
   bool check_facing;
   double viewpoint[3];
   bool centered;
-  double max_chord;      // 2 sin(max_step_angle / 2); +inf: no limit
-  double max_shift;      // max_step_translation; +inf: no limit
+  double max_chord;  // 2 sin(max_step_angle / 2); +inf: no limit
+  double max_shift;  // max_step_translation; +inf: no limit
 };
 
 POINTOPS_HOST_DEVICE inline double dot3(const double a[3], const double b[3]) {
@@ -391,8 +392,7 @@ POINTOPS_HOST_DEVICE inline int32_t fit_match(const Pose& pose, const FitRules& 
                                               const tgt_t* target_normals, const neighbors::GridCloud* grid,
                                               const int32_t* cell_start,
                                               const neighbors::SortedPoint<tgt_t>* grid_points) {
-  const double s[3] = {static_cast<double>(source[0]), static_cast<double>(source[1]),
-                       static_cast<double>(source[2])};
+  const double s[3] = {static_cast<double>(source[0]), static_cast<double>(source[1]), static_cast<double>(source[2])};
   if (!finite3(s[0], s[1], s[2])) return kNotCounted;
   if (grid == nullptr) return kNoMatch;
   double m[3];
@@ -420,8 +420,7 @@ POINTOPS_HOST_DEVICE inline int32_t fit_match(const Pose& pose, const FitRules& 
   const int64_t t = list.result_index(1, 0);
   if (t < 0) return kNoMatch;
   const tgt_t* target = targets + 3 * t;
-  const double q[3] = {static_cast<double>(target[0]), static_cast<double>(target[1]),
-                       static_cast<double>(target[2])};
+  const double q[3] = {static_cast<double>(target[0]), static_cast<double>(target[1]), static_cast<double>(target[2])};
   if (!finite3(q[0], q[1], q[2])) return kNoMatch;
   const double diff[3] = {subtract(m[0], q[0]), subtract(m[1], q[1]), subtract(m[2], q[2])};
   if (!(squared_norm3(diff) <= rules.max_d2)) return kNoMatch;
@@ -443,11 +442,9 @@ POINTOPS_HOST_DEVICE inline void add_fit_terms(const Pose& pose, const double or
   if (match == kNotCounted) return;
   acc[2] = add(acc[2], 1.0);
   if (match < 0) return;
-  const double s[3] = {static_cast<double>(source[0]), static_cast<double>(source[1]),
-                       static_cast<double>(source[2])};
+  const double s[3] = {static_cast<double>(source[0]), static_cast<double>(source[1]), static_cast<double>(source[2])};
   const tgt_t* target = targets + 3 * static_cast<int64_t>(match);
-  const double q[3] = {static_cast<double>(target[0]), static_cast<double>(target[1]),
-                       static_cast<double>(target[2])};
+  const double q[3] = {static_cast<double>(target[0]), static_cast<double>(target[1]), static_cast<double>(target[2])};
   double m[3];
   apply(pose, s, m);
   const double diff[3] = {subtract(m[0], q[0]), subtract(m[1], q[1]), subtract(m[2], q[2])};
@@ -456,8 +453,7 @@ POINTOPS_HOST_DEVICE inline void add_fit_terms(const Pose& pose, const double or
   acc[1] = add(acc[1], d2);
   if (kPlane) {
     const tgt_t* normal = target_normals + 3 * static_cast<int64_t>(match);
-    double n[3] = {static_cast<double>(normal[0]), static_cast<double>(normal[1]),
-                   static_cast<double>(normal[2])};
+    double n[3] = {static_cast<double>(normal[0]), static_cast<double>(normal[1]), static_cast<double>(normal[2])};
     if (!finite3(n[0], n[1], n[2])) n[0] = n[1] = n[2] = 0.0;
     double mc[3] = {m[0], m[1], m[2]};
     if (centered) {
@@ -466,7 +462,10 @@ POINTOPS_HOST_DEVICE inline void add_fit_terms(const Pose& pose, const double or
     const double r = add(add(multiply(diff[0], n[0]), multiply(diff[1], n[1])), multiply(diff[2], n[2]));
     const double j[6] = {subtract(multiply(mc[1], n[2]), multiply(mc[2], n[1])),
                          subtract(multiply(mc[2], n[0]), multiply(mc[0], n[2])),
-                         subtract(multiply(mc[0], n[1]), multiply(mc[1], n[0])), n[0], n[1], n[2]};
+                         subtract(multiply(mc[0], n[1]), multiply(mc[1], n[0])),
+                         n[0],
+                         n[1],
+                         n[2]};
     int slot = kStats;
     for (int a = 0; a < 6; ++a) {
       for (int b = a; b < 6; ++b, ++slot) acc[slot] = add(acc[slot], multiply(j[a], j[b]));
@@ -590,20 +589,21 @@ struct FitInputs {
 
 FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,
                              const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
-                             const std::optional<at::Tensor>& target_normals,
-                             const std::optional<at::Tensor>& lengths, const at::Tensor& poses, int64_t iterations,
-                             double max_correspondence_distance, double tolerance, bool point_to_plane,
-                             std::optional<double> max_normal_angle, std::optional<at::ArrayRef<double>> viewpoint,
-                             bool centered, std::optional<double> max_step_angle,
-                             std::optional<double> max_step_translation);
+                             const std::optional<at::Tensor>& target_normals, const std::optional<at::Tensor>& lengths,
+                             const at::Tensor& poses, int64_t iterations, double max_correspondence_distance,
+                             double tolerance, bool point_to_plane, std::optional<double> max_normal_angle,
+                             std::optional<at::ArrayRef<double>> viewpoint, bool centered,
+                             std::optional<double> max_step_angle, std::optional<double> max_step_translation);
 
 void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* points_name);
 
 // The outputs of icp on both backends, left for the kernels to write in full:
 // (poses (B, H, 4, 4) like the checked poses, rmse and fraction (B, H) float64 for float64
 // sources and float32 otherwise, converged (B, H) bool).
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_pose_outputs(
-    const at::Tensor& sources, const at::Tensor& poses, int64_t batch, int64_t hypotheses) {
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_pose_outputs(const at::Tensor& sources,
+                                                                                     const at::Tensor& poses,
+                                                                                     int64_t batch,
+                                                                                     int64_t hypotheses) {
   const auto stat_type = sources.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor rmse = at::empty({batch, hypotheses}, sources.options().dtype(stat_type));
   return {at::empty_like(poses), rmse, at::empty_like(rmse),

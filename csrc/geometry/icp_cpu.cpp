@@ -25,8 +25,8 @@ void check_poses(const at::Tensor& poses, const at::Tensor& points, const char* 
   TORCH_CHECK(poses.scalar_type() == at::kFloat || poses.scalar_type() == at::kDouble,
               "poses must be float32 or float64, got ", poses.scalar_type());
   TORCH_CHECK(poses.size(0) == points.size(0) && poses.size(2) == 4 && poses.size(3) == 4,
-              "poses must have shape (B, H, 4, 4) with B = ", points.size(0), " (as ", points_name,
-              "), got shape ", poses.sizes());
+              "poses must have shape (B, H, 4, 4) with B = ", points.size(0), " (as ", points_name, "), got shape ",
+              poses.sizes());
   check_same_device(poses, "poses", points, points_name);
 }
 
@@ -40,19 +40,18 @@ static void check_icp_clouds(const at::Tensor& sources, const std::optional<at::
   check_dim(targets, "targets", 3, "(B, M, 3)");
   check_floating(targets, "targets");
   TORCH_CHECK(targets.size(0) == sources.size(0) && targets.size(2) == 3,
-              "targets must have shape (B, M, 3) with B = ", sources.size(0),
-              " (as sources), got shape ", targets.sizes());
+              "targets must have shape (B, M, 3) with B = ", sources.size(0), " (as sources), got shape ",
+              targets.sizes());
   check_same_device(targets, "targets", sources, "sources");
 }
 
 FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::Tensor>& source_normals,
                              const std::optional<at::Tensor>& query_lengths, const at::Tensor& targets,
-                             const std::optional<at::Tensor>& target_normals,
-                             const std::optional<at::Tensor>& lengths, const at::Tensor& poses, int64_t iterations,
-                             double max_correspondence_distance, double tolerance, bool point_to_plane,
-                             std::optional<double> max_normal_angle, std::optional<at::ArrayRef<double>> viewpoint,
-                             bool centered, std::optional<double> max_step_angle,
-                             std::optional<double> max_step_translation) {
+                             const std::optional<at::Tensor>& target_normals, const std::optional<at::Tensor>& lengths,
+                             const at::Tensor& poses, int64_t iterations, double max_correspondence_distance,
+                             double tolerance, bool point_to_plane, std::optional<double> max_normal_angle,
+                             std::optional<at::ArrayRef<double>> viewpoint, bool centered,
+                             std::optional<double> max_step_angle, std::optional<double> max_step_translation) {
   check_icp_clouds(sources, query_lengths, targets);
   check_optional_batch_vector(lengths, "lengths", sources.size(0), sources, "sources");
   check_fits_int32(targets.size(1), "targets.size(1) (targets per cloud)");
@@ -76,8 +75,7 @@ FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::
     TORCH_CHECK(*max_step_angle >= 0, "max_step_angle must be >= 0 (radians) or None, got ", *max_step_angle);
   }
   if (max_step_translation.has_value()) {
-    TORCH_CHECK(*max_step_translation >= 0, "max_step_translation must be >= 0 or None, got ",
-                *max_step_translation);
+    TORCH_CHECK(*max_step_translation >= 0, "max_step_translation must be >= 0 or None, got ", *max_step_translation);
   }
   // Normals are checked whenever given, and kept where a rule reads them.
   const bool need_target_normals = point_to_plane || check_normals;
@@ -98,7 +96,7 @@ FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::
   }
   auto widen = [](const at::Tensor& t) {
     return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat).contiguous()
-                                                                           : t.contiguous();
+                                                                            : t.contiguous();
   };
   FitInputs in;
   in.sources = widen(sources);
@@ -125,7 +123,7 @@ FitInputs prepare_fit_inputs(const at::Tensor& sources, const std::optional<at::
   r.centered = centered;
   constexpr double kPi = 3.14159265358979323846;
   r.max_chord = max_step_angle.has_value() && *max_step_angle < kPi ? 2.0 * std::sin(0.5 * *max_step_angle)
-                                                                     : std::numeric_limits<double>::infinity();
+                                                                    : std::numeric_limits<double>::infinity();
   r.max_shift = max_step_translation.has_value() ? *max_step_translation : std::numeric_limits<double>::infinity();
   return in;
 }
@@ -216,12 +214,11 @@ void fit_cpu_typed(const FitInputs& in, const std::vector<neighbors::CpuGrid<tgt
         const int64_t bh = row / n, i = row - bh * n, b = bh / h;
         if (!runs[bh] || i >= cloud_length(in.query_lengths.data, b, n)) continue;
         const neighbors::CpuGrid<tgt_t>* grid = grids.empty() ? nullptr : &grids[b];
-        matches[row] = fit_match(pose[bh], rules, sources + 3 * (b * n + i),
-                                 source_normals != nullptr ? source_normals + 3 * (b * n + i) : nullptr,
-                                 targets + 3 * b * m, target_normals != nullptr ? target_normals + 3 * b * m : nullptr,
-                                 grid != nullptr ? &grid->grid : nullptr,
-                                 grid != nullptr ? grid->cell_start.data() : nullptr,
-                                 grid != nullptr ? grid->points.data() : nullptr);
+        matches[row] = fit_match(
+            pose[bh], rules, sources + 3 * (b * n + i),
+            source_normals != nullptr ? source_normals + 3 * (b * n + i) : nullptr, targets + 3 * b * m,
+            target_normals != nullptr ? target_normals + 3 * b * m : nullptr, grid != nullptr ? &grid->grid : nullptr,
+            grid != nullptr ? grid->cell_start.data() : nullptr, grid != nullptr ? grid->points.data() : nullptr);
       }
     });
     at::parallel_for(0, count, 1, [&](int64_t first, int64_t last) {
@@ -268,8 +265,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cpu(
     std::optional<double> max_step_angle, std::optional<double> max_step_translation) {
   const FitInputs in = prepare_fit_inputs(sources, source_normals, query_lengths, targets, target_normals, lengths,
                                           poses, iterations, max_correspondence_distance, tolerance, point_to_plane,
-                                          max_normal_angle, viewpoint, centered, max_step_angle,
-                                          max_step_translation);
+                                          max_normal_angle, viewpoint, centered, max_step_angle, max_step_translation);
   at::Tensor poses_out, rmse, fraction, converged;
   std::tie(poses_out, rmse, fraction, converged) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
   if (in.batch * in.hypotheses == 0) return {poses_out, rmse, fraction, converged};

@@ -151,9 +151,9 @@ __device__ __forceinline__ int32_t match_source(const FitClouds<src_t, tgt_t>& c
 
 // Adds the terms of source i of cloud b, matched to `match`, to lane sums acc.
 template <bool kPlane, int kTerms, typename src_t, typename tgt_t>
-__device__ __forceinline__ void add_source(const FitClouds<src_t, tgt_t>& c, const FitRules& rules,
-                                           const Pose& pose, const double origin[3], int64_t b, int64_t i,
-                                           int32_t match, double (&acc)[kTerms]) {
+__device__ __forceinline__ void add_source(const FitClouds<src_t, tgt_t>& c, const FitRules& rules, const Pose& pose,
+                                           const double origin[3], int64_t b, int64_t i, int32_t match,
+                                           double (&acc)[kTerms]) {
   add_fit_terms<kPlane>(pose, origin, rules.centered, c.sources + 3 * (b * c.n + i), match, c.targets + 3 * b * c.m,
                         c.target_normals != nullptr ? c.target_normals + 3 * b * c.m : nullptr, acc);
 }
@@ -180,10 +180,10 @@ __device__ __forceinline__ void pass_through(const pose_t* pose_in, int thread, 
 constexpr int kFitThreads = 2 * kLanes;
 
 template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
-__global__ void __launch_bounds__(kFitThreads) icp_kernel(FitClouds<src_t, tgt_t> c, const pose_t* __restrict__ poses,
-                                                          FitRules rules, pose_t* __restrict__ poses_out,
-                                                          stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
-                                                          bool* __restrict__ converged_out) {
+__global__ void __launch_bounds__(kFitThreads)
+    icp_kernel(FitClouds<src_t, tgt_t> c, const pose_t* __restrict__ poses, FitRules rules,
+               pose_t* __restrict__ poses_out, stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
+               bool* __restrict__ converged_out) {
   constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
   __shared__ double group_sums[kGroups][kTerms];
   __shared__ double shared_pose[12];
@@ -287,10 +287,9 @@ __global__ void fit_begin_kernel(const pose_t* __restrict__ poses, int64_t count
 // The correspondences of one pass: a thread per (hypothesis, source) row of the hypotheses that
 // take part (finite, and for a step not stopped).
 template <typename src_t, typename tgt_t>
-__global__ void __launch_bounds__(kMatchThreads) fit_match_kernel(FitClouds<src_t, tgt_t> c, FitRules rules,
-                                                                  const double* __restrict__ state,
-                                                                  const uint8_t* __restrict__ flags, bool update,
-                                                                  int64_t rows, int32_t* __restrict__ matches) {
+__global__ void __launch_bounds__(kMatchThreads)
+    fit_match_kernel(FitClouds<src_t, tgt_t> c, FitRules rules, const double* __restrict__ state,
+                     const uint8_t* __restrict__ flags, bool update, int64_t rows, int32_t* __restrict__ matches) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const int64_t bh = row / c.n, i = row - bh * c.n, b = bh / c.h;
@@ -302,12 +301,11 @@ __global__ void __launch_bounds__(kMatchThreads) fit_match_kernel(FitClouds<src_
 // The sums and step of one pass (a block of kLanes threads per hypothesis); the last pass, which
 // measures, writes the outputs.
 template <bool kPlane, typename src_t, typename tgt_t, typename pose_t, typename stat_t>
-__global__ void __launch_bounds__(kLanes) fit_sum_kernel(FitClouds<src_t, tgt_t> c, FitRules rules,
-                                                         const int32_t* __restrict__ matches, bool update,
-                                                         const pose_t* __restrict__ poses, double* __restrict__ state,
-                                                         uint8_t* __restrict__ flags, pose_t* __restrict__ poses_out,
-                                                         stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
-                                                         bool* __restrict__ converged_out) {
+__global__ void __launch_bounds__(kLanes)
+    fit_sum_kernel(FitClouds<src_t, tgt_t> c, FitRules rules, const int32_t* __restrict__ matches, bool update,
+                   const pose_t* __restrict__ poses, double* __restrict__ state, uint8_t* __restrict__ flags,
+                   pose_t* __restrict__ poses_out, stat_t* __restrict__ rmse, stat_t* __restrict__ fraction,
+                   bool* __restrict__ converged_out) {
   constexpr int kTerms = kPlane ? kPlaneTerms : kPointTerms;
   __shared__ double group_sums[kGroups][kTerms];
   const int64_t bh = blockIdx.x;
@@ -357,8 +355,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> icp_cuda(
   const c10::cuda::CUDAGuard device_guard(sources.device());
   const FitInputs in = prepare_fit_inputs(sources, source_normals, query_lengths, targets, target_normals, lengths,
                                           poses, iterations, max_correspondence_distance, tolerance, point_to_plane,
-                                          max_normal_angle, viewpoint, centered, max_step_angle,
-                                          max_step_translation);
+                                          max_normal_angle, viewpoint, centered, max_step_angle, max_step_translation);
   at::Tensor poses_out, rmse, fraction, converged;
   std::tie(poses_out, rmse, fraction, converged) = empty_pose_outputs(sources, in.poses, in.batch, in.hypotheses);
   const int64_t blocks = in.batch * in.hypotheses;

@@ -19,14 +19,12 @@
 
 namespace pointops {
 
-at::Tensor interpolate_cpu(const at::Tensor& features, const at::Tensor& indices,
-                           const at::Tensor& weights);
+at::Tensor interpolate_cpu(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights);
 
 namespace neighbors {
 
 // Checks shared by both backends (defined in interpolate_cpu.cpp).
-void check_interpolate_args(const at::Tensor& features, const at::Tensor& indices,
-                            const at::Tensor& weights);
+void check_interpolate_args(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights);
 
 // (features, weights) as the kernels read them: contiguous, in the compute type.
 at::Tensor interpolate_compute(const at::Tensor& t);

@@ -11,16 +11,14 @@
 namespace pointops {
 namespace neighbors {
 
-void check_interpolate_args(const at::Tensor& features, const at::Tensor& indices,
-                            const at::Tensor& weights) {
+void check_interpolate_args(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights) {
   check_dim(features, "features", 3, "(B, N, C)");
   check_floating(features, "features");
   check_dim(indices, "indices", 3, "(B, M, K)");
   check_dtype(indices, "indices", at::kLong);
   check_same_device(indices, "indices", features, "features");
-  TORCH_CHECK(indices.size(0) == features.size(0),
-              "indices must have the batch size of features (", features.size(0), "), got shape ",
-              indices.sizes());
+  TORCH_CHECK(indices.size(0) == features.size(0), "indices must have the batch size of features (", features.size(0),
+              "), got shape ", indices.sizes());
   check_shape(weights, "weights", indices.sizes());
   TORCH_CHECK(weights.scalar_type() == features.scalar_type(), "weights must have the dtype of features (",
               features.scalar_type(), "), got ", weights.scalar_type());
@@ -36,8 +34,7 @@ at::Tensor interpolate_compute(const at::Tensor& t) {
 
 }  // namespace neighbors
 
-at::Tensor interpolate_cpu(const at::Tensor& features, const at::Tensor& indices,
-                           const at::Tensor& weights) {
+at::Tensor interpolate_cpu(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights) {
   neighbors::check_interpolate_args(features, indices, weights);
   const at::Tensor f = neighbors::interpolate_compute(features);
   const at::Tensor w = neighbors::interpolate_compute(weights);

@@ -18,11 +18,9 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename scalar_t>
-__global__ void interpolate_kernel(const scalar_t* __restrict__ features,
-                                   const int64_t* __restrict__ indices,
-                                   const scalar_t* __restrict__ weights, int64_t n, int64_t m,
-                                   int64_t channels, int64_t k, int64_t total,
-                                   scalar_t* __restrict__ out) {
+__global__ void interpolate_kernel(const scalar_t* __restrict__ features, const int64_t* __restrict__ indices,
+                                   const scalar_t* __restrict__ weights, int64_t n, int64_t m, int64_t channels,
+                                   int64_t k, int64_t total, scalar_t* __restrict__ out) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int64_t row = e / channels;
@@ -32,8 +30,7 @@ __global__ void interpolate_kernel(const scalar_t* __restrict__ features,
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = indices[row * k + j];
     const bool valid = i >= 0 && i < n;
-    const scalar_t term =
-        valid ? multiply(weights[row * k + j], features[(b * n + i) * channels + c]) : scalar_t(0);
+    const scalar_t term = valid ? multiply(weights[row * k + j], features[(b * n + i) * channels + c]) : scalar_t(0);
     acc = add(acc, term);
   }
   out[e] = acc;
@@ -41,8 +38,7 @@ __global__ void interpolate_kernel(const scalar_t* __restrict__ features,
 
 }  // namespace
 
-at::Tensor interpolate_cuda(const at::Tensor& features, const at::Tensor& indices,
-                            const at::Tensor& weights) {
+at::Tensor interpolate_cuda(const at::Tensor& features, const at::Tensor& indices, const at::Tensor& weights) {
   neighbors::check_interpolate_args(features, indices, weights);
   check_device_type(features, "features", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(features.device());
@@ -58,10 +54,10 @@ at::Tensor interpolate_cuda(const at::Tensor& features, const at::Tensor& indice
   const int64_t total = batch * m * channels;
   if (total > 0) {
     AT_DISPATCH_FLOATING_TYPES(f.scalar_type(), "interpolate_cuda", [&] {
-      interpolate_kernel<scalar_t><<<static_cast<unsigned>(cuda::ceil_div(total, kThreads)), kThreads,
-                                     0, at::cuda::getCurrentCUDAStream()>>>(
-          f.data_ptr<scalar_t>(), idx.data_ptr<int64_t>(), w.data_ptr<scalar_t>(), n, m, channels,
-          k, total, out.data_ptr<scalar_t>());
+      interpolate_kernel<scalar_t>
+          <<<static_cast<unsigned>(cuda::ceil_div(total, kThreads)), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+              f.data_ptr<scalar_t>(), idx.data_ptr<int64_t>(), w.data_ptr<scalar_t>(), n, m, channels, k, total,
+              out.data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }

@@ -42,23 +42,18 @@
 
 namespace pointops {
 
-std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
-                                           const std::optional<at::Tensor>& query_lengths,
-                                           const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths, int64_t k,
-                                           std::optional<double> max_distance);
-std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
-                                                  const at::Tensor& query_offsets,
-                                                  const at::Tensor& points,
-                                                  const at::Tensor& offsets, int64_t k);
+std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
+                                           const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                           int64_t k, std::optional<double> max_distance);
+std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                  const at::Tensor& points, const at::Tensor& offsets, int64_t k);
 
 namespace neighbors {
 
 // Argument checks shared by both backends and by ball_query (defined in knn_cpu.cpp). `op` names
 // the operator in messages.
-void check_padded_pair(const char* op, const at::Tensor& queries,
-                       const std::optional<at::Tensor>& query_lengths, const at::Tensor& points,
-                       const std::optional<at::Tensor>& lengths);
+void check_padded_pair(const char* op, const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
+                       const at::Tensor& points, const std::optional<at::Tensor>& lengths);
 // k >= 0 and its (rows, k) outputs (int64 indices, distances of `points`' dtype) fit the device.
 void check_neighbour_k(const at::Tensor& points, int64_t rows, int64_t k);
 
@@ -90,12 +85,11 @@ struct SearchInputs {
 };
 
 // After check_padded_pair: queries (B, M, 3), points (B, N, 3).
-SearchInputs padded_search_inputs(const at::Tensor& queries,
-                                  const std::optional<at::Tensor>& query_lengths,
+SearchInputs padded_search_inputs(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
                                   const at::Tensor& points, const std::optional<at::Tensor>& lengths);
 // After check_packed_pair: queries (Mq, 3), points (P, 3), offsets (B + 1,) each.
-SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets,
-                                  const at::Tensor& points, const at::Tensor& offsets);
+SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets, const at::Tensor& points,
+                                  const at::Tensor& offsets);
 
 inline at::ScalarType distance_dtype(const at::Tensor& points) {
   return points.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;

@@ -22,32 +22,27 @@ namespace {
 void check_coords(const at::Tensor& t, const char* name, int64_t dims, const char* layout) {
   check_dim(t, name, dims, layout);
   check_floating(t, name);
-  TORCH_CHECK(t.size(dims - 1) == 3, name, " must have shape ", layout, " (x, y, z), got shape ",
-              t.sizes());
+  TORCH_CHECK(t.size(dims - 1) == 3, name, " must have shape ", layout, " (x, y, z), got shape ", t.sizes());
 }
 
-void check_offsets(const at::Tensor& offsets, const char* name, const at::Tensor& ref,
-                   const char* ref_name) {
+void check_offsets(const at::Tensor& offsets, const char* name, const at::Tensor& ref, const char* ref_name) {
   check_dim(offsets, name, 1, "(B + 1,)");
   check_dtype(offsets, name, at::kLong);
-  TORCH_CHECK(offsets.size(0) >= 1, name, " must have B + 1 >= 1 entries, got shape ",
-              offsets.sizes());
+  TORCH_CHECK(offsets.size(0) >= 1, name, " must have B + 1 >= 1 entries, got shape ", offsets.sizes());
   check_same_device(offsets, name, ref, ref_name);
 }
 
 }  // namespace
 
-void check_padded_pair(const char* op, const at::Tensor& queries,
-                       const std::optional<at::Tensor>& query_lengths, const at::Tensor& points,
-                       const std::optional<at::Tensor>& lengths) {
+void check_padded_pair(const char* op, const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
+                       const at::Tensor& points, const std::optional<at::Tensor>& lengths) {
   check_coords(queries, "queries", 3, "(B, M, 3)");
   check_coords(points, "points", 3, "(B, N, 3)");
   TORCH_CHECK(queries.size(0) == points.size(0), op,
-              ": queries and points must have the same batch size B, got queries of shape ",
-              queries.sizes(), " and points of shape ", points.sizes());
-  TORCH_CHECK(queries.scalar_type() == points.scalar_type(), op,
-              ": queries must have the dtype of points (", points.scalar_type(), "), got ",
-              queries.scalar_type());
+              ": queries and points must have the same batch size B, got queries of shape ", queries.sizes(),
+              " and points of shape ", points.sizes());
+  TORCH_CHECK(queries.scalar_type() == points.scalar_type(), op, ": queries must have the dtype of points (",
+              points.scalar_type(), "), got ", queries.scalar_type());
   check_same_device(queries, "queries", points, "points");
   check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");
   check_optional_batch_vector(query_lengths, "query_lengths", points.size(0), points, "points");
@@ -64,15 +59,14 @@ void check_packed_pair(const char* op, const at::Tensor& queries, const at::Tens
                        const at::Tensor& points, const at::Tensor& offsets) {
   check_coords(queries, "queries", 2, "(Mq, 3)");
   check_coords(points, "points", 2, "(P, 3)");
-  TORCH_CHECK(queries.scalar_type() == points.scalar_type(), op,
-              ": queries must have the dtype of points (", points.scalar_type(), "), got ",
-              queries.scalar_type());
+  TORCH_CHECK(queries.scalar_type() == points.scalar_type(), op, ": queries must have the dtype of points (",
+              points.scalar_type(), "), got ", queries.scalar_type());
   check_same_device(queries, "queries", points, "points");
   check_offsets(offsets, "offsets", points, "points");
   check_offsets(query_offsets, "query_offsets", points, "points");
   TORCH_CHECK(query_offsets.size(0) == offsets.size(0), op,
-              ": query_offsets and offsets must both have B + 1 entries, got ",
-              query_offsets.size(0), " and ", offsets.size(0));
+              ": query_offsets and offsets must both have B + 1 entries, got ", query_offsets.size(0), " and ",
+              offsets.size(0));
   check_fits_int32(points.size(0), "points.size(0) (total points)");
 }
 
@@ -87,8 +81,7 @@ at::Tensor effective_offsets(const at::Tensor& offsets, int64_t rows) {
   return std::get<0>(at::cummax(offsets.clamp(0, rows), 0)).contiguous();
 }
 
-SearchInputs padded_search_inputs(const at::Tensor& queries,
-                                  const std::optional<at::Tensor>& query_lengths,
+SearchInputs padded_search_inputs(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
                                   const at::Tensor& points, const std::optional<at::Tensor>& lengths) {
   const int64_t batch = points.size(0);
   const CloudLengths qlen = contiguous_lengths(query_lengths);
@@ -103,21 +96,15 @@ SearchInputs padded_search_inputs(const at::Tensor& queries,
           batch * points.size(1)};
 }
 
-SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets,
-                                  const at::Tensor& points, const at::Tensor& offsets) {
+SearchInputs packed_search_inputs(const at::Tensor& queries, const at::Tensor& query_offsets, const at::Tensor& points,
+                                  const at::Tensor& offsets) {
   const int64_t batch = offsets.size(0) - 1;
   at::Tensor qoff = effective_offsets(query_offsets, queries.size(0));
   at::Tensor poff = effective_offsets(offsets, points.size(0));
   const CloudRows query_rows{qoff.data_ptr<int64_t>(), batch, 0, true};
   const CloudRows point_rows{poff.data_ptr<int64_t>(), batch, 0, true};
-  return {compute_coords(queries),
-          compute_coords(points),
-          std::move(qoff),
-          std::move(poff),
-          query_rows,
-          point_rows,
-          queries.size(0),
-          points.size(0)};
+  return {compute_coords(queries), compute_coords(points), std::move(qoff), std::move(poff), query_rows, point_rows,
+          queries.size(0),         points.size(0)};
 }
 
 Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points) {
@@ -126,9 +113,8 @@ Strategy pick_strategy(bool cuda, int64_t batch, int64_t queries, int64_t points
   if (cuda) {
     // A grid costs ~25 launches (two radix sorts, run-length encoding, scans, the tables) before
     // any query runs; brute force costs a pair test per (query, point) at a few per ns.
-    return static_cast<double>(queries) * static_cast<double>(per_cloud) <= 134217728.0
-               ? Strategy::kBrute
-               : Strategy::kGrid;
+    return static_cast<double>(queries) * static_cast<double>(per_cloud) <= 134217728.0 ? Strategy::kBrute
+                                                                                        : Strategy::kGrid;
   }
   // On the CPU a grid costs a few tens of ns per point to build and saves a pair test of a few
   // ns for most of the cloud's points per query.
@@ -162,10 +148,8 @@ struct KnnProblem {
 
 // K > 0: the fixed list of K slots; K == 0: the list kept in the output row.
 template <typename acc_t, int K>
-void knn_search_cpu(const KnnProblem<acc_t>& pb, Strategy strategy,
-                    const std::vector<CpuGrid<acc_t>>& grids,
-                    const std::vector<SortedPoint<acc_t>>& row_points,
-                    const std::vector<int64_t>& order) {
+void knn_search_cpu(const KnnProblem<acc_t>& pb, Strategy strategy, const std::vector<CpuGrid<acc_t>>& grids,
+                    const std::vector<SortedPoint<acc_t>>& row_points, const std::vector<int64_t>& order) {
   at::parallel_for(0, pb.total_queries, 64, [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
       const int64_t row = order.empty() ? t : order[t];
@@ -179,12 +163,11 @@ void knn_search_cpu(const KnnProblem<acc_t>& pb, Strategy strategy,
       auto search = [&](auto& list) {
         list.init(pb.k, pb.limit);
         if (strategy == Strategy::kBrute) {
-          neighbors::knn_brute(row_points.data() + pb.point_rows.begin(b), pb.point_rows.length(b),
-                               q[0], q[1], q[2], list);
+          neighbors::knn_brute(row_points.data() + pb.point_rows.begin(b), pb.point_rows.length(b), q[0], q[1], q[2],
+                               list);
         } else {
           const CpuGrid<acc_t>& grid = grids[b];
-          neighbors::knn_grid(grid.grid, grid.cell_start.data(), grid.points.data(), q[0], q[1],
-                              q[2], list);
+          neighbors::knn_grid(grid.grid, grid.cell_start.data(), grid.points.data(), q[0], q[1], q[2], list);
         }
         neighbors::write_knn_row(list, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
       };
@@ -202,8 +185,7 @@ void knn_search_cpu(const KnnProblem<acc_t>& pb, Strategy strategy,
 template <typename acc_t>
 void knn_cpu_impl(const KnnProblem<acc_t>& pb) {
   if (pb.k == 0 || pb.total_queries == 0) return;
-  const Strategy strategy = neighbors::pick_strategy(false, pb.point_rows.batch, pb.total_queries,
-                                                     pb.total_points);
+  const Strategy strategy = neighbors::pick_strategy(false, pb.point_rows.batch, pb.total_queries, pb.total_points);
   std::vector<CpuGrid<acc_t>> grids;
   std::vector<SortedPoint<acc_t>> row_points;
   std::vector<int64_t> order;
@@ -212,8 +194,7 @@ void knn_cpu_impl(const KnnProblem<acc_t>& pb) {
   } else {
     const int64_t cell_points = neighbors::knn_cell_points(pb.k);
     const neighbors::CellBudget budget{1, cell_points};
-    grids = neighbors::build_grids_cpu(pb.points, pb.point_rows, 0.0, budget,
-                                       static_cast<double>(cell_points));
+    grids = neighbors::build_grids_cpu(pb.points, pb.point_rows, 0.0, budget, static_cast<double>(cell_points));
     order = neighbors::query_order_cpu(pb.queries, pb.query_rows, pb.total_queries, grids);
   }
   if (pb.k <= 4) {
@@ -229,19 +210,16 @@ void knn_cpu_impl(const KnnProblem<acc_t>& pb) {
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> empty_knn_outputs(at::IntArrayRef rows, int64_t k,
-                                                     const at::Tensor& points) {
+std::tuple<at::Tensor, at::Tensor> empty_knn_outputs(at::IntArrayRef rows, int64_t k, const at::Tensor& points) {
   std::vector<int64_t> shape(rows.begin(), rows.end());
   shape.push_back(k);
   const auto options = points.options();
   return {at::full(shape, -1, options.dtype(at::kLong)),
-          at::full(shape, std::numeric_limits<double>::infinity(),
-                   options.dtype(neighbors::distance_dtype(points)))};
+          at::full(shape, std::numeric_limits<double>::infinity(), options.dtype(neighbors::distance_dtype(points)))};
 }
 
 // Both layouts: the search into outputs from empty_knn_outputs.
-void knn_cpu_run(const neighbors::SearchInputs& in, int64_t k,
-                 const std::optional<double>& max_distance,
+void knn_cpu_run(const neighbors::SearchInputs& in, int64_t k, const std::optional<double>& max_distance,
                  const std::tuple<at::Tensor, at::Tensor>& outputs) {
   if (in.empty()) return;
   AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "knn_cpu", [&] {
@@ -261,29 +239,23 @@ void knn_cpu_run(const neighbors::SearchInputs& in, int64_t k,
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries,
-                                           const std::optional<at::Tensor>& query_lengths,
-                                           const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths, int64_t k,
-                                           std::optional<double> max_distance) {
+std::tuple<at::Tensor, at::Tensor> knn_cpu(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
+                                           const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                           int64_t k, std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
   neighbors::check_neighbour_k(points, queries.size(0) * queries.size(1), k);
   neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   auto outputs = empty_knn_outputs({queries.size(0), queries.size(1)}, k, points);
-  knn_cpu_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k,
-              max_distance, outputs);
+  knn_cpu_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k, max_distance, outputs);
   return outputs;
 }
 
-std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries,
-                                                  const at::Tensor& query_offsets,
-                                                  const at::Tensor& points,
-                                                  const at::Tensor& offsets, int64_t k) {
+std::tuple<at::Tensor, at::Tensor> knn_packed_cpu(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                  const at::Tensor& points, const at::Tensor& offsets, int64_t k) {
   neighbors::check_packed_pair("knn_packed", queries, query_offsets, points, offsets);
   neighbors::check_neighbour_k(points, queries.size(0), k);
   auto outputs = empty_knn_outputs({queries.size(0)}, k, points);
-  knn_cpu_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k,
-              std::nullopt, outputs);
+  knn_cpu_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k, std::nullopt, outputs);
   return outputs;
 }
 

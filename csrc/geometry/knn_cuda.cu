@@ -62,8 +62,7 @@ struct SearchData {
 };
 
 template <typename acc_t, int K, bool kGrid>
-__global__ void __launch_bounds__(kSearchThreads)
-    knn_search_kernel(KnnProblem<acc_t> pb, SearchData<acc_t> data) {
+__global__ void __launch_bounds__(kSearchThreads) knn_search_kernel(KnnProblem<acc_t> pb, SearchData<acc_t> data) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= pb.total_queries) return;
   const int64_t row = data.order != nullptr ? data.order[t] : t;
@@ -86,8 +85,7 @@ __global__ void __launch_bounds__(kSearchThreads)
     if constexpr (kGrid) {
       neighbors::knn_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, list);
     } else {
-      neighbors::knn_brute(data.points + pb.point_rows.begin(b), pb.point_rows.length(b), qx, qy,
-                           qz, list);
+      neighbors::knn_brute(data.points + pb.point_rows.begin(b), pb.point_rows.length(b), qx, qy, qz, list);
     }
     neighbors::write_knn_row(list, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
   };
@@ -137,8 +135,7 @@ __device__ inline void zero_table(int32_t* table, int64_t count) {
 
 template <typename acc_t, int K>
 __global__ void __launch_bounds__(kBlockThreads)
-    knn_block_grid_kernel(KnnProblem<acc_t> pb, const acc_t* __restrict__ points, int64_t parts,
-                          int64_t cell_points) {
+    knn_block_grid_kernel(KnnProblem<acc_t> pb, const acc_t* __restrict__ points, int64_t parts, int64_t cell_points) {
   using neighbors::kBoxBins;
   using Reduce = cub::BlockReduce<double, kBlockThreads>;
   using Count = cub::BlockReduce<long long, kBlockThreads>;
@@ -157,7 +154,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t rows_per_cloud = pb.point_rows.rows_per_cloud;
   SortedPoint<acc_t>* stored = reinterpret_cast<SortedPoint<acc_t>*>(dynamic);
   acc_t* cloud = reinterpret_cast<acc_t*>(dynamic + rows_per_cloud * sizeof(SortedPoint<acc_t>));
-  int32_t* table = reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)));
+  int32_t* table =
+      reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)));
 
   const int64_t b = blockIdx.x / parts;
   const int64_t part = blockIdx.x % parts;
@@ -167,7 +165,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const acc_t* rows = points + pb.point_rows.begin(b) * 3;
   for (int64_t e = threadIdx.x; e < 3 * n; e += kBlockThreads) cloud[e] = rows[e];
   __syncthreads();
-  auto finite_at = [&](int64_t i) { return i < n && neighbors::is_finite3(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2]); };
+  auto finite_at = [&](int64_t i) {
+    return i < n && neighbors::is_finite3(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2]);
+  };
 
   // The bounding box of the finite points and their count.
   {
@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         for (int d = 0; d < 3; ++d) {
           const double v = counted ? static_cast<double>(cloud[3 * i + d]) : 0.0;
           const int bin = linear ? neighbors::linear_bin(v, box[d], box[3 + d]) : neighbors::magnitude_bin(v);
-          neighbors::grid_cuda::count_in_warp(table, counted ? static_cast<unsigned long long>(d * kBoxBins + bin)
-                                                             : neighbors::grid_cuda::kNoBin);
+          neighbors::grid_cuda::count_in_warp(
+              table, counted ? static_cast<unsigned long long>(d * kBoxBins + bin) : neighbors::grid_cuda::kNoBin);
         }
       }
       __syncthreads();
@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) {
     const double size = neighbors::refined_cell_size(grid, static_cast<double>(sum_squares),
                                                      static_cast<double>(finite), static_cast<double>(cell_points));
-    const int64_t cap = neighbors::kRefineBudget * budget < kBlockCells ? neighbors::kRefineBudget * budget : kBlockCells;
+    const int64_t cap =
+        neighbors::kRefineBudget * budget < kBlockCells ? neighbors::kRefineBudget * budget : kBlockCells;
     if (size != grid.size) grid = neighbors::make_grid_cloud(lo, hi, any, size, cap, 0);  // else the same grid
   }
   __syncthreads();
@@ -360,8 +361,9 @@ void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t batch = pb.point_rows.batch;
   const int64_t most = std::max<int64_t>(1, cuda::ceil_div(pb.query_rows.rows_per_cloud, kBlockThreads));
-  const size_t smem = static_cast<size_t>(pb.point_rows.rows_per_cloud) * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)) +
-                      static_cast<size_t>(kBlockTable) * sizeof(int32_t);
+  const size_t smem =
+      static_cast<size_t>(pb.point_rows.rows_per_cloud) * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)) +
+      static_cast<size_t>(kBlockTable) * sizeof(int32_t);
   auto kernel = knn_block_grid_kernel<acc_t, K>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   // One wave: as many blocks as fit the GPU at once (a second, partial wave would double the time).
@@ -408,12 +410,10 @@ void launch_search(const KnnProblem<acc_t>& pb, const SearchData<acc_t>& data) {
 
 // q, p: contiguous (rows, 3) in the compute type.
 template <typename acc_t>
-void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::Tensor& p,
-                   int64_t total_points) {
+void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::Tensor& p, int64_t total_points) {
   if (pb.k == 0 || pb.total_queries == 0) return;
   cuda::check_cub_items(pb.total_queries, "knn: total queries");
-  const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries,
-                                                     total_points);
+  const Strategy strategy = neighbors::pick_strategy(true, pb.point_rows.batch, pb.total_queries, total_points);
   if (strategy == Strategy::kBrute || pb.point_rows.batch == 0) {
     const at::Tensor points = neighbors::grid_cuda::row_points<acc_t>(p, pb.point_rows, total_points);
     const SearchData<acc_t> data{nullptr, nullptr, nullptr,
@@ -427,17 +427,15 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
     return;
   }
   const neighbors::CellBudget budget{1, cell_points};
-  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, 0.0,
-                                                            budget, static_cast<double>(cell_points));
-  const at::Tensor order =
-      neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
+  const auto grid = neighbors::grid_cuda::build_grid<acc_t>(p, pb.point_rows, total_points, 0.0, budget,
+                                                            static_cast<double>(cell_points));
+  const at::Tensor order = neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
   const SearchData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
                                grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
   launch_search<acc_t, true>(pb, data);
 }
 
-std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k,
-                                               const at::Tensor& points) {
+std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k, const at::Tensor& points) {
   std::vector<int64_t> shape(rows.begin(), rows.end());
   shape.push_back(k);
   const auto options = points.options();
@@ -447,8 +445,7 @@ std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k,
 }
 
 // Both layouts: the search into outputs from knn_outputs (every row written).
-void knn_cuda_run(const neighbors::SearchInputs& in, int64_t k,
-                  const std::optional<double>& max_distance,
+void knn_cuda_run(const neighbors::SearchInputs& in, int64_t k, const std::optional<double>& max_distance,
                   const std::tuple<at::Tensor, at::Tensor>& outputs) {
   AT_DISPATCH_FLOATING_TYPES(in.points.scalar_type(), "knn_cuda", [&] {
     const KnnProblem<scalar_t> pb{in.queries.data_ptr<scalar_t>(),
@@ -465,33 +462,27 @@ void knn_cuda_run(const neighbors::SearchInputs& in, int64_t k,
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries,
-                                            const std::optional<at::Tensor>& query_lengths,
-                                            const at::Tensor& points,
-                                            const std::optional<at::Tensor>& lengths, int64_t k,
-                                            std::optional<double> max_distance) {
+std::tuple<at::Tensor, at::Tensor> knn_cuda(const at::Tensor& queries, const std::optional<at::Tensor>& query_lengths,
+                                            const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                            int64_t k, std::optional<double> max_distance) {
   neighbors::check_padded_pair("knn", queries, query_lengths, points, lengths);
   neighbors::check_neighbour_k(points, queries.size(0) * queries.size(1), k);
   neighbors::squared_limit<double>(max_distance);  // checks it before any early return
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0), queries.size(1)}, k, points);
-  knn_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k,
-               max_distance, outputs);
+  knn_cuda_run(neighbors::padded_search_inputs(queries, query_lengths, points, lengths), k, max_distance, outputs);
   return outputs;
 }
 
-std::tuple<at::Tensor, at::Tensor> knn_packed_cuda(const at::Tensor& queries,
-                                                   const at::Tensor& query_offsets,
-                                                   const at::Tensor& points,
-                                                   const at::Tensor& offsets, int64_t k) {
+std::tuple<at::Tensor, at::Tensor> knn_packed_cuda(const at::Tensor& queries, const at::Tensor& query_offsets,
+                                                   const at::Tensor& points, const at::Tensor& offsets, int64_t k) {
   neighbors::check_packed_pair("knn_packed", queries, query_offsets, points, offsets);
   neighbors::check_neighbour_k(points, queries.size(0), k);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard device_guard(points.device());
   auto outputs = knn_outputs({queries.size(0)}, k, points);
-  knn_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k,
-               std::nullopt, outputs);
+  knn_cuda_run(neighbors::packed_search_inputs(queries, query_offsets, points, offsets), k, std::nullopt, outputs);
   return outputs;
 }
 

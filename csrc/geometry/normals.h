@@ -64,9 +64,8 @@ POINTOPS_HOST_DEVICE inline double dot3(const double a[3], const double b[3]) {
 // Writes normal[3] and *curvature in float64.
 template <typename scalar_t>
 POINTOPS_HOST_DEVICE inline void point_normal(const scalar_t* cloud, int64_t length, int64_t i,
-                                              const int64_t* neighbors, int64_t k,
-                                              const double viewpoint[3], int64_t orientation,
-                                              double normal[3], double* curvature) {
+                                              const int64_t* neighbors, int64_t k, const double viewpoint[3],
+                                              int64_t orientation, double normal[3], double* curvature) {
   normal[0] = normal[1] = normal[2] = 0.0;
   *curvature = 0.0;
   const double p[3] = {static_cast<double>(cloud[3 * i]), static_cast<double>(cloud[3 * i + 1]),
@@ -116,8 +115,8 @@ POINTOPS_HOST_DEVICE inline void point_normal(const scalar_t* cloud, int64_t len
   a[1][1] = divide(s[3], count);
   a[1][2] = a[2][1] = divide(s[4], count);
   a[2][2] = divide(s[5], count);
-  if (!(std::isfinite(a[0][0]) && std::isfinite(a[0][1]) && std::isfinite(a[0][2]) &&
-        std::isfinite(a[1][1]) && std::isfinite(a[1][2]) && std::isfinite(a[2][2]))) {
+  if (!(std::isfinite(a[0][0]) && std::isfinite(a[0][1]) && std::isfinite(a[0][2]) && std::isfinite(a[1][1]) &&
+        std::isfinite(a[1][2]) && std::isfinite(a[2][2]))) {
     return;  // coordinates near the float64 limit overflow the squares
   }
   double v[3][3];
@@ -143,8 +142,7 @@ POINTOPS_HOST_DEVICE inline void point_normal(const scalar_t* cloud, int64_t len
   }
   bool flip = n[big] < 0.0;
   if (orientation != kNone) {
-    const double ray[3] = {subtract(viewpoint[0], p[0]), subtract(viewpoint[1], p[1]),
-                           subtract(viewpoint[2], p[2])};
+    const double ray[3] = {subtract(viewpoint[0], p[0]), subtract(viewpoint[1], p[1]), subtract(viewpoint[2], p[2])};
     const double facing = dot3(n, ray);
     if (facing != 0.0) flip = orientation == kTowardViewpoint ? facing < 0.0 : facing > 0.0;
   }
@@ -160,10 +158,8 @@ struct NormalsInputs {
   int64_t batch, n, k, orientation;
 };
 
-NormalsInputs prepare_normals_inputs(const at::Tensor& points,
-                                     const std::optional<at::Tensor>& lengths,
-                                     const at::Tensor& neighbors,
-                                     const std::optional<at::Tensor>& viewpoints,
+NormalsInputs prepare_normals_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const at::Tensor& neighbors, const std::optional<at::Tensor>& viewpoints,
                                      int64_t orientation);
 
 }  // namespace normals_detail

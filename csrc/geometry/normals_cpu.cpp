@@ -13,21 +13,18 @@
 namespace pointops {
 namespace normals_detail {
 
-NormalsInputs prepare_normals_inputs(const at::Tensor& points,
-                                     const std::optional<at::Tensor>& lengths,
-                                     const at::Tensor& neighbors,
-                                     const std::optional<at::Tensor>& viewpoints,
+NormalsInputs prepare_normals_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const at::Tensor& neighbors, const std::optional<at::Tensor>& viewpoints,
                                      int64_t orientation) {
   check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
   check_dim(neighbors, "neighbors", 3, "(B, N, K)");
   check_dtype(neighbors, "neighbors", at::kLong);
   TORCH_CHECK(neighbors.size(0) == points.size(0) && neighbors.size(1) == points.size(1),
-              "neighbors must have shape (B, N, K) with B, N = ", points.size(0), ", ",
-              points.size(1), " (as points), got shape ", neighbors.sizes());
+              "neighbors must have shape (B, N, K) with B, N = ", points.size(0), ", ", points.size(1),
+              " (as points), got shape ", neighbors.sizes());
   check_same_device(neighbors, "neighbors", points, "points");
   TORCH_CHECK(orientation >= kNone && orientation <= kAwayFromViewpoint,
-              "orientation must be 0 (none), 1 (toward the viewpoint) or 2 (away from it), got ",
-              orientation);
+              "orientation must be 0 (none), 1 (toward the viewpoint) or 2 (away from it), got ", orientation);
   at::Tensor view;
   if (viewpoints.has_value()) {
     check_floating(*viewpoints, "viewpoints");
@@ -37,8 +34,8 @@ NormalsInputs prepare_normals_inputs(const at::Tensor& points,
   } else {
     view = at::zeros({points.size(0), 3}, points.options().dtype(at::kDouble));
   }
-  return {points.contiguous(), neighbors.contiguous(), view, contiguous_lengths(lengths),
-          points.size(0), points.size(1), neighbors.size(2), orientation};
+  return {points.contiguous(), neighbors.contiguous(), view,       contiguous_lengths(lengths), points.size(0),
+          points.size(1),      neighbors.size(2),      orientation};
 }
 
 }  // namespace normals_detail
@@ -70,8 +67,8 @@ std::tuple<at::Tensor, at::Tensor> estimate_normals_cpu(const at::Tensor& points
       for (int64_t p = first; p < last; ++p) {
         const int64_t b = p / in.n;
         double normal[3], curv;
-        point_normal<scalar_t>(pts + 3 * b * in.n, cloud_length(in.lengths.data, b, in.n), p - b * in.n,
-                               nbr + p * in.k, in.k, view + 3 * b, in.orientation, normal, &curv);
+        point_normal<scalar_t>(pts + 3 * b * in.n, cloud_length(in.lengths.data, b, in.n), p - b * in.n, nbr + p * in.k,
+                               in.k, view + 3 * b, in.orientation, normal, &curv);
         for (int d = 0; d < 3; ++d) normal_out[3 * p + d] = static_cast<out_t>(normal[d]);
         curvature_out[p] = static_cast<out_t>(curv);
       }

@@ -24,9 +24,9 @@ constexpr int kThreads = 128;
 
 template <typename scalar_t, typename out_t>
 __global__ void normals_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                               const int64_t* __restrict__ neighbors, const double* __restrict__ viewpoints,
-                               int64_t n, int64_t k, int64_t total, int64_t orientation,
-                               out_t* __restrict__ normals, out_t* __restrict__ curvature) {
+                               const int64_t* __restrict__ neighbors, const double* __restrict__ viewpoints, int64_t n,
+                               int64_t k, int64_t total, int64_t orientation, out_t* __restrict__ normals,
+                               out_t* __restrict__ curvature) {
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= total) return;
   const int64_t b = p / n;

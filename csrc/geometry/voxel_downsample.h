@@ -157,10 +157,8 @@ struct DownsampleArgs {
   int64_t features;  // F
 };
 
-DownsampleArgs check_downsample_args(const at::Tensor& points,
-                                     const std::optional<at::Tensor>& lengths,
-                                     const std::optional<at::Tensor>& features,
-                                     at::ArrayRef<double> voxel_size,
+DownsampleArgs check_downsample_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const std::optional<at::Tensor>& features, at::ArrayRef<double> voxel_size,
                                      std::optional<at::ArrayRef<double>> point_range);
 
 // The grid (common/voxel_grid.h) in the compute type acc_t: unbounded cells, coordinates bounded
@@ -171,8 +169,7 @@ VoxelGrid<acc_t> make_grid(const DownsampleArgs& args) {
 }
 
 // The four outputs, zero / -1 filled. features_out has the features' dtype, or the points'.
-VoxelDownsampleResult empty_downsample_outputs(const at::Tensor& points,
-                                               const std::optional<at::Tensor>& features);
+VoxelDownsampleResult empty_downsample_outputs(const at::Tensor& points, const std::optional<at::Tensor>& features);
 
 }  // namespace voxel_downsample_detail
 }  // namespace pointops

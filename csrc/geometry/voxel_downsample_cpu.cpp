@@ -22,10 +22,8 @@
 namespace pointops {
 namespace voxel_downsample_detail {
 
-DownsampleArgs check_downsample_args(const at::Tensor& points,
-                                     const std::optional<at::Tensor>& lengths,
-                                     const std::optional<at::Tensor>& features,
-                                     at::ArrayRef<double> voxel_size,
+DownsampleArgs check_downsample_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const std::optional<at::Tensor>& features, at::ArrayRef<double> voxel_size,
                                      std::optional<at::ArrayRef<double>> point_range) {
   check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
   check_fits_int32(points.size(1), "points.size(1) (points per cloud)");
@@ -35,36 +33,35 @@ DownsampleArgs check_downsample_args(const at::Tensor& points,
     check_dim(*features, "features", 3, "(B, N, F)");
     check_floating(*features, "features");
     TORCH_CHECK(features->size(0) == points.size(0) && features->size(1) == points.size(1),
-                "features must have shape (B, N, F) with B, N = ", points.size(0), ", ",
-                points.size(1), " (as points), got shape ", features->sizes());
+                "features must have shape (B, N, F) with B, N = ", points.size(0), ", ", points.size(1),
+                " (as points), got shape ", features->sizes());
     check_same_device(*features, "features", points, "points");
     args.features = features->size(2);
   }
-  TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ",
-              voxel_size.size(), ": ", voxel_size);
+  TORCH_CHECK(voxel_size.size() == 3, "voxel_size must have 3 values [dx, dy, dz], got ", voxel_size.size(), ": ",
+              voxel_size);
   const bool wide = points.scalar_type() == at::kDouble;
   constexpr const char* kAxis[3] = {"x", "y", "z"};
   for (int d = 0; d < 3; ++d) {
     // Checked in the compute type: a size that is finite in float64 may round to 0 or Inf.
     const double size = wide ? voxel_size[d] : static_cast<double>(static_cast<float>(voxel_size[d]));
-    TORCH_CHECK(std::isfinite(size) && size > 0, "voxel_size[", d, "] (", kAxis[d],
-                ") must be finite and > 0", wide ? "" : " in float32", ", got ", voxel_size[d]);
+    TORCH_CHECK(std::isfinite(size) && size > 0, "voxel_size[", d, "] (", kAxis[d], ") must be finite and > 0",
+                wide ? "" : " in float32", ", got ", voxel_size[d]);
     args.size[d] = voxel_size[d];
   }
   args.has_range = point_range.has_value();
   if (args.has_range) {
     TORCH_CHECK(point_range->size() == 6,
-                "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ",
-                point_range->size(), ": ", *point_range);
+                "point_range must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got ", point_range->size(),
+                ": ", *point_range);
     for (int d = 0; d < 3; ++d) {
       const double lo = (*point_range)[d];
       const double hi = (*point_range)[d + 3];
       const double lo_c = wide ? lo : static_cast<double>(static_cast<float>(lo));
       const double hi_c = wide ? hi : static_cast<double>(static_cast<float>(hi));
       // x_max may be +Inf (no upper bound); x_min must be finite: it is the grid's origin.
-      TORCH_CHECK(std::isfinite(lo_c) && !std::isnan(hi_c) && lo_c < hi_c,
-                  "point_range must have finite ", kAxis[d], "_min < ", kAxis[d], "_max",
-                  wide ? "" : " (in float32)", ", got [", lo, ", ", hi, "]");
+      TORCH_CHECK(std::isfinite(lo_c) && !std::isnan(hi_c) && lo_c < hi_c, "point_range must have finite ", kAxis[d],
+                  "_min < ", kAxis[d], "_max", wide ? "" : " (in float32)", ", got [", lo, ", ", hi, "]");
       args.origin[d] = lo;
       args.upper[d] = hi;
     }
@@ -77,16 +74,13 @@ DownsampleArgs check_downsample_args(const at::Tensor& points,
   return args;
 }
 
-VoxelDownsampleResult empty_downsample_outputs(const at::Tensor& points,
-                                               const std::optional<at::Tensor>& features) {
+VoxelDownsampleResult empty_downsample_outputs(const at::Tensor& points, const std::optional<at::Tensor>& features) {
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const auto options = points.options();
-  at::Tensor mean_features =
-      features.has_value() ? at::zeros({batch, n, features->size(2)}, features->options())
-                           : at::zeros({batch, n, 0}, options);
-  return {at::zeros({batch, n, 3}, options), mean_features,
-          at::zeros({batch}, options.dtype(at::kLong)),
+  at::Tensor mean_features = features.has_value() ? at::zeros({batch, n, features->size(2)}, features->options())
+                                                  : at::zeros({batch, n, 0}, options);
+  return {at::zeros({batch, n, 3}, options), mean_features, at::zeros({batch}, options.dtype(at::kLong)),
           at::full({batch, n}, -1, options.dtype(at::kLong))};
 }
 
@@ -132,8 +126,8 @@ void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t
   at::parallel_for(0, n, kPointsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       const scalar_t* p = cloud + 3 * i;
-      counted[i] = grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]),
-                             static_cast<acc_t>(p[2]), cells.data() + 3 * i);
+      counted[i] =
+          grid.cell(static_cast<acc_t>(p[0]), static_cast<acc_t>(p[1]), static_cast<acc_t>(p[2]), cells.data() + 3 * i);
     }
   });
   int64_t low[3] = {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
@@ -210,16 +204,15 @@ void downsample_one_cloud(const scalar_t* cloud, const feature_t* feats, int64_t
   *new_length = voxels;
   at::parallel_for(0, voxels, kVoxelsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
-      write_voxel(order.data() + starts[r], starts[r + 1] - starts[r], r, cloud, feats, f, centroids,
-                  mean_features, point_voxel);
+      write_voxel(order.data() + starts[r], starts[r + 1] - starts[r], r, cloud, feats, f, centroids, mean_features,
+                  point_voxel);
     }
   });
 }
 
 template <typename scalar_t, typename feature_t>
-void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
-                          const int64_t* length_ptr, const DownsampleArgs& args,
-                          VoxelDownsampleResult& outputs) {
+void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats, const int64_t* length_ptr,
+                          const DownsampleArgs& args, VoxelDownsampleResult& outputs) {
   using acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
   const auto grid = make_grid<acc_t>(args);
   const int64_t batch = pts.size(0);
@@ -233,9 +226,8 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
   int64_t* point_voxel = std::get<3>(outputs).data_ptr<int64_t>();
   auto one = [&](int64_t b) {
     downsample_one_cloud<scalar_t, feature_t, acc_t>(
-        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f,
-        grid, centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b,
-        point_voxel + b * n);
+        pts_ptr + b * n * 3, f > 0 ? feats_ptr + b * n * f : nullptr, cloud_length(length_ptr, b, n), f, grid,
+        centroids + b * n * 3, f > 0 ? mean_features + b * n * f : nullptr, new_lengths + b, point_voxel + b * n);
   };
   if (batch >= at::get_num_threads()) {
     // Clouds run on several threads; the error raised is the lowest failing cloud's, whichever
@@ -258,10 +250,8 @@ void downsample_cpu_typed(const at::Tensor& pts, const at::Tensor& feats,
   }
 }
 
-VoxelDownsampleResult voxel_downsample_cpu(const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths,
-                                           const std::optional<at::Tensor>& features,
-                                           at::ArrayRef<double> voxel_size,
+VoxelDownsampleResult voxel_downsample_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                           const std::optional<at::Tensor>& features, at::ArrayRef<double> voxel_size,
                                            std::optional<at::ArrayRef<double>> point_range) {
   const DownsampleArgs args = check_downsample_args(points, lengths, features, voxel_size, point_range);
   VoxelDownsampleResult outputs = empty_downsample_outputs(points, features);

@@ -75,10 +75,8 @@ __device__ __forceinline__ int64_t unordered(unsigned long long v) {
 }
 
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ bool point_cell(const scalar_t* __restrict__ points,
-                                           const int64_t* __restrict__ lengths, int64_t n,
-                                           int64_t p, const VoxelGrid<acc_t>& grid,
-                                           int64_t* cell) {
+__device__ __forceinline__ bool point_cell(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
+                                           int64_t n, int64_t p, const VoxelGrid<acc_t>& grid, int64_t* cell) {
   const int64_t b = p / n;
   if (p - b * n >= cloud_length(lengths, b, n)) return false;
   const scalar_t* q = points + 3 * p;
@@ -103,10 +101,9 @@ struct Larger {
 // cloud and issues 6 atomics, not 6 per point (one address per cloud would serialise a million
 // same-address atomics).
 template <typename scalar_t, typename acc_t>
-__global__ void cell_bounds_kernel(const scalar_t* __restrict__ points,
-                                   const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
-                                   VoxelGrid<acc_t> grid, int64_t stride, unsigned long long* __restrict__ low,
-                                   unsigned long long* __restrict__ high) {
+__global__ void cell_bounds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
+                                   int64_t batch, int64_t n, VoxelGrid<acc_t> grid, int64_t stride,
+                                   unsigned long long* __restrict__ low, unsigned long long* __restrict__ high) {
   using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename BlockReduce::TempStorage temp;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -133,8 +130,8 @@ __global__ void cell_bounds_kernel(const scalar_t* __restrict__ points,
 // Cloud b's lowest and highest cells; false when it has no counted point (they are then
 // meaningless).
 __device__ __forceinline__ bool cloud_bounds(const unsigned long long* __restrict__ low,
-                                             const unsigned long long* __restrict__ high, int64_t stride,
-                                             int64_t b, int64_t lowest[3], int64_t highest[3]) {
+                                             const unsigned long long* __restrict__ high, int64_t stride, int64_t b,
+                                             int64_t lowest[3], int64_t highest[3]) {
   if (low[stride * b] == ~0ull) return false;
   for (int d = 0; d < 3; ++d) {
     lowest[d] = unordered(low[stride * b + d]);
@@ -187,7 +184,8 @@ __global__ void __launch_bounds__(kThreads)
           run_low[d] = offset < run_low[d] ? offset : run_low[d];
           run_high[d] = offset > run_high[d] ? offset : run_high[d];
         } else {
-          if (run_bin[d] >= 0) fold_run(bin_low + d * kOffsetBins, bin_high + d * kOffsetBins, run_bin[d], run_low[d], run_high[d]);
+          if (run_bin[d] >= 0)
+            fold_run(bin_low + d * kOffsetBins, bin_high + d * kOffsetBins, run_bin[d], run_low[d], run_high[d]);
           run_bin[d] = k;
           run_low[d] = run_high[d] = offset;
         }
@@ -252,8 +250,8 @@ __global__ void key_layout_kernel(int64_t batch, int64_t stride, unsigned long l
 // The key of every point; kInvalidKey for points that do not count and for every point of a
 // sorted-path cloud (step 5 handles those clouds).
 template <typename scalar_t, typename acc_t>
-__global__ void keys_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                            int64_t n, int64_t total, VoxelGrid<acc_t> grid, int64_t stride,
+__global__ void keys_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths, int64_t n,
+                            int64_t total, VoxelGrid<acc_t> grid, int64_t stride,
                             const unsigned long long* __restrict__ low, const KeyLayout* __restrict__ layouts,
                             int64_t* __restrict__ keys) {
   const int64_t p = thread_index();
@@ -267,15 +265,15 @@ __global__ void keys_kernel(const scalar_t* __restrict__ points, const int64_t* 
       point_cell(points, lengths, n, p, grid, cell)) {
     int64_t lowest[3];
     for (int d = 0; d < 3; ++d) lowest[d] = unordered(low[stride * b + d]);
-    key = cell_key(cell, lowest, packed ? reinterpret_cast<const uint64_t*>(low + stride * b + 3) : nullptr,
-                   layout.bits);
+    key =
+        cell_key(cell, lowest, packed ? reinterpret_cast<const uint64_t*>(low + stride * b + 3) : nullptr, layout.bits);
   }
   keys[p] = key;
 }
 
 // Second level (B > 1): b * total + the point's run in the first hash array.
-__global__ void cloud_keys_kernel(HashArrayView h, const int64_t* __restrict__ keys, int64_t n,
-                                  int64_t total, int64_t* __restrict__ cloud_keys) {
+__global__ void cloud_keys_kernel(HashArrayView h, const int64_t* __restrict__ keys, int64_t n, int64_t total,
+                                  int64_t* __restrict__ cloud_keys) {
   const int64_t p = thread_index();
   if (p >= total) return;
   const int64_t key = keys[p];
@@ -284,8 +282,8 @@ __global__ void cloud_keys_kernel(HashArrayView h, const int64_t* __restrict__ k
 }
 
 // new_lengths[b] and the first run of cloud b (runs are sorted by cloud).
-__global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t total,
-                                  int64_t* __restrict__ first_run, int64_t* __restrict__ new_lengths) {
+__global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t total, int64_t* __restrict__ first_run,
+                                  int64_t* __restrict__ new_lengths) {
   const int64_t b = thread_index();
   if (b >= batch) return;
   const int64_t runs = *h.num_unique;
@@ -303,12 +301,10 @@ __global__ void cloud_runs_kernel(HashArrayView h, int64_t batch, int64_t total,
 // The voxel whose points are offset + members[0, count) (increasing index): its mean at row out
 // of the outputs (b * n + row), and row in point_voxel for each of its points.
 template <typename scalar_t, typename feature_t>
-__device__ __forceinline__ void write_voxel(const int32_t* __restrict__ members, int64_t count,
-                                            int64_t offset, int64_t out, int64_t row,
-                                            const scalar_t* __restrict__ points,
+__device__ __forceinline__ void write_voxel(const int32_t* __restrict__ members, int64_t count, int64_t offset,
+                                            int64_t out, int64_t row, const scalar_t* __restrict__ points,
                                             const feature_t* __restrict__ features, int64_t f,
-                                            scalar_t* __restrict__ centroids,
-                                            feature_t* __restrict__ mean_features,
+                                            scalar_t* __restrict__ centroids, feature_t* __restrict__ mean_features,
                                             int64_t* __restrict__ point_voxel) {
   const double divisor = static_cast<double>(count);
   double sum[3] = {0.0, 0.0, 0.0};
@@ -327,19 +323,16 @@ __device__ __forceinline__ void write_voxel(const int32_t* __restrict__ members,
 
 // One thread per voxel (run r): its points in index order, summed in float64.
 template <typename scalar_t, typename feature_t>
-__global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t batch, int64_t n,
-                                   int64_t total, const int64_t* __restrict__ first_run,
-                                   const scalar_t* __restrict__ points,
-                                   const feature_t* __restrict__ features, int64_t f,
-                                   scalar_t* __restrict__ centroids,
-                                   feature_t* __restrict__ mean_features,
-                                   int64_t* __restrict__ point_voxel) {
+__global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t batch, int64_t n, int64_t total,
+                                   const int64_t* __restrict__ first_run, const scalar_t* __restrict__ points,
+                                   const feature_t* __restrict__ features, int64_t f, scalar_t* __restrict__ centroids,
+                                   feature_t* __restrict__ mean_features, int64_t* __restrict__ point_voxel) {
   const int64_t r = thread_index();
   if (r >= capacity || r >= *h.num_unique) return;
   const int64_t b = batch == 1 ? 0 : h.unique_keys[r] / total;
   const int64_t row = r - first_run[b];
-  write_voxel(h.perm + h.starts[r], h.counts[r], 0, b * n + row, row, points, features, f, centroids,
-              mean_features, point_voxel);
+  write_voxel(h.perm + h.starts[r], h.counts[r], 0, b * n + row, row, points, features, f, centroids, mean_features,
+              point_voxel);
 }
 
 // Step 5: sorted-path clouds, one block each.
@@ -358,8 +351,7 @@ __device__ __forceinline__ void counted_cell(const scalar_t* __restrict__ cloud,
 // before (cell, index).
 template <typename scalar_t, typename acc_t>
 __device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t last, const int64_t cell[3],
-                                int64_t index, const scalar_t* __restrict__ cloud,
-                                const VoxelGrid<acc_t>& grid) {
+                                int64_t index, const scalar_t* __restrict__ cloud, const VoxelGrid<acc_t>& grid) {
   const int64_t begin = first;
   while (first < last) {
     const int64_t mid = first + (last - first) / 2;
@@ -381,12 +373,11 @@ __device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t la
 // rows.
 template <typename scalar_t, typename feature_t, typename acc_t>
 __global__ void __launch_bounds__(kWideThreads)
-    wide_clouds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                       int64_t batch, int64_t n, VoxelGrid<acc_t> grid, const KeyLayout* __restrict__ layouts,
-                       const feature_t* __restrict__ features, int64_t f, int32_t* order,
-                       int32_t* scratch, scalar_t* __restrict__ centroids,
-                       feature_t* __restrict__ mean_features, int64_t* __restrict__ new_lengths,
-                       int64_t* __restrict__ point_voxel) {
+    wide_clouds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch,
+                       int64_t n, VoxelGrid<acc_t> grid, const KeyLayout* __restrict__ layouts,
+                       const feature_t* __restrict__ features, int64_t f, int32_t* order, int32_t* scratch,
+                       scalar_t* __restrict__ centroids, feature_t* __restrict__ mean_features,
+                       int64_t* __restrict__ new_lengths, int64_t* __restrict__ point_voxel) {
   using BlockScan = cub::BlockScan<int, kWideThreads>;
   __shared__ typename BlockScan::TempStorage temp;
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
@@ -492,8 +483,8 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (stride > 3) {
     const dim3 tiles(static_cast<unsigned>(cuda::ceil_div(n, int64_t{kThreads} * kBinRowsPerThread)), clouds_y);
-    offset_bins_kernel<scalar_t, acc_t><<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, stride,
-                                                                       low_ptr, high_ptr);
+    offset_bins_kernel<scalar_t, acc_t>
+        <<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, stride, low_ptr, high_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   at::Tensor layouts = at::empty({batch * static_cast<int64_t>(sizeof(KeyLayout))}, options.dtype(at::kByte));
@@ -508,21 +499,20 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   cuda::HashArray hash = cuda::build_hash_array(keys, kInvalidKey);
   if (batch > 1) {
     at::Tensor cloud_keys = at::empty({total}, options.dtype(at::kLong));
-    cloud_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(
-        hash.view(), keys.data_ptr<int64_t>(), n, total, cloud_keys.data_ptr<int64_t>());
+    cloud_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(hash.view(), keys.data_ptr<int64_t>(), n, total,
+                                                                  cloud_keys.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     hash = cuda::build_hash_array(cloud_keys, batch * total);
   }
   const HashArrayView h = hash.view();
 
   at::Tensor first_run = at::empty({batch}, options.dtype(at::kLong));
-  cloud_runs_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(
-      h, batch, total, first_run.data_ptr<int64_t>(), std::get<2>(outputs).data_ptr<int64_t>());
+  cloud_runs_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(h, batch, total, first_run.data_ptr<int64_t>(),
+                                                                std::get<2>(outputs).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   voxel_means_kernel<scalar_t, feature_t><<<blocks_for(total), kThreads, 0, stream>>>(
-      h, total, batch, n, total, first_run.data_ptr<int64_t>(), pts_ptr,
-      f > 0 ? feats.data_ptr<feature_t>() : nullptr, f, std::get<0>(outputs).data_ptr<scalar_t>(),
-      f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr,
+      h, total, batch, n, total, first_run.data_ptr<int64_t>(), pts_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr,
+      f, std::get<0>(outputs).data_ptr<scalar_t>(), f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr,
       std::get<3>(outputs).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
@@ -531,17 +521,15 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   int32_t* order = reinterpret_cast<int32_t*>(keys.data_ptr<int64_t>());
   wide_clouds_kernel<scalar_t, feature_t, acc_t>
       <<<static_cast<unsigned>(std::min<int64_t>(batch, kMaxWideBlocks)), kWideThreads, 0, stream>>>(
-          pts_ptr, lengths, batch, n, grid, layout_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f,
-          order, order + total, std::get<0>(outputs).data_ptr<scalar_t>(),
+          pts_ptr, lengths, batch, n, grid, layout_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f, order,
+          order + total, std::get<0>(outputs).data_ptr<scalar_t>(),
           f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr, std::get<2>(outputs).data_ptr<int64_t>(),
           std::get<3>(outputs).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-VoxelDownsampleResult voxel_downsample_cuda(const at::Tensor& points,
-                                            const std::optional<at::Tensor>& lengths,
-                                            const std::optional<at::Tensor>& features,
-                                            at::ArrayRef<double> voxel_size,
+VoxelDownsampleResult voxel_downsample_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                            const std::optional<at::Tensor>& features, at::ArrayRef<double> voxel_size,
                                             std::optional<at::ArrayRef<double>> point_range) {
   const DownsampleArgs args = check_downsample_args(points, lengths, features, voxel_size, point_range);
   check_device_type(points, "points", at::kCUDA);
@@ -551,8 +539,7 @@ VoxelDownsampleResult voxel_downsample_cuda(const at::Tensor& points,
   if (total == 0) return outputs;
   cuda::check_cub_items(total, "voxel_downsample: B * N points");
   TORCH_CHECK(points.size(0) <= std::numeric_limits<int64_t>::max() / total,
-              "voxel_downsample: B * B * N must fit int64, got B = ", points.size(0), ", N = ",
-              points.size(1));
+              "voxel_downsample: B * B * N must fit int64, got B = ", points.size(0), ", N = ", points.size(1));
   const at::Tensor pts = points.contiguous();
   const at::Tensor feats = args.features > 0 ? features->contiguous() : pts;
   const CloudLengths lengths_c = contiguous_lengths(lengths);

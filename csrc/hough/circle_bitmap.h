@@ -32,8 +32,8 @@ namespace pointops {
 namespace hough2d {
 namespace bitmap {
 
-constexpr int kPlanes = 16;                          // bit planes of a count
-constexpr int kIndexPlanes = 8;                      // bit planes of a radius' position in its chunk
+constexpr int kPlanes = 16;      // bit planes of a count
+constexpr int kIndexPlanes = 8;  // bit planes of a radius' position in its chunk
 constexpr int64_t kMaxRing = (int64_t{1} << kPlanes) - 1;
 constexpr int64_t kMaxChunkRadii = int64_t{1} << kIndexPlanes;
 
@@ -136,7 +136,7 @@ POINTOPS_HOST_DEVICE inline void fetch_step(const Fetch& fetch, int32_t c, int32
   constexpr int32_t kStep = Fetch::kWordStep;
   const int32_t qc = (c >> 5) * kStep, qnc = ((-c) >> 5) * kStep;
   const int32_t qr = (r >> 5) * kStep, qnr = ((-r) >> 5) * kStep;
-  v[0] = fetch(up_r, qnc, -c);  // (drow, dcol) = (-r, -c)
+  v[0] = fetch(up_r, qnc, -c);    // (drow, dcol) = (-r, -c)
   v[1] = fetch(down_r, qnc, -c);  // (r, -c)
   v[2] = fetch(up_r, qc, c);      // (-r, c)
   v[3] = fetch(down_r, qc, c);    // (r, c)
@@ -154,8 +154,14 @@ struct Walk {
   Row up_r, down_r, up_c, down_c;
 
   POINTOPS_HOST_DEVICE inline Walk(const Fetch& fetch, int32_t radius)
-      : c(0), r(radius), d(3 - 2 * radius), row_step(fetch.row_step), up_r(fetch.row(-radius * fetch.row_step)),
-        down_r(fetch.row(radius * fetch.row_step)), up_c(fetch.row(0)), down_c(fetch.row(0)) {}
+      : c(0),
+        r(radius),
+        d(3 - 2 * radius),
+        row_step(fetch.row_step),
+        up_r(fetch.row(-radius * fetch.row_step)),
+        down_r(fetch.row(radius * fetch.row_step)),
+        up_c(fetch.row(0)),
+        down_c(fetch.row(0)) {}
 
   POINTOPS_HOST_DEVICE inline void step() {
     if (d < 0) {
@@ -198,7 +204,7 @@ POINTOPS_HOST_DEVICE inline void ring_counts(int32_t radius, int planes, const F
     walk.fetch8(fetch, v + 8);
     walk.step();
     const uint32_t sixteens_a = add16_carry(p, v);  // pending: weight 16
-    if (walk.done()) {  // 16
+    if (walk.done()) {                              // 16
       ripple(p, sixteens_a, 4, planes);
       return;
     }

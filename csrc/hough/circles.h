@@ -114,8 +114,7 @@ POINTOPS_HOST_DEVICE inline bool gradient_usable(float gx, float gy) {
 
 // The gradient mode's vote test (see above); sign > 0 keeps only offsets with dot >= 0 and
 // sign < 0 only those with dot < 0 (the two halves the CUDA kernel visits apart); sign 0 both.
-POINTOPS_HOST_DEVICE inline bool along_gradient(int32_t dx, int32_t dy, float gx, float gy,
-                                                float tan_angle, int sign) {
+POINTOPS_HOST_DEVICE inline bool along_gradient(int32_t dx, int32_t dy, float gx, float gy, float tan_angle, int sign) {
   const float fx = static_cast<float>(dx), fy = static_cast<float>(dy);
   const float cross = multiply(fx, gy) - multiply(fy, gx);
   const float dot = multiply(fx, gx) + multiply(fy, gy);
@@ -161,15 +160,15 @@ at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float);
 // The (B, R, H, W) accumulator of hough_circles fits the device (int64 while weighted votes add up).
 inline void check_circles_output(const at::Tensor& points, at::IntArrayRef radii, int64_t height, int64_t width,
                                  bool weighted) {
-  check_output_fits(points.device(), std::to_string(radii.size()) + " radii of a " + std::to_string(height) + " x " +
-                        std::to_string(width) + " image",
-                    {points.size(0), static_cast<int64_t>(radii.size()), height, width}, weighted ? 8 : 4);
+  check_output_fits(
+      points.device(),
+      std::to_string(radii.size()) + " radii of a " + std::to_string(height) + " x " + std::to_string(width) + " image",
+      {points.size(0), static_cast<int64_t>(radii.size()), height, width}, weighted ? 8 : 4);
 }
 
 float check_circles_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& weights,
-                         const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
-                         at::IntArrayRef radii, double max_angle);
+                         const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
+                         int64_t height, int64_t width, at::IntArrayRef radii, double max_angle);
 
 }  // namespace hough2d
 }  // namespace pointops

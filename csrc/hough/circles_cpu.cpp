@@ -18,17 +18,16 @@ namespace pointops {
 namespace hough2d {
 
 float check_circles_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& weights,
-                         const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
-                         at::IntArrayRef radii, double max_angle) {
+                         const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
+                         int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
   check_point_lists(points, lengths, weights, height, width);
   int64_t offsets = 0;
   for (const int64_t r : radii) {
     TORCH_CHECK(r >= 0 && r <= kMaxRadius, "radii must be in [0, ", kMaxRadius, "], got ", radii);
     offsets += 8 * (r + 1);  // an upper bound of the ring's size
   }
-  TORCH_CHECK(offsets <= kMaxCircleOffsets, "radii: the circles of all radii must have at most ",
-              kMaxCircleOffsets, " offsets in all, got radii ", radii);
+  TORCH_CHECK(offsets <= kMaxCircleOffsets, "radii: the circles of all radii must have at most ", kMaxCircleOffsets,
+              " offsets in all, got radii ", radii);
   if (!gradients.has_value()) return 0.f;
   check_floating(*gradients, "gradients");
   check_shape(*gradients, "gradients", {points.size(0), points.size(1), 2});
@@ -119,9 +118,9 @@ using hough2d::CircleTable;
 
 // The votes of radius i for image b into plane (height x width, zeroed by the caller).
 template <typename index_t, typename acc_t>
-void vote_plane(const index_t* points, const int64_t* lengths, const int64_t* fixed,
-                const float* gradients, int64_t n, int32_t height, int32_t width,
-                const CircleTable& table, float tan_angle, int64_t b, int64_t i, acc_t* plane) {
+void vote_plane(const index_t* points, const int64_t* lengths, const int64_t* fixed, const float* gradients, int64_t n,
+                int32_t height, int32_t width, const CircleTable& table, float tan_angle, int64_t b, int64_t i,
+                acc_t* plane) {
   const int32_t* info = table.info();
   const int32_t* entries = table.entries();
   const int32_t* dy_index = table.dy_index();
@@ -153,16 +152,16 @@ void vote_plane(const index_t* points, const int64_t* lengths, const int64_t* fi
 }
 
 template <typename index_t, typename acc_t>
-void vote_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed,
-                  const float* gradients, int64_t batch, int64_t n, int32_t height, int32_t width,
-                  const CircleTable& table, float tan_angle, acc_t* out) {
+void vote_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed, const float* gradients,
+                  int64_t batch, int64_t n, int32_t height, int32_t width, const CircleTable& table, float tan_angle,
+                  acc_t* out) {
   const int64_t n_radii = table.n_radii;
   const int64_t plane = int64_t{height} * width;
   // One task per (image, radius): each owns its output plane, so no two tasks write one bin.
   at::parallel_for(0, batch * n_radii, 1, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
-      vote_plane(points, lengths, fixed, gradients, n, height, width, table, tan_angle, task / n_radii,
-                 task % n_radii, out + task * plane);
+      vote_plane(points, lengths, fixed, gradients, n, height, width, table, tan_angle, task / n_radii, task % n_radii,
+                 out + task * plane);
     }
   });
 }
@@ -170,10 +169,9 @@ void vote_circles(const index_t* points, const int64_t* lengths, const int64_t* 
 // hough_circles_max: one image per task, a radius at a time into one plane, each folded into the
 // best (key, index) of every centre.
 template <typename index_t, typename acc_t>
-void best_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed,
-                  const float* gradients, int64_t batch, int64_t n, int32_t height, int32_t width,
-                  const CircleTable& table, float tan_angle, bool float_scores, bool normalize,
-                  uint32_t* keys, int64_t* index) {
+void best_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed, const float* gradients,
+                  int64_t batch, int64_t n, int32_t height, int32_t width, const CircleTable& table, float tan_angle,
+                  bool float_scores, bool normalize, uint32_t* keys, int64_t* index) {
   const int64_t n_radii = table.n_radii;
   const int64_t bins = int64_t{height} * width;
   const bool weighted = fixed != nullptr;
@@ -201,17 +199,15 @@ void best_circles(const index_t* points, const int64_t* lengths, const int64_t* 
 }
 
 at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights,
-                             const std::optional<at::Tensor>& gradients, int64_t height,
-                             int64_t width, at::IntArrayRef radii, double max_angle) {
-  const float tan_angle = hough2d::check_circles_args(points, lengths, weights, gradients, height,
-                                                      width, radii, max_angle);
+                             const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
+                             int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+  const float tan_angle =
+      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   hough2d::check_circles_output(points, radii, height, width, weights.has_value());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
   const bool weighted = weights.has_value();
-  at::Tensor acc = at::zeros({batch, n_radii, height, width},
-                             points.options().dtype(weighted ? at::kLong : at::kInt));
+  at::Tensor acc = at::zeros({batch, n_radii, height, width}, points.options().dtype(weighted ? at::kLong : at::kInt));
   if (acc.numel() > 0 && n > 0) {
     const CircleTable table = hough2d::circle_table(radii, false);
     const at::Tensor pts = points.contiguous();
@@ -244,12 +240,14 @@ at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::T
   return weighted ? hough2d::fixed_to_float(acc) : acc;
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(
-    const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-    const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-    int64_t height, int64_t width, at::IntArrayRef radii, double max_angle, bool normalize) {
-  const float tan_angle = hough2d::check_circles_args(points, lengths, weights, gradients, height,
-                                                      width, radii, max_angle);
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& points,
+                                                         const std::optional<at::Tensor>& lengths,
+                                                         const std::optional<at::Tensor>& weights,
+                                                         const std::optional<at::Tensor>& gradients, int64_t height,
+                                                         int64_t width, at::IntArrayRef radii, double max_angle,
+                                                         bool normalize) {
+  const float tan_angle =
+      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
   const int64_t batch = points.size(0), n = points.size(1);
   const bool weighted = weights.has_value(), float_scores = weighted || normalize;
@@ -274,12 +272,12 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(
     AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_max_cpu", [&] {
       if (weighted) {
         best_circles<index_t, int64_t>(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
-                                       static_cast<int32_t>(height), static_cast<int32_t>(width), table,
-                                       tan_angle, float_scores, normalize, key_ptr, index.data_ptr<int64_t>());
+                                       static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
+                                       float_scores, normalize, key_ptr, index.data_ptr<int64_t>());
       } else {
         best_circles<index_t, int32_t>(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
-                                       static_cast<int32_t>(height), static_cast<int32_t>(width), table,
-                                       tan_angle, float_scores, normalize, key_ptr, index.data_ptr<int64_t>());
+                                       static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
+                                       float_scores, normalize, key_ptr, index.data_ptr<int64_t>());
       }
     });
   }

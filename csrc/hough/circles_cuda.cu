@@ -70,10 +70,9 @@ constexpr float kWedgeWidening = 0.01f;  // radians added to max_angle for the r
 // ---- binning by row ----
 
 template <typename index_t>
-__device__ __forceinline__ bool binned_point(const index_t* points, const int64_t* lengths,
-                                             const float* weights, int64_t i, int64_t n,
-                                             int32_t height, int32_t width, int64_t& b, int32_t& x,
-                                             int32_t& y, int64_t& fixed) {
+__device__ __forceinline__ bool binned_point(const index_t* points, const int64_t* lengths, const float* weights,
+                                             int64_t i, int64_t n, int32_t height, int32_t width, int64_t& b,
+                                             int32_t& x, int32_t& y, int64_t& fixed) {
   b = i / n;
   if (i - b * n >= cloud_length(lengths, b, n)) return false;
   if (!hough2d::point_in_image(points + 2 * i, height, width, x, y)) return false;
@@ -84,8 +83,8 @@ __device__ __forceinline__ bool binned_point(const index_t* points, const int64_
 template <typename index_t>
 __global__ void __launch_bounds__(kBinThreads)
     count_rows_kernel(const index_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                      const float* __restrict__ weights, int64_t total, int64_t n, int32_t height,
-                      int32_t width, int32_t* __restrict__ row_count) {
+                      const float* __restrict__ weights, int64_t total, int64_t n, int32_t height, int32_t width,
+                      int32_t* __restrict__ row_count) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
     int64_t b, fixed;
@@ -99,10 +98,9 @@ __global__ void __launch_bounds__(kBinThreads)
 template <typename index_t>
 __global__ void __launch_bounds__(kBinThreads)
     fill_rows_kernel(const index_t* __restrict__ points, const int64_t* __restrict__ lengths,
-                     const float* __restrict__ weights, const float* __restrict__ gradients,
-                     int64_t total, int64_t n, int32_t height, int32_t width,
-                     const int32_t* __restrict__ row_start, int32_t* __restrict__ row_fill,
-                     uint32_t* __restrict__ packed, int64_t* __restrict__ fixed_out,
+                     const float* __restrict__ weights, const float* __restrict__ gradients, int64_t total, int64_t n,
+                     int32_t height, int32_t width, const int32_t* __restrict__ row_start,
+                     int32_t* __restrict__ row_fill, uint32_t* __restrict__ packed, int64_t* __restrict__ fixed_out,
                      float2* __restrict__ gradients_out) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -120,19 +118,19 @@ __global__ void __launch_bounds__(kBinThreads)
 // ---- votes ----
 
 struct CircleLaunch {
-  const uint32_t* packed;   // binned points
-  const int32_t* row_start; // (B * height + 1) first slot of each (image, row)
-  const int64_t* fixed;     // binned fixed-point weights (int64 counters only)
-  const float2* gradients;  // binned gradients (gradient mode only)
-  const int32_t* info;      // the circle table (circles.h), on the device
+  const uint32_t* packed;    // binned points
+  const int32_t* row_start;  // (B * height + 1) first slot of each (image, row)
+  const int64_t* fixed;      // binned fixed-point weights (int64 counters only)
+  const float2* gradients;   // binned gradients (gradient mode only)
+  const int32_t* info;       // the circle table (circles.h), on the device
   const int32_t* entries;
   const int32_t* dy_index;
   int32_t n_radii, height, width;
   int32_t tile_rows, radii_per_block, tile_width, stride;
   int32_t n_bands, n_groups, n_col_tiles;
-  float tan_angle;           // gradient mode: float32(tan(max_angle))
+  float tan_angle;             // gradient mode: float32(tan(max_angle))
   float cos_bound, sin_bound;  // of max_angle + kWedgeWidening, for the row bound
-  bool prune;                // the row bound applies (the widened angle is below pi / 2)
+  bool prune;                  // the row bound applies (the widened angle is below pi / 2)
 };
 
 __device__ __forceinline__ void shared_add(int32_t* address, int32_t v) { atomicAdd(address, v); }
@@ -143,8 +141,8 @@ __device__ __forceinline__ void shared_add(int64_t* address, int64_t v) {
 
 // Rows [lo, hi] of the centres that offsets within the widened wedge around sign * g can reach
 // from a point, for radius r (a superset of those along_gradient() accepts; see the header).
-__device__ __forceinline__ void wedge_rows(float gx, float gy, int sign, int32_t r,
-                                           const CircleLaunch& a, int32_t& lo, int32_t& hi) {
+__device__ __forceinline__ void wedge_rows(float gx, float gy, int sign, int32_t r, const CircleLaunch& a, int32_t& lo,
+                                           int32_t& hi) {
   const float m = fmaxf(fabsf(gx), fabsf(gy));  // scaled first: no overflow in the norm
   const float sx = gx / m, sy = gy / m;
   const float inv = rsqrtf(sx * sx + sy * sy);
@@ -164,9 +162,9 @@ __device__ __forceinline__ void wedge_rows(float gx, float gy, int sign, int32_t
 // centre rows [y0, y0 + rows) and columns [x0, x0 + cols) of image b, from the binned points
 // [first, last) (those within reach of the band's rows). Every thread of the block calls it.
 template <typename acc_t, bool kGradient>
-__device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int64_t b, int32_t y0,
-                                          int32_t rows, int32_t x0, int32_t cols, int32_t i0,
-                                          int32_t nr, int32_t first, int32_t last) {
+__device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int64_t b, int32_t y0, int32_t rows,
+                                          int32_t x0, int32_t cols, int32_t i0, int32_t nr, int32_t first,
+                                          int32_t last) {
   constexpr int kSides = kGradient ? 2 : 1;
   const int32_t per_point = nr * kSides;
   const int64_t pairs = int64_t{last - first} * per_point;
@@ -354,8 +352,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    decode_best_kernel(const unsigned long long* __restrict__ keys, int64_t total,
-                       int32_t* __restrict__ score_keys, int64_t* __restrict__ radius_index) {
+    decode_best_kernel(const unsigned long long* __restrict__ keys, int64_t total, int32_t* __restrict__ score_keys,
+                       int64_t* __restrict__ radius_index) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
     const unsigned long long key = keys[i];
@@ -402,8 +400,8 @@ TilePlan plan_tiles(int64_t batch, int64_t n_radii, int64_t height, int64_t widt
 template <typename acc_t, bool kGradient>
 void launch_votes(const CircleLaunch& a, const TilePlan& plan, acc_t* out, cudaStream_t stream) {
   auto kernel = circle_votes_kernel<acc_t, kGradient>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(plan.smem)));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<static_cast<unsigned>(plan.blocks), kThreads, static_cast<size_t>(plan.smem), stream>>>(a, out);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -447,9 +445,9 @@ struct Prepared {
 };
 
 Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                       const std::optional<at::Tensor>& weights,
-                       const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
-                       at::IntArrayRef radii, double max_angle, float tan_angle, cudaStream_t stream) {
+                       const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
+                       int64_t height, int64_t width, at::IntArrayRef radii, double max_angle, float tan_angle,
+                       cudaStream_t stream) {
   const int64_t batch = points.size(0), n = points.size(1), total = batch * n;
   const bool weighted = weights.has_value(), with_gradients = gradients.has_value();
   const at::TensorOptions options = points.options();
@@ -526,11 +524,10 @@ void set_tiles(CircleLaunch& a, const TilePlan& plan) {
 }
 
 at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                              const std::optional<at::Tensor>& weights,
-                              const std::optional<at::Tensor>& gradients, int64_t height,
-                              int64_t width, at::IntArrayRef radii, double max_angle) {
-  const float tan_angle = hough2d::check_circles_args(points, lengths, weights, gradients, height,
-                                                      width, radii, max_angle);
+                              const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
+                              int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+  const float tan_angle =
+      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   hough2d::check_circles_output(points, radii, height, width, weights.has_value());
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
@@ -542,8 +539,10 @@ at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::
     return weighted ? hough2d::fixed_to_float(zeros) : zeros;
   }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  Prepared prep = prepare_votes(points, lengths, weights, gradients, height, width, radii, max_angle, tan_angle, stream);
-  const TilePlan plan = plan_tiles(batch, n_radii, height, width, weighted ? 8 : 4, *at::cuda::getCurrentDeviceProperties());
+  Prepared prep =
+      prepare_votes(points, lengths, weights, gradients, height, width, radii, max_angle, tan_angle, stream);
+  const TilePlan plan =
+      plan_tiles(batch, n_radii, height, width, weighted ? 8 : 4, *at::cuda::getCurrentDeviceProperties());
   set_tiles(prep.a, plan);
   if (weighted) {
     at::Tensor sums = at::empty({batch, n_radii, height, width}, options.dtype(at::kLong));
@@ -567,18 +566,20 @@ template <typename acc_t, bool kGradient>
 void launch_best(const CircleLaunch& a, const BestLaunch& m, const TilePlan& plan, unsigned long long* keys,
                  cudaStream_t stream) {
   auto kernel = circle_best_kernel<acc_t, kGradient>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(plan.smem)));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<static_cast<unsigned>(plan.blocks), kThreads, static_cast<size_t>(plan.smem), stream>>>(a, m, keys);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(
-    const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-    const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-    int64_t height, int64_t width, at::IntArrayRef radii, double max_angle, bool normalize) {
-  const float tan_angle = hough2d::check_circles_args(points, lengths, weights, gradients, height,
-                                                      width, radii, max_angle);
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& points,
+                                                          const std::optional<at::Tensor>& lengths,
+                                                          const std::optional<at::Tensor>& weights,
+                                                          const std::optional<at::Tensor>& gradients, int64_t height,
+                                                          int64_t width, at::IntArrayRef radii, double max_angle,
+                                                          bool normalize) {
+  const float tan_angle =
+      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
@@ -592,7 +593,8 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(
   if (bins == 0) return {hough2d::scores_from_keys(score_keys, float_scores), radius_index};
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // With no points at all the kernels still run (every score is the one of an empty circle).
-  Prepared prep = prepare_votes(points, lengths, weights, gradients, height, width, radii, max_angle, tan_angle, stream);
+  Prepared prep =
+      prepare_votes(points, lengths, weights, gradients, height, width, radii, max_angle, tan_angle, stream);
   int64_t chunk = 0, n_chunks = 0;
   const TilePlan plan = plan_best(batch, n_radii, height, width, weighted ? 8 : 4,
                                   *at::cuda::getCurrentDeviceProperties(), chunk, n_chunks);
@@ -604,7 +606,8 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(
   m.weighted = weighted;
   m.normalize = normalize;
   m.direct = n_chunks == 1;
-  at::Tensor keys = m.direct ? at::empty({bins}, options.dtype(at::kLong)) : at::zeros({bins}, options.dtype(at::kLong));
+  at::Tensor keys =
+      m.direct ? at::empty({bins}, options.dtype(at::kLong)) : at::zeros({bins}, options.dtype(at::kLong));
   auto* key_ptr = reinterpret_cast<unsigned long long*>(keys.data_ptr<int64_t>());
   if (weighted) {
     if (with_gradients) {

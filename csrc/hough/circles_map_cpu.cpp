@@ -26,11 +26,11 @@ void check_map_args(const at::Tensor& edges, at::IntArrayRef radii, const char* 
     TORCH_CHECK(r >= 0 && r <= kMaxRadius, "radii must be in [0, ", kMaxRadius, "], got ", radii);
     offsets += 8 * (r + 1);  // an upper bound of the ring's size
   }
-  TORCH_CHECK(offsets <= kMaxCircleOffsets, "radii: the circles of all radii must have at most ",
-              kMaxCircleOffsets, " offsets in all, got radii ", radii);
+  TORCH_CHECK(offsets <= kMaxCircleOffsets, "radii: the circles of all radii must have at most ", kMaxCircleOffsets,
+              " offsets in all, got radii ", radii);
   if (std::string(op) == "hough_circles_map") {
-    check_output_fits(edges.device(), std::to_string(radii.size()) + " radii", {edges.size(0),
-                      static_cast<int64_t>(radii.size()), edges.size(1), edges.size(2)}, 4);
+    check_output_fits(edges.device(), std::to_string(radii.size()) + " radii",
+                      {edges.size(0), static_cast<int64_t>(radii.size()), edges.size(1), edges.size(2)}, 4);
   }
 }
 
@@ -130,11 +130,11 @@ std::tuple<at::Tensor, at::Tensor> call_edge_points(const at::Tensor& edges) {
 }  // namespace
 
 at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef radii) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("pointops::hough_circles", "")
-                       .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&,
-                                         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, int64_t,
-                                         int64_t, at::IntArrayRef, double)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("pointops::hough_circles", "")
+          .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+                            const std::optional<at::Tensor>&, int64_t, int64_t, at::IntArrayRef, double)>();
   auto [points, lengths] = call_edge_points(edges);
   return op.call(points, lengths, std::nullopt, std::nullopt, edges.size(1), edges.size(2), radii, 0.0);
 }

@@ -45,7 +45,7 @@ namespace bitmap = hough2d::bitmap;
 
 constexpr int kPackThreads = 256;
 constexpr int kPackUnroll = 4;
-constexpr int kBlockWarps = 8;  // word_warps x n_chunks
+constexpr int kBlockWarps = 8;    // word_warps x n_chunks
 constexpr int kMergeStride = 33;  // keys per word in the merge buffer: 32 centres + 1 (banks)
 constexpr int kStageStride = 33;  // counts per word in a warp's staging buffer
 
@@ -84,7 +84,8 @@ at::Tensor pack_bits(const at::Tensor& edges, int64_t words, cudaStream_t stream
   at::Tensor bits = at::empty({batch, height, words}, e.options().dtype(at::kInt));
   const int64_t n_words = batch * height * words;
   const int64_t warps = cuda::ceil_div(n_words, kPackUnroll);
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(warps * kWarpSize, kPackThreads), 1 << 20));
+  const unsigned grid =
+      static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(warps * kWarpSize, kPackThreads), 1 << 20));
   AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, e.scalar_type(), "hough_circles_map_bits", [&] {
     pack_bits_kernel<scalar_t><<<grid, kPackThreads, 0, stream>>>(
         e.data_ptr<scalar_t>(), n_words, static_cast<int32_t>(width), static_cast<int32_t>(words),
@@ -97,13 +98,13 @@ at::Tensor pack_bits(const at::Tensor& edges, int64_t words, cudaStream_t stream
 // ---- votes ----
 
 struct BitmapLaunch {
-  const uint32_t* bits;                  // (B, H, words)
-  const int32_t* starts;                 // [n_chunks + 1] into entries
-  const bitmap::RadiusEntry* entries;    // the chunk lists
+  const uint32_t* bits;                // (B, H, words)
+  const int32_t* starts;               // [n_chunks + 1] into entries
+  const bitmap::RadiusEntry* entries;  // the chunk lists
   int32_t height, width, words, n_radii;
   int32_t n_col_tiles, flat_blocks, word_warps, n_chunks;
   int32_t r_max, pad_left, pad_right;
-  int32_t band_pairs;                    // the largest band of the launch (rows x stride)
+  int32_t band_pairs;  // the largest band of the launch (rows x stride)
 };
 
 // A block's place: image b, column tile [c0, c0 + cols) of the word grid, flat words [f0, f1)
@@ -206,8 +207,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
   const int32_t word_warp = warp % a.word_warps, chunk = warp / a.word_warps;
   const LaneWord w = lane_word(p, word_warp);
   const SmemFetch fetch{
-      reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col),
-      p.stride * 8};
+      reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col), p.stride * 8};
   const int32_t first = a.starts[chunk], last = a.starts[chunk + 1];
   using Best = std::conditional_t<kNormalize, bitmap::BestScores, bitmap::BestPlanes>;
   Best best;
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
       best.fold(counts, static_cast<uint32_t>(e - first));
     }
   }
-  __syncthreads();  // the band is read no more: its memory becomes the merge / staging buffer
+  __syncthreads();                       // the band is read no more: its memory becomes the merge / staging buffer
   const int32_t n = (p.f1 - p.f0) * 32;  // the run's centres, written coalesced: thread e takes
   const int32_t slot0 = (word_warp * 32 + lane) * kMergeStride;  // centre e % 32 of word e / 32
   if (a.n_chunks > 1) {  // the lists meet through 64-bit keys (atomicMax: any order, one result)
@@ -280,8 +280,7 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
   const int32_t word_warp = warp % a.word_warps, chunk = warp / a.word_warps;
   const LaneWord w = lane_word(p, word_warp);
   const SmemFetch fetch{
-      reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col),
-      p.stride * 8};
+      reinterpret_cast<const char*>(band + (w.row - p.row_lo + a.r_max) * p.stride + a.pad_left + w.col), p.stride * 8};
   const int32_t first = a.starts[chunk], last = a.starts[chunk + 1];
   uint32_t counts[bitmap::kPlanes];
   for (int32_t e = first; e < last; ++e) {
@@ -297,7 +296,8 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize)
       if (f >= p.f1) break;  // the same for the whole warp: q / 32 is uniform per pass
       const int32_t row = f / p.cols, col = f - row * p.cols;
       const int32_t x = 32 * (p.c0 + col) + q % 32;
-      if (x < a.width) plane[int64_t{row} * a.width + x] = static_cast<int32_t>(stage[(q / 32) * kStageStride + q % 32]);
+      if (x < a.width)
+        plane[int64_t{row} * a.width + x] = static_cast<int32_t>(stage[(q / 32) * kStageStride + q % 32]);
     }
     __syncwarp();  // the next radius overwrites the stage
   }
@@ -406,7 +406,8 @@ at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii
   plan.a.bits = reinterpret_cast<const uint32_t*>(bits.data_ptr<int32_t>());
   at::Tensor out = at::empty({batch, n_radii, height, width}, edges.options().dtype(at::kInt));
   auto kernel = circle_bitmap_map_kernel;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<static_cast<unsigned>(plan.blocks), plan.a.word_warps * plan.a.n_chunks * kWarpSize,
            static_cast<size_t>(plan.smem), stream>>>(plan.a, out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -437,7 +438,8 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
   const unsigned blocks = static_cast<unsigned>(plan.blocks);
   const unsigned threads = static_cast<unsigned>(plan.a.word_warps * plan.a.n_chunks * kWarpSize);
   auto kernel = normalize ? circle_bitmap_max_kernel<true> : circle_bitmap_max_kernel<false>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem)));
   kernel<<<blocks, threads, static_cast<size_t>(plan.smem), stream>>>(plan.a, score_bits, index.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {scores, index};

@@ -55,11 +55,11 @@ constexpr double kBands[] = {3.0, 2.0, 1.0, 0.5};  // the shrinking refit bands,
 
 using Accumulate = at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                               int64_t, int64_t, double, double);
-using Detect = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, int64_t, double, double, int64_t,
-                                                  int64_t, double);
+using Detect = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, int64_t, double, double, int64_t, int64_t,
+                                                  double);
 using Suppress = at::Tensor(const at::Tensor&, double, double);
-using Refit = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const std::optional<at::Tensor>&,
-                                                 const at::Tensor&, double, at::ArrayRef<double>);
+using Refit = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+                                                 double, at::ArrayRef<double>);
 using Label = at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&, double);
 
 template <typename Signature>
@@ -75,15 +75,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> detect_planes_kernel(
     double rho_step, double rho_max, double distance_threshold, double min_inliers, double min_votes,
     int64_t peak_radius, int64_t iterations, c10::string_view layout) {
   check_padded_clouds(points, lengths, "(B, N, C) with C >= 3", 3);
-  TORCH_CHECK(layout == "grid" || layout == "ball", "layout must be \"grid\" or \"ball\", got \"",
-              std::string(layout), "\"");
-  TORCH_CHECK(k >= 0 && k <= plane_fit_detail::kMaxPlanes, "k must be in [0, ", plane_fit_detail::kMaxPlanes,
-              "], got ", k);
+  TORCH_CHECK(layout == "grid" || layout == "ball", "layout must be \"grid\" or \"ball\", got \"", std::string(layout),
+              "\"");
+  TORCH_CHECK(k >= 0 && k <= plane_fit_detail::kMaxPlanes, "k must be in [0, ", plane_fit_detail::kMaxPlanes, "], got ",
+              k);
   TORCH_CHECK(iterations >= 1, "iterations must be >= 1, got ", iterations);
   TORCH_CHECK(std::isfinite(distance_threshold) && distance_threshold > 0,
               "distance_threshold must be finite and > 0, got ", distance_threshold);
-  TORCH_CHECK(min_inliers >= 0.0 && min_inliers <= 1.0,
-              "min_inliers must be a share in [0, 1] of the points, got ", min_inliers);
+  TORCH_CHECK(min_inliers >= 0.0 && min_inliers <= 1.0, "min_inliers must be a share in [0, 1] of the points, got ",
+              min_inliers);
   TORCH_CHECK(n_phi >= 1 && n_phi <= 1 << 20, "n_phi must be in [1, 2^20], got ", n_phi);
   TORCH_CHECK(n_theta >= 1 && n_theta <= 1 << 20, "n_theta must be in [1, 2^20], got ", n_theta);
   hough_detail::rho_binning(rho_step, rho_max);  // rho_step and rho_max: finite, > 0, at most 2^24 bins
@@ -130,8 +130,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> detect_planes_kernel(
     const int64_t take = k / rounds + (r < k % rounds ? 1 : 0);
     const int64_t known = planes.size(1);
     // Extra peaks: one plane's echoes in neighbouring cells are merged below.
-    const int64_t candidates =
-        std::max(take, std::min((ball ? 16 : 4) * take, plane_fit_detail::kMaxPlanes - known));
+    const int64_t candidates = std::max(take, std::min((ball ? 16 : 4) * take, plane_fit_detail::kMaxPlanes - known));
     const at::Tensor acc = (ball ? accumulate_ball : accumulate_grid)
                                .call(voters, lengths, std::nullopt, n_phi, n_theta, rho_step, rho_max);
     auto [found, peak_votes] = detect.call(acc, n_phi, n_theta, rho_step, rho_max, candidates, peak_radius, min_votes);
@@ -149,8 +148,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> detect_planes_kernel(
     // The first `take` new rows that hold a plane, in order (a stable sort puts them first).
     const at::Tensor fresh = known > 0 ? every.narrow(1, known, candidates) : every;
     const at::Tensor held = fresh.select(2, 3).isnan().logical_not();
-    const at::Tensor order = std::get<1>(at::sort(held.logical_not().to(at::kByte), /*stable=*/true, 1, false))
-                                 .narrow(1, 0, take);
+    const at::Tensor order =
+        std::get<1>(at::sort(held.logical_not().to(at::kByte), /*stable=*/true, 1, false)).narrow(1, 0, take);
     found = at::gather(fresh, 1, order.unsqueeze(-1).expand({batch, take, 4}));
     peak_votes = at::gather(at::where(held, peak_votes, 0.0), 1, order);
     planes = known > 0 ? at::cat({every.narrow(1, 0, known), found}, 1) : found;

@@ -64,22 +64,17 @@ POINTOPS_HOST_DEVICE inline uint32_t glued_line_index(int64_t y, int64_t x, int6
 }
 
 // Checks shared by both backends (they name the argument, the expectation and the value).
-void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,
-                                  at::IntArrayRef radii, int64_t k, int64_t min_distance,
-                                  std::optional<double> threshold);
-void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
-                                int64_t min_distance, int64_t min_angle,
-                                std::optional<double> threshold);
+void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index, at::IntArrayRef radii,
+                                  int64_t k, int64_t min_distance, std::optional<double> threshold);
+void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k, int64_t min_distance,
+                                int64_t min_angle, std::optional<double> threshold);
 
 // The generic implementations (device-agnostic: they run on the tensors' device).
-std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores,
-                                                             const at::Tensor& radius_index,
-                                                             at::IntArrayRef radii, int64_t k,
-                                                             int64_t min_distance,
+std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores, const at::Tensor& radius_index,
+                                                             at::IntArrayRef radii, int64_t k, int64_t min_distance,
                                                              std::optional<double> threshold);
-std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta,
-                                                           int64_t k, int64_t min_distance,
-                                                           int64_t min_angle,
+std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
+                                                           int64_t min_distance, int64_t min_angle,
                                                            std::optional<double> threshold, bool glue);
 
 }  // namespace hough2d

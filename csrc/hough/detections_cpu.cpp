@@ -138,9 +138,8 @@ at::Tensor window_max(const at::Tensor& x, int64_t dim, int64_t radius, bool per
 
 }  // namespace
 
-void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index,
-                                  at::IntArrayRef radii, int64_t k, int64_t min_distance,
-                                  std::optional<double> threshold) {
+void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& radius_index, at::IntArrayRef radii,
+                                  int64_t k, int64_t min_distance, std::optional<double> threshold) {
   check_dim(scores, "scores", 3, "(B, H, W)");
   TORCH_CHECK(scores.scalar_type() == at::kInt || scores.scalar_type() == at::kFloat,
               "scores must be int32 or float32, got ", scores.scalar_type());
@@ -158,12 +157,11 @@ void check_circle_detections_args(const at::Tensor& scores, const at::Tensor& ra
               "scores must have at most 2^31 - 1 centres per image, got shape ", scores.sizes());
 }
 
-void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
-                                int64_t min_distance, int64_t min_angle,
-                                std::optional<double> threshold) {
+void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k, int64_t min_distance,
+                                int64_t min_angle, std::optional<double> threshold) {
   check_dim(acc, "acc", 3, "(B, n_rho, T)");
-  TORCH_CHECK(acc.scalar_type() == at::kInt || acc.scalar_type() == at::kFloat,
-              "acc must be int32 or float32, got ", acc.scalar_type());
+  TORCH_CHECK(acc.scalar_type() == at::kInt || acc.scalar_type() == at::kFloat, "acc must be int32 or float32, got ",
+              acc.scalar_type());
   TORCH_CHECK(static_cast<int64_t>(theta.size()) == acc.size(2), "theta must have one angle per column of acc (",
               acc.size(2), "), got ", theta.size());
   check_nonnegative(k, "k");
@@ -174,10 +172,8 @@ void check_line_detections_args(const at::Tensor& acc, at::ArrayRef<double> thet
               "acc must have at most 2^30 - 1 bins per image, got shape ", acc.sizes());
 }
 
-std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores,
-                                                             const at::Tensor& radius_index,
-                                                             at::IntArrayRef radii, int64_t k,
-                                                             int64_t min_distance,
+std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& scores, const at::Tensor& radius_index,
+                                                             at::IntArrayRef radii, int64_t k, int64_t min_distance,
                                                              std::optional<double> threshold) {
   const int64_t batch = scores.size(0), height = scores.size(1), width = scores.size(2);
   const at::TensorOptions floats = scores.options().dtype(at::kFloat);
@@ -187,15 +183,16 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& s
   // a threshold below 0 is 0: peaks have votes > 0, and padding (votes 0) never passes
   const std::optional<double> min_votes =
       threshold.has_value() ? std::optional<double>(std::max(*threshold, 0.0)) : std::nullopt;
-  auto [votes, index] = call_hough_peaks(scores, {min_distance, min_distance}, {false, false}, min_votes.value_or(0.0), k);
+  auto [votes, index] =
+      call_hough_peaks(scores, {min_distance, min_distance}, {false, false}, min_votes.value_or(0.0), k);
   const at::Tensor y = index.select(2, 0), x = index.select(2, 1);
   // padding rows (index -1) are never circles, whatever the threshold (an image whose scores
   // are all negative has a negative default threshold)
   const at::Tensor keep = at::logical_and(y.ge(0), passes(scores, votes, min_votes));
   const at::Tensor flat = at::add(at::mul(y, width), x).clamp_min(0);
   const at::Tensor picked = radius_index.flatten(1).gather(1, flat);
-  const at::Tensor table = device_table(at::tensor(std::vector<int64_t>(radii.begin(), radii.end()), at::kLong),
-                                        scores.device());
+  const at::Tensor table =
+      device_table(at::tensor(std::vector<int64_t>(radii.begin(), radii.end()), at::kLong), scores.device());
   // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
   const at::Tensor r = table.index_select(0, picked.clamp(0, table.size(0) - 1).flatten()).view(picked.sizes());
   at::Tensor circles = at::stack({x, y, r}, -1).to(at::kFloat);
@@ -203,9 +200,8 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& s
   return {circles, at::where(keep, votes.to(at::kFloat), at::zeros_like(circles.select(2, 0)))};
 }
 
-std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta,
-                                                           int64_t k, int64_t min_distance,
-                                                           int64_t min_angle,
+std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
+                                                           int64_t min_distance, int64_t min_angle,
                                                            std::optional<double> threshold, bool glue) {
   const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2);
   if (n_rho * n_theta == 0) {  // no bins: no lines (and hough_peaks cannot decode an empty dim)
@@ -217,8 +213,8 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
   at::Tensor votes, d, j, valid;
   if (!glue) {
     at::Tensor index;
-    std::tie(votes, index) = call_hough_peaks(acc, {min_distance, std::min(min_angle, n_theta)}, {false, false},
-                                              threshold.value_or(0.0), k);
+    std::tie(votes, index) =
+        call_hough_peaks(acc, {min_distance, std::min(min_angle, n_theta)}, {false, false}, threshold.value_or(0.0), k);
     d = index.select(2, 0);
     j = index.select(2, 1);
     valid = at::logical_and(d.ge(0), passes(acc, votes, threshold));
@@ -233,8 +229,9 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
     const int64_t rx = std::min(min_angle, n_theta);
     at::Tensor peaks;
     if (acc.device().is_cpu()) {
-      peaks = acc.scalar_type() == at::kInt ? glued_line_peaks_cpu<int32_t>(acc, min_distance, rx, threshold.value_or(0.0))
-                                            : glued_line_peaks_cpu<float>(acc, min_distance, rx, threshold.value_or(0.0));
+      peaks = acc.scalar_type() == at::kInt
+                  ? glued_line_peaks_cpu<int32_t>(acc, min_distance, rx, threshold.value_or(0.0))
+                  : glued_line_peaks_cpu<float>(acc, min_distance, rx, threshold.value_or(0.0));
     } else {
       const at::Tensor keys = glued_line_keys(acc, threshold.value_or(0.0));
       const at::Tensor box = window_max(window_max(keys, 1, min_distance, false), 2, rx, true);
@@ -263,8 +260,8 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
     valid = valid.gather(1, order);
   }
   const at::Tensor rho = at::sub(d, offset).to(at::kFloat);
-  const at::Tensor table = device_table(at::tensor(std::vector<double>(theta.begin(), theta.end()), at::kDouble),
-                                        acc.device());
+  const at::Tensor table =
+      device_table(at::tensor(std::vector<double>(theta.begin(), theta.end()), at::kDouble), acc.device());
   const at::Tensor th = table.index_select(0, j.clamp_min(0).flatten()).view(j.sizes()).to(at::kFloat);
   at::Tensor lines = at::stack({rho, th}, -1);
   lines = at::where(valid.unsqueeze(-1), lines, at::full_like(lines, std::numeric_limits<float>::quiet_NaN()));

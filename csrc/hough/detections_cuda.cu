@@ -42,7 +42,7 @@ namespace {
 using cuda::kFullMask;
 using cuda::kWarpSize;
 
-constexpr int kTile = 32;               // peak tiles are kTile x kTile bins
+constexpr int kTile = 32;  // peak tiles are kTile x kTile bins
 constexpr int kTileThreads = 256;
 constexpr int kSelectThreads = 512;
 constexpr int64_t kMaxTileSmem = 96 * 1024;  // larger boxes take the generic path
@@ -76,12 +76,12 @@ at::Tensor device_table(const std::vector<T>& values, at::ScalarType dtype, cons
 // ---- peak tiles ----
 
 struct PeakMap {
-  const void* values;      // (B, height, src_width) int32 or float32
-  int64_t image_size;      // height * src_width
-  int32_t height, width;   // the map whose peaks are taken (glued lines: width = 2 src_width)
+  const void* values;     // (B, height, src_width) int32 or float32
+  int64_t image_size;     // height * src_width
+  int32_t height, width;  // the map whose peaks are taken (glued lines: width = 2 src_width)
   int32_t src_width;
-  int32_t ry, rx;          // box half-widths along y and x
-  bool glue;               // x >= src_width reads the source at (height - 1 - y, x - src_width)
+  int32_t ry, rx;  // box half-widths along y and x
+  bool glue;       // x >= src_width reads the source at (height - 1 - y, x - src_width)
   bool periodic_x;
   double min_votes;
   int32_t n_tiles_x, n_tiles, kt;
@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(kTileThreads)
   extern __shared__ __align__(16) unsigned char tile_smem[];
   const int32_t kh = kTile + 2 * m.ry, kw = kTile + 2 * m.rx;
   unsigned long long* keys = reinterpret_cast<unsigned long long*>(tile_smem);  // [kh][kw]
-  unsigned long long* rows = keys + kh * kw;                                     // [kh][kTile]
-  unsigned long long* list = rows + kh * kTile;                                  // the tile's peaks
+  unsigned long long* rows = keys + kh * kw;                                    // [kh][kTile]
+  unsigned long long* list = rows + kh * kTile;                                 // the tile's peaks
   __shared__ int32_t count;
   __shared__ uint32_t block_max;
   const int64_t b = blockIdx.x / m.n_tiles;
@@ -164,8 +164,9 @@ __global__ void __launch_bounds__(kTileThreads)
     if (inside) {
       const T v = map_value<T>(m, b, y, x);
       // equal votes rank as in the accumulator in both copies of a glued map (detections.h)
-      const uint32_t index = m.glue ? hough2d::glued_line_index(y, x, m.height, m.src_width)
-                                    : static_cast<uint32_t>(y) * static_cast<uint32_t>(m.width) + static_cast<uint32_t>(x);
+      const uint32_t index = m.glue
+                                 ? hough2d::glued_line_index(y, x, m.height, m.src_width)
+                                 : static_cast<uint32_t>(y) * static_cast<uint32_t>(m.width) + static_cast<uint32_t>(x);
       key = candidate_key(v, index, m.min_votes);
       const bool own = ky >= m.ry && ky < m.ry + kTile && kx >= m.rx && kx < m.rx + kTile && xu < m.width;
       if (own) own_max = max(own_max, max_key(v));
@@ -210,9 +211,9 @@ __global__ void __launch_bounds__(kTileThreads)
 struct SelectLaunch {
   const unsigned long long* in;  // (B, n_in) keys, 0 = none
   int64_t n_in;
-  int32_t group, n_groups;       // keys per block, blocks per image
-  int32_t kk, kk_pow2;           // keys kept
-  unsigned long long* out;       // (B, n_groups, kk), reduce passes
+  int32_t group, n_groups;  // keys per block, blocks per image
+  int32_t kk, kk_pow2;      // keys kept
+  unsigned long long* out;  // (B, n_groups, kk), reduce passes
 };
 
 // The default threshold's inputs and the outputs both decoders share.
@@ -220,10 +221,10 @@ struct Decode {
   const uint32_t* tile_max;  // (B, n_tiles) max_key of each tile's scores
   int32_t n_tiles;
   bool has_threshold, is_float;
-  float threshold;           // float32(threshold) when given
+  float threshold;  // float32(threshold) when given
   int32_t k;
-  float* rows;               // circles (B, k, 3) or lines (B, k, 2)
-  float* votes;              // (B, k)
+  float* rows;   // circles (B, k, 3) or lines (B, k, 2)
+  float* votes;  // (B, k)
   // circles
   const int64_t* radius_index;  // (B, H * W)
   const int32_t* radii;
@@ -263,7 +264,7 @@ template <int kMode>
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, Decode d) {
   extern __shared__ __align__(16) unsigned char select_smem[];
   unsigned long long* keys = reinterpret_cast<unsigned long long*>(select_smem);  // [group]
-  unsigned long long* top = keys + s.group;                                        // [kk_pow2]
+  unsigned long long* top = keys + s.group;                                       // [kk_pow2]
   __shared__ uint32_t hist[256];
   __shared__ int32_t count, taken;
   __shared__ uint32_t pick_digit, pick_remaining, scratch;
@@ -405,7 +406,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
     const float limit = image_limit(d, b, &scratch);
     // Per row of the ranked peaks: the line's bin (d', j') and whether it is kept.
     int32_t* line_key = reinterpret_cast<int32_t*>(top + s.kk_pow2);  // [wanted]
-    int32_t* kept = line_key + d.wanted;                                // [wanted]: 0/1, then output slots
+    int32_t* kept = line_key + d.wanted;                              // [wanted]: 0/1, then output slots
     for (int32_t i = threadIdx.x; i < d.wanted; i += blockDim.x) {
       const unsigned long long key = top[i];
       int32_t lk = -1 - i;  // unique: never equal to a line

@@ -40,8 +40,8 @@ namespace pointops {
 namespace hough2d {
 
 constexpr int64_t kMaxImageSide = 32767;
-constexpr float kWeightScale = 65536.f;      // 2^16: fixed-point steps per unit weight
-constexpr float kMaxWeight = 16777216.f;     // 2^24: |q| <= 2^40, sums of 2^23 votes fit int64
+constexpr float kWeightScale = 65536.f;   // 2^16: fixed-point steps per unit weight
+constexpr float kMaxWeight = 16777216.f;  // 2^24: |q| <= 2^40, sums of 2^23 votes fit int64
 constexpr float kInverseWeightScale = 1.f / 65536.f;
 
 // The fixed-point vote of weight w (see above).
@@ -59,8 +59,8 @@ POINTOPS_HOST_DEVICE inline int64_t weight_to_fixed(float w) {
 
 // A point's coordinates, or false when it lies outside the image (no vote).
 template <typename index_t>
-POINTOPS_HOST_DEVICE inline bool point_in_image(const index_t* point, int32_t height, int32_t width,
-                                                int32_t& x, int32_t& y) {
+POINTOPS_HOST_DEVICE inline bool point_in_image(const index_t* point, int32_t height, int32_t width, int32_t& x,
+                                                int32_t& y) {
   const index_t px = point[0], py = point[1];
   if (px < 0 || py < 0 || px >= width || py >= height) return false;
   x = static_cast<int32_t>(px);
@@ -77,9 +77,7 @@ int64_t edge_capacity(const at::Tensor& edges, int64_t capacity);
 
 // float32(sum) * 2^-16 of int64 fixed-point sums, on their device (the weighted accumulators'
 // last step; torch's int64 -> float32 conversion rounds to nearest on both backends).
-inline at::Tensor fixed_to_float(const at::Tensor& sums) {
-  return sums.to(at::kFloat).mul_(kInverseWeightScale);
-}
+inline at::Tensor fixed_to_float(const at::Tensor& sums) { return sums.to(at::kFloat).mul_(kInverseWeightScale); }
 
 }  // namespace hough2d
 }  // namespace pointops

@@ -16,8 +16,7 @@ namespace hough2d {
 void check_point_lists(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                        const std::optional<at::Tensor>& weights, int64_t height, int64_t width) {
   check_dim(points, "points", 3, "(B, P, 2)");
-  TORCH_CHECK(points.size(2) == 2, "points must have shape (B, P, 2) (x, y), got shape ",
-              points.sizes());
+  TORCH_CHECK(points.size(2) == 2, "points must have shape (B, P, 2) (x, y), got shape ", points.sizes());
   TORCH_CHECK(points.scalar_type() == at::kInt || points.scalar_type() == at::kLong,
               "points must be int32 or int64 pixel coordinates, got ", points.scalar_type());
   check_optional_batch_vector(lengths, "lengths", points.size(0), points, "points");

@@ -28,14 +28,14 @@ using cuda::kWarpSize;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
-constexpr int kSteps = 16;                       // ballots per thread and tile
+constexpr int kSteps = 16;                             // ballots per thread and tile
 constexpr int64_t kTile = int64_t{kThreads} * kSteps;  // pixels per tile
 
 // Ballot k of warp w covers pixels first + k * kThreads + w * 32 + [0, 32): row-major order is
 // (k, w, lane) order.
 template <typename scalar_t>
-__device__ __forceinline__ void tile_ballots(const scalar_t* __restrict__ image, int64_t first,
-                                             int64_t pixels, uint32_t (&masks)[kSteps]) {
+__device__ __forceinline__ void tile_ballots(const scalar_t* __restrict__ image, int64_t first, int64_t pixels,
+                                             uint32_t (&masks)[kSteps]) {
   bool flags[kSteps];
 #pragma unroll
   for (int k = 0; k < kSteps; ++k) {  // all loads first, so they are in flight together
@@ -48,8 +48,8 @@ __device__ __forceinline__ void tile_ballots(const scalar_t* __restrict__ image,
 
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
-    count_tiles_kernel(const scalar_t* __restrict__ edges, int64_t pixels, int64_t tiles_per_image,
-                       int64_t n_tiles, int64_t* __restrict__ counts) {
+    count_tiles_kernel(const scalar_t* __restrict__ edges, int64_t pixels, int64_t tiles_per_image, int64_t n_tiles,
+                       int64_t* __restrict__ counts) {
   __shared__ int32_t warp_counts[kWarps];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
@@ -73,9 +73,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
-    write_points_kernel(const scalar_t* __restrict__ edges, int64_t pixels, int32_t width,
-                        int64_t tiles_per_image, int64_t n_tiles, const int64_t* __restrict__ offsets,
-                        int64_t capacity, int32_t* __restrict__ points, int64_t* __restrict__ lengths) {
+    write_points_kernel(const scalar_t* __restrict__ edges, int64_t pixels, int32_t width, int64_t tiles_per_image,
+                        int64_t n_tiles, const int64_t* __restrict__ offsets, int64_t capacity,
+                        int32_t* __restrict__ points, int64_t* __restrict__ lengths) {
   __shared__ int32_t prefix[kSteps * kWarps];  // exclusive prefix of the (step, warp) counts
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
@@ -153,7 +153,7 @@ std::tuple<at::Tensor, at::Tensor> edge_points_cuda(const at::Tensor& edges, int
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(n_tiles, 1 << 20));
   AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, e.scalar_type(), "edge_points_cuda", [&] {
     count_tiles_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(e.data_ptr<scalar_t>(), pixels, tiles_per_image,
-                                                               n_tiles, counts.data_ptr<int64_t>());
+                                                                n_tiles, counts.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int64_t* in = counts.data_ptr<int64_t>();
     int64_t* out = offsets.data_ptr<int64_t>();

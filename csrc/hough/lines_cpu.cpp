@@ -20,11 +20,12 @@ int64_t check_lines_args(const at::Tensor& points, const std::optional<at::Tenso
   for (const double t : theta) {
     TORCH_CHECK(std::isfinite(t), "theta must be finite angles in radians, got ", theta);
   }
-  TORCH_CHECK(static_cast<int64_t>(theta.size()) <= (int64_t{1} << 20),
-              "theta must have at most 2^20 angles, got ", theta.size());
+  TORCH_CHECK(static_cast<int64_t>(theta.size()) <= (int64_t{1} << 20), "theta must have at most 2^20 angles, got ",
+              theta.size());
   const int64_t offset = line_offset(height, width);
-  check_output_fits(points.device(), std::to_string(theta.size()) + " angles (theta) of a " + std::to_string(height) +
-                        " x " + std::to_string(width) + " image",
+  check_output_fits(points.device(),
+                    std::to_string(theta.size()) + " angles (theta) of a " + std::to_string(height) + " x " +
+                        std::to_string(width) + " image",
                     {points.size(0), 2 * offset + 1, static_cast<int64_t>(theta.size())}, 4);
   return offset;
 }
@@ -44,9 +45,9 @@ at::Tensor line_trig(at::ArrayRef<double> theta) {
 namespace {
 
 template <typename index_t, typename acc_t>
-void vote_lines(const index_t* points, const int64_t* lengths, const int64_t* fixed, int64_t batch,
-                int64_t n, int32_t height, int32_t width, const double* trig, int64_t n_theta,
-                int32_t offset, int64_t n_rho, acc_t* out) {
+void vote_lines(const index_t* points, const int64_t* lengths, const int64_t* fixed, int64_t batch, int64_t n,
+                int32_t height, int32_t width, const double* trig, int64_t n_theta, int32_t offset, int64_t n_rho,
+                acc_t* out) {
   // One task per (image, angle): each owns one column of its image's accumulator.
   at::parallel_for(0, batch * n_theta, 1, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
@@ -90,12 +91,12 @@ at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Ten
     AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_cpu", [&] {
       if (weighted) {
         vote_lines(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, batch, n, static_cast<int32_t>(height),
-                   static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset),
-                   n_rho, acc.data_ptr<int64_t>());
+                   static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset), n_rho,
+                   acc.data_ptr<int64_t>());
       } else {
         vote_lines(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, batch, n, static_cast<int32_t>(height),
-                   static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset),
-                   n_rho, acc.data_ptr<int32_t>());
+                   static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset), n_rho,
+                   acc.data_ptr<int32_t>());
       }
     });
   }

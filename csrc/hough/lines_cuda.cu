@@ -43,7 +43,7 @@ constexpr int kThreads = 512;
 constexpr int kUnroll = 4;  // points in flight per thread
 
 struct LineLaunch {
-  const double2* trig;   // (T) cos, sin
+  const double2* trig;  // (T) cos, sin
   const int64_t* lengths;
   const float* weights;  // (B, P) float32 or null
   int64_t n;             // P
@@ -63,8 +63,8 @@ __device__ __forceinline__ void global_add(int64_t* address, int64_t v) {
 // A point's vote: false for points past the image's length, outside the image, or of zero
 // fixed-point weight.
 template <typename index_t, typename acc_t>
-__device__ __forceinline__ bool line_point(const index_t* points, const LineLaunch& a, int64_t b,
-                                           int64_t p, int32_t& x, int32_t& y, acc_t& vote) {
+__device__ __forceinline__ bool line_point(const index_t* points, const LineLaunch& a, int64_t b, int64_t p, int32_t& x,
+                                           int32_t& y, acc_t& vote) {
   if (!hough2d::point_in_image(points + 2 * (b * a.n + p), a.height, a.width, x, y)) return false;
   if constexpr (std::is_same_v<acc_t, int64_t>) {
     vote = a.weights == nullptr ? 1 : hough2d::weight_to_fixed(a.weights[b * a.n + p]);
@@ -133,8 +133,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename index_t, typename acc_t>
 __global__ void __launch_bounds__(256)
-    line_votes_global_kernel(const index_t* __restrict__ points, LineLaunch a, int64_t batch,
-                             acc_t* __restrict__ out) {
+    line_votes_global_kernel(const index_t* __restrict__ points, LineLaunch a, int64_t batch, acc_t* __restrict__ out) {
   const int64_t total = batch * a.n * a.n_theta;
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -153,8 +152,8 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename acc_t>
-void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDeviceProp& prop,
-                at::Tensor& out, cudaStream_t stream) {
+void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDeviceProp& prop, at::Tensor& out,
+                cudaStream_t stream) {
   const int64_t acc_bytes = sizeof(acc_t);
   a.stride = static_cast<int32_t>(cuda::round_up(a.n_rho, kWarpSize) + 1);
   const int64_t budget = std::min<int64_t>(static_cast<int64_t>(prop.sharedMemPerBlockOptin),
@@ -167,8 +166,8 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
     const int64_t total = batch * a.n * a.n_theta;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(total, 256), 1 << 20));
     AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_global", [&] {
-      line_votes_global_kernel<index_t, acc_t><<<grid, 256, 0, stream>>>(pts.data_ptr<index_t>(), a, batch,
-                                                                        out.data_ptr<acc_t>());
+      line_votes_global_kernel<index_t, acc_t>
+          <<<grid, 256, 0, stream>>>(pts.data_ptr<index_t>(), a, batch, out.data_ptr<acc_t>());
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;

@@ -32,8 +32,8 @@
 // (rho first, then phi, whose pole crossing mirrors rho, then theta, whose seam mirrors both).
 #pragma once
 
-#include "common/aten.h"
 #include <ATen/core/List.h>
+#include "common/aten.h"
 
 #include <cstdint>
 #include <tuple>
@@ -61,13 +61,10 @@ POINTOPS_HOST_DEVICE inline uint32_t vote_bits(int32_t v) { return static_cast<u
 
 POINTOPS_HOST_DEVICE inline uint32_t vote_bits(float v) { return float_bits(v); }
 
-POINTOPS_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
+POINTOPS_HOST_DEVICE inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // Flat index of the neighbour at `offset` from `coord`, or -1 when there is none.
-POINTOPS_HOST_DEVICE inline int64_t neighbour_index(const PeakGrid& g, const int64_t* coord,
-                                                    const int64_t* offset) {
+POINTOPS_HOST_DEVICE inline int64_t neighbour_index(const PeakGrid& g, const int64_t* coord, const int64_t* offset) {
   if (g.plane_seam) {
     const int64_t n_phi = g.size[0], n_theta = g.size[1], n_rho = g.size[2];
     int64_t i = coord[0] + offset[0], j = coord[1] + offset[1], r = coord[2] + offset[2];
@@ -129,9 +126,8 @@ POINTOPS_HOST_DEVICE inline int64_t peak_key(const T* acc, int64_t flat, const P
 }
 
 // Checks shared by both backends; returns the grid. Defined in peaks_cpu.cpp.
-PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius,
-                          const c10::List<bool>& periodic, double min_votes, int64_t k,
-                          bool plane_seam);
+PeakGrid check_peaks_args(const at::Tensor& acc, at::IntArrayRef radius, const c10::List<bool>& periodic,
+                          double min_votes, int64_t k, bool plane_seam);
 
 // The peaks' keys (see above), zeros elsewhere: (B, S) int64 on acc's device, acc contiguous,
 // S <= bins. The CPU returns every bin's key in place (S = bins); CUDA a pool of the peaks per
@@ -144,8 +140,8 @@ at::Tensor peak_keys_cuda(const at::Tensor& acc, const PeakGrid& grid);
 at::Tensor top_peak_keys(const at::Tensor& keys, int64_t k);
 
 // keys (B, S) int64 -> (votes (B, k), indices (B, k, ndim)); runs on the keys' device.
-std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid,
-                                                    int64_t k, at::ScalarType vote_dtype);
+std::tuple<at::Tensor, at::Tensor> decode_peak_keys(const at::Tensor& keys, const PeakGrid& grid, int64_t k,
+                                                    at::ScalarType vote_dtype);
 
 }  // namespace hough_detail
 }  // namespace pointops

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kThreads)
 // reached as hough_detail::neighbour_index() reaches them (bounded, periodic, or across the plane
 // sphere's seams); a window longer than a whole turn of its dim is cut to one turn.
 struct WindowPass {
-  int64_t bins;      // per cloud
+  int64_t bins;  // per cloud
   int32_t dim;
   int32_t radius;
   uint32_t stride, size;
@@ -52,13 +52,10 @@ struct WindowPass {
   uint32_t n_phi, n_theta, n_rho;  // plane_seam only
 };
 
-__device__ __forceinline__ int32_t floor_div32(int32_t a, int32_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
+__device__ __forceinline__ int32_t floor_div32(int32_t a, int32_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 __global__ void __launch_bounds__(kThreads)
-    window_max_kernel(const int64_t* __restrict__ in, int64_t total, WindowPass w,
-                      int64_t* __restrict__ out) {
+    window_max_kernel(const int64_t* __restrict__ in, int64_t total, WindowPass w, int64_t* __restrict__ out) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
     const int64_t b = i / w.bins;
@@ -134,8 +131,7 @@ int64_t peak_capacity(const PeakGrid& grid, int64_t bins) {
 // The dims to take windows along, in order (see peaks.h for the plane sphere's order).
 std::vector<int> window_dims(const PeakGrid& grid) {
   std::vector<int> dims;
-  const std::vector<int> order =
-      grid.plane_seam ? std::vector<int>{2, 0, 1} : std::vector<int>{};
+  const std::vector<int> order = grid.plane_seam ? std::vector<int>{2, 0, 1} : std::vector<int>{};
   for (int d : order) dims.push_back(d);
   if (!grid.plane_seam) {
     for (int d = grid.ndim - 1; d >= 0; --d) dims.push_back(d);
@@ -148,10 +144,9 @@ std::vector<int> window_dims(const PeakGrid& grid) {
 }
 
 std::tuple<at::Tensor, at::Tensor> hough_peaks_cuda(const at::Tensor& acc, at::IntArrayRef radius,
-                                                    const c10::List<bool>& periodic, double min_votes,
-                                                    int64_t k, bool plane_seam) {
-  const PeakGrid grid =
-      hough_detail::check_peaks_args(acc, radius, periodic, min_votes, k, plane_seam);
+                                                    const c10::List<bool>& periodic, double min_votes, int64_t k,
+                                                    bool plane_seam) {
+  const PeakGrid grid = hough_detail::check_peaks_args(acc, radius, periodic, min_votes, k, plane_seam);
   const c10::cuda::CUDAGuard guard(acc.device());
   const at::Tensor a = acc.contiguous();
   return hough_detail::decode_peak_keys(hough_detail::peak_keys_cuda(a, grid), grid, k, a.scalar_type());
@@ -169,11 +164,11 @@ at::Tensor hough_detail::peak_keys_cuda(const at::Tensor& acc, const PeakGrid& g
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const int64_t blocks = grid_blocks(total);
   if (acc.scalar_type() == at::kInt) {
-    candidate_keys_kernel<int32_t><<<blocks, kThreads, 0, stream>>>(
-        acc.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
+    candidate_keys_kernel<int32_t>
+        <<<blocks, kThreads, 0, stream>>>(acc.data_ptr<int32_t>(), total, bins, grid, keys.data_ptr<int64_t>());
   } else {
-    candidate_keys_kernel<float><<<blocks, kThreads, 0, stream>>>(
-        acc.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
+    candidate_keys_kernel<float>
+        <<<blocks, kThreads, 0, stream>>>(acc.data_ptr<float>(), total, bins, grid, keys.data_ptr<int64_t>());
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   const std::vector<int> dims = window_dims(grid);

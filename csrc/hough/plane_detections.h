@@ -37,14 +37,12 @@ struct PlaneDetectionArgs {
   int64_t n_rho;
 };
 
-PlaneDetectionArgs check_plane_detections_args(const at::Tensor& acc, int64_t n_phi, int64_t n_theta,
-                                               double rho_step, double rho_max, int64_t k, int64_t radius,
-                                               double min_votes);
+PlaneDetectionArgs check_plane_detections_args(const at::Tensor& acc, int64_t n_phi, int64_t n_theta, double rho_step,
+                                               double rho_max, int64_t k, int64_t radius, double min_votes);
 
 // Peak key -> plane row and votes; key 0 (no peak): a NaN row and 0 votes.
 POINTOPS_HOST_DEVICE inline void decode_plane_key(int64_t key, const float* normals, const float* rho_centres,
-                                                  int64_t n_rho, bool float_votes, float* plane,
-                                                  float* votes) {
+                                                  int64_t n_rho, bool float_votes, float* plane, float* votes) {
   if (key == 0) {
     for (int c = 0; c < 4; ++c) plane[c] = NAN;
     *votes = 0.f;

@@ -13,12 +13,12 @@
 namespace pointops {
 namespace hough_detail {
 
-PlaneDetectionArgs check_plane_detections_args(const at::Tensor& acc, int64_t n_phi, int64_t n_theta,
-                                               double rho_step, double rho_max, int64_t k, int64_t radius,
-                                               double min_votes) {
+PlaneDetectionArgs check_plane_detections_args(const at::Tensor& acc, int64_t n_phi, int64_t n_theta, double rho_step,
+                                               double rho_max, int64_t k, int64_t radius, double min_votes) {
   TORCH_CHECK(acc.dim() == 3 || acc.dim() == 4,
               "acc must be a hough_planes grid (B, n_phi, n_theta, n_rho) or a hough_planes_ball "
-              "accumulator (B, n_cells, n_rho), got shape ", acc.sizes());
+              "accumulator (B, n_cells, n_rho), got shape ",
+              acc.sizes());
   TORCH_CHECK(n_phi >= 1 && n_phi <= 1 << 20, "n_phi must be in [1, 2^20], got ", n_phi);
   TORCH_CHECK(n_theta >= 1 && n_theta <= 1 << 20, "n_theta must be in [1, 2^20], got ", n_theta);
   check_nonnegative(radius, "radius");
@@ -26,9 +26,9 @@ PlaneDetectionArgs check_plane_detections_args(const at::Tensor& acc, int64_t n_
   const int64_t n_rho = rho_binning(rho_step, rho_max).n_rho;
   const std::vector<int64_t> expected =
       planes_output_shape(ball ? PlaneLayout::kBall : PlaneLayout::kGrid, acc.size(0), n_phi, n_theta, n_rho);
-  TORCH_CHECK(acc.sizes() == at::IntArrayRef(expected), "acc must have shape ", at::IntArrayRef(expected),
-              " (the ", ball ? "ball" : "grid", " of n_phi = ", n_phi, ", n_theta = ", n_theta, ", rho_step = ",
-              rho_step, ", rho_max = ", rho_max, "), got ", acc.sizes());
+  TORCH_CHECK(acc.sizes() == at::IntArrayRef(expected), "acc must have shape ", at::IntArrayRef(expected), " (the ",
+              ball ? "ball" : "grid", " of n_phi = ", n_phi, ", n_theta = ", n_theta, ", rho_step = ", rho_step,
+              ", rho_max = ", rho_max, "), got ", acc.sizes());
   const std::vector<int64_t> box = ball ? std::vector<int64_t>{0, radius} : std::vector<int64_t>(3, radius);
   c10::List<bool> periodic;
   for (size_t d = 0; d < box.size(); ++d) periodic.push_back(false);
@@ -42,8 +42,8 @@ namespace {
 using namespace hough_detail;
 
 std::tuple<at::Tensor, at::Tensor> plane_detections_cpu(const at::Tensor& acc, int64_t n_phi, int64_t n_theta,
-                                                        double rho_step, double rho_max, int64_t k,
-                                                        int64_t radius, double min_votes) {
+                                                        double rho_step, double rho_max, int64_t k, int64_t radius,
+                                                        double min_votes) {
   const PlaneDetectionArgs args =
       check_plane_detections_args(acc, n_phi, n_theta, rho_step, rho_max, k, radius, min_votes);
   const at::Tensor a = acc.contiguous();

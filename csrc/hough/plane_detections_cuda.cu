@@ -24,8 +24,8 @@ __global__ void decode_kernel(const int64_t* __restrict__ keys, int64_t count, c
 }
 
 std::tuple<at::Tensor, at::Tensor> plane_detections_cuda(const at::Tensor& acc, int64_t n_phi, int64_t n_theta,
-                                                         double rho_step, double rho_max, int64_t k,
-                                                         int64_t radius, double min_votes) {
+                                                         double rho_step, double rho_max, int64_t k, int64_t radius,
+                                                         double min_votes) {
   const PlaneDetectionArgs args =
       check_plane_detections_args(acc, n_phi, n_theta, rho_step, rho_max, k, radius, min_votes);
   const c10::cuda::CUDAGuard guard(acc.device());
@@ -36,15 +36,14 @@ std::tuple<at::Tensor, at::Tensor> plane_detections_cuda(const at::Tensor& acc, 
   at::Tensor votes = at::empty({batch, k}, a.options().dtype(at::kFloat));
   const int64_t count = batch * k;
   if (count == 0) return {planes, votes};
-  const bool capturing =
-      c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+  const bool capturing = c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
   const at::Tensor normals = plane_cell_normals(args.ball, n_phi, n_theta, a.device(), capturing);
   const at::Tensor rho = plane_rho_centres(args.n_rho, rho_max, a.device(), capturing);
   constexpr int kThreads = 128;
   decode_kernel<<<static_cast<unsigned>(cuda::ceil_div(count, kThreads)), kThreads, 0,
-                  at::cuda::getCurrentCUDAStream()>>>(
-      top.data_ptr<int64_t>(), count, normals.data_ptr<float>(), rho.data_ptr<float>(), args.n_rho,
-      a.scalar_type() == at::kFloat, planes.data_ptr<float>(), votes.data_ptr<float>());
+                  at::cuda::getCurrentCUDAStream()>>>(top.data_ptr<int64_t>(), count, normals.data_ptr<float>(),
+                                                      rho.data_ptr<float>(), args.n_rho, a.scalar_type() == at::kFloat,
+                                                      planes.data_ptr<float>(), votes.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {planes, votes};
 }

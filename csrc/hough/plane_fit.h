@@ -61,8 +61,7 @@ constexpr int kJacobiSweeps = 8;
 // A row that must never match: any non-finite entry turns it into (0, 0, 0, NaN), whose residual
 // is NaN for every point.
 POINTOPS_HOST_DEVICE inline void sanitize_plane(const float* in, float* out) {
-  const bool finite = std::isfinite(in[0]) && std::isfinite(in[1]) && std::isfinite(in[2]) &&
-                      std::isfinite(in[3]);
+  const bool finite = std::isfinite(in[0]) && std::isfinite(in[1]) && std::isfinite(in[2]) && std::isfinite(in[3]);
   out[0] = finite ? in[0] : 0.f;
   out[1] = finite ? in[1] : 0.f;
   out[2] = finite ? in[2] : 0.f;
@@ -70,8 +69,8 @@ POINTOPS_HOST_DEVICE inline void sanitize_plane(const float* in, float* out) {
 }
 
 // The first plane of sanitized rows planes[0, k) within threshold of (x, y, z), else -1.
-POINTOPS_HOST_DEVICE inline int64_t first_plane_within(const float* planes, int64_t k, float x,
-                                                       float y, float z, float threshold) {
+POINTOPS_HOST_DEVICE inline int64_t first_plane_within(const float* planes, int64_t k, float x, float y, float z,
+                                                       float threshold) {
   for (int64_t j = 0; j < k; ++j) {
     const float* pl = planes + 4 * j;
     const float rho = fused_multiply_add(pl[2], z, fused_multiply_add(pl[1], y, multiply(pl[0], x)));
@@ -133,9 +132,8 @@ POINTOPS_HOST_DEVICE inline double int128_to_double(__int128 v) {
 
 // Plane k's refit from its moments (see the header comment); `plane` is its sanitized input row,
 // `original` the row as given (kept when the refit is undetermined).
-POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], int shift,
-                                             const float plane[4], const float original[4],
-                                             float out[4]) {
+POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], int shift, const float plane[4],
+                                             const float original[4], float out[4]) {
   const int64_t n = moments[0];
   bool keep = n < 3 || !std::isfinite(plane[3]);
   double a[3][3];
@@ -144,10 +142,8 @@ POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], in
     int t = 4;
     for (int i = 0; i < 3; ++i) {
       for (int j = i; j < 3; ++j, t += 2) {
-        const __int128 sij =
-            (static_cast<__int128>(moments[t]) << kHalfBits) + static_cast<__int128>(moments[t + 1]);
-        const __int128 cov = static_cast<__int128>(n) * sij -
-                             static_cast<__int128>(moments[1 + i]) * moments[1 + j];
+        const __int128 sij = (static_cast<__int128>(moments[t]) << kHalfBits) + static_cast<__int128>(moments[t + 1]);
+        const __int128 cov = static_cast<__int128>(n) * sij - static_cast<__int128>(moments[1 + i]) * moments[1 + j];
         a[i][j] = a[j][i] = int128_to_double(cov);
       }
     }
@@ -168,16 +164,14 @@ POINTOPS_HOST_DEVICE inline void solve_plane(const int64_t moments[kMoments], in
       double normal[3] = {v[0][low], v[1][low], v[2][low]};
       const double length = square_root(fused_multiply_add(
           normal[2], normal[2], fused_multiply_add(normal[1], normal[1], multiply(normal[0], normal[0]))));
-      const double turn = fused_multiply_add(
-          normal[2], static_cast<double>(plane[2]),
-          fused_multiply_add(normal[1], static_cast<double>(plane[1]),
-                             multiply(normal[0], static_cast<double>(plane[0]))));
+      const double turn = fused_multiply_add(normal[2], static_cast<double>(plane[2]),
+                                             fused_multiply_add(normal[1], static_cast<double>(plane[1]),
+                                                                multiply(normal[0], static_cast<double>(plane[0]))));
       const double sign = turn < 0.0 ? -1.0 : 1.0;
       double offset = 0.0;
       for (int i = 0; i < 3; ++i) {
         normal[i] = divide(multiply(sign, normal[i]), length);
-        const double centroid =
-            std::ldexp(divide(static_cast<double>(moments[1 + i]), static_cast<double>(n)), -shift);
+        const double centroid = std::ldexp(divide(static_cast<double>(moments[1 + i]), static_cast<double>(n)), -shift);
         offset = fused_multiply_add(normal[i], centroid, offset);
         out[i] = static_cast<float>(normal[i]);
       }
@@ -196,13 +190,12 @@ struct FitInputs {
   at::Tensor planes;  // (B, K, 4) float32, contiguous, as given (kernels sanitize as they read)
   CloudLengths lengths;
   int64_t batch, n, k;
-  float threshold;               // plane_labels'
+  float threshold;                // plane_labels'
   std::vector<float> thresholds;  // plane_refit's, one per band
 };
 
 FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const at::Tensor& planes, double threshold,
-                             at::ArrayRef<double> bands = {1.0});
+                             const at::Tensor& planes, double threshold, at::ArrayRef<double> bands = {1.0});
 
 }  // namespace plane_fit_detail
 }  // namespace pointops

@@ -23,13 +23,11 @@ FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::T
   check_dim(planes, "planes", 3, "(B, K, 4)");
   check_floating(planes, "planes");
   TORCH_CHECK(planes.size(0) == points.size(0) && planes.size(2) == 4,
-              "planes must have shape (B, K, 4) with B = ", points.size(0), ", got shape ",
-              planes.sizes());
-  TORCH_CHECK(planes.size(1) <= kMaxPlanes, "planes must have at most ", kMaxPlanes,
-              " rows per cloud (K), got ", planes.size(1));
+              "planes must have shape (B, K, 4) with B = ", points.size(0), ", got shape ", planes.sizes());
+  TORCH_CHECK(planes.size(1) <= kMaxPlanes, "planes must have at most ", kMaxPlanes, " rows per cloud (K), got ",
+              planes.size(1));
   check_same_device(planes, "planes", points, "points");
-  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0, "threshold must be finite and >= 0, got ",
-              threshold);
+  TORCH_CHECK(std::isfinite(threshold) && threshold >= 0, "threshold must be finite and >= 0, got ", threshold);
   TORCH_CHECK(!bands.empty(), "bands must have at least one entry, got []");
   std::vector<float> thresholds;
   for (const double band : bands) {
@@ -38,9 +36,14 @@ FitInputs prepare_fit_inputs(const at::Tensor& points, const std::optional<at::T
                 band, " with threshold ", threshold);
     thresholds.push_back(static_cast<float>(t));
   }
-  return {points.to(at::kFloat).contiguous(), planes.to(at::kFloat).contiguous(),
-          contiguous_lengths(lengths), points.size(0), points.size(1), planes.size(1),
-          static_cast<float>(threshold), std::move(thresholds)};
+  return {points.to(at::kFloat).contiguous(),
+          planes.to(at::kFloat).contiguous(),
+          contiguous_lengths(lengths),
+          points.size(0),
+          points.size(1),
+          planes.size(1),
+          static_cast<float>(threshold),
+          std::move(thresholds)};
 }
 
 }  // namespace plane_fit_detail
@@ -81,8 +84,7 @@ at::Tensor plane_labels_cpu(const at::Tensor& points, const std::optional<at::Te
   return labels;
 }
 
-std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
-                                                   const std::optional<at::Tensor>& lengths,
+std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                                    const at::Tensor& planes, double threshold,
                                                    at::ArrayRef<double> bands) {
   const FitInputs in = prepare_fit_inputs(points, lengths, planes, threshold, bands);
@@ -128,8 +130,7 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
           if (!finite_point(q[0], q[1], q[2])) continue;
           const int64_t label = first_plane_within(cloud_planes, k, q[0], q[1], q[2], band_threshold);
           if (label < 0) continue;
-          const int64_t quantized[3] = {quantize(q[0], shift[b]), quantize(q[1], shift[b]),
-                                        quantize(q[2], shift[b])};
+          const int64_t quantized[3] = {quantize(q[0], shift[b]), quantize(q[1], shift[b]), quantize(q[2], shift[b])};
           int64_t terms[kMoments];
           moment_terms(quantized, terms);
           for (int t = 0; t < kMoments; ++t) local[label * kMoments + t] += terms[t];
@@ -145,8 +146,7 @@ std::tuple<at::Tensor, at::Tensor> plane_refit_cpu(const at::Tensor& points,
     const float* original = current.data_ptr<float>();
     for (int64_t row = 0; row < batch * k; ++row) {
       const int64_t* m = moments.data() + row * kMoments;
-      solve_plane(m, shift[row / std::max<int64_t>(k, 1)], pl + 4 * row, original + 4 * row,
-                  next_ptr + 4 * row);
+      solve_plane(m, shift[row / std::max<int64_t>(k, 1)], pl + 4 * row, original + 4 * row, next_ptr + 4 * row);
       inliers_ptr[row] = m[0];
     }
     current = next;

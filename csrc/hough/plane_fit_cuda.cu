@@ -37,17 +37,15 @@ __device__ __forceinline__ void stage_planes(const float* planes, int64_t k, flo
 
 // Grid (x: point blocks, y: clouds). Labels every row of its clouds.
 __global__ void __launch_bounds__(kThreads)
-    labels_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
-                  int64_t batch, int64_t n, const float* __restrict__ planes, int64_t k,
-                  float threshold, int64_t* __restrict__ labels) {
+    labels_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
+                  const float* __restrict__ planes, int64_t k, float threshold, int64_t* __restrict__ labels) {
   extern __shared__ float label_planes[];
   for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
     __syncthreads();  // the previous cloud's planes are no longer read
     stage_planes(planes + 4 * b * k, k, label_planes);
     __syncthreads();
     const int64_t length = cloud_length(lengths, b, n);
-    for (int64_t p = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < n;
-         p += int64_t{gridDim.x} * blockDim.x) {
+    for (int64_t p = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < n; p += int64_t{gridDim.x} * blockDim.x) {
       int64_t label = -1;
       if (p < length) {
         const float* q = points + 3 * (b * n + p);
@@ -62,18 +60,16 @@ __global__ void __launch_bounds__(kThreads)
 // Grid (x: point blocks, y: clouds). max_bits[b] = max float32 bit pattern of |coordinate| over
 // cloud b's valid points.
 __global__ void __launch_bounds__(kThreads)
-    extent_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
-                  int64_t batch, int64_t n, unsigned long long* __restrict__ max_bits) {
+    extent_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
+                  unsigned long long* __restrict__ max_bits) {
   for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
     const int64_t length = cloud_length(lengths, b, n);
     uint32_t largest = 0;
-    for (int64_t p = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < length;
-         p += int64_t{gridDim.x} * blockDim.x) {
+    for (int64_t p = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < length; p += int64_t{gridDim.x} * blockDim.x) {
       const float* q = points + 3 * (b * n + p);
       const float x = q[0], y = q[1], z = q[2];
       if (finite_point(x, y, z)) {
-        largest = max(largest,
-                      max(float_bits(fabsf(x)), max(float_bits(fabsf(y)), float_bits(fabsf(z)))));
+        largest = max(largest, max(float_bits(fabsf(x)), max(float_bits(fabsf(y)), float_bits(fabsf(z)))));
       }
     }
     largest = __reduce_max_sync(kFullMask, largest);
@@ -89,12 +85,11 @@ __device__ __forceinline__ int64_t warp_sum(int64_t v) {
 // Grid (x: point blocks, y: clouds); dynamic shared memory: k x kMoments sums, then k planes.
 // moments (B, k, kMoments) receives every block's sums.
 __global__ void __launch_bounds__(kThreads)
-    moments_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
-                   int64_t batch, int64_t n, const float* __restrict__ planes, int64_t k,
-                   float threshold, const unsigned long long* __restrict__ max_bits,
-                   unsigned long long* __restrict__ moments) {
+    moments_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
+                   const float* __restrict__ planes, int64_t k, float threshold,
+                   const unsigned long long* __restrict__ max_bits, unsigned long long* __restrict__ moments) {
   extern __shared__ unsigned long long moment_smem[];
-  unsigned long long* sums = moment_smem;                          // [k][kMoments]
+  unsigned long long* sums = moment_smem;                         // [k][kMoments]
   float* staged = reinterpret_cast<float*>(sums + k * kMoments);  // [k][4]
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warp_stride = int64_t{gridDim.x} * blockDim.x;
@@ -106,8 +101,7 @@ __global__ void __launch_bounds__(kThreads)
     const int shift = quant_shift(static_cast<uint32_t>(max_bits[b]));
     const int64_t length = cloud_length(lengths, b, n);
     // Warp-uniform trip count: every lane reaches the shuffles below.
-    for (int64_t base = int64_t{blockIdx.x} * blockDim.x + (threadIdx.x - lane); base < length;
-         base += warp_stride) {
+    for (int64_t base = int64_t{blockIdx.x} * blockDim.x + (threadIdx.x - lane); base < length; base += warp_stride) {
       const int64_t p = base + lane;
       int64_t label = -1;
       int64_t terms[kMoments] = {};
@@ -141,8 +135,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // A thread per (cloud, plane); planes and refit may be the same rows.
 __global__ void solve_kernel(const unsigned long long* __restrict__ moments,
-                             const unsigned long long* __restrict__ max_bits, const float* planes,
-                             int64_t batch, int64_t k, float* refit, int64_t* __restrict__ inliers) {
+                             const unsigned long long* __restrict__ max_bits, const float* planes, int64_t batch,
+                             int64_t k, float* refit, int64_t* __restrict__ inliers) {
   const int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (row >= batch * k) return;
   int64_t m[kMoments];
@@ -165,8 +159,7 @@ Launch point_launch(int64_t batch, int64_t n) {
   const int64_t clouds = std::min<int64_t>(batch, kMaxGridY);
   const int64_t per_cloud = std::clamp<int64_t>(cuda::ceil_div(4 * int64_t{sms}, clouds), 1,
                                                 std::max<int64_t>(1, cuda::ceil_div(n, kThreads)));
-  return {dim3(static_cast<unsigned>(per_cloud), static_cast<unsigned>(clouds)),
-          at::cuda::getCurrentCUDAStream()};
+  return {dim3(static_cast<unsigned>(per_cloud), static_cast<unsigned>(clouds)), at::cuda::getCurrentCUDAStream()};
 }
 
 at::Tensor plane_labels_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
@@ -178,14 +171,13 @@ at::Tensor plane_labels_cuda(const at::Tensor& points, const std::optional<at::T
   if (batch * n == 0) return labels;
   const Launch launch = point_launch(batch, n);
   labels_kernel<<<launch.grid, kThreads, static_cast<size_t>(16 * k), launch.stream>>>(
-      in.points.data_ptr<float>(), in.lengths.data, batch, n, in.planes.data_ptr<float>(), k,
-      in.threshold, labels.data_ptr<int64_t>());
+      in.points.data_ptr<float>(), in.lengths.data, batch, n, in.planes.data_ptr<float>(), k, in.threshold,
+      labels.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return labels;
 }
 
-std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points,
-                                                    const std::optional<at::Tensor>& lengths,
+std::tuple<at::Tensor, at::Tensor> plane_refit_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                                     const at::Tensor& planes, double threshold,
                                                     at::ArrayRef<double> bands) {
   const c10::cuda::CUDAGuard guard(points.device());

@@ -19,10 +19,8 @@ SuppressArgs check_suppress_args(const at::Tensor& planes, double max_angle, dou
               " rows per cloud (K), got ", planes.size(1));
   TORCH_CHECK(std::isfinite(max_angle) && max_angle >= 0, "max_angle must be finite and >= 0 (radians), got ",
               max_angle);
-  TORCH_CHECK(std::isfinite(max_offset) && max_offset >= 0, "max_offset must be finite and >= 0, got ",
-              max_offset);
-  return {planes.to(at::kFloat).contiguous(), static_cast<float>(std::cos(max_angle)),
-          static_cast<float>(max_offset)};
+  TORCH_CHECK(std::isfinite(max_offset) && max_offset >= 0, "max_offset must be finite and >= 0, got ", max_offset);
+  return {planes.to(at::kFloat).contiguous(), static_cast<float>(std::cos(max_angle)), static_cast<float>(max_offset)};
 }
 
 }  // namespace hough_detail

@@ -22,9 +22,8 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerThread = static_cast<int>(kMaxSuppressPlanes / kThreads);
 constexpr int64_t kMaxGrid = 65535;
 
-__global__ void __launch_bounds__(kThreads)
-    suppress_kernel(const float* __restrict__ planes, int64_t batch, int64_t k, float min_cos,
-                    float max_offset, float* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads) suppress_kernel(const float* __restrict__ planes, int64_t batch, int64_t k,
+                                                            float min_cos, float max_offset, float* __restrict__ out) {
   extern __shared__ float4 rows[];
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
     __syncthreads();  // the previous cloud's rows are no longer read
@@ -74,7 +73,7 @@ at::Tensor plane_suppress_cuda(const at::Tensor& planes, double max_angle, doubl
   const size_t smem = static_cast<size_t>(k) * sizeof(float4);
   suppress_kernel<<<static_cast<unsigned>(std::min(batch, kMaxGrid)), kThreads, smem,
                     at::cuda::getCurrentCUDAStream()>>>(args.planes.data_ptr<float>(), batch, k, args.min_cos,
-                                                         args.max_offset, out.data_ptr<float>());
+                                                        args.max_offset, out.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

@@ -93,8 +93,8 @@ at::Tensor cached_table(const std::string& key, const at::Device& device, bool c
   const auto here = std::make_pair(key, device_key(device));
   const auto found = tables.find(here);
   if (found != tables.end()) return found->second;
-  TORCH_CHECK(!capturing, "the plane tables for ", key, " are made on the first call with these arguments on ",
-              device, ", and a CUDA graph capture cannot make them: call the op once before capturing");
+  TORCH_CHECK(!capturing, "the plane tables for ", key, " are made on the first call with these arguments on ", device,
+              ", and a CUDA graph capture cannot make them: call the op once before capturing");
   const auto host_key = std::make_pair(key, device_key(at::Device(at::kCPU)));
   auto host = tables.find(host_key);
   if (host == tables.end()) host = tables.emplace(host_key, build()).first;
@@ -109,10 +109,9 @@ at::Tensor cached_table(const std::string& key, const at::Device& device, bool c
   return copy;
 }
 
-at::Tensor plane_cell_normals(bool ball, int64_t n_phi, int64_t n_theta, const at::Device& device,
-                              bool capturing) {
-  const std::string key = std::string(ball ? "ball" : "grid") + " normals " + std::to_string(n_phi) + " x " +
-                          std::to_string(n_theta);
+at::Tensor plane_cell_normals(bool ball, int64_t n_phi, int64_t n_theta, const at::Device& device, bool capturing) {
+  const std::string key =
+      std::string(ball ? "ball" : "grid") + " normals " + std::to_string(n_phi) + " x " + std::to_string(n_theta);
   return cached_table(key, device, capturing, [&] { return build_cell_normals(ball, n_phi, n_theta); });
 }
 

@@ -34,8 +34,7 @@ at::Tensor cached_table(const std::string& key, const at::Device& device, bool c
 //   plane_rho_centres   (n_rho,) float32, (r + 0.5) (2 rho_max / n_rho) - rho_max.
 // (The vote kernels' normals, plane_normals() in planes.h, are another float32 rounding of the
 // same angles, made with the C library's sin / cos.)
-at::Tensor plane_cell_normals(bool ball, int64_t n_phi, int64_t n_theta, const at::Device& device,
-                              bool capturing);
+at::Tensor plane_cell_normals(bool ball, int64_t n_phi, int64_t n_theta, const at::Device& device, bool capturing);
 at::Tensor plane_rho_centres(int64_t n_rho, double rho_max, const at::Device& device, bool capturing);
 
 }  // namespace hough_detail

@@ -62,14 +62,12 @@ struct RhoBinning {
 };
 
 // A coordinate in rho bins (x' above).
-POINTOPS_HOST_DEVICE inline float to_bins(float v, const RhoBinning& binning) {
-  return multiply(v, binning.scale);
-}
+POINTOPS_HOST_DEVICE inline float to_bins(float v, const RhoBinning& binning) { return multiply(v, binning.scale); }
 
 // The rho bin of the point (x', y', z') (coordinates already to_bins) for normal (nx, ny, nz);
 // n_rho means "no vote", which the CUDA kernels use as a discard row instead of a branch.
-POINTOPS_HOST_DEVICE inline int32_t rho_bin(float nx, float ny, float nz, float x, float y,
-                                            float z, const RhoBinning& binning) {
+POINTOPS_HOST_DEVICE inline int32_t rho_bin(float nx, float ny, float nz, float x, float y, float z,
+                                            const RhoBinning& binning) {
   const float t = fused_multiply_add(nz, z, fused_multiply_add(ny, y, fused_multiply_add(nx, x, binning.frac)));
   // floor(t) and both bounds are integers of at most 2^24 in magnitude: exact in float32.
   const float f = floor_value(t);
@@ -84,8 +82,8 @@ RhoBinning rho_binning(double rho_step, double rho_max);
 
 // Checks shared by both backends; returns the rho binning.
 RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights, int64_t n_phi,
-                             int64_t n_theta, double rho_step, double rho_max);
+                             const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                             double rho_max);
 
 // (M, 3) float32 CPU tensor of the layout's unit normals, in accumulator order.
 at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta);
@@ -94,8 +92,8 @@ at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta);
 int64_t ball_cell_count(int64_t n_phi, int64_t n_theta);
 
 // Output shape for a batch of `batch` clouds.
-std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi,
-                                         int64_t n_theta, int64_t n_rho);
+std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi, int64_t n_theta,
+                                         int64_t n_rho);
 
 }  // namespace hough_detail
 }  // namespace pointops

@@ -38,8 +38,8 @@ int64_t ball_cells(int64_t n_phi, int64_t n_theta) {
 }  // namespace
 
 RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights, int64_t n_phi,
-                             int64_t n_theta, double rho_step, double rho_max) {
+                             const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                             double rho_max) {
   check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3);
   if (weights.has_value()) {
     check_floating(*weights, "weights");
@@ -54,10 +54,8 @@ RhoBinning check_planes_args(const at::Tensor& points, const std::optional<at::T
 }
 
 RhoBinning rho_binning(double rho_step, double rho_max) {
-  TORCH_CHECK(std::isfinite(rho_step) && rho_step > 0, "rho_step must be finite and > 0, got ",
-              rho_step);
-  TORCH_CHECK(std::isfinite(rho_max) && rho_max > 0, "rho_max must be finite and > 0, got ",
-              rho_max);
+  TORCH_CHECK(std::isfinite(rho_step) && rho_step > 0, "rho_step must be finite and > 0, got ", rho_step);
+  TORCH_CHECK(std::isfinite(rho_max) && rho_max > 0, "rho_max must be finite and > 0, got ", rho_max);
   const double bins = std::floor(2.0 * rho_max / rho_step + 0.5);
   TORCH_CHECK(bins <= static_cast<double>(kMaxRhoBins),
               "2 * rho_max / rho_step must give at most 2^24 rho bins, got rho_max = ", rho_max,
@@ -87,8 +85,8 @@ at::Tensor plane_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta) {
 
 int64_t ball_cell_count(int64_t n_phi, int64_t n_theta) { return ball_cells(n_phi, n_theta); }
 
-std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi,
-                                         int64_t n_theta, int64_t n_rho) {
+std::vector<int64_t> planes_output_shape(PlaneLayout layout, int64_t batch, int64_t n_phi, int64_t n_theta,
+                                         int64_t n_rho) {
   if (layout == PlaneLayout::kGrid) return {batch, n_phi, n_theta, n_rho};
   return {batch, ball_cells(n_phi, n_theta), n_rho};
 }
@@ -108,8 +106,7 @@ struct BinnedCloud {
   int64_t size() const { return static_cast<int64_t>(x.size()); }
 };
 
-BinnedCloud bin_cloud(const float* cloud, const float* weights, int64_t length,
-                      const RhoBinning& binning) {
+BinnedCloud bin_cloud(const float* cloud, const float* weights, int64_t length, const RhoBinning& binning) {
   BinnedCloud c;
   c.x.reserve(length);
   c.y.reserve(length);
@@ -118,8 +115,7 @@ BinnedCloud bin_cloud(const float* cloud, const float* weights, int64_t length,
   for (int64_t p = 0; p < length; ++p) {
     const float* point = cloud + 3 * p;
     const float w = weights == nullptr ? 1.f : weights[p];
-    if (!(std::isfinite(point[0]) && std::isfinite(point[1]) && std::isfinite(point[2]) &&
-          std::isfinite(w))) {
+    if (!(std::isfinite(point[0]) && std::isfinite(point[1]) && std::isfinite(point[2]) && std::isfinite(w))) {
       continue;
     }
     c.x.push_back(hough_detail::to_bins(point[0], binning));
@@ -137,8 +133,8 @@ constexpr int64_t kOrientationsPerTask = 16;
 // One task: orientations [m0, m0 + count) of one cloud, rows = their accumulator rows. Point order
 // is the outer loop, so every bin adds its weights in point order, as on CUDA.
 template <typename count_t>
-void vote_block_scalar(const BinnedCloud& c, const float* normals, int64_t count,
-                       const RhoBinning& binning, count_t* rows) {
+void vote_block_scalar(const BinnedCloud& c, const float* normals, int64_t count, const RhoBinning& binning,
+                       count_t* rows) {
   const int64_t n_rho = binning.n_rho;
   for (int64_t p = 0; p < c.size(); ++p) {
     for (int64_t m = 0; m < count; ++m) {
@@ -160,9 +156,8 @@ void vote_block_scalar(const BinnedCloud& c, const float* normals, int64_t count
 // like std::fma, _mm256_floor_ps is exact, and the ordered compares reject NaN as rho_bin's do, so
 // every bin is the one rho_bin gives; the increments stay scalar, in the same order.
 template <typename count_t>
-__attribute__((target("avx2,fma"))) void vote_block_avx2(const BinnedCloud& c, const float* normals,
-                                                        int64_t count, const RhoBinning& binning,
-                                                        count_t* rows) {
+__attribute__((target("avx2,fma"))) void vote_block_avx2(const BinnedCloud& c, const float* normals, int64_t count,
+                                                         const RhoBinning& binning, count_t* rows) {
   constexpr int kLanes = 8, kVectors = kOrientationsPerTask / kLanes;
   alignas(32) float nx[kOrientationsPerTask], ny[kOrientationsPerTask], nz[kOrientationsPerTask];
   alignas(32) int32_t row_start[kOrientationsPerTask], lane_on[kOrientationsPerTask];
@@ -214,9 +209,8 @@ __attribute__((target("avx2,fma"))) void vote_block_avx2(const BinnedCloud& c, c
 #endif
 
 template <typename count_t>
-void vote_cpu(const float* points, const float* weights, const int64_t* lengths, int64_t batch,
-              int64_t n, const float* normals, int64_t m_total, const RhoBinning& binning,
-              count_t* out) {
+void vote_cpu(const float* points, const float* weights, const int64_t* lengths, int64_t batch, int64_t n,
+              const float* normals, int64_t m_total, const RhoBinning& binning, count_t* out) {
   const int64_t n_rho = binning.n_rho;
   std::vector<BinnedCloud> clouds(batch);
   at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
@@ -250,10 +244,9 @@ void vote_cpu(const float* points, const float* weights, const int64_t* lengths,
   });
 }
 
-at::Tensor planes_cpu(PlaneLayout layout, const at::Tensor& points,
-                      const std::optional<at::Tensor>& lengths,
-                      const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta,
-                      double rho_step, double rho_max) {
+at::Tensor planes_cpu(PlaneLayout layout, const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                      const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                      double rho_max) {
   const RhoBinning binning =
       hough_detail::check_planes_args(points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
   const at::Tensor normals = hough_detail::plane_normals(layout, n_phi, n_theta);
@@ -262,32 +255,28 @@ at::Tensor planes_cpu(PlaneLayout layout, const at::Tensor& points,
   const at::Tensor w = weights.has_value() ? weights->to(at::kFloat).contiguous() : at::Tensor();
   const CloudLengths lengths_c = contiguous_lengths(lengths);
   const int64_t* lengths_ptr = lengths_c.data;
-  const auto shape =
-      hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
+  const auto shape = hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
   at::Tensor out = at::zeros(shape, points.options().dtype(w.defined() ? at::kFloat : at::kInt));
   if (w.defined()) {
-    vote_cpu<float>(pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
-                    normals.data_ptr<float>(), m_total, binning, out.data_ptr<float>());
+    vote_cpu<float>(pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n, normals.data_ptr<float>(),
+                    m_total, binning, out.data_ptr<float>());
   } else {
-    vote_cpu<int32_t>(pts.data_ptr<float>(), nullptr, lengths_ptr, batch, n,
-                      normals.data_ptr<float>(), m_total, binning, out.data_ptr<int32_t>());
+    vote_cpu<int32_t>(pts.data_ptr<float>(), nullptr, lengths_ptr, batch, n, normals.data_ptr<float>(), m_total,
+                      binning, out.data_ptr<int32_t>());
   }
   return out;
 }
 
 at::Tensor hough_planes_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                            const std::optional<at::Tensor>& weights, int64_t n_phi,
-                            int64_t n_theta, double rho_step, double rho_max) {
-  return planes_cpu(PlaneLayout::kGrid, points, lengths, weights, n_phi, n_theta, rho_step,
-                    rho_max);
+                            const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                            double rho_max) {
+  return planes_cpu(PlaneLayout::kGrid, points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
 }
 
-at::Tensor hough_planes_ball_cpu(const at::Tensor& points,
-                                 const std::optional<at::Tensor>& lengths,
-                                 const std::optional<at::Tensor>& weights, int64_t n_phi,
-                                 int64_t n_theta, double rho_step, double rho_max) {
-  return planes_cpu(PlaneLayout::kBall, points, lengths, weights, n_phi, n_theta, rho_step,
-                    rho_max);
+at::Tensor hough_planes_ball_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                 const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta,
+                                 double rho_step, double rho_max) {
+  return planes_cpu(PlaneLayout::kBall, points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
 }
 
 }  // namespace

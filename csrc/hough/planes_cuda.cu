@@ -63,9 +63,9 @@
 namespace pointops {
 namespace {
 
+using cuda::kWarpSize;
 using hough_detail::PlaneLayout;
 using hough_detail::RhoBinning;
-using cuda::kWarpSize;
 
 constexpr int kTilePoints = 256;  // vote_weights_kernel's point tile
 constexpr int kMaxThreads = 256;
@@ -109,8 +109,8 @@ __device__ __forceinline__ float4 binned_point(float4 p, const RhoBinning& binni
 
 // Stages points [first, first + count) of a cloud (binned_point, weight in w; a non-finite
 // weight: no vote) into tile[0, kTilePoints).
-__device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, const float* weights,
-                                           int64_t first, int64_t count, const RhoBinning& binning) {
+__device__ __forceinline__ void stage_tile(float4* tile, const float* cloud, const float* weights, int64_t first,
+                                           int64_t count, const RhoBinning& binning) {
   for (int i = threadIdx.x; i < kTilePoints; i += blockDim.x) {
     float4 p = make_float4(nanf(""), 0.f, 0.f, 0.f);
     if (i < count) {
@@ -147,10 +147,10 @@ __device__ __forceinline__ int32_t bin_of(float3 nrm, float4 p, const RhoBinning
 // With rho windows (vote_counts_kernel), the row is relative to the window's first bin w0: base =
 // 0x4b000000 + w0 and limit = the window's rows, which is also its discard row; bins past n_rho in
 // a last, partial window land in rows that are never flushed.
-__device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning,
-                                             uint32_t base, uint32_t limit) {
-  const float t = fused_multiply_add(
-      nrm.z, p.z, fused_multiply_add(nrm.y, p.y, fused_multiply_add(nrm.x, p.x, binning.frac)));
+__device__ __forceinline__ uint32_t vote_row(float3 nrm, float4 p, const RhoBinning& binning, uint32_t base,
+                                             uint32_t limit) {
+  const float t =
+      fused_multiply_add(nrm.z, p.z, fused_multiply_add(nrm.y, p.y, fused_multiply_add(nrm.x, p.x, binning.frac)));
   const uint32_t bits = float_bits(__fadd_rd(t, kTwo23 + static_cast<float>(binning.floor_half)));
   return min(bits - base, limit);
 }
@@ -174,9 +174,8 @@ __device__ __forceinline__ void store_shared(uint32_t address, uint32_t v) {
 // conflict (a column's words share a bank), which costs ~2% of the votes between flushes.
 // Rows [0, rows) of the block's counters are bins [w0, w0 + rows) of the output; all `window` + 1
 // counter rows are cleared.
-__device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base, int64_t m_total,
-                                             int32_t n_rho, int32_t w0, int32_t rows,
-                                             int32_t window, int32_t* out_cloud) {
+__device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base, int64_t m_total, int32_t n_rho,
+                                             int32_t w0, int32_t rows, int32_t window, int32_t* out_cloud) {
   __syncthreads();
   const int threads = blockDim.x;
   const int lane = threadIdx.x % kWarpSize;
@@ -207,9 +206,8 @@ __device__ __forceinline__ void flush_counts(uint32_t* counters, int64_t m_base,
 // points are loaded from global memory into registers while the current tile votes, then stored;
 // one barrier per tile.
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    vote_counts_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths,
-                       int64_t batch, int64_t n, const float* __restrict__ normals,
-                       int64_t m_total, RhoBinning binning, int64_t n_tiles,
+    vote_counts_kernel(const float* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
+                       const float* __restrict__ normals, int64_t m_total, RhoBinning binning, int64_t n_tiles,
                        int32_t window, int64_t n_windows, int32_t* __restrict__ out) {
   extern __shared__ float4 vote_smem[];
   float4* tiles = vote_smem;  // [2][kCountTileStride]
@@ -217,8 +215,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int threads = blockDim.x;
   const int32_t n_rho = binning.n_rho;
   const uint32_t stride = 4u * static_cast<uint32_t>(threads);
-  const uint32_t column =
-      static_cast<uint32_t>(__cvta_generic_to_shared(counters)) + 4u * threadIdx.x;
+  const uint32_t column = static_cast<uint32_t>(__cvta_generic_to_shared(counters)) + 4u * threadIdx.x;
 
   const int64_t point_tiles = cuda::ceil_div(n, kCountTile);
   const int64_t units = batch * n_tiles * point_tiles;
@@ -251,7 +248,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
   };
   // This thread's points of c's tile (thread t stages points t and t + T; T >= kCountTile / 2).
-  auto fetch = [&](const Cursor& c, float4 (&p)[2]) {
+  auto fetch = [&](const Cursor& c, float4(&p)[2]) {
     const float* cloud = points + c.b * n * 3;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
@@ -259,7 +256,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       if (i < kCountTile) p[j] = fetch_point(cloud, c.first + i, c.length);
     }
   };
-  auto stage = [&](float4* tile, const float4 (&p)[2]) {
+  auto stage = [&](float4* tile, const float4(&p)[2]) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int i = threadIdx.x + j * threads;
@@ -397,11 +394,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <bool WEIGHTED>
-__global__ void vote_global_kernel(const float* __restrict__ points,
-                                   const float* __restrict__ weights,
+__global__ void vote_global_kernel(const float* __restrict__ points, const float* __restrict__ weights,
                                    const int64_t* __restrict__ lengths, int64_t batch, int64_t n,
-                                   const float* __restrict__ normals, int64_t m_total,
-                                   RhoBinning binning, void* __restrict__ out) {
+                                   const float* __restrict__ normals, int64_t m_total, RhoBinning binning,
+                                   void* __restrict__ out) {
   const int64_t m = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (m >= m_total) return;
   const float3 nrm = load_normal(normals, m, m_total);
@@ -410,8 +406,7 @@ __global__ void vote_global_kernel(const float* __restrict__ points,
     const float* cloud = points + b * n * 3;
     const int64_t row = (b * m_total + m) * binning.n_rho;
     for (int64_t i = 0; i < length; ++i) {
-      float4 p = make_float4(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2],
-                             WEIGHTED ? weights[b * n + i] : 1.f);
+      float4 p = make_float4(cloud[3 * i], cloud[3 * i + 1], cloud[3 * i + 2], WEIGHTED ? weights[b * n + i] : 1.f);
       if (!isfinite(p.w)) continue;
       const int32_t r = bin_of(nrm, binned_point(p, binning), binning);
       if (r == binning.n_rho) continue;
@@ -427,18 +422,16 @@ __global__ void vote_global_kernel(const float* __restrict__ points,
 // The layout's normals (plane_normals(), the table both backends vote with) on the device, made
 // once per grid and device (plane_tables.h): a call copies nothing from the host.
 at::Tensor device_normals(PlaneLayout layout, int64_t n_phi, int64_t n_theta, const at::Device& device) {
-  const bool capturing =
-      c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+  const bool capturing = c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
   const std::string key = std::string("vote normals ") + (layout == PlaneLayout::kGrid ? "grid " : "ball ") +
                           std::to_string(n_phi) + " x " + std::to_string(n_theta);
   return hough_detail::cached_table(key, device, capturing,
                                     [&] { return hough_detail::plane_normals(layout, n_phi, n_theta); });
 }
 
-at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
-                       const std::optional<at::Tensor>& lengths,
-                       const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta,
-                       double rho_step, double rho_max) {
+at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                       const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                       double rho_max) {
   const RhoBinning binning =
       hough_detail::check_planes_args(points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
   const c10::cuda::CUDAGuard guard(points.device());
@@ -447,8 +440,7 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const at::Tensor w = weights.has_value() ? weights->to(at::kFloat).contiguous() : at::Tensor();
   const CloudLengths lengths_c = contiguous_lengths(lengths);
   const int64_t* lengths_ptr = lengths_c.data;
-  const auto shape =
-      hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
+  const auto shape = hough_detail::planes_output_shape(layout, batch, n_phi, n_theta, binning.n_rho);
   at::Tensor out = at::zeros(shape, points.options().dtype(w.defined() ? at::kFloat : at::kInt));
   if (out.numel() == 0 || n == 0) return out;
   const at::Tensor normals = device_normals(layout, n_phi, n_theta, points.device());
@@ -467,25 +459,22 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   // Weighted: the widest block whose histograms leave room for two blocks per SM; else one block
   // per SM.
   const int64_t half_sm = static_cast<int64_t>(prop->sharedMemPerMultiprocessor) / 2 - 1024;
-  auto weight_smem = [&](int64_t threads) {
-    return kTilePoints * int64_t{sizeof(float4)} + rows * threads * 2 * 4;
-  };
+  auto weight_smem = [&](int64_t threads) { return kTilePoints * int64_t{sizeof(float4)} + rows * threads * 2 * 4; };
   int64_t weight_threads = kMaxThreads;
   while (weight_threads > kWarpSize && weight_smem(weight_threads) > half_sm) weight_threads /= 2;
   // Else global memory: weights too wide for shared memory, or counts with so many rho bins that
   // the counts kernel's binning (exact for bins below 2^23) cannot take them.
   if (w.defined() ? weight_smem(weight_threads) > most : binning.n_rho >= kMaxWindowedRhoBins) {
     const int64_t block = 128;
-    const dim3 grid(static_cast<unsigned>(cuda::ceil_div(m_total, block)),
-                    static_cast<unsigned>(batch_blocks));
+    const dim3 grid(static_cast<unsigned>(cuda::ceil_div(m_total, block)), static_cast<unsigned>(batch_blocks));
     if (w.defined()) {
-      vote_global_kernel<true><<<grid, block, 0, stream>>>(
-          pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
-          normals.data_ptr<float>(), m_total, binning, out.data_ptr());
+      vote_global_kernel<true><<<grid, block, 0, stream>>>(pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr,
+                                                           batch, n, normals.data_ptr<float>(), m_total, binning,
+                                                           out.data_ptr());
     } else {
-      vote_global_kernel<false><<<grid, block, 0, stream>>>(
-          pts.data_ptr<float>(), nullptr, lengths_ptr, batch, n, normals.data_ptr<float>(),
-          m_total, binning, out.data_ptr());
+      vote_global_kernel<false><<<grid, block, 0, stream>>>(pts.data_ptr<float>(), nullptr, lengths_ptr, batch, n,
+                                                            normals.data_ptr<float>(), m_total, binning,
+                                                            out.data_ptr());
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
@@ -496,8 +485,8 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
     cuda::set_dynamic_smem(vote_weights_kernel, smem);
     const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(batch_blocks));
     vote_weights_kernel<<<grid, static_cast<unsigned>(weight_threads), smem, stream>>>(
-        pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n,
-        normals.data_ptr<float>(), m_total, binning, out.data_ptr<float>());
+        pts.data_ptr<float>(), w.data_ptr<float>(), lengths_ptr, batch, n, normals.data_ptr<float>(), m_total, binning,
+        out.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
   }
@@ -510,22 +499,19 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   // layout with the larger min(warps, 7) / windows wins (n_rho = 1000: 1 warp in one window, 7
   // in four windows of 256).
   cuda::set_dynamic_smem(vote_counts_kernel, most);
-  const int64_t widest =
-      std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
+  const int64_t widest = std::min<int64_t>(kMaxThreads, cuda::round_up(cuda::ceil_div(m_total, 2), kWarpSize));
   struct CountLayout {
     int64_t window = 0, n_windows = 0, threads = 0, resident = 0;
     int per_sm = 0;
-    double score() const {
-      return threads == 0 ? 0.0 : std::min(resident / double(kWarpSize), 7.0) / n_windows;
-    }
+    double score() const { return threads == 0 ? 0.0 : std::min(resident / double(kWarpSize), 7.0) / n_windows; }
   };
   auto layout_for = [&](int64_t window) {
     CountLayout c;
     c.window = window;
     c.n_windows = cuda::ceil_div(binning.n_rho, window);
     for (int64_t t = kWarpSize; t <= widest && count_smem(t, window) <= most; t += kWarpSize) {
-      const int blocks = cuda::blocks_per_sm(vote_counts_kernel, static_cast<int>(t),
-                                             static_cast<size_t>(count_smem(t, window)));
+      const int blocks =
+          cuda::blocks_per_sm(vote_counts_kernel, static_cast<int>(t), static_cast<size_t>(count_smem(t, window)));
       if (t * blocks > c.resident) {
         c.threads = t;
         c.resident = t * blocks;
@@ -546,28 +532,23 @@ at::Tensor planes_cuda(PlaneLayout layout, const at::Tensor& points,
   const int64_t units = batch * n_tiles * cuda::ceil_div(n, kCountTile);
   const int64_t grid =
       std::clamp<int64_t>(int64_t{chosen.per_sm} * prop->multiProcessorCount, 1, std::min<int64_t>(units, 1 << 30));
-  vote_counts_kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), smem,
-                       stream>>>(pts.data_ptr<float>(), lengths_ptr, batch, n,
-                                 normals.data_ptr<float>(), m_total, binning, n_tiles,
-                                 static_cast<int32_t>(chosen.window), chosen.n_windows,
-                                 out.data_ptr<int32_t>());
+  vote_counts_kernel<<<static_cast<unsigned>(grid), static_cast<unsigned>(threads), smem, stream>>>(
+      pts.data_ptr<float>(), lengths_ptr, batch, n, normals.data_ptr<float>(), m_total, binning, n_tiles,
+      static_cast<int32_t>(chosen.window), chosen.n_windows, out.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
 
 at::Tensor hough_planes_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights, int64_t n_phi,
-                             int64_t n_theta, double rho_step, double rho_max) {
-  return planes_cuda(PlaneLayout::kGrid, points, lengths, weights, n_phi, n_theta, rho_step,
-                     rho_max);
+                             const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta, double rho_step,
+                             double rho_max) {
+  return planes_cuda(PlaneLayout::kGrid, points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
 }
 
-at::Tensor hough_planes_ball_cuda(const at::Tensor& points,
-                                  const std::optional<at::Tensor>& lengths,
-                                  const std::optional<at::Tensor>& weights, int64_t n_phi,
-                                  int64_t n_theta, double rho_step, double rho_max) {
-  return planes_cuda(PlaneLayout::kBall, points, lengths, weights, n_phi, n_theta, rho_step,
-                     rho_max);
+at::Tensor hough_planes_ball_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                  const std::optional<at::Tensor>& weights, int64_t n_phi, int64_t n_theta,
+                                  double rho_step, double rho_max) {
+  return planes_cuda(PlaneLayout::kBall, points, lengths, weights, n_phi, n_theta, rho_step, rho_max);
 }
 
 }  // namespace

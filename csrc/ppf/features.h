@@ -32,10 +32,9 @@ namespace pointops {
 namespace ppf {
 
 // Outputs of one pair (features[4], key, alpha), as the contract above says.
-POINTOPS_HOST_DEVICE inline void one_pair_feature(const float* points, const float* normals,
-                                                  int64_t length, int64_t first, int64_t second,
-                                                  Binning binning, float* features, int64_t* key,
-                                                  float* alpha) {
+POINTOPS_HOST_DEVICE inline void one_pair_feature(const float* points, const float* normals, int64_t length,
+                                                  int64_t first, int64_t second, Binning binning, float* features,
+                                                  int64_t* key, float* alpha) {
   const float nan = quiet_nan();
   Vec3 p1, n1, p2, n2;
   *key = -1;
@@ -67,10 +66,9 @@ POINTOPS_HOST_DEVICE inline void one_pair_feature(const float* points, const flo
 using FeaturesResult = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 // Checks shared by both backends; returns the binning without distance_step.
-Binning check_features_args(const at::Tensor& points, const at::Tensor& normals,
-                            const at::Tensor& pairs, const std::optional<at::Tensor>& lengths,
-                            const at::Tensor& distance_step, int64_t angle_bins,
-                            int64_t distance_bins);
+Binning check_features_args(const at::Tensor& points, const at::Tensor& normals, const at::Tensor& pairs,
+                            const std::optional<at::Tensor>& lengths, const at::Tensor& distance_step,
+                            int64_t angle_bins, int64_t distance_bins);
 
 }  // namespace ppf
 }  // namespace pointops

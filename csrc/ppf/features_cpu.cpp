@@ -12,27 +12,24 @@
 namespace pointops {
 namespace ppf {
 
-Binning check_features_args(const at::Tensor& points, const at::Tensor& normals,
-                            const at::Tensor& pairs, const std::optional<at::Tensor>& lengths,
-                            const at::Tensor& distance_step, int64_t angle_bins,
-                            int64_t distance_bins) {
+Binning check_features_args(const at::Tensor& points, const at::Tensor& normals, const at::Tensor& pairs,
+                            const std::optional<at::Tensor>& lengths, const at::Tensor& distance_step,
+                            int64_t angle_bins, int64_t distance_bins) {
   check_oriented_clouds(points, normals, lengths, "points", "normals", "lengths");
   check_dim(pairs, "pairs", 3, "(B, P, 2)");
   check_dtype(pairs, "pairs", at::kLong);
   check_same_device(pairs, "pairs", points, "points");
   TORCH_CHECK(pairs.size(0) == points.size(0) && pairs.size(2) == 2,
-              "pairs must have shape (B, P, 2) with B = ", points.size(0), ", got shape ",
-              pairs.sizes());
+              "pairs must have shape (B, P, 2) with B = ", points.size(0), ", got shape ", pairs.sizes());
   check_cloud_values(distance_step, "distance_step", points.size(0), points, "points");
   return make_binning(angle_bins, distance_bins);
 }
 
-FeaturesResult ppf_features_cpu(const at::Tensor& points, const at::Tensor& normals,
-                                const at::Tensor& pairs, const std::optional<at::Tensor>& lengths,
-                                const at::Tensor& distance_step, int64_t angle_bins,
-                                int64_t distance_bins) {
-  const Binning binning = check_features_args(points, normals, pairs, lengths, distance_step,
-                                               angle_bins, distance_bins);
+FeaturesResult ppf_features_cpu(const at::Tensor& points, const at::Tensor& normals, const at::Tensor& pairs,
+                                const std::optional<at::Tensor>& lengths, const at::Tensor& distance_step,
+                                int64_t angle_bins, int64_t distance_bins) {
+  const Binning binning =
+      check_features_args(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);
   const int64_t count = pairs.size(1);
@@ -59,9 +56,8 @@ FeaturesResult ppf_features_cpu(const at::Tensor& points, const at::Tensor& norm
       const int64_t b = e / count;
       Binning bb = binning;
       bb.distance_step = step_ptr[b];
-      one_pair_feature(pts_ptr + b * n * 3, nrm_ptr + b * n * 3, cloud_length(lengths_c.data, b, n),
-                       pair_ptr[e * 2], pair_ptr[e * 2 + 1], bb, feature_ptr + e * 4, key_ptr + e,
-                       alpha_ptr + e);
+      one_pair_feature(pts_ptr + b * n * 3, nrm_ptr + b * n * 3, cloud_length(lengths_c.data, b, n), pair_ptr[e * 2],
+                       pair_ptr[e * 2 + 1], bb, feature_ptr + e * 4, key_ptr + e, alpha_ptr + e);
     }
   });
   return {features, keys, alpha};

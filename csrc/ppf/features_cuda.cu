@@ -21,29 +21,26 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void features_kernel(const float* __restrict__ points, const float* __restrict__ normals,
-                                const int64_t* __restrict__ lengths, int64_t n,
-                                const int64_t* __restrict__ pairs, int64_t count, int64_t total,
-                                const float* __restrict__ steps, Binning binning,
-                                float* __restrict__ features, int64_t* __restrict__ keys,
-                                float* __restrict__ alpha) {
+                                const int64_t* __restrict__ lengths, int64_t n, const int64_t* __restrict__ pairs,
+                                int64_t count, int64_t total, const float* __restrict__ steps, Binning binning,
+                                float* __restrict__ features, int64_t* __restrict__ keys, float* __restrict__ alpha) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t b = e / count;
     Binning bb = binning;
     bb.distance_step = steps[b];
-    one_pair_feature(points + b * n * 3, normals + b * n * 3, cloud_length(lengths, b, n),
-                     pairs[e * 2], pairs[e * 2 + 1], bb, features + e * 4, keys + e, alpha + e);
+    one_pair_feature(points + b * n * 3, normals + b * n * 3, cloud_length(lengths, b, n), pairs[e * 2],
+                     pairs[e * 2 + 1], bb, features + e * 4, keys + e, alpha + e);
   }
 }
 
 }  // namespace
 
-FeaturesResult ppf_features_cuda(const at::Tensor& points, const at::Tensor& normals,
-                                 const at::Tensor& pairs, const std::optional<at::Tensor>& lengths,
-                                 const at::Tensor& distance_step, int64_t angle_bins,
-                                 int64_t distance_bins) {
-  const Binning binning = check_features_args(points, normals, pairs, lengths, distance_step,
-                                               angle_bins, distance_bins);
+FeaturesResult ppf_features_cuda(const at::Tensor& points, const at::Tensor& normals, const at::Tensor& pairs,
+                                 const std::optional<at::Tensor>& lengths, const at::Tensor& distance_step,
+                                 int64_t angle_bins, int64_t distance_bins) {
+  const Binning binning =
+      check_features_args(points, normals, pairs, lengths, distance_step, angle_bins, distance_bins);
   check_device_type(points, "points", at::kCUDA);
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0);
@@ -63,9 +60,8 @@ FeaturesResult ppf_features_cuda(const at::Tensor& points, const at::Tensor& nor
   const CloudLengths lengths_c = contiguous_lengths(lengths);
   const int64_t blocks = std::min<int64_t>(cuda::ceil_div(total, kThreads), 65536);
   features_kernel<<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      pts.data_ptr<float>(), nrm.data_ptr<float>(), lengths_c.data, n, prs.data_ptr<int64_t>(),
-      count, total, steps.data_ptr<float>(), binning, features.data_ptr<float>(),
-      keys.data_ptr<int64_t>(), alpha.data_ptr<float>());
+      pts.data_ptr<float>(), nrm.data_ptr<float>(), lengths_c.data, n, prs.data_ptr<int64_t>(), count, total,
+      steps.data_ptr<float>(), binning, features.data_ptr<float>(), keys.data_ptr<int64_t>(), alpha.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {features, keys, alpha};
 }

@@ -57,15 +57,13 @@
 namespace pointops {
 namespace ppf {
 
-using ModelResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                               at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                               at::Tensor>;
+using ModelResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                               at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Checks shared by both backends; returns the binning without distance_step.
-Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
-                         const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& diameter, double tau_d,
-                         int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key);
+Binning check_model_args(const at::Tensor& points, const at::Tensor& normals, const std::optional<at::Tensor>& lengths,
+                         const std::optional<at::Tensor>& diameter, double tau_d, int64_t angle_bins,
+                         int64_t distance_bins, int64_t max_pairs_per_key);
 
 // A key with `count` pairs keeps kept_pairs(count, cap) of them: position t of its kept pairs is
 // position kept_position(t, count, cap) of all of them (cap 0: all).
@@ -113,11 +111,11 @@ struct BoundingBox {
 
 // The outputs at capacity, filled with their padding values, by name; result() is the op's tuple.
 struct ModelOutputs {
-  at::Tensor unit_normals, diameters, steps, key_offsets, unique_keys, starts, counts, num_unique,
-      pair_ref, pair_partner, pair_alpha;
+  at::Tensor unit_normals, diameters, steps, key_offsets, unique_keys, starts, counts, num_unique, pair_ref,
+      pair_partner, pair_alpha;
 
   ModelResult result() const {
-    return {unit_normals, diameters, steps,    key_offsets,  unique_keys, starts,
+    return {unit_normals, diameters,  steps,    key_offsets,  unique_keys, starts,
             counts,       num_unique, pair_ref, pair_partner, pair_alpha};
   }
 };
@@ -131,14 +129,13 @@ struct ModelInputs {
   CloudLengths lengths;
 };
 
-ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals,
-                         const std::optional<at::Tensor>& lengths,
+ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals, const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& diameter);
 
 // The key of model pair (i, j) (both < length), or -1 when it is not a pair. `normals` are the
 // unit normals (NaN rows: the point takes no part).
-POINTOPS_HOST_DEVICE inline int64_t model_pair_key(const float* points, const float* normals,
-                                                   int64_t i, int64_t j, const Binning& binning) {
+POINTOPS_HOST_DEVICE inline int64_t model_pair_key(const float* points, const float* normals, int64_t i, int64_t j,
+                                                   const Binning& binning) {
   if (i == j) return -1;
   const float* ni = normals + i * 3;
   const float* nj = normals + j * 3;
@@ -153,8 +150,7 @@ POINTOPS_HOST_DEVICE inline int64_t model_pair_key(const float* points, const fl
   return bins.valid ? exact_key(bins, binning.feature_bins) : -1;
 }
 
-POINTOPS_HOST_DEVICE inline float model_pair_alpha(const float* points, const float* normals,
-                                                   int64_t i, int64_t j) {
+POINTOPS_HOST_DEVICE inline float model_pair_alpha(const float* points, const float* normals, int64_t i, int64_t j) {
   const float* ni = normals + i * 3;
   const Vec3 p1 = {points[i * 3], points[i * 3 + 1], points[i * 3 + 2]};
   const Vec3 p2 = {points[j * 3], points[j * 3 + 1], points[j * 3 + 2]};
@@ -162,8 +158,8 @@ POINTOPS_HOST_DEVICE inline float model_pair_alpha(const float* points, const fl
 }
 
 // The unit normal of row i (NaN when the point takes no part), as unit_normals holds it.
-POINTOPS_HOST_DEVICE inline void model_unit_normal(const float* points, const float* normals,
-                                                   int64_t i, int64_t length, float* out) {
+POINTOPS_HOST_DEVICE inline void model_unit_normal(const float* points, const float* normals, int64_t i, int64_t length,
+                                                   float* out) {
   Vec3 p, n;
   if (load_oriented(points, normals, length, i, &p, &n)) {
     out[0] = n.x;

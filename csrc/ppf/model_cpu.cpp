@@ -17,14 +17,14 @@
 namespace pointops {
 namespace ppf {
 
-Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
-                         const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& diameter, double tau_d,
-                         int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
+Binning check_model_args(const at::Tensor& points, const at::Tensor& normals, const std::optional<at::Tensor>& lengths,
+                         const std::optional<at::Tensor>& diameter, double tau_d, int64_t angle_bins,
+                         int64_t distance_bins, int64_t max_pairs_per_key) {
   check_oriented_clouds(points, normals, lengths, "points", "normals", "lengths");
   TORCH_CHECK(points.size(1) <= 46340,
               "ppf_model: a model may have at most 46340 points (its ordered pairs index int32), "
-              "got N = ", points.size(1));
+              "got N = ",
+              points.size(1));
   // pair_ref, pair_partner and pair_alpha: 12 bytes for each ordered pair
   check_output_fits(points.device(), "N = " + std::to_string(points.size(1)) + " model points (N (N - 1) pairs)",
                     {points.size(0), points.size(1) * std::max<int64_t>(points.size(1) - 1, 0)}, 12);
@@ -32,12 +32,12 @@ Binning check_model_args(const at::Tensor& points, const at::Tensor& normals,
     check_cloud_values(*diameter, "diameter", points.size(0), points, "points");
   }
   TORCH_CHECK(tau_d > 0.0 && tau_d <= 1.0, "tau_d must be in (0, 1], got ", tau_d);
-  TORCH_CHECK(max_pairs_per_key >= 0, "max_pairs_per_key must be >= 0 (0: no cap), got ",
-              max_pairs_per_key);
+  TORCH_CHECK(max_pairs_per_key >= 0, "max_pairs_per_key must be >= 0 (0: no cap), got ", max_pairs_per_key);
   const Binning b = make_binning(angle_bins, distance_bins);
   TORCH_CHECK(b.key_count() <= kMaxKeys,
               "ppf_model: distance_bins * ceil(angle_bins / 2)^3 keys must be at most 2^24 (the "
-              "dense key table), got ", distance_bins, " * ", b.feature_bins, "^3 = ", b.key_count());
+              "dense key table), got ",
+              distance_bins, " * ", b.feature_bins, "^3 = ", b.key_count());
   return b;
 }
 
@@ -63,21 +63,19 @@ ModelOutputs empty_model_outputs(const at::Tensor& points, const Binning& binnin
           at::full({batch, pairs}, std::numeric_limits<float>::quiet_NaN(), f32)};
 }
 
-ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals,
-                         const std::optional<at::Tensor>& lengths,
+ModelInputs model_inputs(const at::Tensor& points, const at::Tensor& normals, const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& diameter) {
-  return {as_float(points), as_float(normals),
-          diameter.has_value() ? as_float(*diameter) : at::Tensor(), contiguous_lengths(lengths)};
+  return {as_float(points), as_float(normals), diameter.has_value() ? as_float(*diameter) : at::Tensor(),
+          contiguous_lengths(lengths)};
 }
 
 namespace {
 
-ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals,
-                          const std::optional<at::Tensor>& lengths,
-                          const std::optional<at::Tensor>& diameter, double tau_d,
-                          int64_t angle_bins, int64_t distance_bins, int64_t max_pairs_per_key) {
-  const Binning binning = check_model_args(points, normals, lengths, diameter, tau_d, angle_bins,
-                                           distance_bins, max_pairs_per_key);
+ModelResult ppf_model_cpu(const at::Tensor& points, const at::Tensor& normals, const std::optional<at::Tensor>& lengths,
+                          const std::optional<at::Tensor>& diameter, double tau_d, int64_t angle_bins,
+                          int64_t distance_bins, int64_t max_pairs_per_key) {
+  const Binning binning =
+      check_model_args(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins, max_pairs_per_key);
   const ModelOutputs out = empty_model_outputs(points, binning);
   const int64_t batch = points.size(0);
   const int64_t n = points.size(1);

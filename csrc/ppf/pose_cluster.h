@@ -60,14 +60,13 @@ constexpr int64_t kMaxClusterBatch = 4095;
 
 struct ClusterArgs {
   int64_t batch, poses, k;
-  float cos_half;  // float32(cos(angle_threshold / 2)), from double on the host
+  float cos_half;      // float32(cos(angle_threshold / 2)), from double on the host
   float cos_suppress;  // float32(cos(suppression_angle / 2)); -1 for pi (every rotation)
 };
 
-ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations,
-                               const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
-                               const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k,
+ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations, const at::Tensor& votes,
+                               const std::optional<at::Tensor>& lengths, const at::Tensor& distance_threshold,
+                               double angle_threshold, const at::Tensor& suppression_distance, int64_t k,
                                double suppression_angle);
 
 ClusterResult empty_cluster_outputs(const at::Tensor& quaternions, const ClusterArgs& args);
@@ -83,8 +82,8 @@ struct Pose {
 };
 
 // Pose i of a batch entry (rows q: 4 floats, t: 3 floats), the entry's threshold `cell_size`.
-POINTOPS_HOST_DEVICE inline Pose load_pose(const float* q, const float* t, int64_t votes,
-                                           bool inside, float cell_size) {
+POINTOPS_HOST_DEVICE inline Pose load_pose(const float* q, const float* t, int64_t votes, bool inside,
+                                           float cell_size) {
   Pose p;
   p.valid = false;
   p.votes = votes;
@@ -95,8 +94,8 @@ POINTOPS_HOST_DEVICE inline Pose load_pose(const float* q, const float* t, int64
   for (int c = 0; c < 4; ++c) {
     if (!finite(q[c])) return p;
   }
-  const float norm =
-      square_root(add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])), multiply(q[3], q[3])));
+  const float norm = square_root(
+      add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])), multiply(q[3], q[3])));
   if (!(norm > 0.0f) || !finite(norm)) return p;
   for (int c = 0; c < 4; ++c) p.q[c] = divide(q[c], norm);
   const float xyz[3] = {p.t.x, p.t.y, p.t.z};
@@ -110,8 +109,7 @@ POINTOPS_HOST_DEVICE inline Pose load_pose(const float* q, const float* t, int64
 }
 
 POINTOPS_HOST_DEVICE inline int64_t cell_key(int64_t b, int64_t x, int64_t y, int64_t z) {
-  return ((b * kCellSpan + (x + kCellOffset)) * kCellSpan + (y + kCellOffset)) * kCellSpan +
-         (z + kCellOffset);
+  return ((b * kCellSpan + (x + kCellOffset)) * kCellSpan + (y + kCellOffset)) * kCellSpan + (z + kCellOffset);
 }
 
 POINTOPS_HOST_DEVICE inline float quaternion_dot(const float* a, const float* b) {
@@ -119,8 +117,7 @@ POINTOPS_HOST_DEVICE inline float quaternion_dot(const float* a, const float* b)
 }
 
 // Whether pose j belongs to the cluster centred on pose i (both valid, j in a neighbouring cell).
-POINTOPS_HOST_DEVICE inline bool is_member(const Pose& i, const Pose& j, float max_square,
-                                           float cos_half) {
+POINTOPS_HOST_DEVICE inline bool is_member(const Pose& i, const Pose& j, float max_square, float cos_half) {
   const Vec3 d = sub3(j.t, i.t);
   if (!(dot3(d, d) <= max_square)) return false;
   const float c = quaternion_dot(i.q, j.q);
@@ -133,16 +130,15 @@ POINTOPS_HOST_DEVICE inline bool is_member(const Pose& i, const Pose& j, float m
 // Calls visit(start, count) for the run of every occupied cell around pose i's own, by dx, dy, dz
 // in -1..1: its poses are table.at(start) .. table.at(start + count - 1), by pose index.
 template <typename Table, typename Visit>
-POINTOPS_HOST_DEVICE inline void for_each_cell_run(const Pose& centre, int64_t b, const Table& table,
-                                                   Visit&& visit) {
+POINTOPS_HOST_DEVICE inline void for_each_cell_run(const Pose& centre, int64_t b, const Table& table, Visit&& visit) {
   for (int dx = -1; dx <= 1; ++dx) {
     for (int dy = -1; dy <= 1; ++dy) {
       for (int dz = -1; dz <= 1; ++dz) {
         const int64_t x = centre.cell[0] + dx;
         const int64_t y = centre.cell[1] + dy;
         const int64_t z = centre.cell[2] + dz;
-        if (x < -kCellOffset || x >= kCellOffset || y < -kCellOffset || y >= kCellOffset ||
-            z < -kCellOffset || z >= kCellOffset) {
+        if (x < -kCellOffset || x >= kCellOffset || y < -kCellOffset || y >= kCellOffset || z < -kCellOffset ||
+            z >= kCellOffset) {
           continue;
         }
         const int64_t run = table.find(cell_key(b, x, y, z));
@@ -156,9 +152,8 @@ POINTOPS_HOST_DEVICE inline void for_each_cell_run(const Pose& centre, int64_t b
 // pose index. `Table` finds runs: find(key) -> run or -1, start(run), count(run), at(position)
 // -> pose index within the batch entry (the flat index minus b * M); `load(j)` gives pose j.
 template <typename Table, typename Load, typename Visit>
-POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, float max_square,
-                                                 float cos_half, const Table& table,
-                                                 const Load& load, Visit&& visit) {
+POINTOPS_HOST_DEVICE inline void for_each_member(const Pose& centre, int64_t b, float max_square, float cos_half,
+                                                 const Table& table, const Load& load, Visit&& visit) {
   for_each_cell_run(centre, b, table, [&](int64_t start, int64_t count) {
     for (int64_t e = 0; e < count; ++e) {
       const int64_t j = table.at(start + e);
@@ -202,8 +197,7 @@ struct ClusterSum {
   // Writes the averaged quaternion (w >= 0) and translation.
   POINTOPS_HOST_DEVICE void write(float* quaternion, float* translation) const {
     const double norm = square_root(
-        add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])),
-            multiply(q[3], q[3])));
+        add(add(add(multiply(q[0], q[0]), multiply(q[1], q[1])), multiply(q[2], q[2])), multiply(q[3], q[3])));
     const double sign = q[0] < 0.0 ? -1.0 : 1.0;
     for (int c = 0; c < 4; ++c) quaternion[c] = static_cast<float>(divide(multiply(q[c], sign), norm));
     for (int c = 0; c < 3; ++c) translation[c] = static_cast<float>(divide(t[c], w));

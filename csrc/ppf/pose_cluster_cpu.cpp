@@ -19,15 +19,13 @@
 namespace pointops {
 namespace ppf {
 
-ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations,
-                               const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
-                               const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k,
+ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& translations, const at::Tensor& votes,
+                               const std::optional<at::Tensor>& lengths, const at::Tensor& distance_threshold,
+                               double angle_threshold, const at::Tensor& suppression_distance, int64_t k,
                                double suppression_angle) {
   check_dim(quaternions, "quaternions", 3, "(B, M, 4)");
   check_floating(quaternions, "quaternions");
-  TORCH_CHECK(quaternions.size(2) == 4, "quaternions must have shape (B, M, 4), got shape ",
-              quaternions.sizes());
+  TORCH_CHECK(quaternions.size(2) == 4, "quaternions must have shape (B, M, 4), got shape ", quaternions.sizes());
   const int64_t batch = quaternions.size(0);
   const int64_t poses = quaternions.size(1);
   check_floating(translations, "translations");
@@ -38,10 +36,9 @@ ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& 
   check_shape(votes, "votes", {batch, poses});
   check_optional_batch_vector(lengths, "lengths", batch, quaternions, "quaternions");
   check_cloud_values(distance_threshold, "distance_threshold", batch, quaternions, "quaternions");
-  check_cloud_values(suppression_distance, "suppression_distance", batch, quaternions,
-                     "quaternions");
-  TORCH_CHECK(angle_threshold > 0.0 && angle_threshold <= M_PI,
-              "angle_threshold must be in (0, pi] radians, got ", angle_threshold);
+  check_cloud_values(suppression_distance, "suppression_distance", batch, quaternions, "quaternions");
+  TORCH_CHECK(angle_threshold > 0.0 && angle_threshold <= M_PI, "angle_threshold must be in (0, pi] radians, got ",
+              angle_threshold);
   TORCH_CHECK(suppression_angle > 0.0 && suppression_angle <= M_PI,
               "suppression_angle must be in (0, pi] radians, got ", suppression_angle);
   TORCH_CHECK(k >= 0, "k must be >= 0, got ", k);
@@ -49,8 +46,7 @@ ClusterArgs check_cluster_args(const at::Tensor& quaternions, const at::Tensor& 
   TORCH_CHECK(batch <= kMaxClusterBatch, "pose_cluster takes at most ", kMaxClusterBatch,
               " batch entries (cell keys pack the entry in 12 bits), got ", batch);
   check_fits_int32(batch * poses, "B * M (poses in the batch)");
-  const float cos_suppress =
-      suppression_angle >= M_PI ? -1.0f : static_cast<float>(std::cos(suppression_angle / 2.0));
+  const float cos_suppress = suppression_angle >= M_PI ? -1.0f : static_cast<float>(std::cos(suppression_angle / 2.0));
   return {batch, poses, k, static_cast<float>(std::cos(angle_threshold / 2.0)), cos_suppress};
 }
 
@@ -70,22 +66,18 @@ struct CpuTable {
   const HashArrayCpu* h;
   int64_t poses;  // M: flat index = b * M + pose
 
-  int64_t find(int64_t key) const {
-    return hash_array::find_run(h->unique_keys.data(), h->num_unique(), key);
-  }
+  int64_t find(int64_t key) const { return hash_array::find_run(h->unique_keys.data(), h->num_unique(), key); }
   int64_t start(int64_t run) const { return h->starts[run]; }
   int64_t count(int64_t run) const { return h->counts[run]; }
   int64_t at(int64_t position) const { return h->perm[position] % poses; }
 };
 
-ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& translations,
-                               const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
-                               const at::Tensor& distance_threshold, double angle_threshold,
-                               const at::Tensor& suppression_distance, int64_t k,
+ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& translations, const at::Tensor& votes,
+                               const std::optional<at::Tensor>& lengths, const at::Tensor& distance_threshold,
+                               double angle_threshold, const at::Tensor& suppression_distance, int64_t k,
                                double suppression_angle) {
-  const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths,
-                                              distance_threshold, angle_threshold,
-                                              suppression_distance, k, suppression_angle);
+  const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths, distance_threshold,
+                                              angle_threshold, suppression_distance, k, suppression_angle);
   ClusterResult out = empty_cluster_outputs(quaternions, args);
   const int64_t batch = args.batch;
   const int64_t poses = args.poses;
@@ -106,8 +98,7 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
 
   auto load = [&](int64_t b, int64_t i) {
     const int64_t e = b * poses + i;
-    return load_pose(q_ptr + e * 4, t_ptr + e * 3, v_ptr[e],
-                     i < cloud_length(lengths_c.data, b, poses), thr_ptr[b]);
+    return load_pose(q_ptr + e * 4, t_ptr + e * 3, v_ptr[e], i < cloud_length(lengths_c.data, b, poses), thr_ptr[b]);
   };
 
   const int64_t key_bound = batch << (3 * kCellBits);
@@ -130,9 +121,9 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
       if (!centre.valid) continue;
       const float max_square = multiply(thr_ptr[b], thr_ptr[b]);
       int64_t score = 0;
-      for_each_member(centre, b, max_square, args.cos_half, table,
-                      [&](int64_t j) { return load(b, j); },
-                      [&](int64_t, const Pose& p) { score += p.votes; });
+      for_each_member(
+          centre, b, max_square, args.cos_half, table, [&](int64_t j) { return load(b, j); },
+          [&](int64_t, const Pose& p) { score += p.votes; });
       scores[e] = score;
     }
   });
@@ -161,9 +152,9 @@ ClusterResult pose_cluster_cpu(const at::Tensor& quaternions, const at::Tensor& 
         }
         ClusterSum sum;
         sum.reset();
-        for_each_member(centre, b, max_square, args.cos_half, table,
-                        [&](int64_t j) { return load(b, j); },
-                        [&](int64_t, const Pose& p) { sum.add_member(centre, p); });
+        for_each_member(
+            centre, b, max_square, args.cos_half, table, [&](int64_t j) { return load(b, j); },
+            [&](int64_t, const Pose& p) { sum.add_member(centre, p); });
         const int64_t row = b * k + round;
         sum.write(out_q.data_ptr<float>() + row * 4, out_t.data_ptr<float>() + row * 3);
         out_scores.data_ptr<int64_t>()[row] = sum.score;

@@ -58,8 +58,7 @@ struct PoseArgs {
 
   __device__ Pose load(int64_t b, int64_t i) const {
     const int64_t e = b * poses + i;
-    return load_pose(q + e * 4, t + e * 3, votes[e], i < cloud_length(lengths, b, poses),
-                     thresholds[b]);
+    return load_pose(q + e * 4, t + e * 3, votes[e], i < cloud_length(lengths, b, poses), thresholds[b]);
   }
 };
 
@@ -112,13 +111,10 @@ __global__ void prepare_kernel(PoseArgs a, float4* __restrict__ q, float4* __res
   t[e] = make_float4(p.t.x, p.t.y, p.t.z, p.valid ? 1.0f : 0.0f);
 }
 
-__device__ __forceinline__ int64_t warp_index() {
-  return (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize;
-}
+__device__ __forceinline__ int64_t warp_index() { return (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize; }
 
 // A warp per pose; the lanes split each cell's poses.
-__global__ void scores_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table,
-                              int64_t* __restrict__ scores) {
+__global__ void scores_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table, int64_t* __restrict__ scores) {
   const int64_t e = warp_index();
   if (e >= a.batch * a.poses) return;  // the whole warp
   const int lane = threadIdx.x % kWarpSize;
@@ -158,8 +154,8 @@ __device__ uint64_t block_max(uint64_t value, uint64_t* slots) {
 // Scores are compared exactly: the block first finds the largest score, then the lowest index
 // holding it (two maxima of 64-bit words), so no score is truncated.
 __global__ void __launch_bounds__(kSelectThreads)
-    select_kernel(PoseArgs a, PreparedPoses poses, const int64_t* __restrict__ scores,
-                  uint8_t* __restrict__ removed, int64_t* __restrict__ centers) {
+    select_kernel(PoseArgs a, PreparedPoses poses, const int64_t* __restrict__ scores, uint8_t* __restrict__ removed,
+                  int64_t* __restrict__ centers) {
   __shared__ uint64_t slots[kSelectThreads / kWarpSize];
   const int64_t b = blockIdx.x;
   const int64_t* score = scores + b * a.poses;
@@ -202,9 +198,8 @@ __global__ void __launch_bounds__(kSelectThreads)
 // A warp per chosen cluster: its lanes test 32 of a cell's poses at a time, then every lane adds
 // the members in ballot order (by pose index within the cell, cells in for_each_member's order),
 // so the float64 sums are the CPU's, one rounded add at a time.
-__global__ void average_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table,
-                               const int64_t* __restrict__ centers, float* __restrict__ out_q,
-                               float* __restrict__ out_t, int64_t* __restrict__ out_scores,
+__global__ void average_kernel(PoseArgs a, PreparedPoses poses, DeviceTable table, const int64_t* __restrict__ centers,
+                               float* __restrict__ out_q, float* __restrict__ out_t, int64_t* __restrict__ out_scores,
                                int64_t* __restrict__ out_members) {
   const int64_t row = warp_index();
   if (row >= a.batch * a.k) return;  // the whole warp
@@ -241,14 +236,12 @@ __global__ void average_kernel(PoseArgs a, PreparedPoses poses, DeviceTable tabl
   out_members[row] = sum.members;
 }
 
-ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor& translations,
-                                const at::Tensor& votes, const std::optional<at::Tensor>& lengths,
-                                const at::Tensor& distance_threshold, double angle_threshold,
-                                const at::Tensor& suppression_distance, int64_t k,
+ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor& translations, const at::Tensor& votes,
+                                const std::optional<at::Tensor>& lengths, const at::Tensor& distance_threshold,
+                                double angle_threshold, const at::Tensor& suppression_distance, int64_t k,
                                 double suppression_angle) {
-  const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths,
-                                              distance_threshold, angle_threshold,
-                                              suppression_distance, k, suppression_angle);
+  const ClusterArgs args = check_cluster_args(quaternions, translations, votes, lengths, distance_threshold,
+                                              angle_threshold, suppression_distance, k, suppression_angle);
   check_device_type(quaternions, "quaternions", at::kCUDA);
   const c10::cuda::CUDAGuard guard(quaternions.device());
   ClusterResult out = empty_cluster_outputs(quaternions, args);
@@ -261,11 +254,16 @@ ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor&
   const at::Tensor thresholds = as_float(distance_threshold);
   const at::Tensor suppress = as_float(suppression_distance);
   const CloudLengths lengths_c = contiguous_lengths(lengths);
-  const PoseArgs a{q.data_ptr<float>(),          t.data_ptr<float>(),
-                   v.data_ptr<int64_t>(),        lengths_c.data,
-                   thresholds.data_ptr<float>(), suppress.data_ptr<float>(),
-                   args.batch,                   args.poses,
-                   k,                            args.cos_half,
+  const PoseArgs a{q.data_ptr<float>(),
+                   t.data_ptr<float>(),
+                   v.data_ptr<int64_t>(),
+                   lengths_c.data,
+                   thresholds.data_ptr<float>(),
+                   suppress.data_ptr<float>(),
+                   args.batch,
+                   args.poses,
+                   k,
+                   args.cos_half,
                    args.cos_suppress};
   const auto options = q.options();
 
@@ -284,8 +282,7 @@ ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor&
   const PreparedPoses poses{prepared_q, prepared_t, v.data_ptr<int64_t>()};
 
   at::Tensor scores = at::empty({total}, options.dtype(at::kLong));
-  scores_kernel<<<blocks_for(total * kWarpSize), kThreads, 0, stream>>>(a, poses, table,
-                                                                          scores.data_ptr<int64_t>());
+  scores_kernel<<<blocks_for(total * kWarpSize), kThreads, 0, stream>>>(a, poses, table, scores.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   at::Tensor removed = at::zeros({total}, options.dtype(at::kByte));
@@ -296,8 +293,7 @@ ClusterResult pose_cluster_cuda(const at::Tensor& quaternions, const at::Tensor&
 
   average_kernel<<<blocks_for(args.batch * k * kWarpSize), kThreads, 0, stream>>>(
       a, poses, table, centers.data_ptr<int64_t>(), std::get<0>(out).data_ptr<float>(),
-      std::get<1>(out).data_ptr<float>(), std::get<2>(out).data_ptr<int64_t>(),
-      std::get<3>(out).data_ptr<int64_t>());
+      std::get<1>(out).data_ptr<float>(), std::get<2>(out).data_ptr<int64_t>(), std::get<3>(out).data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

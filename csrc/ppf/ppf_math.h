@@ -73,9 +73,7 @@ POINTOPS_HOST_DEVICE inline Vec3 cross3(const Vec3& a, const Vec3& b) {
           subtract(multiply(a.x, b.y), multiply(a.y, b.x))};
 }
 
-POINTOPS_HOST_DEVICE inline bool finite3(const Vec3& a) {
-  return finite(a.x) && finite(a.y) && finite(a.z);
-}
+POINTOPS_HOST_DEVICE inline bool finite3(const Vec3& a) { return finite(a.x) && finite(a.y) && finite(a.z); }
 
 // ---- atan2 -------------------------------------------------------------------------------------
 
@@ -87,21 +85,30 @@ constexpr int kAtanDegree = 8;
 
 POINTOPS_HOST_DEVICE inline float atan_coefficient(int k) {
   switch (k) {
-    case 0: return 0x1.0p+0f;
-    case 1: return -0x1.5554b4p-2f;
-    case 2: return 0x1.997532p-3f;
-    case 3: return -0x1.22f66ap-3f;
-    case 4: return 0x1.b46b62p-4f;
-    case 5: return -0x1.3496a0p-4f;
-    case 6: return 0x1.609a00p-5f;
-    case 7: return -0x1.0acfb2p-6f;
-    default: return 0x1.7ca3bep-9f;
+    case 0:
+      return 0x1.0p+0f;
+    case 1:
+      return -0x1.5554b4p-2f;
+    case 2:
+      return 0x1.997532p-3f;
+    case 3:
+      return -0x1.22f66ap-3f;
+    case 4:
+      return 0x1.b46b62p-4f;
+    case 5:
+      return -0x1.3496a0p-4f;
+    case 6:
+      return 0x1.609a00p-5f;
+    case 7:
+      return -0x1.0acfb2p-6f;
+    default:
+      return 0x1.7ca3bep-9f;
   }
 }
 
-constexpr float kPi = 0x1.921fb6p+1f;       // float32(pi)
-constexpr float kHalfPi = 0x1.921fb6p+0f;   // float32(pi / 2)
-constexpr float kTwoPi = 0x1.921fb6p+2f;    // float32(2 pi)
+constexpr float kPi = 0x1.921fb6p+1f;      // float32(pi)
+constexpr float kHalfPi = 0x1.921fb6p+0f;  // float32(pi / 2)
+constexpr float kTwoPi = 0x1.921fb6p+2f;   // float32(2 pi)
 
 // atan2(y, x) in [-pi, pi] for finite x, y; 0 for (0, 0). The signs of zero are ignored.
 POINTOPS_HOST_DEVICE inline float ppf_atan2(float y, float x) {
@@ -140,8 +147,8 @@ POINTOPS_HOST_DEVICE inline bool unit_normal(const Vec3& n, Vec3* out) {
 
 // The oriented point `index` of a float32 (N, 3) cloud with `length` valid rows; false when it
 // does not exist or is not finite with a nonzero normal.
-POINTOPS_HOST_DEVICE inline bool load_oriented(const float* points, const float* normals,
-                                               int64_t length, int64_t index, Vec3* p, Vec3* n) {
+POINTOPS_HOST_DEVICE inline bool load_oriented(const float* points, const float* normals, int64_t length, int64_t index,
+                                               Vec3* p, Vec3* n) {
   if (index < 0 || index >= length) return false;
   const float* q = points + index * 3;
   const float* m = normals + index * 3;
@@ -200,8 +207,7 @@ struct PairFeature {
   float distance, a1, a2, a3;
 };
 
-POINTOPS_HOST_DEVICE inline PairFeature pair_feature(const Frame& f1, const Vec3& n2,
-                                                     const Vec3& d) {
+POINTOPS_HOST_DEVICE inline PairFeature pair_feature(const Frame& f1, const Vec3& n2, const Vec3& d) {
   PairFeature out;
   out.distance = square_root(dot3(d, d));
   out.a1 = angle_between(f1.n, d);
@@ -219,8 +225,7 @@ struct DimBins {
 
 // value >= 0 (and finite); bins >= 1. `clamp_top`: values at or past the last bin's end go to the
 // last bin (the angles, where pi itself lands there); otherwise such values have bin = -1.
-POINTOPS_HOST_DEVICE inline DimBins dim_bins(float value, float step, int32_t bins,
-                                            bool clamp_top) {
+POINTOPS_HOST_DEVICE inline DimBins dim_bins(float value, float step, int32_t bins, bool clamp_top) {
   const float scaled = divide(value, step);
   const float lower = floor_value(scaled);
   DimBins out;
@@ -233,8 +238,7 @@ POINTOPS_HOST_DEVICE inline DimBins dim_bins(float value, float step, int32_t bi
   // scaled - floor(scaled) is exact (Sterbenz), so the side is decided the same everywhere.
   const float fraction = subtract(scaled, lower);
   const float side = fraction < 0.5f ? subtract(lower, 1.0f) : add(lower, 1.0f);
-  out.neighbour = (side >= 0.0f && side < static_cast<float>(bins) &&
-                   static_cast<int32_t>(side) != out.bin)
+  out.neighbour = (side >= 0.0f && side < static_cast<float>(bins) && static_cast<int32_t>(side) != out.bin)
                       ? static_cast<int32_t>(side)
                       : -1;
   return out;
@@ -255,8 +259,7 @@ POINTOPS_HOST_DEVICE inline FeatureBins feature_bins(const PairFeature& f, const
   return out;
 }
 
-POINTOPS_HOST_DEVICE inline int64_t pack_key(int32_t d, int32_t a1, int32_t a2, int32_t a3,
-                                             int32_t feature_bins) {
+POINTOPS_HOST_DEVICE inline int64_t pack_key(int32_t d, int32_t a1, int32_t a2, int32_t a3, int32_t feature_bins) {
   const int64_t fb = feature_bins;
   return ((static_cast<int64_t>(d) * fb + a1) * fb + a2) * fb + a3;
 }
@@ -269,8 +272,7 @@ POINTOPS_HOST_DEVICE inline int64_t exact_key(const FeatureBins& f, int32_t feat
 // Neighbour-bin voting: lookup `mask` in [0, 16) takes, in dimension q, the neighbour bin where
 // bit q is set and the exact bin where it is clear (mask 0 is the exact key). Returns -1 when a
 // requested neighbour does not exist, so no key is looked up twice.
-POINTOPS_HOST_DEVICE inline int64_t spread_key(const FeatureBins& f, int mask,
-                                               int32_t feature_bins) {
+POINTOPS_HOST_DEVICE inline int64_t spread_key(const FeatureBins& f, int mask, int32_t feature_bins) {
   int32_t bins[4];
   for (int q = 0; q < 4; ++q) {
     if (mask & (1 << q)) {
@@ -285,8 +287,8 @@ POINTOPS_HOST_DEVICE inline int64_t spread_key(const FeatureBins& f, int mask,
 
 // The alpha bin of a vote: alpha_scene - alpha_model wrapped to [0, 2 pi), times alpha_scale,
 // floored (a product rather than a quotient: this runs once per vote).
-POINTOPS_HOST_DEVICE inline int32_t alpha_bin(float alpha_scene, float alpha_model,
-                                              float alpha_scale, int32_t angle_bins) {
+POINTOPS_HOST_DEVICE inline int32_t alpha_bin(float alpha_scene, float alpha_model, float alpha_scale,
+                                              int32_t angle_bins) {
   float alpha = subtract(alpha_scene, alpha_model);
   if (alpha < 0.0f) alpha = add(alpha, kTwoPi);
   int32_t bin = static_cast<int32_t>(floor_value(multiply(alpha, alpha_scale)));
@@ -305,8 +307,8 @@ struct AlphaTable {
 
 // The rigid transform of a vote: R = R_s^T Rx(alpha) R_m, t = s - R m (header comment), as a
 // unit quaternion (w, x, y, z) with w >= 0 and a translation.
-POINTOPS_HOST_DEVICE inline void vote_pose(const Frame& scene, const Frame& model, float cos_a,
-                                           float sin_a, float* quaternion, float* translation) {
+POINTOPS_HOST_DEVICE inline void vote_pose(const Frame& scene, const Frame& model, float cos_a, float sin_a,
+                                           float* quaternion, float* translation) {
   // Rows of Rx(alpha) R_m: n_m, c b1_m - s b2_m, s b1_m + c b2_m.
   const Vec3 row0 = model.n;
   const Vec3 row1 = {subtract(multiply(cos_a, model.b1.x), multiply(sin_a, model.b2.x)),
@@ -330,8 +332,8 @@ POINTOPS_HOST_DEVICE inline void vote_pose(const Frame& scene, const Frame& mode
   const float m[3] = {model.p.x, model.p.y, model.p.z};
   const float s[3] = {scene.p.x, scene.p.y, scene.p.z};
   for (int a = 0; a < 3; ++a) {
-    translation[a] = subtract(s[a], add(add(multiply(r[a][0], m[0]), multiply(r[a][1], m[1])),
-                                     multiply(r[a][2], m[2])));
+    translation[a] =
+        subtract(s[a], add(add(multiply(r[a][0], m[0]), multiply(r[a][1], m[1])), multiply(r[a][2], m[2])));
   }
   // Rotation matrix -> quaternion (Shepperd): divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2.
   float w, x, y, z;

@@ -62,13 +62,11 @@ struct VoteShape {
 
 // Checks shared by both backends and devices.
 VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                          const std::optional<at::Tensor>& scene_lengths,
-                          const at::Tensor& model_points, const at::Tensor& model_normals,
-                          const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                          const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                          const at::Tensor& diameter, int64_t angle_bins, int64_t distance_bins,
-                          int64_t stride, int64_t k, bool spread, const std::string& backend,
-                          int64_t chunk_votes);
+                          const std::optional<at::Tensor>& scene_lengths, const at::Tensor& model_points,
+                          const at::Tensor& model_normals, const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                          const at::Tensor& pair_alpha, const at::Tensor& distance_step, const at::Tensor& diameter,
+                          int64_t angle_bins, int64_t distance_bins, int64_t stride, int64_t k, bool spread,
+                          const std::string& backend, int64_t chunk_votes);
 
 // The outputs at their "no peak" values.
 VoteResult empty_vote_outputs(const at::Tensor& scene_points, const VoteShape& shape);
@@ -76,20 +74,19 @@ VoteResult empty_vote_outputs(const at::Tensor& scene_points, const VoteShape& s
 // The inputs as both backends' kernels read them (after check_vote_args): contiguous, the scenes,
 // distance steps and diameters in float32, and the scene lengths.
 struct VoteInputs {
-  at::Tensor scene_points, scene_normals, model_points, model_normals, key_offsets, pair_ref,
-      pair_alpha, distance_step, diameter;
+  at::Tensor scene_points, scene_normals, model_points, model_normals, key_offsets, pair_ref, pair_alpha, distance_step,
+      diameter;
   CloudLengths scene_lengths;
 };
 
 inline VoteInputs vote_inputs(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                              const std::optional<at::Tensor>& scene_lengths,
-                              const at::Tensor& model_points, const at::Tensor& model_normals,
-                              const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                              const at::Tensor& pair_alpha, const at::Tensor& distance_step,
+                              const std::optional<at::Tensor>& scene_lengths, const at::Tensor& model_points,
+                              const at::Tensor& model_normals, const at::Tensor& key_offsets,
+                              const at::Tensor& pair_ref, const at::Tensor& pair_alpha, const at::Tensor& distance_step,
                               const at::Tensor& diameter) {
-  return {as_float(scene_points), as_float(scene_normals), model_points.contiguous(),
-          model_normals.contiguous(), key_offsets.contiguous(), pair_ref.contiguous(),
-          pair_alpha.contiguous(), as_float(distance_step), as_float(diameter),
+  return {as_float(scene_points),           as_float(scene_normals),  model_points.contiguous(),
+          model_normals.contiguous(),       key_offsets.contiguous(), pair_ref.contiguous(),
+          pair_alpha.contiguous(),          as_float(distance_step),  as_float(diameter),
           contiguous_lengths(scene_lengths)};
 }
 
@@ -100,8 +97,8 @@ struct ScenePair {
 };
 
 // The scene reference: its frame; false when the point takes no part.
-POINTOPS_HOST_DEVICE inline bool load_reference(const float* points, const float* normals,
-                                                int64_t length, int64_t index, Frame* frame) {
+POINTOPS_HOST_DEVICE inline bool load_reference(const float* points, const float* normals, int64_t length,
+                                                int64_t index, Frame* frame) {
   Vec3 p, n;
   if (!load_oriented(points, normals, length, index, &p, &n)) return false;
   *frame = make_frame(p, n);
@@ -111,9 +108,8 @@ POINTOPS_HOST_DEVICE inline bool load_reference(const float* points, const float
 // The pair of reference frame f with the oriented scene point (p, unit normal n): false when
 // the point coincides with the reference, lies farther than the diameter or at a distance bin past
 // the last.
-POINTOPS_HOST_DEVICE inline bool oriented_scene_pair(const Frame& f, const Vec3& p, const Vec3& n,
-                                                     float max_square, const Binning& binning,
-                                                     ScenePair* out) {
+POINTOPS_HOST_DEVICE inline bool oriented_scene_pair(const Frame& f, const Vec3& p, const Vec3& n, float max_square,
+                                                     const Binning& binning, ScenePair* out) {
   const Vec3 d = sub3(p, f.p);
   const float square = dot3(d, d);
   if (!(square > 0.0f) || !(square <= max_square)) return false;
@@ -126,9 +122,8 @@ POINTOPS_HOST_DEVICE inline bool oriented_scene_pair(const Frame& f, const Vec3&
 
 // Pair reference `ref` (frame f) with scene point j: false when j takes no part, is the
 // reference, lies farther than the diameter or at a distance bin past the last.
-POINTOPS_HOST_DEVICE inline bool scene_pair(const float* points, const float* normals,
-                                            int64_t length, int64_t ref, const Frame& f, int64_t j,
-                                            float max_square, const Binning& binning,
+POINTOPS_HOST_DEVICE inline bool scene_pair(const float* points, const float* normals, int64_t length, int64_t ref,
+                                            const Frame& f, int64_t j, float max_square, const Binning& binning,
                                             ScenePair* out) {
   if (j == ref) return false;
   Vec3 p, n;
@@ -138,10 +133,8 @@ POINTOPS_HOST_DEVICE inline bool scene_pair(const float* points, const float* no
 
 // Lookup `mask` of a scene pair: a key (mask 0 the exact bin; with spread, masks 1..15 the
 // neighbouring bins), or -1.
-POINTOPS_HOST_DEVICE inline int64_t lookup_key(const ScenePair& pair, int mask,
-                                               int32_t feature_bins) {
-  return mask == 0 ? exact_key(pair.bins, feature_bins)
-                   : spread_key(pair.bins, mask, feature_bins);
+POINTOPS_HOST_DEVICE inline int64_t lookup_key(const ScenePair& pair, int mask, int32_t feature_bins) {
+  return mask == 0 ? exact_key(pair.bins, feature_bins) : spread_key(pair.bins, mask, feature_bins);
 }
 
 // Peaks travel as one 64-bit word: votes in the high half, the complement of the cell in the low
@@ -149,20 +142,16 @@ POINTOPS_HOST_DEVICE inline int64_t lookup_key(const ScenePair& pair, int mask,
 POINTOPS_HOST_DEVICE inline uint64_t peak_word(uint32_t votes, uint32_t cell) {
   return (static_cast<uint64_t>(votes) << 32) | static_cast<uint64_t>(0xFFFFFFFFu - cell);
 }
-POINTOPS_HOST_DEVICE inline uint32_t peak_votes(uint64_t word) {
-  return static_cast<uint32_t>(word >> 32);
-}
+POINTOPS_HOST_DEVICE inline uint32_t peak_votes(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 POINTOPS_HOST_DEVICE inline uint32_t peak_cell(uint64_t word) {
   return 0xFFFFFFFFu - static_cast<uint32_t>(word & 0xFFFFFFFFu);
 }
 
 // Writes peak q of a reference: its votes, model point, alpha bin and pose, or the "no peak"
 // values when word is 0. `model_points` / `model_normals` are model m's rows.
-POINTOPS_HOST_DEVICE inline void write_peak(uint64_t word, const Frame& scene,
-                                            const float* model_points, const float* model_normals,
-                                            int32_t angle_bins, const AlphaTable& table,
-                                            int64_t* votes, int64_t* model_index,
-                                            int64_t* alpha, float* quaternion,
+POINTOPS_HOST_DEVICE inline void write_peak(uint64_t word, const Frame& scene, const float* model_points,
+                                            const float* model_normals, int32_t angle_bins, const AlphaTable& table,
+                                            int64_t* votes, int64_t* model_index, int64_t* alpha, float* quaternion,
                                             float* translation) {
   if (word == 0) {
     *votes = 0;
@@ -216,8 +205,7 @@ namespace ppf {
 // The cell a model pair row e votes for from a scene pair with alpha `scene_alpha`, or -1 when
 // the row is malformed (a model point outside [0, nm) or a non-finite alpha: never in a model
 // that ppf_model built, checked so that a bad description cannot index out of bounds).
-POINTOPS_HOST_DEVICE inline int64_t vote_cell(int32_t model_point, float model_alpha,
-                                              float scene_alpha, int64_t nm,
+POINTOPS_HOST_DEVICE inline int64_t vote_cell(int32_t model_point, float model_alpha, float scene_alpha, int64_t nm,
                                               const Binning& binning) {
   if (model_point < 0 || model_point >= nm || !finite(model_alpha)) return -1;
   const int32_t bin = alpha_bin(scene_alpha, model_alpha, binning.alpha_scale, binning.angle_bins);
@@ -226,8 +214,8 @@ POINTOPS_HOST_DEVICE inline int64_t vote_cell(int32_t model_point, float model_a
 }
 
 // The pair-list rows of key `key` in a model's CSR table, clamped to [0, pairs].
-POINTOPS_HOST_DEVICE inline void key_rows(const int64_t* key_offsets, int64_t key, int64_t pairs,
-                                          int64_t* lo, int64_t* hi) {
+POINTOPS_HOST_DEVICE inline void key_rows(const int64_t* key_offsets, int64_t key, int64_t pairs, int64_t* lo,
+                                          int64_t* hi) {
   int64_t a = key_offsets[key];
   int64_t b = key_offsets[key + 1];
   a = a < 0 ? 0 : (a > pairs ? pairs : a);

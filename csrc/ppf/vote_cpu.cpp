@@ -33,29 +33,23 @@ namespace pointops {
 namespace ppf {
 
 VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                          const std::optional<at::Tensor>& scene_lengths,
-                          const at::Tensor& model_points, const at::Tensor& model_normals,
-                          const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                          const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                          const at::Tensor& diameter, int64_t angle_bins, int64_t distance_bins,
-                          int64_t stride, int64_t k, bool spread, const std::string& backend,
-                          int64_t chunk_votes) {
-  check_oriented_clouds(scene_points, scene_normals, scene_lengths, "scene_points",
-                        "scene_normals", "scene_lengths");
+                          const std::optional<at::Tensor>& scene_lengths, const at::Tensor& model_points,
+                          const at::Tensor& model_normals, const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                          const at::Tensor& pair_alpha, const at::Tensor& distance_step, const at::Tensor& diameter,
+                          int64_t angle_bins, int64_t distance_bins, int64_t stride, int64_t k, bool spread,
+                          const std::string& backend, int64_t chunk_votes) {
+  check_oriented_clouds(scene_points, scene_normals, scene_lengths, "scene_points", "scene_normals", "scene_lengths");
   check_dim(model_points, "model_points", 3, "(M, Nm, 3)");
   check_dtype(model_points, "model_points", at::kFloat);
-  TORCH_CHECK(model_points.size(2) == 3, "model_points must have shape (M, Nm, 3), got shape ",
-              model_points.sizes());
+  TORCH_CHECK(model_points.size(2) == 3, "model_points must have shape (M, Nm, 3), got shape ", model_points.sizes());
   check_same_device(model_points, "model_points", scene_points, "scene_points");
   check_dtype(model_normals, "model_normals", at::kFloat);
   check_same_device(model_normals, "model_normals", scene_points, "scene_points");
-  TORCH_CHECK(model_normals.sizes() == model_points.sizes(),
-              "model_normals must have the shape of model_points ", model_points.sizes(), ", got ",
-              model_normals.sizes());
+  TORCH_CHECK(model_normals.sizes() == model_points.sizes(), "model_normals must have the shape of model_points ",
+              model_points.sizes(), ", got ", model_normals.sizes());
   const int64_t models = model_points.size(0);
   const Binning binning = make_binning(angle_bins, distance_bins);
-  TORCH_CHECK(binning.key_count() <= kMaxKeys,
-              "distance_bins * ceil(angle_bins / 2)^3 keys must be at most 2^24, got ",
+  TORCH_CHECK(binning.key_count() <= kMaxKeys, "distance_bins * ceil(angle_bins / 2)^3 keys must be at most 2^24, got ",
               binning.key_count());
   check_dtype(key_offsets, "key_offsets", at::kLong);
   check_same_device(key_offsets, "key_offsets", scene_points, "scene_points");
@@ -63,18 +57,16 @@ VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scen
   check_dtype(pair_ref, "pair_ref", at::kInt);
   check_same_device(pair_ref, "pair_ref", scene_points, "scene_points");
   check_dim(pair_ref, "pair_ref", 2, "(M, P)");
-  TORCH_CHECK(pair_ref.size(0) == models, "pair_ref must have shape (M, P) with M = ", models,
-              ", got shape ", pair_ref.sizes());
+  TORCH_CHECK(pair_ref.size(0) == models, "pair_ref must have shape (M, P) with M = ", models, ", got shape ",
+              pair_ref.sizes());
   check_dtype(pair_alpha, "pair_alpha", at::kFloat);
   check_same_device(pair_alpha, "pair_alpha", scene_points, "scene_points");
   check_shape(pair_alpha, "pair_alpha", pair_ref.sizes());
   check_cloud_values(distance_step, "distance_step", models, scene_points, "scene_points");
   check_cloud_values(diameter, "diameter", models, scene_points, "scene_points");
   TORCH_CHECK(stride >= 1, "stride must be >= 1, got ", stride);
-  TORCH_CHECK(k >= 0 && k <= kMaxPeaks, "k (peaks per reference) must be in [0, ", kMaxPeaks,
-              "], got ", k);
-  TORCH_CHECK(backend == "dense" || backend == "sort",
-              "backend must be \"dense\" or \"sort\", got \"", backend, "\"");
+  TORCH_CHECK(k >= 0 && k <= kMaxPeaks, "k (peaks per reference) must be in [0, ", kMaxPeaks, "], got ", k);
+  TORCH_CHECK(backend == "dense" || backend == "sort", "backend must be \"dense\" or \"sort\", got \"", backend, "\"");
   TORCH_CHECK(chunk_votes >= 1, "chunk_votes must be >= 1, got ", chunk_votes);
   const int64_t nm = model_points.size(1);
   TORCH_CHECK(nm <= 46340, "model_points may have at most 46340 points per model, got ", nm);
@@ -93,9 +85,10 @@ VoteShape check_vote_args(const at::Tensor& scene_points, const at::Tensor& scen
   shape.spread = spread;
   shape.binning = binning;
   // per peak: votes, model_index, alpha_bin (int64), a quaternion and a translation (float32)
-  check_output_fits(scene_points.device(), "k = " + std::to_string(k) + " peaks of every " + std::to_string(stride) +
-                        "-th scene point (stride)",
-                    {shape.scenes, models, shape.refs, k}, 3 * 8 + 7 * 4);
+  check_output_fits(
+      scene_points.device(),
+      "k = " + std::to_string(k) + " peaks of every " + std::to_string(stride) + "-th scene point (stride)",
+      {shape.scenes, models, shape.refs, k}, 3 * 8 + 7 * 4);
   return shape;
 }
 
@@ -227,8 +220,8 @@ constexpr int64_t kPad = 8;  // partner lists are padded to whole AVX2 vectors
 
 // Copies the points [first, last) of the grid with 0 < |d|^2 <= max_square, d = p - f.p as the
 // scalar pair computes it, into the scratch from `count` on; returns the new count.
-int64_t gather_range(const SceneGrid& g, const Frame& f, int64_t ref, float max_square,
-                     int64_t first, int64_t last, bool vector_path, int64_t count, Scratch* s) {
+int64_t gather_range(const SceneGrid& g, const Frame& f, int64_t ref, float max_square, int64_t first, int64_t last,
+                     bool vector_path, int64_t count, Scratch* s) {
   s->reserve(count + (last - first) + kPad);
   auto keep = [&](int64_t k) {
     if (g.row[k] == ref) return;
@@ -267,8 +260,8 @@ int64_t gather_range(const SceneGrid& g, const Frame& f, int64_t ref, float max_
 // (|o| - 1) cell widths away along it, so a row of cells along x at offsets (oy, oz) is skipped
 // when those gaps alone exceed the reach, and otherwise scanned over the x offsets the rest of
 // the reach allows (one contiguous run of points).
-int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float max_square,
-                        bool vector_path, Scratch* s) {
+int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float max_square, bool vector_path,
+                        Scratch* s) {
   if (g.start.empty()) return 0;
   const int64_t c[3] = {g.coordinate(f.p.x, 0), g.coordinate(f.p.y, 1), g.coordinate(f.p.z, 2)};
   const int64_t span = static_cast<int64_t>(std::ceil(g.reach / g.width));
@@ -286,8 +279,8 @@ int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float m
       if (!(rest > 0.0)) continue;
       const int64_t ox = static_cast<int64_t>(std::ceil(std::sqrt(rest) / g.width));
       const int64_t x0 = std::max<int64_t>(c[0] - ox, 0), x1 = std::min<int64_t>(c[0] + ox, g.dims[0] - 1);
-      count = gather_range(g, f, ref, max_square, g.start[g.cell(x0, y, z)], g.start[g.cell(x1, y, z) + 1],
-                           vector_path, count, s);
+      count = gather_range(g, f, ref, max_square, g.start[g.cell(x0, y, z)], g.start[g.cell(x1, y, z) + 1], vector_path,
+                           count, s);
     }
   }
   s->reserve(count + kPad);
@@ -301,14 +294,13 @@ int64_t gather_partners(const SceneGrid& g, const Frame& f, int64_t ref, float m
 
 // Bins, neighbour bins (the vector path: only with spread, which alone reads them) and alphas of
 // the gathered partners (oriented_scene_pair's arithmetic).
-void partner_features(const Frame& f, const Binning& b, int64_t count, bool spread, bool vector_path,
-                      Scratch* s) {
+void partner_features(const Frame& f, const Binning& b, int64_t count, bool spread, bool vector_path, Scratch* s) {
   const int64_t stride = s->capacity;
 #if POINTOPS_X86_DISPATCH
   if (vector_path) {
     auto features = spread ? &avx2::partner_features<true> : &avx2::partner_features<false>;
-    features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(),
-             s->nz.data(), s->bin.data(), s->neighbour.data(), s->alpha.data(), stride);
+    features(f, b, count, s->px.data(), s->py.data(), s->pz.data(), s->nx.data(), s->ny.data(), s->nz.data(),
+             s->bin.data(), s->neighbour.data(), s->alpha.data(), stride);
     return;
   }
 #endif
@@ -334,9 +326,8 @@ void partner_features(const Frame& f, const Binning& b, int64_t count, bool spre
 // rows can be fetched ahead of their use: both are read at scattered places, far more than fit
 // in the caches near the core, and waiting for them is most of the lookups' time.
 template <typename Rows>
-void partner_lookups(Scratch* s, int64_t count, const Binning& b, bool spread,
-                     const int64_t* offsets, const int32_t* pair_ref, const float* pair_alpha,
-                     int64_t pairs, Rows&& rows) {
+void partner_lookups(Scratch* s, int64_t count, const Binning& b, bool spread, const int64_t* offsets,
+                     const int32_t* pair_ref, const float* pair_alpha, int64_t pairs, Rows&& rows) {
   constexpr int64_t kKeysAhead = 16, kRowsAhead = 4;
   const int64_t stride = s->capacity;
   const int lookups = spread ? 16 : 1;
@@ -382,18 +373,15 @@ void partner_lookups(Scratch* s, int64_t count, const Binning& b, bool spread,
 }
 
 VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                        const std::optional<at::Tensor>& scene_lengths,
-                        const at::Tensor& model_points, const at::Tensor& model_normals,
-                        const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                        const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                        const at::Tensor& diameter, int64_t angle_bins, int64_t distance_bins,
-                        int64_t stride, int64_t k, bool spread, c10::string_view backend_view,
-                        int64_t chunk_votes) {
+                        const std::optional<at::Tensor>& scene_lengths, const at::Tensor& model_points,
+                        const at::Tensor& model_normals, const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                        const at::Tensor& pair_alpha, const at::Tensor& distance_step, const at::Tensor& diameter,
+                        int64_t angle_bins, int64_t distance_bins, int64_t stride, int64_t k, bool spread,
+                        c10::string_view backend_view, int64_t chunk_votes) {
   const std::string backend(backend_view);
-  const VoteShape s = check_vote_args(scene_points, scene_normals, scene_lengths, model_points,
-                                      model_normals, key_offsets, pair_ref, pair_alpha,
-                                      distance_step, diameter, angle_bins, distance_bins, stride,
-                                      k, spread, backend, chunk_votes);
+  const VoteShape s = check_vote_args(scene_points, scene_normals, scene_lengths, model_points, model_normals,
+                                      key_offsets, pair_ref, pair_alpha, distance_step, diameter, angle_bins,
+                                      distance_bins, stride, k, spread, backend, chunk_votes);
   VoteResult out = empty_vote_outputs(scene_points, s);
   const int64_t tasks = s.scenes * s.models * s.refs;
   if (tasks == 0 || s.k == 0) return out;
@@ -403,9 +391,8 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
   at::Tensor quaternions = std::get<3>(out);
   at::Tensor translations = std::get<4>(out);
 
-  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points,
-                                    model_normals, key_offsets, pair_ref, pair_alpha, distance_step,
-                                    diameter);
+  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points, model_normals,
+                                    key_offsets, pair_ref, pair_alpha, distance_step, diameter);
   const AlphaTable table = make_alpha_table(angle_bins);
   const bool dense = backend == "dense";
 #if POINTOPS_X86_DISPATCH
@@ -450,8 +437,7 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
       Binning binning = s.binning;
       binning.distance_step = step_ptr[m];
       if (usable[m] && load_reference(in.scene_points.data_ptr<float>() + scene * s.n * 3,
-                                      in.scene_normals.data_ptr<float>() + scene * s.n * 3,
-                                      length, ref, &f)) {
+                                      in.scene_normals.data_ptr<float>() + scene * s.n * 3, length, ref, &f)) {
         const float max_square = multiply(diameter_ptr[m], diameter_ptr[m]);
         const int64_t* off = in.key_offsets.data_ptr<int64_t>() + m * (s.keys + 1);
         const int32_t* pr = in.pair_ref.data_ptr<int32_t>() + m * s.pairs;
@@ -464,10 +450,9 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
           uint32_t* acc = scratch.acc.data();
 #if POINTOPS_X86_DISPATCH
           if (vector_path) {
-            partner_lookups(&scratch, count, binning, s.spread, off, pr, pa, s.pairs,
-                            [&](int64_t lo, int64_t hi, float alpha) {
-                              avx2::vote_rows(pr, pa, lo, hi, alpha, nm, binning, acc);
-                            });
+            partner_lookups(
+                &scratch, count, binning, s.spread, off, pr, pa, s.pairs,
+                [&](int64_t lo, int64_t hi, float alpha) { avx2::vote_rows(pr, pa, lo, hi, alpha, nm, binning, acc); });
             avx2::scan_peaks(acc, s.cells, &top);
           }
 #endif
@@ -503,10 +488,9 @@ VoteResult ppf_vote_cpu(const at::Tensor& scene_points, const at::Tensor& scene_
       const float* model_n = in.model_normals.data_ptr<float>() + m * s.nm * 3;
       for (int64_t q = 0; q < s.k; ++q) {
         const int64_t row = task * s.k + q;
-        write_peak(top.word[q], f, model_p, model_n, s.binning.angle_bins, table,
-                   votes.data_ptr<int64_t>() + row, model_index.data_ptr<int64_t>() + row,
-                   alpha_bin.data_ptr<int64_t>() + row, quaternions.data_ptr<float>() + row * 4,
-                   translations.data_ptr<float>() + row * 3);
+        write_peak(top.word[q], f, model_p, model_n, s.binning.angle_bins, table, votes.data_ptr<int64_t>() + row,
+                   model_index.data_ptr<int64_t>() + row, alpha_bin.data_ptr<int64_t>() + row,
+                   quaternions.data_ptr<float>() + row * 4, translations.data_ptr<float>() + row * 3);
       }
     }
   });

@@ -29,13 +29,9 @@ struct V3 {
   __m256 x, y, z;
 };
 
-POINTOPS_PPF_AVX2 inline __m256 negate(__m256 v) {
-  return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f));
-}
+POINTOPS_PPF_AVX2 inline __m256 negate(__m256 v) { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }
 POINTOPS_PPF_AVX2 inline __m256 less(__m256 a, __m256 b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
-POINTOPS_PPF_AVX2 inline __m256 select(__m256 mask, __m256 yes, __m256 no) {
-  return _mm256_blendv_ps(no, yes, mask);
-}
+POINTOPS_PPF_AVX2 inline __m256 select(__m256 mask, __m256 yes, __m256 no) { return _mm256_blendv_ps(no, yes, mask); }
 POINTOPS_PPF_AVX2 inline __m256i select_i(__m256 mask, __m256i yes, __m256i no) {
   return _mm256_blendv_epi8(no, yes, _mm256_castps_si256(mask));
 }
@@ -45,8 +41,7 @@ POINTOPS_PPF_AVX2 inline V3 broadcast(const Vec3& v) {
 }
 
 POINTOPS_PPF_AVX2 inline __m256 dot(const V3& a, const V3& b) {
-  return _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(a.x, b.x), _mm256_mul_ps(a.y, b.y)),
-                       _mm256_mul_ps(a.z, b.z));
+  return _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(a.x, b.x), _mm256_mul_ps(a.y, b.y)), _mm256_mul_ps(a.z, b.z));
 }
 
 POINTOPS_PPF_AVX2 inline V3 cross(const V3& a, const V3& b) {
@@ -86,21 +81,20 @@ POINTOPS_PPF_AVX2 inline __m256 angle_between(const V3& a, const V3& b) {
 // dim_bins, lane by lane; without `neighbours` only the bin (neighbour bins serve spread voting
 // alone).
 template <bool neighbours>
-POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, bool clamp_top,
-                                       __m256i* bin, __m256i* neighbour) {
+POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, bool clamp_top, __m256i* bin,
+                                       __m256i* neighbour) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 bins_f = _mm256_set1_ps(static_cast<float>(bins));
   const __m256i none = _mm256_set1_epi32(-1);
   const __m256 scaled = _mm256_div_ps(value, step);
   const __m256 lower = _mm256_floor_ps(scaled);
   const __m256 inside = less(lower, bins_f);
-  const __m256i out_bin = select_i(inside, _mm256_cvttps_epi32(lower),
-                                   _mm256_set1_epi32(clamp_top ? bins - 1 : -1));
+  const __m256i out_bin = select_i(inside, _mm256_cvttps_epi32(lower), _mm256_set1_epi32(clamp_top ? bins - 1 : -1));
   *bin = out_bin;
   if (!neighbours) return;
   const __m256 fraction = _mm256_sub_ps(scaled, lower);
-  const __m256 side = select(less(fraction, _mm256_set1_ps(0.5f)), _mm256_sub_ps(lower, one),
-                             _mm256_add_ps(lower, one));
+  const __m256 side =
+      select(less(fraction, _mm256_set1_ps(0.5f)), _mm256_sub_ps(lower, one), _mm256_add_ps(lower, one));
   const __m256i side_i = _mm256_cvttps_epi32(side);
   __m256 ok = _mm256_and_ps(_mm256_cmp_ps(side, _mm256_setzero_ps(), _CMP_GE_OQ), less(side, bins_f));
   ok = _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(side_i, out_bin)), ok);
@@ -114,9 +108,8 @@ POINTOPS_PPF_AVX2 inline void dim_bins(__m256 value, __m256 step, int32_t bins, 
 // 0 < |d|^2 <= max_square). A lane whose distance bin is past the last has bin[0] = -1. Without
 // `neighbours` the neighbour bins are left unwritten.
 template <bool neighbours>
-POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V3& n,
-                                            const Binning& b, int32_t* bin, int32_t* neighbour,
-                                            float* alpha, int64_t stride) {
+POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V3& n, const Binning& b, int32_t* bin,
+                                            int32_t* neighbour, float* alpha, int64_t stride) {
   const V3 fp = broadcast(f.p);
   const V3 fn = broadcast(f.n);
   const V3 d = {_mm256_sub_ps(p.x, fp.x), _mm256_sub_ps(p.y, fp.y), _mm256_sub_ps(p.z, fp.z)};
@@ -142,13 +135,12 @@ POINTOPS_PPF_AVX2 inline void pair_features(const Frame& f, const V3& p, const V
 
 // Bit l set where point l of 8 (structure of arrays) lies at 0 < |d|^2 <= max_square from p,
 // d = point - p and |d|^2 = (dx dx + dy dy) + dz dz (sub3 and dot3's rounding).
-POINTOPS_PPF_AVX2 inline int within(const Vec3& p, const float* x, const float* y, const float* z,
-                                    float max_square) {
+POINTOPS_PPF_AVX2 inline int within(const Vec3& p, const float* x, const float* y, const float* z, float max_square) {
   const __m256 dx = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_set1_ps(p.x));
   const __m256 dy = _mm256_sub_ps(_mm256_loadu_ps(y), _mm256_set1_ps(p.y));
   const __m256 dz = _mm256_sub_ps(_mm256_loadu_ps(z), _mm256_set1_ps(p.z));
-  const __m256 square = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)),
-                                      _mm256_mul_ps(dz, dz));
+  const __m256 square =
+      _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)), _mm256_mul_ps(dz, dz));
   const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(square, _mm256_setzero_ps(), _CMP_GT_OQ),
                                   _mm256_cmp_ps(square, _mm256_set1_ps(max_square), _CMP_LE_OQ));
   return _mm256_movemask_ps(ok);
@@ -173,8 +165,7 @@ struct PackTable {
 // order, for each of `arrays` arrays; writes whole vectors (the caller keeps 8 slots free past
 // the appended ones). Returns the number appended.
 template <int arrays>
-POINTOPS_PPF_AVX2 inline int pack(int mask, const float* const* src, int64_t offset, float* const* dst,
-                                  int64_t at) {
+POINTOPS_PPF_AVX2 inline int pack(int mask, const float* const* src, int64_t offset, float* const* dst, int64_t at) {
   static const PackTable table;
   const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(table.lanes[mask]));
   for (int a = 0; a < arrays; ++a) {
@@ -185,10 +176,9 @@ POINTOPS_PPF_AVX2 inline int pack(int mask, const float* const* src, int64_t off
 
 // pair_features over partners [0, count) of structure-of-arrays buffers padded to whole vectors.
 template <bool neighbours>
-POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b, int64_t count,
-                                               const float* px, const float* py, const float* pz,
-                                               const float* nx, const float* ny, const float* nz,
-                                               int32_t* bin, int32_t* neighbour, float* alpha,
+POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b, int64_t count, const float* px,
+                                               const float* py, const float* pz, const float* nx, const float* ny,
+                                               const float* nz, int32_t* bin, int32_t* neighbour, float* alpha,
                                                int64_t stride) {
   for (int64_t k = 0; k < count; k += kLanes) {
     const V3 p = {_mm256_loadu_ps(px + k), _mm256_loadu_ps(py + k), _mm256_loadu_ps(pz + k)};
@@ -199,9 +189,8 @@ POINTOPS_PPF_AVX2 inline void partner_features(const Frame& f, const Binning& b,
 
 // The votes of model pair rows [lo, hi) from a scene pair with alpha `scene_alpha`: ++acc[cell]
 // for every row whose vote_cell is valid, 8 cells computed at a time.
-POINTOPS_PPF_AVX2 inline void vote_rows(const int32_t* pair_ref, const float* pair_alpha,
-                                        int64_t lo, int64_t hi, float scene_alpha, int32_t nm,
-                                        const Binning& b, uint32_t* acc) {
+POINTOPS_PPF_AVX2 inline void vote_rows(const int32_t* pair_ref, const float* pair_alpha, int64_t lo, int64_t hi,
+                                        float scene_alpha, int32_t nm, const Binning& b, uint32_t* acc) {
   const __m256 as = _mm256_set1_ps(scene_alpha);
   const __m256 zero = _mm256_setzero_ps();
   const __m256 two_pi = _mm256_set1_ps(kTwoPi);
@@ -224,8 +213,7 @@ POINTOPS_PPF_AVX2 inline void vote_rows(const int32_t* pair_ref, const float* pa
     ok = _mm256_and_si256(ok, _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(am, am), zero, _CMP_EQ_OQ)));
     ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(bin, minus_one));
     ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(bin, last_bin), ok);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(cell),
-                       _mm256_add_epi32(_mm256_mullo_epi32(i, bins), bin));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(cell), _mm256_add_epi32(_mm256_mullo_epi32(i, bins), bin));
     const int mask = _mm256_movemask_ps(_mm256_castsi256_ps(ok));
     if (mask == 0xFF) {
       for (int l = 0; l < kLanes; ++l) ++acc[cell[l]];

@@ -69,7 +69,7 @@ constexpr int64_t kDenseSmemBudget = 160 * 1024;
 
 // Device pointers and sizes of one call.
 struct VoteArgs {
-  const float4* scene;         // (S, N, 2): position (w = 1: the point takes part), unit normal
+  const float4* scene;  // (S, N, 2): position (w = 1: the point takes part), unit normal
   const int64_t* scene_lengths;
   const int64_t* key_offsets;  // (M, K + 1)
   const int32_t* slice_rows;   // (M, K, slices + 1): first row of each slice's range; null: one slice
@@ -107,8 +107,8 @@ __global__ void prepare_scene_kernel(const float* __restrict__ points, const flo
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t s = e / n;
     Vec3 p = {0.0f, 0.0f, 0.0f}, u = {0.0f, 0.0f, 0.0f};
-    const bool ok = load_oriented(points + s * n * 3, normals + s * n * 3, cloud_length(lengths, s, n),
-                                  e - s * n, &p, &u);
+    const bool ok =
+        load_oriented(points + s * n * 3, normals + s * n * 3, cloud_length(lengths, s, n), e - s * n, &p, &u);
     out[2 * e] = make_float4(ok ? p.x : 0.0f, ok ? p.y : 0.0f, ok ? p.z : 0.0f, ok ? 1.0f : 0.0f);
     out[2 * e + 1] = make_float4(ok ? u.x : 0.0f, ok ? u.y : 0.0f, ok ? u.z : 0.0f, 0.0f);
   }
@@ -135,8 +135,7 @@ __device__ Reference load_task_reference(const VoteArgs& a, int64_t task) {
   const float diam = a.diameters[r.model];
   r.max_square = multiply(diam, diam);
   r.frame = Frame{};
-  const bool usable = r.binning.distance_step > 0.0f && finite(r.binning.distance_step) &&
-                      finite(diam) && s.pairs > 0;
+  const bool usable = r.binning.distance_step > 0.0f && finite(r.binning.distance_step) && finite(diam) && s.pairs > 0;
   r.valid = false;
   if (usable) {  // ref < N always; w = 0 past the scene's length
     const float4* point = a.scene + (r.scene * s.n + r.ref) * 2;
@@ -151,8 +150,7 @@ __device__ Reference load_task_reference(const VoteArgs& a, int64_t task) {
 }
 
 // The first row in [lo, hi) whose pair_ref is >= value (rows of one key are sorted by it).
-__device__ __forceinline__ int64_t lower_row(const int32_t* pair_ref, int64_t lo, int64_t hi,
-                                             int64_t value) {
+__device__ __forceinline__ int64_t lower_row(const int32_t* pair_ref, int64_t lo, int64_t hi, int64_t value) {
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (pair_ref[mid] < value) {
@@ -167,10 +165,9 @@ __device__ __forceinline__ int64_t lower_row(const int32_t* pair_ref, int64_t lo
 // slice_rows[m, key, s]: the first row of key `key` of model m whose model point is at least
 // min(s * slice_points, nm), s = 0 .. slices: slice s's rows of the key are
 // [slice_rows[m, key, s], slice_rows[m, key, s + 1]) (rows fit int32: P < 2^31).
-__global__ void slice_rows_kernel(const int64_t* __restrict__ key_offsets,
-                                  const int32_t* __restrict__ pair_ref, int64_t models, int64_t keys,
-                                  int64_t pairs, int64_t nm, int64_t slices, int64_t slice_points,
-                                  int32_t* __restrict__ out) {
+__global__ void slice_rows_kernel(const int64_t* __restrict__ key_offsets, const int32_t* __restrict__ pair_ref,
+                                  int64_t models, int64_t keys, int64_t pairs, int64_t nm, int64_t slices,
+                                  int64_t slice_points, int32_t* __restrict__ out) {
   const int64_t per_model = keys * (slices + 1);
   for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < models * per_model;
        e += int64_t{gridDim.x} * blockDim.x) {
@@ -185,8 +182,8 @@ __global__ void slice_rows_kernel(const int64_t* __restrict__ key_offsets,
 }
 
 // The rows reference r looks up under `key`: all of them (one slice) or slice `slice`'s.
-__device__ __forceinline__ void lookup_rows(const VoteArgs& a, const Reference& r, int64_t key,
-                                            int64_t slice, int64_t* lo, int64_t* hi) {
+__device__ __forceinline__ void lookup_rows(const VoteArgs& a, const Reference& r, int64_t key, int64_t slice,
+                                            int64_t* lo, int64_t* hi) {
   const VoteShape& s = a.shape;
   if (a.slice_rows == nullptr) {
     key_rows(a.key_offsets + r.model * (s.keys + 1), key, s.pairs, lo, hi);
@@ -202,8 +199,7 @@ __device__ __forceinline__ void lookup_rows(const VoteArgs& a, const Reference& 
 // ranges; round(total) then runs on every lane, `total` rows in the round (skipped when 0).
 // Every lane of every warp of the block must call it.
 template <typename Round>
-__device__ void warp_rounds(const VoteArgs& a, const Reference& r, int64_t slice, WarpScratch* ws,
-                            Round&& round) {
+__device__ void warp_rounds(const VoteArgs& a, const Reference& r, int64_t slice, WarpScratch* ws, Round&& round) {
   const VoteShape& s = a.shape;
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -218,8 +214,7 @@ __device__ void warp_rounds(const VoteArgs& a, const Reference& r, int64_t slice
       const float4 p = scene[2 * j];
       if (p.w != 0.0f) {
         const float4 n = scene[2 * j + 1];
-        ok = oriented_scene_pair(r.frame, {p.x, p.y, p.z}, {n.x, n.y, n.z}, r.max_square, r.binning,
-                                 &pair);
+        ok = oriented_scene_pair(r.frame, {p.x, p.y, p.z}, {n.x, n.y, n.z}, r.max_square, r.binning, &pair);
       }
     }
     for (int mask = 0; mask < lookups; ++mask) {
@@ -250,8 +245,8 @@ __device__ void warp_rounds(const VoteArgs& a, const Reference& r, int64_t slice
 // The rows of one round, spread over the warp's lanes: cast(load(row), scene_alpha) for each,
 // kUnroll rows per lane at a time, their loads all issued before the first cast.
 template <typename Cast>
-__device__ __forceinline__ void round_rows(const VoteArgs& a, const Reference& r,
-                                           const WarpScratch* ws, int64_t total, Cast&& cast) {
+__device__ __forceinline__ void round_rows(const VoteArgs& a, const Reference& r, const WarpScratch* ws, int64_t total,
+                                           Cast&& cast) {
   const int lane = threadIdx.x % kWarpSize;
   const int32_t* pair_ref = a.pair_ref + r.model * a.shape.pairs;
   const float* pair_alpha = a.pair_alpha + r.model * a.shape.pairs;
@@ -319,8 +314,7 @@ __device__ __forceinline__ int64_t block_sum(int64_t value, int64_t* slots) {
 // Block (task, slice): shared memory holds the slice's accumulator, then the warps' scratch,
 // then the block_max slots.
 __global__ void __launch_bounds__(kDenseThreads)
-    dense_vote_kernel(VoteArgs a, int32_t slice_points, int64_t scratch_offset,
-                      uint64_t* __restrict__ candidates) {
+    dense_vote_kernel(VoteArgs a, int32_t slice_points, int64_t scratch_offset, uint64_t* __restrict__ candidates) {
   extern __shared__ __align__(16) unsigned char smem[];
   const VoteShape& s = a.shape;
   uint32_t* acc = reinterpret_cast<uint32_t*>(smem);
@@ -375,8 +369,7 @@ __global__ void __launch_bounds__(kDenseThreads)
 
 // ---- sort backend ------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kSortThreads)
-    count_votes_kernel(VoteArgs a, int64_t* __restrict__ counts) {
+__global__ void __launch_bounds__(kSortThreads) count_votes_kernel(VoteArgs a, int64_t* __restrict__ counts) {
   __shared__ WarpScratch scratch[kSortThreads / kWarpSize];
   __shared__ int64_t slots[kSortThreads / kWarpSize];
   const int64_t task = blockIdx.x;
@@ -396,8 +389,8 @@ __global__ void __launch_bounds__(kSortThreads)
 // [offsets[t] - offsets[first_task], ...) of `keys`, as (t - first_task) * cells + cell, or
 // key_bound for a malformed row.
 __global__ void __launch_bounds__(kSortThreads)
-    emit_votes_kernel(VoteArgs a, int64_t first_task, const int64_t* __restrict__ offsets,
-                      int64_t key_bound, int64_t* __restrict__ keys) {
+    emit_votes_kernel(VoteArgs a, int64_t first_task, const int64_t* __restrict__ offsets, int64_t key_bound,
+                      int64_t* __restrict__ keys) {
   __shared__ WarpScratch scratch[kSortThreads / kWarpSize];
   __shared__ unsigned long long filled;
   const VoteShape& s = a.shape;
@@ -433,8 +426,8 @@ __global__ void __launch_bounds__(kSortThreads)
   for (int64_t q = 0; q < k; ++q) {
     uint64_t best = 0;
     for (int64_t run = begin + threadIdx.x; run < end; run += blockDim.x) {
-      const uint64_t word = peak_word(static_cast<uint32_t>(h.counts[run]),
-                                      static_cast<uint32_t>(h.unique_keys[run] - local * cells));
+      const uint64_t word =
+          peak_word(static_cast<uint32_t>(h.counts[run]), static_cast<uint32_t>(h.unique_keys[run] - local * cells));
       if (word < previous && word > best) best = word;
     }
     best = block_max(best, slots);
@@ -447,12 +440,10 @@ __global__ void __launch_bounds__(kSortThreads)
 
 // One thread per task: the top k of its slices' candidates, decoded into outputs.
 __global__ void merge_peaks_kernel(VoteArgs a, const uint64_t* __restrict__ candidates,
-                                   const float* __restrict__ model_points,
-                                   const float* __restrict__ model_normals, AlphaTable table,
-                                   int64_t tasks, int64_t* __restrict__ votes,
+                                   const float* __restrict__ model_points, const float* __restrict__ model_normals,
+                                   AlphaTable table, int64_t tasks, int64_t* __restrict__ votes,
                                    int64_t* __restrict__ model_index, int64_t* __restrict__ alpha,
-                                   float* __restrict__ quaternions,
-                                   float* __restrict__ translations) {
+                                   float* __restrict__ quaternions, float* __restrict__ translations) {
   const VoteShape& s = a.shape;
   const int64_t task = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (task >= tasks) return;
@@ -464,44 +455,39 @@ __global__ void merge_peaks_kernel(VoteArgs a, const uint64_t* __restrict__ cand
   const float* mn = model_normals + r.model * s.nm * 3;
   for (int64_t q = 0; q < s.k; ++q) {
     const int64_t row = task * s.k + q;
-    write_peak(r.valid ? top.word[q] : 0, r.frame, mp, mn, s.binning.angle_bins, table,
-               votes + row, model_index + row, alpha + row, quaternions + row * 4,
-               translations + row * 3);
+    write_peak(r.valid ? top.word[q] : 0, r.frame, mp, mn, s.binning.angle_bins, table, votes + row, model_index + row,
+               alpha + row, quaternions + row * 4, translations + row * 3);
   }
 }
 
 VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene_normals,
-                         const std::optional<at::Tensor>& scene_lengths,
-                         const at::Tensor& model_points, const at::Tensor& model_normals,
-                         const at::Tensor& key_offsets, const at::Tensor& pair_ref,
-                         const at::Tensor& pair_alpha, const at::Tensor& distance_step,
-                         const at::Tensor& diameter, int64_t angle_bins, int64_t distance_bins,
-                         int64_t stride, int64_t k, bool spread, c10::string_view backend_view,
-                         int64_t chunk_votes) {
+                         const std::optional<at::Tensor>& scene_lengths, const at::Tensor& model_points,
+                         const at::Tensor& model_normals, const at::Tensor& key_offsets, const at::Tensor& pair_ref,
+                         const at::Tensor& pair_alpha, const at::Tensor& distance_step, const at::Tensor& diameter,
+                         int64_t angle_bins, int64_t distance_bins, int64_t stride, int64_t k, bool spread,
+                         c10::string_view backend_view, int64_t chunk_votes) {
   const std::string backend(backend_view);
-  const VoteShape s = check_vote_args(scene_points, scene_normals, scene_lengths, model_points,
-                                      model_normals, key_offsets, pair_ref, pair_alpha,
-                                      distance_step, diameter, angle_bins, distance_bins, stride,
-                                      k, spread, backend, chunk_votes);
+  const VoteShape s = check_vote_args(scene_points, scene_normals, scene_lengths, model_points, model_normals,
+                                      key_offsets, pair_ref, pair_alpha, distance_step, diameter, angle_bins,
+                                      distance_bins, stride, k, spread, backend, chunk_votes);
   check_device_type(scene_points, "scene_points", at::kCUDA);
   const c10::cuda::CUDAGuard guard(scene_points.device());
   VoteResult out = empty_vote_outputs(scene_points, s);
   const int64_t tasks = s.scenes * s.models * s.refs;
   if (tasks == 0 || s.k == 0) return out;
-  TORCH_CHECK(tasks <= INT_MAX, "ppf_vote: scenes * models * references must be at most ",
-              INT_MAX, ", got ", tasks);
+  TORCH_CHECK(tasks <= INT_MAX, "ppf_vote: scenes * models * references must be at most ", INT_MAX, ", got ", tasks);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points,
-                                    model_normals, key_offsets, pair_ref, pair_alpha, distance_step,
-                                    diameter);
+  const VoteInputs in = vote_inputs(scene_points, scene_normals, scene_lengths, model_points, model_normals,
+                                    key_offsets, pair_ref, pair_alpha, distance_step, diameter);
   const auto options = in.scene_points.options();
   // The scene's positions and unit normals, once for every reference, model and slice.
   const at::Tensor prepared = at::empty({s.scenes, s.n, 8}, options);
   auto* scene = reinterpret_cast<float4*>(prepared.data_ptr<float>());
-  prepare_scene_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(s.scenes * s.n, kPrepareThreads), 1 << 16)),
+  prepare_scene_kernel<<<static_cast<unsigned>(
+                             std::min<int64_t>(cuda::ceil_div(s.scenes * s.n, kPrepareThreads), 1 << 16)),
                          kPrepareThreads, 0, stream>>>(in.scene_points.data_ptr<float>(),
-                                                       in.scene_normals.data_ptr<float>(),
-                                                       in.scene_lengths.data, s.scenes, s.n, scene);
+                                                       in.scene_normals.data_ptr<float>(), in.scene_lengths.data,
+                                                       s.scenes, s.n, scene);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   VoteArgs a{scene,
              in.scene_lengths.data,
@@ -517,8 +503,7 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
   at::Tensor candidates;
   at::Tensor slice_rows;
   if (backend == "dense") {
-    const int64_t scratch_bytes =
-        int64_t{kDenseThreads / kWarpSize} * (sizeof(WarpScratch) + sizeof(uint64_t));
+    const int64_t scratch_bytes = int64_t{kDenseThreads / kWarpSize} * (sizeof(WarpScratch) + sizeof(uint64_t));
     const int device_limit = at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
     const int64_t budget = std::min<int64_t>(kDenseSmemBudget, device_limit) - scratch_bytes;
     const int64_t cell_bytes = int64_t{4} * angle_bins;
@@ -538,27 +523,23 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
       const int64_t entries = slice_rows.numel();
       slice_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>(cuda::ceil_div(entries, kPrepareThreads), 1 << 16)),
                           kPrepareThreads, 0, stream>>>(in.key_offsets.data_ptr<int64_t>(),
-                                                        in.pair_ref.data_ptr<int32_t>(),
-                                                        s.models, s.keys, s.pairs, s.nm, slices, slice_points,
-                                                        slice_rows.data_ptr<int32_t>());
+                                                        in.pair_ref.data_ptr<int32_t>(), s.models, s.keys, s.pairs,
+                                                        s.nm, slices, slice_points, slice_rows.data_ptr<int32_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       a.slice_rows = slice_rows.data_ptr<int32_t>();
     }
     const int64_t acc_bytes = cuda::round_up(slice_points * cell_bytes, 16);
     const int64_t smem = acc_bytes + scratch_bytes;
     candidates = at::empty({blocks * s.k}, options.dtype(at::kLong));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(dense_vote_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+    C10_CUDA_CHECK(
+        cudaFuncSetAttribute(dense_vote_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     dense_vote_kernel<<<static_cast<unsigned>(blocks), kDenseThreads, smem, stream>>>(
-        a, static_cast<int32_t>(slice_points), acc_bytes,
-        reinterpret_cast<uint64_t*>(candidates.data_ptr<int64_t>()));
+        a, static_cast<int32_t>(slice_points), acc_bytes, reinterpret_cast<uint64_t*>(candidates.data_ptr<int64_t>()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else {
     candidates = at::zeros({tasks * s.k}, options.dtype(at::kLong));
     at::Tensor counts = at::empty({tasks}, options.dtype(at::kLong));
-    count_votes_kernel<<<static_cast<unsigned>(tasks), kSortThreads, 0, stream>>>(
-        a, counts.data_ptr<int64_t>());
+    count_votes_kernel<<<static_cast<unsigned>(tasks), kSortThreads, 0, stream>>>(a, counts.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     // The one host sync: chunk boundaries need the counts.
     const at::Tensor host_counts = counts.cpu();
@@ -573,8 +554,8 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
       int64_t last = first + 1;
       while (last < tasks && o[last + 1] - o[first] <= chunk_votes) ++last;
       const int64_t chunk = o[last] - o[first];
-      TORCH_CHECK(chunk <= INT_MAX, "ppf_vote: one reference casts ", chunk,
-                  " votes, more than one sort can take (", INT_MAX, ")");
+      TORCH_CHECK(chunk <= INT_MAX, "ppf_vote: one reference casts ", chunk, " votes, more than one sort can take (",
+                  INT_MAX, ")");
       if (chunk > 0) {
         const int64_t key_bound = (last - first) * s.cells;
         at::Tensor keys = at::empty({chunk}, options.dtype(at::kLong));
@@ -583,8 +564,7 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         const cuda::HashArray hash = cuda::build_hash_array(keys, key_bound);
         sort_peaks_kernel<<<static_cast<unsigned>(last - first), kSortThreads, 0, stream>>>(
-            hash.view(), first, s.cells, s.k,
-            reinterpret_cast<uint64_t*>(candidates.data_ptr<int64_t>()));
+            hash.view(), first, s.cells, s.k, reinterpret_cast<uint64_t*>(candidates.data_ptr<int64_t>()));
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       }
       first = last;
@@ -593,11 +573,10 @@ VoteResult ppf_vote_cuda(const at::Tensor& scene_points, const at::Tensor& scene
 
   const AlphaTable table = make_alpha_table(angle_bins);
   merge_peaks_kernel<<<static_cast<unsigned>(cuda::ceil_div(tasks, 128)), 128, 0, stream>>>(
-      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()),
-      in.model_points.data_ptr<float>(), in.model_normals.data_ptr<float>(), table, tasks,
-      std::get<0>(out).data_ptr<int64_t>(),
-      std::get<1>(out).data_ptr<int64_t>(), std::get<2>(out).data_ptr<int64_t>(),
-      std::get<3>(out).data_ptr<float>(), std::get<4>(out).data_ptr<float>());
+      a, reinterpret_cast<const uint64_t*>(candidates.data_ptr<int64_t>()), in.model_points.data_ptr<float>(),
+      in.model_normals.data_ptr<float>(), table, tasks, std::get<0>(out).data_ptr<int64_t>(),
+      std::get<1>(out).data_ptr<int64_t>(), std::get<2>(out).data_ptr<int64_t>(), std::get<3>(out).data_ptr<float>(),
+      std::get<4>(out).data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }

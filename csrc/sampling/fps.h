@@ -41,13 +41,10 @@
 
 namespace pointops {
 
-std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths,
+std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                            const std::optional<at::Tensor>& start, int64_t k);
-std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
-                                                  const at::Tensor& offsets,
-                                                  const std::optional<at::Tensor>& start,
-                                                  int64_t k);
+std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points, const at::Tensor& offsets,
+                                                  const std::optional<at::Tensor>& start, int64_t k);
 
 namespace fps_detail {
 
@@ -66,13 +63,15 @@ POINTOPS_HOST_DEVICE inline acc_t squared_distance(const acc_t* p, const acc_t* 
 
 // Markers kept in the running min-distance array besides real squared distances (>= 0).
 template <typename acc_t>
-POINTOPS_HOST_DEVICE constexpr acc_t picked_marker() { return acc_t(-1); }
+POINTOPS_HOST_DEVICE constexpr acc_t picked_marker() {
+  return acc_t(-1);
+}
 
 // Checks shared by both backends (defined in fps_cpu.cpp).
 void check_fps_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                     const std::optional<at::Tensor>& start, int64_t k);
-void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
-                           const std::optional<at::Tensor>& start, int64_t k);
+void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets, const std::optional<at::Tensor>& start,
+                           int64_t k);
 
 // Output dtype of the distances: float64 for float64 points, float32 otherwise.
 inline at::ScalarType distance_dtype(const at::Tensor& points) {

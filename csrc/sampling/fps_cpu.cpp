@@ -25,17 +25,15 @@ void check_fps_args(const at::Tensor& points, const std::optional<at::Tensor>& l
   check_output_fits(points.device(), "k = " + std::to_string(k), {points.size(0), k}, 16);
 }
 
-void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets,
-                           const std::optional<at::Tensor>& start, int64_t k) {
+void check_fps_packed_args(const at::Tensor& points, const at::Tensor& offsets, const std::optional<at::Tensor>& start,
+                           int64_t k) {
   check_dim(points, "points", 2, "(P, D)");
   check_floating(points, "points");
-  TORCH_CHECK(points.size(1) >= 1, "points must have at least one coordinate (D >= 1), got shape ",
-              points.sizes());
+  TORCH_CHECK(points.size(1) >= 1, "points must have at least one coordinate (D >= 1), got shape ", points.sizes());
   check_fits_int32(points.size(0), "points.size(0) (total points)");
   check_dim(offsets, "offsets", 1, "(B + 1,)");
   check_dtype(offsets, "offsets", at::kLong);
-  TORCH_CHECK(offsets.size(0) >= 1, "offsets must have B + 1 >= 1 entries, got shape ",
-              offsets.sizes());
+  TORCH_CHECK(offsets.size(0) >= 1, "offsets must have B + 1 >= 1 entries, got shape ", offsets.sizes());
   check_same_device(offsets, "offsets", points, "points");
   check_optional_batch_vector(start, "start", offsets.size(0) - 1, points, "points");
   check_nonnegative(k, "k");
@@ -51,8 +49,7 @@ namespace {
 // Strict comparison keeps the lowest index among equal candidates; picked (-1) and absent (-inf)
 // points never beat the initial best of -1.
 template <typename acc_t>
-int64_t farthest_after(const acc_t* coords, int64_t n, int64_t dims, const acc_t* q,
-                       acc_t* min_distance) {
+int64_t farthest_after(const acc_t* coords, int64_t n, int64_t dims, const acc_t* q, acc_t* min_distance) {
   acc_t best = fps_detail::picked_marker<acc_t>();
   int64_t next = -1;
   for (int64_t i = 0; i < n; ++i) {
@@ -76,9 +73,8 @@ int64_t farthest_after(const acc_t* coords, int64_t n, int64_t dims, const acc_t
 // strict maximum of the indices it sees (i = lane mod 8, in increasing order); the lowest index
 // among the lanes holding the overall maximum is then the scalar scan's answer, and the points
 // past the last whole vector continue the scalar scan from there.
-__attribute__((target("avx2"))) int64_t farthest_after_avx2(const float* soa, int64_t n,
-                                                                int64_t dims, const float* q,
-                                                                float* min_distance) {
+__attribute__((target("avx2"))) int64_t farthest_after_avx2(const float* soa, int64_t n, int64_t dims, const float* q,
+                                                            float* min_distance) {
   const int64_t whole = n - n % 8;
   __m256 best = _mm256_set1_ps(fps_detail::picked_marker<float>());
   __m256i best_index = _mm256_set1_epi32(-1);
@@ -129,8 +125,8 @@ __attribute__((target("avx2"))) int64_t farthest_after_avx2(const float* soa, in
 #endif
 
 template <typename scalar_t, typename acc_t>
-void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t start, int64_t k,
-                      int64_t index_base, int64_t* out_index, acc_t* out_distance) {
+void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t start, int64_t k, int64_t index_base,
+                      int64_t* out_index, acc_t* out_distance) {
   constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
   std::vector<acc_t> coords(static_cast<size_t>(n * dims));
   std::vector<acc_t> min_distance(static_cast<size_t>(n));
@@ -185,10 +181,8 @@ void sample_one_cloud(const scalar_t* cloud, int64_t n, int64_t dims, int64_t st
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> fps_cpu_impl(const at::Tensor& points, CloudLayout layout,
-                                                int64_t batch, int64_t dims,
-                                                const std::optional<at::Tensor>& start,
-                                                int64_t k) {
+std::tuple<at::Tensor, at::Tensor> fps_cpu_impl(const at::Tensor& points, CloudLayout layout, int64_t batch,
+                                                int64_t dims, const std::optional<at::Tensor>& start, int64_t k) {
   const auto options = points.options();
   at::Tensor indices = at::empty({batch, k}, options.dtype(at::kLong));
   at::Tensor distances = at::empty({batch, k}, options.dtype(fps_detail::distance_dtype(points)));
@@ -204,8 +198,8 @@ std::tuple<at::Tensor, at::Tensor> fps_cpu_impl(const at::Tensor& points, CloudL
     at::parallel_for(0, batch, 1, [&](int64_t first, int64_t last) {
       for (int64_t b = first; b < last; ++b) {
         sample_one_cloud<scalar_t, acc_t>(pts + layout.begin(b) * dims, layout.length(b), dims,
-                                          start_ptr ? start_ptr[b] : 0, k, layout.index_base(b),
-                                          idx + b * k, dist + b * k);
+                                          start_ptr ? start_ptr[b] : 0, k, layout.index_base(b), idx + b * k,
+                                          dist + b * k);
       }
     });
   });
@@ -214,8 +208,7 @@ std::tuple<at::Tensor, at::Tensor> fps_cpu_impl(const at::Tensor& points, CloudL
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
-                                           const std::optional<at::Tensor>& lengths,
+std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                            const std::optional<at::Tensor>& start, int64_t k) {
   fps_detail::check_fps_args(points, lengths, start, k);
   const at::Tensor pts = points.contiguous();
@@ -224,10 +217,8 @@ std::tuple<at::Tensor, at::Tensor> fps_cpu(const at::Tensor& points,
   return fps_cpu_impl(pts, layout, pts.size(0), pts.size(2), start, k);
 }
 
-std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
-                                                  const at::Tensor& offsets,
-                                                  const std::optional<at::Tensor>& start,
-                                                  int64_t k) {
+std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points, const at::Tensor& offsets,
+                                                  const std::optional<at::Tensor>& start, int64_t k) {
   fps_detail::check_fps_packed_args(points, offsets, start, k);
   const at::Tensor pts = points.contiguous();
   const at::Tensor offsets_c = offsets.contiguous();
@@ -236,8 +227,8 @@ std::tuple<at::Tensor, at::Tensor> fps_packed_cpu(const at::Tensor& points,
   const int64_t* bounds = offsets_c.data_ptr<int64_t>();
   for (int64_t b = 0; b + 1 < offsets_c.size(0); ++b) {
     TORCH_CHECK(bounds[b] >= 0 && bounds[b] <= bounds[b + 1] && bounds[b + 1] <= pts.size(0),
-                "offsets must be non-decreasing values in [0, P = ", pts.size(0), "], got offsets[",
-                b, "] = ", bounds[b], " and offsets[", b + 1, "] = ", bounds[b + 1]);
+                "offsets must be non-decreasing values in [0, P = ", pts.size(0), "], got offsets[", b,
+                "] = ", bounds[b], " and offsets[", b + 1, "] = ", bounds[b + 1]);
   }
   const CloudLayout layout = packed_layout(bounds, pts.size(0));
   return fps_cpu_impl(pts, layout, offsets.size(0) - 1, pts.size(1), start, k);

@@ -59,39 +59,40 @@ int active_clusters(int parts, int threads) {
 }
 
 struct OnchipScratch {
-  float* overflow;       // running distances of the points beyond the blocks' on-chip shares
-  uint4* grid_records;   // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
+  float* overflow;                    // running distances of the points beyond the blocks' on-chip shares
+  uint4* grid_records;                // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
   unsigned long long* grid_arrivals;  // grid: (B,) arrivals, zeroed
-  bool spatial;          // blocks order their points spatially (only without overflow)
+  bool spatial;                       // blocks order their points spatially (only without overflow)
 };
 
 template <int DIM, int PPT, Sync SYNC>
-void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout& layout,
-                   int64_t batch, const int64_t* start, int64_t k, const OnchipScratch& scratch,
-                   at::Tensor& indices, at::Tensor& distances) {
+void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout& layout, int64_t batch,
+                   const int64_t* start, int64_t k, const OnchipScratch& scratch, at::Tensor& indices,
+                   at::Tensor& distances) {
   const size_t smem = onchip_smem_bytes<DIM, PPT>(plan.threads, SYNC, plan.parts);
   set_kernel_attributes<DIM, PPT, SYNC>(smem);
   cuda::LaunchShape shape{dim3(static_cast<unsigned>(batch * plan.parts)), dim3(plan.threads), smem};
   shape.cooperative = SYNC == Sync::kGrid;
   shape.cluster = SYNC == Sync::kCluster ? static_cast<unsigned>(plan.parts) : 0u;
-  cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(),
-               points.data_ptr<float>(), layout, start, k, plan.parts, plan.max_picks,
-               scratch.spatial, scratch.overflow, scratch.grid_records, scratch.grid_arrivals,
-               indices.data_ptr<int64_t>(), distances.data_ptr<float>());
+  cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(), points.data_ptr<float>(),
+               layout, start, k, plan.parts, plan.max_picks, scratch.spatial, scratch.overflow, scratch.grid_records,
+               scratch.grid_arrivals, indices.data_ptr<int64_t>(), distances.data_ptr<float>());
 }
 
 // Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
 // and launches it. Clouds up to `max_cloud` points run: what does not fit on chip is streamed
 // through the overflow scratch.
 template <int DIM, int PPT>
-void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layout,
-                    int64_t batch, int64_t typical_cloud, int64_t max_cloud, const int64_t* start,
-                    int64_t k, at::Tensor& indices, at::Tensor& distances) {
+void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layout, int64_t batch,
+                    int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k, at::Tensor& indices,
+                    at::Tensor& distances) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
   plan.threads = fps_plan::threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
   if (plan.sync == Sync::kCluster) {
-    TORCH_CHECK(props->major >= 9, "fps: thread-block clusters need compute capability 9.0, "
-                "this device has ", props->major, ".", props->minor);
+    TORCH_CHECK(props->major >= 9,
+                "fps: thread-block clusters need compute capability 9.0, "
+                "this device has ",
+                props->major, ".", props->minor);
     while (plan.parts > 1 && active_clusters<DIM, PPT>(plan.parts, plan.threads) < 1) {
       plan.parts /= 2;
       plan.threads = fps_plan::threads_for(cuda::ceil_div(typical_cloud, plan.parts), PPT);
@@ -104,8 +105,10 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     set_kernel_attributes<DIM, PPT, Sync::kGrid>(smem);
     const int per_sm = cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads, smem);
     const int64_t resident = int64_t{props->multiProcessorCount} * per_sm;
-    TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
-                "device (", resident, " resident blocks)");
+    TORCH_CHECK(batch <= resident, "fps: ", batch,
+                " clouds do not fit the grid layout on this "
+                "device (",
+                resident, " resident blocks)");
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
   }
 
@@ -118,8 +121,7 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
   }
   if (plan.sync == Sync::kGrid) {
     // uint4 words as int32 quadruples; the arrivals start at 0.
-    grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4},
-                             points.options().dtype(at::kInt));
+    grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4}, points.options().dtype(at::kInt));
     grid_arrivals = at::zeros({batch}, points.options().dtype(at::kLong));
     scratch.grid_records = reinterpret_cast<uint4*>(grid_records.data_ptr<int32_t>());
     scratch.grid_arrivals = reinterpret_cast<unsigned long long*>(grid_arrivals.data_ptr<int64_t>());
@@ -132,23 +134,19 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
 
 // `typical_cloud` sizes the plan (fps_plan.h).
 template <int DIM>
-void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch,
-                int64_t typical_cloud, int64_t max_cloud, const int64_t* start, int64_t k,
-                at::Tensor& indices, at::Tensor& distances) {
+void run_onchip(const at::Tensor& points, const CloudLayout& layout, int64_t batch, int64_t typical_cloud,
+                int64_t max_cloud, const int64_t* start, int64_t k, at::Tensor& indices, at::Tensor& distances) {
   const cudaDeviceProp* props = at::cuda::getCurrentDeviceProperties();
-  const Plan plan =
-      fps_plan::plan_layout(batch, typical_cloud, props->multiProcessorCount, props->major);
+  const Plan plan = fps_plan::plan_layout(batch, typical_cloud, props->multiProcessorCount, props->major);
   const int ppt = fps_plan::points_per_thread(plan, typical_cloud);
-  auto run = ppt == kPointsPerThread ? run_onchip_ppt<DIM, kPointsPerThread>
-                                     : run_onchip_ppt<DIM, kSmallPointsPerThread>;
+  auto run =
+      ppt == kPointsPerThread ? run_onchip_ppt<DIM, kPointsPerThread> : run_onchip_ppt<DIM, kSmallPointsPerThread>;
   run(plan, points, layout, batch, typical_cloud, max_cloud, start, k, indices, distances);
 }
 
-std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
-                                                 const at::Tensor& counts, bool packed,
-                                                 int64_t batch, int64_t rows_per_cloud,
-                                                 int64_t dims, const std::optional<at::Tensor>& start,
-                                                 int64_t k) {
+std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in, const at::Tensor& counts, bool packed,
+                                                 int64_t batch, int64_t rows_per_cloud, int64_t dims,
+                                                 const std::optional<at::Tensor>& start, int64_t k) {
   const c10::cuda::CUDAGuard device_guard(points_in.device());
   const auto options = points_in.options();
   at::Tensor indices = at::empty({batch, k}, options.dtype(at::kLong));
@@ -156,21 +154,19 @@ std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
   if (batch == 0 || k == 0) return {indices, distances};
 
   // float16/bfloat16 are computed in float32, so they take the float32 kernels.
-  const at::Tensor points = points_in.scalar_type() == at::kDouble
-                                ? points_in.contiguous()
-                                : points_in.to(at::kFloat).contiguous();
+  const at::Tensor points =
+      points_in.scalar_type() == at::kDouble ? points_in.contiguous() : points_in.to(at::kFloat).contiguous();
   const at::Tensor start_c = start.has_value() ? start->contiguous() : at::Tensor();
   const int64_t* start_ptr = start_c.defined() ? start_c.data_ptr<int64_t>() : nullptr;
   const int64_t total_rows = packed ? points.size(0) : batch * rows_per_cloud;
   const int64_t* counts_ptr = counts.defined() ? counts.data_ptr<int64_t>() : nullptr;
-  const CloudLayout layout = packed ? packed_layout(counts_ptr, total_rows)
-                                    : padded_layout(counts_ptr, batch, rows_per_cloud);
+  const CloudLayout layout =
+      packed ? packed_layout(counts_ptr, total_rows) : padded_layout(counts_ptr, batch, rows_per_cloud);
   // Sizes known without reading lengths/offsets back to the host.
   const int64_t max_cloud = packed ? total_rows : rows_per_cloud;
   const int64_t typical_cloud = packed ? cuda::ceil_div(total_rows, batch) : rows_per_cloud;
-  TORCH_CHECK(batch <= std::numeric_limits<int32_t>::max() / kMaxClusterParts,
-              "fps: at most ", std::numeric_limits<int32_t>::max() / kMaxClusterParts,
-              " clouds per call, got ", batch);
+  TORCH_CHECK(batch <= std::numeric_limits<int32_t>::max() / kMaxClusterParts, "fps: at most ",
+              std::numeric_limits<int32_t>::max() / kMaxClusterParts, " clouds per call, got ", batch);
 
   if (points.scalar_type() == at::kFloat && (dims == 2 || dims == 3)) {
     auto run = dims == 2 ? run_onchip<2> : run_onchip<3>;
@@ -183,11 +179,9 @@ std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
     // 16 bytes at a time (LDS.128), so a D that is not a multiple of 16 bytes would read past it.
     const size_t query_bytes = cuda::ceil_div(sizeof(scalar_t) * dims, 16) * 16;
     fps_streaming_kernel<scalar_t>
-        <<<static_cast<unsigned>(batch), kStreamingThreads, query_bytes,
-           at::cuda::getCurrentCUDAStream()>>>(
+        <<<static_cast<unsigned>(batch), kStreamingThreads, query_bytes, at::cuda::getCurrentCUDAStream()>>>(
             points.data_ptr<scalar_t>(), static_cast<int>(dims), layout, start_ptr, k,
-            min_distance.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(),
-            distances.data_ptr<scalar_t>());
+            min_distance.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(), distances.data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return {indices, distances};
@@ -195,24 +189,19 @@ std::tuple<at::Tensor, at::Tensor> fps_cuda_impl(const at::Tensor& points_in,
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> fps_cuda(const at::Tensor& points,
-                                            const std::optional<at::Tensor>& lengths,
+std::tuple<at::Tensor, at::Tensor> fps_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                                             const std::optional<at::Tensor>& start, int64_t k) {
   fps_detail::check_fps_args(points, lengths, start, k);
   check_device_type(points, "points", at::kCUDA);
   const at::Tensor counts = lengths.has_value() ? lengths->contiguous() : at::Tensor();
-  return fps_cuda_impl(points, counts, /*packed=*/false, points.size(0), points.size(1),
-                       points.size(2), start, k);
+  return fps_cuda_impl(points, counts, /*packed=*/false, points.size(0), points.size(1), points.size(2), start, k);
 }
 
-std::tuple<at::Tensor, at::Tensor> fps_packed_cuda(const at::Tensor& points,
-                                                   const at::Tensor& offsets,
-                                                   const std::optional<at::Tensor>& start,
-                                                   int64_t k) {
+std::tuple<at::Tensor, at::Tensor> fps_packed_cuda(const at::Tensor& points, const at::Tensor& offsets,
+                                                   const std::optional<at::Tensor>& start, int64_t k) {
   fps_detail::check_fps_packed_args(points, offsets, start, k);
   check_device_type(points, "points", at::kCUDA);
-  return fps_cuda_impl(points, offsets.contiguous(), /*packed=*/true, offsets.size(0) - 1, 0,
-                       points.size(1), start, k);
+  return fps_cuda_impl(points, offsets.contiguous(), /*packed=*/true, offsets.size(0) - 1, 0, points.size(1), start, k);
 }
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) {

@@ -114,18 +114,14 @@ __device__ __forceinline__ bool all_finite(const double* p, int dims) {
 // (distance, index) as one argmax key (common/argmax_key.h), whose unsigned max is the step's
 // winner: the value key is the distance's bits + 1 (distances >= 0, +inf included, order like
 // their bits), so that 0 means "no candidate".
-__device__ __forceinline__ uint32_t distance_value(float dist) {
-  return dist >= 0.f ? float_bits(dist) + 1u : 0u;
-}
+__device__ __forceinline__ uint32_t distance_value(float dist) { return dist >= 0.f ? float_bits(dist) + 1u : 0u; }
 
 __device__ __forceinline__ unsigned long long pack_key(float dist, int32_t index) {
   const uint32_t value = distance_value(dist);
   return value == 0 ? 0ull : argmax_key(value, static_cast<uint32_t>(index));
 }
 
-__device__ __forceinline__ float key_distance(unsigned long long key) {
-  return bits_float(argmax_key_value(key) - 1u);
-}
+__device__ __forceinline__ float key_distance(unsigned long long key) { return bits_float(argmax_key_value(key) - 1u); }
 
 __device__ __forceinline__ int32_t key_index(unsigned long long key) {
   return static_cast<int32_t>(argmax_key_index(key));
@@ -133,9 +129,7 @@ __device__ __forceinline__ int32_t key_index(unsigned long long key) {
 
 // The largest key of distance value `value`: a key beats it exactly when its distance is larger.
 // A unit's bound is kept as such a value alone, an upper bound that ignores the index.
-__device__ __forceinline__ unsigned long long bound_key(uint32_t value) {
-  return argmax_key(value, 0u);
-}
+__device__ __forceinline__ unsigned long long bound_key(uint32_t value) { return argmax_key(value, 0u); }
 
 // A unit's candidate as the exchange carries it, two 16-byte words: {key high, key low, bound
 // value, x} and {y, z (DIM 3), 0, 0}. The bound is the distance value of the unit's second-best
@@ -166,8 +160,7 @@ struct SpatialCells {
 constexpr int kCellWords = (1 << 12) + 4;  // kCells + 1 counters, rounded up to 16 bytes
 
 template <int DIM>
-__device__ __forceinline__ uint32_t spatial_cell(const float* p, const float* origin,
-                                                 const float* scale) {
+__device__ __forceinline__ uint32_t spatial_cell(const float* p, const float* origin, const float* scale) {
   constexpr int kBits = SpatialCells<DIM>::kBits;
   uint32_t c[DIM];
 #pragma unroll
@@ -360,11 +353,9 @@ __device__ inline void publish_block_list(const uint4 (*records)[2], int warps, 
 // min-distances in a float scratch array (4 bytes per point), updated every round.
 template <int DIM, int PPT, Sync SYNC>
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
-                      const int64_t* __restrict__ start, int64_t k, int parts, int max_picks,
-                      bool spatial, float* __restrict__ overflow_min_distance,
-                      uint4* __restrict__ grid_records,
-                      unsigned long long* __restrict__ grid_arrivals,
+    fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout, const int64_t* __restrict__ start,
+                      int64_t k, int parts, int max_picks, bool spatial, float* __restrict__ overflow_min_distance,
+                      uint4* __restrict__ grid_records, unsigned long long* __restrict__ grid_arrivals,
                       int64_t* __restrict__ out_index, float* __restrict__ out_distance) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kPicked = fps_detail::picked_marker<float>();
@@ -543,9 +534,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
   }
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
-    overflow[i] = !all_finite(cloud + int64_t{i} * DIM, DIM) ? -kInf
-                  : start_present && i == first         ? kPicked
-                                                         : kInf;
+    overflow[i] = !all_finite(cloud + int64_t{i} * DIM, DIM) ? -kInf : start_present && i == first ? kPicked : kInf;
   }
   // The first round's pick: the start when present; else none, and the first selection takes
   // the lowest-index present point (the argmax while every distance is +inf).
@@ -554,8 +543,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if (start_present) {
       const unsigned long long key = pack_key(kInf, static_cast<int32_t>(first));
       float c[3] = {cloud[first * DIM], cloud[first * DIM + 1], DIM == 3 ? cloud[first * DIM + 2] : 0.f};
-      round_picks[0][0] = make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u,
-                                     float_bits(c[0]));
+      round_picks[0][0] =
+          make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u, float_bits(c[0]));
       round_picks[0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
     }
   }
@@ -680,8 +669,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           best_overflow = i;
         }
       }
-      const int32_t best_index =
-          best_slot >= 0 ? lo + slot_index[best_slot * threads + tid] : best_overflow;
+      const int32_t best_index = best_slot >= 0 ? lo + slot_index[best_slot * threads + tid] : best_overflow;
       mine = pack_key(best, best_index);
       // The warp's unit record: its best key, that point's coordinates, and the bound of every
       // other point of the warp (the winning lane's second best, the other lanes' best).
@@ -702,8 +690,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         for (int d = 0; d < DIM; ++d) c[d] = __shfl_sync(kFullMask, c[d], owner);
       }
       if (lane == 0) {
-        own_records[warp][0] = make_uint4(static_cast<uint32_t>(warp_key >> 32),
-                                          static_cast<uint32_t>(warp_key), bound, float_bits(c[0]));
+        own_records[warp][0] =
+            make_uint4(static_cast<uint32_t>(warp_key >> 32), static_cast<uint32_t>(warp_key), bound, float_bits(c[0]));
         own_records[warp][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
       }
     }
@@ -782,9 +770,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 template <typename acc_t>
 __global__ void __launch_bounds__(kStreamingThreads)
     fps_streaming_kernel(const acc_t* __restrict__ points, int dims, CloudLayout layout,
-                         const int64_t* __restrict__ start, int64_t k,
-                         acc_t* __restrict__ min_distance, int64_t* __restrict__ out_index,
-                         acc_t* __restrict__ out_distance) {
+                         const int64_t* __restrict__ start, int64_t k, acc_t* __restrict__ min_distance,
+                         int64_t* __restrict__ out_index, acc_t* __restrict__ out_distance) {
   using Cand = Candidate<acc_t>;
   constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
   extern __shared__ __align__(16) unsigned char streaming_smem[];
@@ -836,8 +823,7 @@ __global__ void __launch_bounds__(kStreamingThreads)
         mine.dist = best;
         mine.index = static_cast<int32_t>(best_i);
       }
-      win = block_reduce(mine, warp_slots[s & 1], no_candidate<acc_t>(),
-                         [](Cand c) { return warp_argmax(c); });
+      win = block_reduce(mine, warp_slots[s & 1], no_candidate<acc_t>(), [](Cand c) { return warp_argmax(c); });
     }
     if (win.dist < 0) break;
     if (tid == 0) {

@@ -22,8 +22,7 @@ Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major) {
   const int64_t spread = std::max<int64_t>(1, sm_count / batch);
   const int64_t max_cluster = cc_major >= 9 ? kMaxClusterParts : 1;
   if (n <= kMaxBlockPoints * max_cluster || spread == 1) {
-    const int64_t parts =
-        std::min({spread, max_cluster, std::max<int64_t>(1, ceil_div(n, kClusterPointsPerBlock))});
+    const int64_t parts = std::min({spread, max_cluster, std::max<int64_t>(1, ceil_div(n, kClusterPointsPerBlock))});
     return {parts == 1 ? Sync::kBlock : Sync::kCluster, static_cast<int>(parts), 0};
   }
   const int64_t parts = std::min(spread, ceil_div(n, kGridPointsPerBlock));

@@ -33,8 +33,8 @@ constexpr int64_t kGridPointsPerBlock = 2048;
 
 struct Plan {
   Sync sync;
-  int parts;    // blocks per cloud
-  int threads;  // per block; 0 until the launch code fits it
+  int parts;                       // blocks per cloud
+  int threads;                     // per block; 0 until the launch code fits it
   int max_picks = kPicksPerRound;  // per round, <= kMaxPicksPerRound
 };
 

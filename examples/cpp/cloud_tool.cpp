@@ -39,8 +39,8 @@ at::Tensor read_kitti_bin(const std::string& path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file) throw std::runtime_error("cannot read " + path);
   const std::streamsize bytes = file.tellg();
-  if (bytes % 16 != 0) throw std::runtime_error(path + ": a KITTI .bin holds 16-byte records, got " +
-                                                std::to_string(bytes) + " bytes");
+  if (bytes % 16 != 0)
+    throw std::runtime_error(path + ": a KITTI .bin holds 16-byte records, got " + std::to_string(bytes) + " bytes");
   at::Tensor records = torch::empty({bytes / 16, 4}, torch::kFloat32);
   file.seekg(0);
   file.read(reinterpret_cast<char*>(records.data_ptr<float>()), bytes);
@@ -192,20 +192,32 @@ int main(int argc, char** argv) try {
       if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--device") device_name = value();
-    else if (arg == "--voxel") voxel = std::stod(value());
-    else if (arg == "--neighbors") neighbors = std::stoll(value());
-    else if (arg == "--samples") samples = std::stoll(value());
-    else if (arg == "--planes") planes = std::stoll(value());
-    else if (arg == "--preset") preset = value();
-    else if (arg == "--presets") presets = value();
-    else if (arg == "--save") save = value();
-    else if (!arg.empty() && arg[0] != '-' && file.empty()) file = arg;
-    else throw std::runtime_error("unknown argument " + arg);
+    if (arg == "--device")
+      device_name = value();
+    else if (arg == "--voxel")
+      voxel = std::stod(value());
+    else if (arg == "--neighbors")
+      neighbors = std::stoll(value());
+    else if (arg == "--samples")
+      samples = std::stoll(value());
+    else if (arg == "--planes")
+      planes = std::stoll(value());
+    else if (arg == "--preset")
+      preset = value();
+    else if (arg == "--presets")
+      presets = value();
+    else if (arg == "--save")
+      save = value();
+    else if (!arg.empty() && arg[0] != '-' && file.empty())
+      file = arg;
+    else
+      throw std::runtime_error("unknown argument " + arg);
   }
   if (file.empty()) {
-    std::fprintf(stderr, "usage: %s FILE.ply|FILE.bin [--device cpu|cuda] [--voxel M] [--neighbors K] "
-                         "[--samples S] [--planes P] [--preset NAME] [--presets planes.yaml] [--save OUT.pt]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s FILE.ply|FILE.bin [--device cpu|cuda] [--voxel M] [--neighbors K] "
+                 "[--samples S] [--planes P] [--preset NAME] [--presets planes.yaml] [--save OUT.pt]\n",
+                 argv[0]);
     return 2;
   }
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);

@@ -16,6 +16,7 @@ For each device D the folder gets <model>.D.ts (TorchScript), <model>.D.pt2 (AOT
 package run in Python, and Python's median latency of each, which run_scripted prints beside its own.
 --check-cloud compares what `cloud_tool --save` wrote with the same steps run through the Python API.
 """
+
 import argparse
 import os
 import statistics
@@ -45,10 +46,12 @@ class PointNet2Stage(torch.nn.Module):
         self.centres = centres
         self.radius = radius
         self.group = group
-        self.sa_mlp = torch.nn.Sequential(torch.nn.Linear(3 + in_channels, 32), torch.nn.ReLU(),
-                                          torch.nn.Linear(32, 64), torch.nn.ReLU())
-        self.fp_mlp = torch.nn.Sequential(torch.nn.Linear(64 + in_channels, 64), torch.nn.ReLU(),
-                                          torch.nn.Linear(64, 16))
+        self.sa_mlp = torch.nn.Sequential(
+            torch.nn.Linear(3 + in_channels, 32), torch.nn.ReLU(), torch.nn.Linear(32, 64), torch.nn.ReLU()
+        )
+        self.fp_mlp = torch.nn.Sequential(
+            torch.nn.Linear(64 + in_channels, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)
+        )
 
     def forward(self, xyz: Tensor, features: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         samples = farthest_point_sampling(xyz, self.centres)
@@ -77,8 +80,9 @@ class PillarFrontEnd(torch.nn.Module):
         self.bev = torch.nn.Sequential(torch.nn.Conv2d(channels, 64, 3, padding=1), torch.nn.ReLU())
 
     def forward(self, points: Tensor, lengths: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        pillars = voxelize(points, self.pillar_size, self.point_range, self.points_per_pillar, self.max_pillars,
-                           lengths)
+        pillars = voxelize(
+            points, self.pillar_size, self.point_range, self.points_per_pillar, self.max_pillars, lengths
+        )
         slots = torch.arange(self.points_per_pillar, device=points.device)
         present = (slots < pillars.num_points.unsqueeze(-1)).unsqueeze(-1).to(points.dtype)  # (B, V, K, 1)
         xyz = pillars.voxels[..., :3]
@@ -151,8 +155,10 @@ def export(name: str, device: str, out: str) -> None:
             expected[f"aoti{i}"] = t.cpu()
         expected["aoti_ms"] = torch.tensor(median_ms(lambda x: compiled(*x), inputs, device))
     torch.save(expected, os.path.join(out, f"{name}.expected.{device}.pt"))
-    print(f"{name} on {device}: {name}.{device}.ts, {name}.{device}.pt2, Python {float(expected['torchscript_ms']):.2f} ms "
-          f"(TorchScript), {float(expected['aoti_ms']):.2f} ms (AOTInductor)")
+    print(
+        f"{name} on {device}: {name}.{device}.ts, {name}.{device}.pt2, Python {float(expected['torchscript_ms']):.2f} ms "
+        f"(TorchScript), {float(expected['aoti_ms']):.2f} ms (AOTInductor)"
+    )
 
 
 def write_clouds(out: str) -> None:
@@ -169,9 +175,17 @@ def cloud_steps(points: Tensor) -> dict:
     normals = pointops.estimate_normals(down.points, CLOUD_NEIGHBORS, down.lengths, neighbors=near.indices)
     samples = farthest_point_sampling(down.points, CLOUD_SAMPLES, down.lengths)
     planes = pointops.detect_planes(down.points, CLOUD_PLANES, down.lengths)
-    return {"points": down.points, "lengths": down.lengths, "normals": normals.normals,
-            "curvature": normals.curvature, "samples": samples.indices, "sample_distances": samples.distances,
-            "planes": planes.planes, "plane_votes": planes.votes, "labels": planes.labels}
+    return {
+        "points": down.points,
+        "lengths": down.lengths,
+        "normals": normals.normals,
+        "curvature": normals.curvature,
+        "samples": samples.indices,
+        "sample_distances": samples.distances,
+        "planes": planes.planes,
+        "plane_votes": planes.votes,
+        "labels": planes.labels,
+    }
 
 
 def check_cloud(saved: str, cloud_file: str) -> int:
@@ -179,16 +193,22 @@ def check_cloud(saved: str, cloud_file: str) -> int:
     points = pointops.io.read(cloud_file).points.float().unsqueeze(0)
     want = cloud_steps(points.to(got["points"].device))
     bad = [k for k, v in want.items() if not torch.equal(v.cpu().nan_to_num(), got[k].cpu().nan_to_num())]
-    print(f"cloud_tool against the Python API on {cloud_file}: "
-          + ("every output equal, bit for bit" if not bad else "differs in " + ", ".join(bad)))
+    print(
+        f"cloud_tool against the Python API on {cloud_file}: "
+        + ("every output equal, bit for bit" if not bad else "differs in " + ", ".join(bad))
+    )
     return 1 if bad else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder for the models, inputs and expected outputs")
-    parser.add_argument("--device", nargs="+", choices=["cpu", "cuda"],
-                        help="devices to export for (default: cpu, and cuda when a GPU is visible)")
+    parser.add_argument(
+        "--device",
+        nargs="+",
+        choices=["cpu", "cuda"],
+        help="devices to export for (default: cpu, and cuda when a GPU is visible)",
+    )
     parser.add_argument("--models", nargs="+", default=["pointnet2", "pillars"], choices=["pointnet2", "pillars"])
     parser.add_argument("--check-cloud", metavar="SAVED", help="compare cloud_tool --save output with Python")
     parser.add_argument("--cloud", default=None, help="the cloud file cloud_tool read (default OUT/scene.ply)")

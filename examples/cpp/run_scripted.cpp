@@ -58,7 +58,8 @@ bool compare(const std::string& what, const std::vector<at::Tensor>& outputs,
     if (got.sizes() == want.sizes() && got.dtype() == want.dtype() && torch::equal(got, want)) {
       ++equal;
     } else {
-      double diff = got.sizes() == want.sizes() ? (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() : -1;
+      double diff =
+          got.sizes() == want.sizes() ? (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() : -1;
       unequal += " output " + std::to_string(i) + " differs (max |difference| " + std::to_string(diff) + ")";
     }
   }

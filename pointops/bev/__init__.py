@@ -1,4 +1,5 @@
 """BEV family (csrc/bev): bird's-eye-view images, hard and dynamic voxelization, pillar scatter."""
+
 from .ops import (
     CHANNELS,
     DynamicVoxels,

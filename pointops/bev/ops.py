@@ -18,6 +18,7 @@ Gradients: ``pillar_scatter`` passes the canvas gradient back to the placed pill
 to the lowest index; a mean to every point of the cell); ``voxelize`` from ``voxels`` back to the
 points stored there. Counts, density, occupancy, slices, coordinates and indices have none.
 """
+
 import math
 from typing import List, NamedTuple, Optional, Tuple, Union
 
@@ -60,8 +61,9 @@ def _resolve_grid(
 
 
 def bev_grid_size(
-    point_range: Optional[List[float]] = None, cell_size: Optional[Union[float, List[float]]] = None,
-    preset: Optional[str] = None
+    point_range: Optional[List[float]] = None,
+    cell_size: Optional[Union[float, List[float]]] = None,
+    preset: Optional[str] = None,
 ) -> Tuple[int, int]:
     """``(H, W)`` of a grid: cells along y and along x, as the kernels compute them."""
     point_range, cell_size = _resolve_grid(preset, point_range, cell_size)
@@ -109,8 +111,9 @@ def bev_rasterize(
     """
     check_tensor(points, "points", "(B, N, C)")
     if isinstance(channels, str):  # a str is a list of its letters to the op: name the mistake instead
-        raise ValueError("channels must be a list of channel names, e.g. ['" + channels + "'], got the str '"
-                         + channels + "'")
+        raise ValueError(
+            "channels must be a list of channel names, e.g. ['" + channels + "'], got the str '" + channels + "'"
+        )
     point_range, cell_size = _resolve_grid(preset, point_range, cell_size)
     return torch.ops.pointops.bev_rasterize(
         points, lengths, point_range, cell_size, channels, feature_column, density_base, height_slices, forward_up
@@ -264,10 +267,21 @@ def _cells_along(lo: float, hi: float, size: float, axis: str) -> int:
 
 
 @torch.library.register_fake("pointops::bev_rasterize")
-def _bev_rasterize_fake(points, lengths, point_range, cell_size, channels, feature_column=3, density_base=64.0,
-                        height_slices=0, forward_up=False):
-    torch._check(points.dim() == 3 and points.shape[2] >= 3,
-                 lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}")
+def _bev_rasterize_fake(
+    points,
+    lengths,
+    point_range,
+    cell_size,
+    channels,
+    feature_column=3,
+    density_base=64.0,
+    height_slices=0,
+    forward_up=False,
+):
+    torch._check(
+        points.dim() == 3 and points.shape[2] >= 3,
+        lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}",
+    )
     check_floating(points, "points")
     check_same_device(lengths, "lengths", points)
     torch._check(len(point_range) == 6, lambda: f"point_range must have 6 values, got {len(point_range)}")
@@ -280,8 +294,12 @@ def _bev_rasterize_fake(points, lengths, point_range, cell_size, channels, featu
         out_channels += height_slices if name == "height_slices" else 1
     nx = _cells_along(point_range[0], point_range[3], cell_size[0], "x (W)")
     ny = _cells_along(point_range[1], point_range[4], cell_size[1], "y (H)")
-    check_output_fits(points.device, f"point_range and cell_size ({ny} x {nx} cells) with {out_channels} channels",
-                      (points.shape[0], out_channels, ny, nx), 4)
+    check_output_fits(
+        points.device,
+        f"point_range and cell_size ({ny} x {nx} cells) with {out_channels} channels",
+        (points.shape[0], out_channels, ny, nx),
+        4,
+    )
     shape = (points.shape[0], out_channels, nx, ny) if forward_up else (points.shape[0], out_channels, ny, nx)
     return points.new_empty(shape, dtype=torch.float32)
 
@@ -300,8 +318,10 @@ def _pillar_scatter_fake(features, coords, num_voxels, height, width):
 
 @torch.library.register_fake("pointops::voxelize")
 def _voxelize_fake(points, lengths, voxel_size, point_range, max_points_per_voxel, max_voxels):
-    torch._check(points.dim() == 3 and points.shape[2] >= 3,
-                 lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}")
+    torch._check(
+        points.dim() == 3 and points.shape[2] >= 3,
+        lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}",
+    )
     check_floating(points, "points")
     check_same_device(lengths, "lengths", points)
     torch._check(len(voxel_size) == 3, lambda: f"voxel_size must have 3 values, got {len(voxel_size)}")
@@ -309,8 +329,12 @@ def _voxelize_fake(points, lengths, voxel_size, point_range, max_points_per_voxe
     torch._check(max_points_per_voxel >= 0, lambda: f"max_points_per_voxel must be >= 0, got {max_points_per_voxel}")
     torch._check(max_voxels >= 0, lambda: f"max_voxels must be >= 0, got {max_voxels}")
     batch, n, channels = points.shape
-    check_output_fits(points.device, f"max_voxels = {max_voxels} and max_points_per_voxel = {max_points_per_voxel}",
-                      (batch, max_voxels, max_points_per_voxel, channels), points.element_size())
+    check_output_fits(
+        points.device,
+        f"max_voxels = {max_voxels} and max_points_per_voxel = {max_points_per_voxel}",
+        (batch, max_voxels, max_points_per_voxel, channels),
+        points.element_size(),
+    )
     return (
         points.new_empty((batch, max_voxels, max_points_per_voxel, channels)),
         points.new_empty((batch, max_voxels, 3), dtype=torch.int32),
@@ -338,8 +362,14 @@ def _pillar_scatter_backward(ctx, grad):
     height, width = ctx.grid
     c = coords.long()
     index = torch.arange(pillars, device=coords.device)
-    placed = ((index < num_voxels.unsqueeze(1)) & (c[..., 0] == 0) & (c[..., 1] >= 0) & (c[..., 1] < height)
-              & (c[..., 2] >= 0) & (c[..., 2] < width))
+    placed = (
+        (index < num_voxels.unsqueeze(1))
+        & (c[..., 0] == 0)
+        & (c[..., 1] >= 0)
+        & (c[..., 1] < height)
+        & (c[..., 2] >= 0)
+        & (c[..., 2] < width)
+    )
     cells = height * width
     cell = torch.where(placed, c[..., 1] * width + c[..., 2], cells)  # a spare cell for the rest
     # The lowest placed pillar of a cell is the one the canvas shows.
@@ -352,12 +382,14 @@ def _pillar_scatter_backward(ctx, grad):
     return grad_features, None, None, None, None
 
 
-torch.library.register_autograd("pointops::pillar_scatter", _pillar_scatter_backward,
-                                setup_context=_pillar_scatter_setup)
+torch.library.register_autograd(
+    "pointops::pillar_scatter", _pillar_scatter_backward, setup_context=_pillar_scatter_setup
+)
 
 
-def _bev_point_cells(points: Tensor, lengths: Optional[Tensor], point_range: List[float], cell_size: List[float],
-                     forward_up: bool) -> Tuple[Tensor, int]:
+def _bev_point_cells(
+    points: Tensor, lengths: Optional[Tensor], point_range: List[float], cell_size: List[float], forward_up: bool
+) -> Tuple[Tensor, int]:
     """Each point's flat cell in the output image (B, N) int64, or the spare index H * W for points
     that do not count; the cell rule of csrc/bev/rasterize.h in the compute type."""
     compute = points.to(distance_dtype(points))
@@ -366,7 +398,7 @@ def _bev_point_cells(points: Tensor, lengths: Optional[Tensor], point_range: Lis
     x, y, z = compute[..., 0], compute[..., 1], compute[..., 2]
     lo = [torch.tensor(v, dtype=compute.dtype) for v in point_range]
     step = [torch.tensor(v, dtype=compute.dtype) for v in cell_size]
-    inside = ((x >= lo[0]) & (x < lo[3]) & (y >= lo[1]) & (y < lo[4]) & (z >= lo[2]) & (z < lo[5]))
+    inside = (x >= lo[0]) & (x < lo[3]) & (y >= lo[1]) & (y < lo[4]) & (z >= lo[2]) & (z < lo[5])
     ix = torch.floor((x - lo[0].to(x.device)) / step[0].to(x.device))
     iy = torch.floor((y - lo[1].to(x.device)) / step[1].to(x.device))
     inside = inside & (ix < width) & (iy < height)
@@ -382,8 +414,7 @@ def _bev_point_cells(points: Tensor, lengths: Optional[Tensor], point_range: Lis
 def _extreme_point(values: Tensor, cell: Tensor, cells: int, largest: bool) -> Tensor:
     """(B, N) bool: the point holding its cell's max (or min) value, ties to the lowest index."""
     batch, n = values.shape
-    best = torch.full((batch, cells + 1), -math.inf if largest else math.inf, dtype=values.dtype,
-                      device=values.device)
+    best = torch.full((batch, cells + 1), -math.inf if largest else math.inf, dtype=values.dtype, device=values.device)
     best.scatter_reduce_(1, cell, values, "amax" if largest else "amin")
     holds = torch.gather(best, 1, cell) == values
     index = torch.arange(n, device=values.device).expand(batch, n)
@@ -404,14 +435,18 @@ def _bev_backward(ctx, grad):
     cell, cells = _bev_point_cells(points, lengths, point_range, cell_size, forward_up)
     batch = points.shape[0]
     counted = cell < cells
-    flat_grad = torch.cat([grad.reshape(batch, grad.shape[1], cells),
-                           grad.new_zeros(batch, grad.shape[1], 1)], 2)  # the spare cell reads 0
+    flat_grad = torch.cat(
+        [grad.reshape(batch, grad.shape[1], cells), grad.new_zeros(batch, grad.shape[1], 1)], 2
+    )  # the spare cell reads 0
     compute = points.to(distance_dtype(points))
     z = compute[..., 2].float()
     feature = compute[..., feature_column]
     feature_ok = ~torch.isnan(feature) & (feature.abs() <= FEATURE_LIMIT)  # NaN and clamped features pass nothing
-    feature_read = torch.where(torch.isnan(feature), torch.zeros_like(feature), feature).clamp(
-        -FEATURE_LIMIT, FEATURE_LIMIT).float()
+    feature_read = (
+        torch.where(torch.isnan(feature), torch.zeros_like(feature), feature)
+        .clamp(-FEATURE_LIMIT, FEATURE_LIMIT)
+        .float()
+    )
     count = torch.zeros(batch, cells + 1, dtype=grad.dtype, device=grad.device)
     count.scatter_add_(1, cell, counted.to(grad.dtype))
     grad_z = torch.zeros_like(z)

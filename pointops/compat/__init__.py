@@ -21,6 +21,7 @@ and share what they have in common through one private module, ``_peer``.
 * :mod:`pointops.compat.pytorch3d`: ``knn_points``, ``knn_gather``, ``sample_farthest_points``,
   ``chamfer_distance``.
 """
+
 from . import mmcv, openpcdet, openpcdet_stack, pointcept, pyg, pytorch3d  # noqa: F401
 
 __all__ = ["mmcv", "openpcdet", "openpcdet_stack", "pointcept", "pyg", "pytorch3d"]

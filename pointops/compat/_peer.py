@@ -3,6 +3,7 @@ square roots rounded the same on every device, the float16 gathers that sum thei
 float32, the packed layouts' counts, ends and offsets, and the shared MLP of the PointNet++
 modules. Private to :mod:`pointops.compat`; every peer module takes these from here, never from
 another peer module."""
+
 from typing import List, Tuple
 
 import torch
@@ -58,8 +59,9 @@ def check_description(t: Tensor, name: str, layout: str, ref: Tensor, ref_name: 
     """A batch description's metadata: a 1-D integer tensor on the device of ``ref``."""
     check_index_tensor(t, name, layout, 1)
     if t.device != ref.device:
-        raise ValueError(name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got "
-                         + str(t.device))
+        raise ValueError(
+            name + " must be on the device of " + ref_name + " (" + str(ref.device) + "), got " + str(t.device)
+        )
 
 
 def check_same_clouds(a: Tensor, a_name: str, b: Tensor, b_name: str, a_extra: int = 0, b_extra: int = 0) -> None:
@@ -67,8 +69,15 @@ def check_same_clouds(a: Tensor, a_name: str, b: Tensor, b_name: str, a_extra: i
     ``*_extra``)."""
     clouds_a, clouds_b = a.shape[0] - a_extra, b.shape[0] - b_extra
     if clouds_a != clouds_b:
-        raise ValueError(a_name + " and " + b_name + " must describe the same number of clouds, got "
-                         + str(clouds_a) + " and " + str(clouds_b))
+        raise ValueError(
+            a_name
+            + " and "
+            + b_name
+            + " must describe the same number of clouds, got "
+            + str(clouds_a)
+            + " and "
+            + str(clouds_b)
+        )
 
 
 def checked_counts(counts: Tensor, name: str, rows: int, rows_name: str, ref: Tensor, host: bool = False) -> Tensor:
@@ -119,29 +128,37 @@ def _check_offsets_values(offsets: Tensor, name: str, rows: int, rows_name: str,
     bad[1:] = offsets[1:] < offsets[:-1]
     bad[0] = offsets[0] != 0
     bad[-1] = bad[-1] | (offsets[-1] != rows)
-    message = (name + " must be non-decreasing, from 0 to the " + str(rows) + " rows of " + rows_name
-               if skip == 0 else
-               name + " must be non-decreasing cumulative ends >= 0, the last one the " + str(rows) + " rows of "
-               + rows_name)
+    message = (
+        name + " must be non-decreasing, from 0 to the " + str(rows) + " rows of " + rows_name
+        if skip == 0
+        else name
+        + " must be non-decreasing cumulative ends >= 0, the last one the "
+        + str(rows)
+        + " rows of "
+        + rows_name
+    )
     require(~bad.any(), message, host, name, offsets[skip:], bad[skip:], True)
 
 
-def checked_batch(batch: Tensor, name: str, rows: int, rows_name: str, ref: Tensor, clouds: int = -1,
-                  host: bool = False) -> None:
+def checked_batch(
+    batch: Tensor, name: str, rows: int, rows_name: str, ref: Tensor, clouds: int = -1, host: bool = False
+) -> None:
     """PyG's batch vector: (rows,) integers >= 0, sorted (non-decreasing), and below ``clouds``
     (the batch size) when it is given (>= 0)."""
     bad, message = batch_condition(batch, name, rows, rows_name, ref, clouds)
     require(~bad.any(), message, host, name, batch, bad, True)
 
 
-def batch_condition(batch: Tensor, name: str, rows: int, rows_name: str, ref: Tensor,
-                    clouds: int = -1) -> Tuple[Tensor, str]:
+def batch_condition(
+    batch: Tensor, name: str, rows: int, rows_name: str, ref: Tensor, clouds: int = -1
+) -> Tuple[Tensor, str]:
     """:func:`checked_batch`'s metadata checks, then its condition for a caller that reads it with
     other values in one host read: (the entries that break it, the message)."""
     check_description(batch, name, "(N,) sorted cloud index of every row", ref, rows_name)
     if batch.shape[0] != rows:
-        raise ValueError(name + " must have one entry per row of " + rows_name + " (" + str(rows) + "), got "
-                         + str(batch.shape[0]))
+        raise ValueError(
+            name + " must have one entry per row of " + rows_name + " (" + str(rows) + "), got " + str(batch.shape[0])
+        )
     bad = batch < 0
     expectation = "sorted cloud indices >= 0"
     if clouds >= 0:
@@ -151,18 +168,32 @@ def batch_condition(batch: Tensor, name: str, rows: int, rows_name: str, ref: Te
     return bad, name + " must be " + expectation
 
 
-def checked_lengths(lengths: Tensor, name: str, batch: int, size: int, ref: Tensor, ref_name: str,
-                    host: bool = False) -> Tensor:
+def checked_lengths(
+    lengths: Tensor, name: str, batch: int, size: int, ref: Tensor, ref_name: str, host: bool = False
+) -> Tensor:
     """pytorch3d's per-cloud lengths (B,) of padded clouds of ``size`` rows: integers in [0, size].
     Returns them as int64."""
     check_description(lengths, name, "(B,) points per cloud", ref, ref_name)
     if lengths.shape[0] != batch:
-        raise ValueError(name + " must have shape (" + str(batch) + ",) (the batch of " + ref_name + "), got "
-                         + str(list(lengths.shape)))
+        raise ValueError(
+            name
+            + " must have shape ("
+            + str(batch)
+            + ",) (the batch of "
+            + ref_name
+            + "), got "
+            + str(list(lengths.shape))
+        )
     wide = lengths.to(torch.int64)
     bad = (wide < 0) | (wide > size)
-    require(~bad.any(), name + " must be lengths in [0, " + str(size) + "] (the rows of " + ref_name + ")", host,
-            name, wide, bad)
+    require(
+        ~bad.any(),
+        name + " must be lengths in [0, " + str(size) + "] (the rows of " + ref_name + ")",
+        host,
+        name,
+        wide,
+        bad,
+    )
     return wide
 
 
@@ -198,8 +229,14 @@ def check_scales(radii: List[float], nsamples: List[int], mlps: List[List[int]],
     one radius (finite, >= 0), sample count (an int >= 0) and MLP spec ([C_in, ..., C_out], ints
     >= 1) per scale, and a pool method of "max_pool" or "avg_pool"."""
     if not len(radii) == len(nsamples) == len(mlps):
-        raise ValueError("radii, nsamples and mlps must have one entry per scale each, got "
-                         + str(len(radii)) + ", " + str(len(nsamples)) + " and " + str(len(mlps)))
+        raise ValueError(
+            "radii, nsamples and mlps must have one entry per scale each, got "
+            + str(len(radii))
+            + ", "
+            + str(len(nsamples))
+            + " and "
+            + str(len(mlps))
+        )
     for i in range(len(radii)):
         check_real(radii[i], "radii[" + str(i) + "]")
         check_int(nsamples[i], "nsamples[" + str(i) + "]")
@@ -216,5 +253,7 @@ def shared_mlp2d(spec: List[int]) -> nn.Sequential:
     step of ``spec`` [C_in, ..., C_out] (the layer order its checkpoints' state_dict keys name)."""
     layers: List[nn.Module] = []
     for k in range(len(spec) - 1):
-        layers.extend([nn.Conv2d(spec[k], spec[k + 1], kernel_size=1, bias=False), nn.BatchNorm2d(spec[k + 1]), nn.ReLU()])
+        layers.extend(
+            [nn.Conv2d(spec[k], spec[k + 1], kernel_size=1, bias=False), nn.BatchNorm2d(spec[k + 1]), nn.ReLU()]
+        )
     return nn.Sequential(*layers)

@@ -27,6 +27,7 @@ run in one call of pointops' packed ops. What differs, on purpose:
   points' device, in one vectorized step (mmcv loops over every region in Python), and its
   ``unique_cnt`` stays on that device.
 """
+
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -97,8 +98,15 @@ def furthest_point_sample_with_dist(points_dist: Tensor, num_points: int) -> Ten
     return torch.stack(picks, dim=1).int()
 
 
-def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tensor, center_xyz: Tensor,
-               xyz_batch_cnt: Optional[Tensor] = None, center_xyz_batch_cnt: Optional[Tensor] = None) -> Tensor:
+def ball_query(
+    min_radius: float,
+    max_radius: float,
+    sample_num: int,
+    xyz: Tensor,
+    center_xyz: Tensor,
+    xyz_batch_cnt: Optional[Tensor] = None,
+    center_xyz_batch_cnt: Optional[Tensor] = None,
+) -> Tensor:
     """The first ``sample_num`` points (by index) of ``xyz`` with squared distance d2 to each centre
     below max_radius^2 and at least min_radius^2, or 0 (the centre itself).
 
@@ -109,16 +117,25 @@ def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tenso
     max_radius = check_real(max_radius, "max_radius", 0.0, True)
     min_radius = check_real(min_radius, "min_radius")
     if not min_radius < max_radius:
-        raise ValueError("min_radius must be below max_radius, got min_radius = " + str(min_radius)
-                         + " and max_radius = " + str(max_radius))
+        raise ValueError(
+            "min_radius must be below max_radius, got min_radius = "
+            + str(min_radius)
+            + " and max_radius = "
+            + str(max_radius)
+        )
     sample_num = check_int(sample_num, "sample_num")
     _both_or_neither(xyz_batch_cnt, "xyz_batch_cnt", center_xyz_batch_cnt, "center_xyz_batch_cnt")
     if xyz_batch_cnt is not None and center_xyz_batch_cnt is not None:
         offsets, center_offsets = _stack.stacked_clouds(
-            xyz, xyz_batch_cnt, center_xyz, center_xyz_batch_cnt,
-            ("xyz", "xyz_batch_cnt", "center_xyz", "center_xyz_batch_cnt"))
-        indices, counts = _ball_query_packed(center_xyz, center_offsets, xyz, offsets, max_radius, sample_num,
-                                             pad="first", min_radius=min_radius)
+            xyz,
+            xyz_batch_cnt,
+            center_xyz,
+            center_xyz_batch_cnt,
+            ("xyz", "xyz_batch_cnt", "center_xyz", "center_xyz_batch_cnt"),
+        )
+        indices, counts = _ball_query_packed(
+            center_xyz, center_offsets, xyz, offsets, max_radius, sample_num, pad="first", min_radius=min_radius
+        )
         start = offsets[row_clouds(center_offsets, center_xyz.shape[0])]
         local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
         if sample_num > 0:
@@ -133,9 +150,10 @@ def ball_query(min_radius: float, max_radius: float, sample_num: int, xyz: Tenso
 def _both_or_neither(a: Optional[Tensor], a_name: str, b: Optional[Tensor], b_name: str) -> None:
     """mmcv's stacked layout takes both counts; one alone is a mistake, not the batch layout."""
     if (a is None) != (b is None):
-        raise ValueError(a_name + " and " + b_name + " must both be given (stacked clouds) or both be None (batch), "
-                         "got " + ("None" if a is None else "a tensor") + " and "
-                         + ("None" if b is None else "a tensor"))
+        raise ValueError(
+            a_name + " and " + b_name + " must both be given (stacked clouds) or both be None (batch), "
+            "got " + ("None" if a is None else "a tensor") + " and " + ("None" if b is None else "a tensor")
+        )
 
 
 def _check_pair(a: Tensor, a_name: str, a_layout: str, b: Tensor, b_name: str, b_layout: str) -> None:
@@ -155,8 +173,10 @@ def knn(k: int, xyz: Tensor, center_xyz: Optional[Tensor] = None, transposed: bo
         check_coords(xyz, "xyz", "(B, 3, N) (transposed=True)", 3, -1)
         check_coords(center_xyz, "center_xyz", "(B, 3, npoint) (transposed=True)", 3, -1)
         if xyz.shape[1] != 3 or center_xyz.shape[1] != 3:
-            raise ValueError("xyz and center_xyz must have shapes (B, 3, N) and (B, 3, npoint) with transposed=True, "
-                             "got " + str(list(xyz.shape)) + " and " + str(list(center_xyz.shape)))
+            raise ValueError(
+                "xyz and center_xyz must have shapes (B, 3, N) and (B, 3, npoint) with transposed=True, "
+                "got " + str(list(xyz.shape)) + " and " + str(list(center_xyz.shape))
+            )
         xyz = xyz.transpose(2, 1).contiguous()
         center_xyz = center_xyz.transpose(2, 1).contiguous()
     _check_pair(xyz, "xyz", "(B, N, 3)", center_xyz, "center_xyz", "(B, npoint, 3)")
@@ -180,16 +200,25 @@ def gather_points(features: Tensor, indices: Tensor) -> Tensor:
     return _pointnet2.gather_checked(features, indices, "features", "indices")
 
 
-def grouping_operation(features: Tensor, indices: Tensor, features_batch_cnt: Optional[Tensor] = None,
-                       indices_batch_cnt: Optional[Tensor] = None) -> Tensor:
+def grouping_operation(
+    features: Tensor,
+    indices: Tensor,
+    features_batch_cnt: Optional[Tensor] = None,
+    indices_batch_cnt: Optional[Tensor] = None,
+) -> Tensor:
     """Batch: (B, C, N) features, (B, npoint, nsample) indices -> (B, C, npoint, nsample). Stack
     (both counts given): (N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each
     row's cloud -> (M, C, nsample), zeros where an index is outside its cloud. Differentiable in
     features."""
     _both_or_neither(features_batch_cnt, "features_batch_cnt", indices_batch_cnt, "indices_batch_cnt")
     if features_batch_cnt is not None and indices_batch_cnt is not None:
-        return _stack.grouping_checked(features, features_batch_cnt, indices, indices_batch_cnt,
-                                       ("features", "features_batch_cnt", "indices", "indices_batch_cnt"))
+        return _stack.grouping_checked(
+            features,
+            features_batch_cnt,
+            indices,
+            indices_batch_cnt,
+            ("features", "features_batch_cnt", "indices", "indices_batch_cnt"),
+        )
     return _pointnet2.grouping_checked(features, indices, "features", "indices")
 
 
@@ -212,9 +241,18 @@ class QueryAndGroup(nn.Module):
     max_radius is None) keeping ``sample_num`` points, then their coordinates relative to the
     centre (divided by max_radius with ``normalize_xyz``) and features."""
 
-    def __init__(self, max_radius: Optional[float], sample_num: int, min_radius: float = 0.0, use_xyz: bool = True,
-                 return_grouped_xyz: bool = False, normalize_xyz: bool = False, uniform_sample: bool = False,
-                 return_unique_cnt: bool = False, return_grouped_idx: bool = False):
+    def __init__(
+        self,
+        max_radius: Optional[float],
+        sample_num: int,
+        min_radius: float = 0.0,
+        use_xyz: bool = True,
+        return_grouped_xyz: bool = False,
+        normalize_xyz: bool = False,
+        uniform_sample: bool = False,
+        return_unique_cnt: bool = False,
+        return_grouped_idx: bool = False,
+    ):
         super().__init__()
         self.max_radius = None if max_radius is None else check_real(max_radius, "max_radius", 0.0, True)
         self.min_radius = check_real(min_radius, "min_radius")
@@ -226,14 +264,19 @@ class QueryAndGroup(nn.Module):
         self.return_unique_cnt = return_unique_cnt
         self.return_grouped_idx = return_grouped_idx
         if self.return_unique_cnt and not self.uniform_sample:
-            raise ValueError("uniform_sample must be True with return_unique_cnt (the count of unique samples), "
-                             "got uniform_sample = False")
+            raise ValueError(
+                "uniform_sample must be True with return_unique_cnt (the count of unique samples), "
+                "got uniform_sample = False"
+            )
         if self.max_radius is None and self.normalize_xyz:
-            raise ValueError("normalize_xyz must be False when max_radius is None (kNN grouping has no radius), "
-                             "got normalize_xyz = True")
+            raise ValueError(
+                "normalize_xyz must be False when max_radius is None (kNN grouping has no radius), "
+                "got normalize_xyz = True"
+            )
 
-    def forward(self, points_xyz: Tensor, center_xyz: Tensor,
-                features: Optional[Tensor] = None) -> Union[Tensor, Tuple[Tensor, ...]]:
+    def forward(
+        self, points_xyz: Tensor, center_xyz: Tensor, features: Optional[Tensor] = None
+    ) -> Union[Tensor, Tuple[Tensor, ...]]:
         """points_xyz (B, N, 3), center_xyz (B, npoint, 3), features (B, C, N) ->
         (B, 3 + C, npoint, sample_num), then whichever of grouped_xyz, unique_cnt, grouped idx the
         flags ask for."""
@@ -289,9 +332,14 @@ class GroupAll(nn.Module):
 # ---- voxelization ---------------------------------------------------------------------------------
 
 
-def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coors_range: Union[Sequence[float], float],
-                 max_points: int = 35, max_voxels: int = 20000,
-                 deterministic: bool = True) -> Union[Tensor, Tuple[Tensor, Tensor, Tensor]]:
+def voxelization(
+    points: Tensor,
+    voxel_size: Union[Sequence[float], float],
+    coors_range: Union[Sequence[float], float],
+    max_points: int = 35,
+    max_voxels: int = 20000,
+    deterministic: bool = True,
+) -> Union[Tensor, Tuple[Tensor, Tensor, Tensor]]:
     """mmcv's voxelization of one cloud ``points`` (N, C) (columns x, y, z, features), on
     :func:`pointops.voxelize` (mmcv's deterministic semantics: voxels in order of their first
     point, a voxel's first ``max_points`` points in point order).
@@ -302,8 +350,9 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
     -1 for a point outside the range."""
     check_coords(points, "points", "(N, C) with C >= 3", 2, -1)
     if points.shape[1] < 3:
-        raise ValueError("points must have shape (N, C) with C >= 3 (x, y, z, features), got "
-                         + str(list(points.shape)))
+        raise ValueError(
+            "points must have shape (N, C) with C >= 3 (x, y, z, features), got " + str(list(points.shape))
+        )
     voxel_size, coors_range = _grid_args(voxel_size, coors_range)
     max_points = check_int(max_points, "max_points", -1)
     max_voxels = check_int(max_voxels, "max_voxels", -1)
@@ -311,8 +360,7 @@ def voxelization(points: Tensor, voxel_size: Union[Sequence[float], float], coor
         point_voxel, coords, _ = _voxelize_dynamic(points[None], voxel_size, coors_range)
         per_point = coords[0][point_voxel[0].clamp(min=0)]
         return torch.where((point_voxel[0] >= 0)[:, None], per_point, torch.full_like(per_point, -1))
-    voxels, coords, num_points, num_voxels, _ = _voxelize(points[None], voxel_size, coors_range, max_points,
-                                                          max_voxels)
+    voxels, coords, num_points, num_voxels, _ = _voxelize(points[None], voxel_size, coors_range, max_points, max_voxels)
     count = int(num_voxels[0])
     return voxels[0, :count], coords[0, :count], num_points[0, :count]
 
@@ -327,16 +375,29 @@ def _grid_args(voxel_size, coors_range, range_name: str = "coors_range") -> Tupl
     if len(sizes) != 3:
         raise ValueError("voxel_size must have 3 values [vx, vy, vz], got " + str(list(sizes)))
     if len(bounds) != 6:
-        raise ValueError(range_name + " must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got "
-                         + str(list(bounds)))
+        raise ValueError(
+            range_name + " must have 6 values [x_min, y_min, z_min, x_max, y_max, z_max], got " + str(list(bounds))
+        )
     tiny = torch.finfo(torch.float32).tiny
     sizes = [check_real(v, "voxel_size[" + str(d) + "]", tiny) for d, v in enumerate(sizes)]
     bounds = [check_real(v, range_name + "[" + str(d) + "]", -float("inf")) for d, v in enumerate(bounds)]
     for d in range(3):
         if not bounds[d] < bounds[d + 3]:
-            raise ValueError(range_name + " must have min < max along each axis, got " + range_name + "[" + str(d)
-                             + "] = " + str(bounds[d]) + " and " + range_name + "[" + str(d + 3) + "] = "
-                             + str(bounds[d + 3]))
+            raise ValueError(
+                range_name
+                + " must have min < max along each axis, got "
+                + range_name
+                + "["
+                + str(d)
+                + "] = "
+                + str(bounds[d])
+                + " and "
+                + range_name
+                + "["
+                + str(d + 3)
+                + "] = "
+                + str(bounds[d + 3])
+            )
     return sizes, bounds
 
 
@@ -345,8 +406,14 @@ class Voxelization(nn.Module):
     ``max_num_points`` -1 for dynamic voxelization. ``deterministic`` is accepted; the result is
     always the deterministic one."""
 
-    def __init__(self, voxel_size: List[float], point_cloud_range: List[float], max_num_points: int,
-                 max_voxels: Union[Tuple[int, int], int] = 20000, deterministic: bool = True):
+    def __init__(
+        self,
+        voxel_size: List[float],
+        point_cloud_range: List[float],
+        max_num_points: int,
+        max_voxels: Union[Tuple[int, int], int] = 20000,
+        deterministic: bool = True,
+    ):
         super().__init__()
         _grid_args(voxel_size, point_cloud_range, "point_cloud_range")
         self.voxel_size = voxel_size
@@ -362,13 +429,16 @@ class Voxelization(nn.Module):
 
     def forward(self, input: Tensor):
         max_voxels = self.max_voxels[0] if self.training else self.max_voxels[1]
-        return voxelization(input, self.voxel_size, self.point_cloud_range, self.max_num_points, max_voxels,
-                            self.deterministic)
+        return voxelization(
+            input, self.voxel_size, self.point_cloud_range, self.max_num_points, max_voxels, self.deterministic
+        )
 
     def __repr__(self):
-        return (f"{self.__class__.__name__}(voxel_size={self.voxel_size}, point_cloud_range={self.point_cloud_range}, "
-                f"max_num_points={self.max_num_points}, max_voxels={self.max_voxels}, "
-                f"deterministic={self.deterministic})")
+        return (
+            f"{self.__class__.__name__}(voxel_size={self.voxel_size}, point_cloud_range={self.point_cloud_range}, "
+            f"max_num_points={self.max_num_points}, max_voxels={self.max_voxels}, "
+            f"deterministic={self.deterministic})"
+        )
 
 
 # ---- mmcv's autograd Functions by name ----------------------------------------------------------------
@@ -388,8 +458,9 @@ class FurthestPointSamplingWithDist(NoGradFunction):
 
 class BallQuery(NoGradFunction):
     @staticmethod
-    def forward(ctx, min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt=None,
-                center_xyz_batch_cnt=None):
+    def forward(
+        ctx, min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt=None, center_xyz_batch_cnt=None
+    ):
         out = ball_query(min_radius, max_radius, sample_num, xyz, center_xyz, xyz_batch_cnt, center_xyz_batch_cnt)
         return non_differentiable(ctx, out)
 

@@ -37,6 +37,7 @@ formulas. What differs, on purpose:
   none, as in OpenPCDet;
 * ``PointnetSAModuleMSG`` does not add 3 to the caller's ``mlps`` lists in place (it copies them).
 """
+
 from typing import List, Optional, Tuple
 
 import torch
@@ -99,8 +100,15 @@ farthest_point_sample = furthest_point_sample
 def check_batch_of(t: Tensor, name: str, ref: Tensor, ref_name: str) -> None:
     """t (B, ...) has the batch size of ref (a padded layout's first dimension)."""
     if t.shape[0] != ref.shape[0]:
-        raise ValueError(name + " must have the batch size B = " + str(ref.shape[0]) + " of " + ref_name
-                         + ", got shape " + str(list(t.shape)))
+        raise ValueError(
+            name
+            + " must have the batch size B = "
+            + str(ref.shape[0])
+            + " of "
+            + ref_name
+            + ", got shape "
+            + str(list(t.shape))
+        )
 
 
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
@@ -163,8 +171,15 @@ def interpolate_checked(features: Tensor, idx: Tensor, weight: Tensor, names: Tu
     check_batch_of(idx, names[1], features, names[0])
     check_coords(weight, names[2], "(B, n, 3)", 3, -1)
     if weight.shape != idx.shape:
-        raise ValueError(names[2] + " must have the shape of " + names[1] + " " + str(list(idx.shape)) + ", got "
-                         + str(list(weight.shape)))
+        raise ValueError(
+            names[2]
+            + " must have the shape of "
+            + names[1]
+            + " "
+            + str(list(idx.shape))
+            + ", got "
+            + str(list(weight.shape))
+        )
     below = idx < -1
     require(~below.any(), names[1] + " must hold indices >= -1 (-1: none)", False, names[1], idx, below)
     return _three_interpolate(features, idx, weight)
@@ -340,8 +355,14 @@ def check_layer_inputs(xyz: Tensor, features: Optional[Tensor], new_xyz: Optiona
     if features is not None:
         check_coords(features, "features", "(B, C, N)", 3, -1)
         if features.shape[0] != xyz.shape[0] or features.shape[2] != xyz.shape[1]:
-            raise ValueError("features must have shape (B, C, N) with B, N = " + str(xyz.shape[0]) + ", "
-                             + str(xyz.shape[1]) + " (as xyz), got " + str(list(features.shape)))
+            raise ValueError(
+                "features must have shape (B, C, N) with B, N = "
+                + str(xyz.shape[0])
+                + ", "
+                + str(xyz.shape[1])
+                + " (as xyz), got "
+                + str(list(features.shape))
+            )
     elif not use_xyz:
         raise ValueError("features must be given when use_xyz is False (there is nothing else to group), got None")
     if new_xyz is not None:
@@ -406,8 +427,17 @@ class _PointnetSAModuleBase(nn.Module):
 class PointnetSAModuleMSG(_PointnetSAModuleBase):
     """PointNet set abstraction layer with multi-scale grouping."""
 
-    def __init__(self, *, npoint: Optional[int], radii: List[float], nsamples: List[int], mlps: List[List[int]],
-                 bn: bool = True, use_xyz: bool = True, pool_method: str = "max_pool"):
+    def __init__(
+        self,
+        *,
+        npoint: Optional[int],
+        radii: List[float],
+        nsamples: List[int],
+        mlps: List[List[int]],
+        bn: bool = True,
+        use_xyz: bool = True,
+        pool_method: str = "max_pool",
+    ):
         """
         npoint: centres sampled by farthest point sampling (None: group all points);
         radii, nsamples: ball query radius and samples per scale;
@@ -433,11 +463,25 @@ class PointnetSAModuleMSG(_PointnetSAModuleBase):
 class PointnetSAModule(PointnetSAModuleMSG):
     """PointNet set abstraction layer (one scale)."""
 
-    def __init__(self, *, mlp: List[int], npoint: Optional[int] = None, radius: Optional[float] = None,
-                 nsample: Optional[int] = None, bn: bool = True, use_xyz: bool = True, pool_method: str = "max_pool"):
+    def __init__(
+        self,
+        *,
+        mlp: List[int],
+        npoint: Optional[int] = None,
+        radius: Optional[float] = None,
+        nsample: Optional[int] = None,
+        bn: bool = True,
+        use_xyz: bool = True,
+        pool_method: str = "max_pool",
+    ):
         super().__init__(
-            mlps=[mlp], npoint=npoint, radii=[radius if radius is not None else 0.0],
-            nsamples=[nsample if nsample is not None else 0], bn=bn, use_xyz=use_xyz, pool_method=pool_method,
+            mlps=[mlp],
+            npoint=npoint,
+            radii=[radius if radius is not None else 0.0],
+            nsamples=[nsample if nsample is not None else 0],
+            bn=bn,
+            use_xyz=use_xyz,
+            pool_method=pool_method,
         )
 
 
@@ -449,8 +493,9 @@ class PointnetFPModule(nn.Module):
         super().__init__()
         self.mlp = shared_mlp2d(mlp)
 
-    def forward(self, unknown: Tensor, known: Optional[Tensor], unknow_feats: Optional[Tensor],
-                known_feats: Tensor) -> Tensor:
+    def forward(
+        self, unknown: Tensor, known: Optional[Tensor], unknow_feats: Optional[Tensor], known_feats: Tensor
+    ) -> Tensor:
         """unknown (B, n, 3), known (B, m, 3) or None, unknow_feats (B, C1, n) or None,
         known_feats (B, C2, m) -> (B, mlp[-1], n)."""
         check_coords(unknown, "unknown", "(B, n, 3)", 3)
@@ -459,13 +504,23 @@ class PointnetFPModule(nn.Module):
         if unknow_feats is not None:
             check_coords(unknow_feats, "unknow_feats", "(B, C1, n)", 3, -1)
             if unknow_feats.shape[0] != unknown.shape[0] or unknow_feats.shape[2] != unknown.shape[1]:
-                raise ValueError("unknow_feats must have shape (B, C1, n) with B, n = " + str(unknown.shape[0]) + ", "
-                                 + str(unknown.shape[1]) + " (as unknown), got " + str(list(unknow_feats.shape)))
+                raise ValueError(
+                    "unknow_feats must have shape (B, C1, n) with B, n = "
+                    + str(unknown.shape[0])
+                    + ", "
+                    + str(unknown.shape[1])
+                    + " (as unknown), got "
+                    + str(list(unknow_feats.shape))
+                )
         if known is not None:
             dist, idx = three_nn_checked(unknown, known, "unknown", "known")
             if known_feats.shape[2] != known.shape[1]:
-                raise ValueError("known_feats must have shape (B, C2, m) with m = " + str(known.shape[1])
-                                 + " (as known), got " + str(list(known_feats.shape)))
+                raise ValueError(
+                    "known_feats must have shape (B, C2, m) with m = "
+                    + str(known.shape[1])
+                    + " (as known), got "
+                    + str(list(known_feats.shape))
+                )
             dist_recip = 1.0 / (dist + 1e-8)
             norm = torch.sum(dist_recip, dim=2, keepdim=True)
             weight = dist_recip / norm
@@ -477,4 +532,3 @@ class PointnetFPModule(nn.Module):
         else:
             new_features = interpolated_feats
         return self.mlp(new_features.unsqueeze(-1)).squeeze(-1)
-

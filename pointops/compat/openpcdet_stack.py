@@ -27,6 +27,7 @@ distances, CPU and CUDA alike, points with NaN/Inf never found), and in addition
   interpolation's first 1,000 of them (OpenPCDet's per-centre buffer), the voxel query's all of
   them (sized from the data: one host read, as OpenPCDet's retry loop reads its total).
 """
+
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -41,8 +42,18 @@ from ..geometry.neighbors import ball_query_packed as _ball_query_packed
 from ..geometry.neighbors import interpolate as _interpolate
 from ..geometry.neighbors import knn_packed as _knn_packed
 from ..sampling.ops import farthest_point_sampling_packed
-from ._peer import (NoGradFunction, check_same_clouds, check_scales, checked_counts, counts_to_offsets, exact_sqrt,
-                    non_differentiable, row_clouds, shared_mlp2d, summing_type)
+from ._peer import (
+    NoGradFunction,
+    check_same_clouds,
+    check_scales,
+    checked_counts,
+    counts_to_offsets,
+    exact_sqrt,
+    non_differentiable,
+    row_clouds,
+    shared_mlp2d,
+    summing_type,
+)
 from .openpcdet import FarthestPointSampling, farthest_point_sample, furthest_point_sample  # noqa: F401  (pointnet2_stack's too)
 
 __all__ = [
@@ -76,9 +87,14 @@ __all__ = [
 # ---- pointnet2_stack/pointnet2_utils.py ----------------------------------------------------------
 
 
-def stacked_clouds(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                   names: Tuple[str, str, str, str] = ("xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"),
-                   host: bool = False) -> Tuple[Tensor, Tensor]:
+def stacked_clouds(
+    xyz: Tensor,
+    xyz_batch_cnt: Tensor,
+    new_xyz: Tensor,
+    new_xyz_batch_cnt: Tensor,
+    names: Tuple[str, str, str, str] = ("xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"),
+    host: bool = False,
+) -> Tuple[Tensor, Tensor]:
     """Two stacked clouds of one call, checked under the caller's ``names``: points (N, 3) and
     (M, 3), their counts adding up to N and M, as many clouds in both. Returns their (B + 1,)
     int64 offsets."""
@@ -97,8 +113,9 @@ def _check_local_indices(idx: Tensor, name: str) -> None:
     require(~below.any(), name + " must hold indices >= -1 (-1: none)", False, name, idx, below)
 
 
-def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
-               new_xyz_batch_cnt: Tensor) -> Tuple[Tensor, Tensor]:
+def ball_query(
+    radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor
+) -> Tuple[Tensor, Tensor]:
     """OpenPCDet's stacked ball query: for each centre of ``new_xyz`` (M, 3), the first ``nsample``
     points of its cloud in index order with squared distance < radius^2, as indices (M, nsample)
     int32 within the cloud, the row padded with its first hit; and ``empty_ball_mask`` (M,) bool,
@@ -109,8 +126,9 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, xyz_batch_cnt: Tensor, 
     return _ball_query(radius, nsample, xyz, offsets, new_xyz, new_offsets)
 
 
-def _ball_query(radius: float, nsample: int, xyz: Tensor, offsets: Tensor, new_xyz: Tensor,
-                new_offsets: Tensor) -> Tuple[Tensor, Tensor]:
+def _ball_query(
+    radius: float, nsample: int, xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor
+) -> Tuple[Tensor, Tensor]:
     indices, counts = _ball_query_packed(new_xyz, new_offsets, xyz, offsets, radius, nsample, pad="first")
     start = offsets[row_clouds(new_offsets, new_xyz.shape[0])]
     local = torch.where(indices >= 0, indices - start[:, None], torch.zeros_like(indices))
@@ -121,12 +139,14 @@ def grouping_operation(features: Tensor, features_batch_cnt: Tensor, idx: Tensor
     """(N1 + N2 + ..., C) features, (M1 + M2 + ..., nsample) indices within each row's cloud ->
     (M, C, nsample): features[start of the row's cloud + idx]; zeros where idx is -1 or past its
     cloud (an index below -1 is refused). Differentiable in ``features`` (plain torch)."""
-    return grouping_checked(features, features_batch_cnt, idx, idx_batch_cnt,
-                            ("features", "features_batch_cnt", "idx", "idx_batch_cnt"))
+    return grouping_checked(
+        features, features_batch_cnt, idx, idx_batch_cnt, ("features", "features_batch_cnt", "idx", "idx_batch_cnt")
+    )
 
 
-def grouping_checked(features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor,
-                     names: Tuple[str, str, str, str]) -> Tensor:
+def grouping_checked(
+    features: Tensor, features_batch_cnt: Tensor, idx: Tensor, idx_batch_cnt: Tensor, names: Tuple[str, str, str, str]
+) -> Tensor:
     """:func:`grouping_operation` with its arguments checked under the caller's ``names``."""
     check_coords(features, names[0], "(N1 + N2 + ..., C)", 2, -1)
     check_index_tensor(idx, names[2], "(M1 + M2 + ..., nsample)", 2)
@@ -152,12 +172,15 @@ def _grouping(features: Tensor, offsets: Tensor, idx: Tensor, idx_offsets: Tenso
     return gathered.permute(0, 2, 1).contiguous().to(features.dtype)
 
 
-def three_nn(unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor) -> Tuple[Tensor, Tensor]:
+def three_nn(
+    unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor
+) -> Tuple[Tensor, Tensor]:
     """The 3 nearest ``known`` points of each ``unknown`` point within its cloud: (dist (N, 3)
     Euclidean, idx (N, 3) int32 into the stacked rows of ``known``). A cloud with fewer than 3
     known points pads with its first row and distance +inf, as OpenPCDet."""
-    offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
-                                              ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
+    offsets, unknown_offsets = stacked_clouds(
+        known, known_batch_cnt, unknown, unknown_batch_cnt, ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt")
+    )
     return _three_nn(unknown, unknown_offsets, known, offsets)
 
 
@@ -218,8 +241,12 @@ def _per_cloud_samples(npoint: Union[int, List[int], Tensor], xyz_batch_cnt: Ten
     is read back to the host); None for one int."""
     if isinstance(npoint, Tensor):
         if npoint.dim() != 1 or npoint.is_floating_point() or npoint.dtype == torch.bool:
-            raise ValueError("npoint must be an int, or a list or (B,) integer tensor of per-cloud counts, got a "
-                             + str(npoint.dtype) + " tensor of shape " + str(list(npoint.shape)))
+            raise ValueError(
+                "npoint must be an int, or a list or (B,) integer tensor of per-cloud counts, got a "
+                + str(npoint.dtype)
+                + " tensor of shape "
+                + str(list(npoint.shape))
+            )
         values = npoint.tolist()
     elif isinstance(npoint, (list, tuple)):
         values = list(npoint)
@@ -227,8 +254,12 @@ def _per_cloud_samples(npoint: Union[int, List[int], Tensor], xyz_batch_cnt: Ten
         return None
     per_cloud = [check_int(v, "npoint[" + str(i) + "]") for i, v in enumerate(values)]
     if len(per_cloud) != xyz_batch_cnt.shape[0]:
-        raise ValueError("npoint must have one count per cloud (" + str(xyz_batch_cnt.shape[0])
-                         + ", as xyz_batch_cnt), got " + str(len(per_cloud)))
+        raise ValueError(
+            "npoint must have one count per cloud ("
+            + str(xyz_batch_cnt.shape[0])
+            + ", as xyz_batch_cnt), got "
+            + str(len(per_cloud))
+        )
     return per_cloud
 
 
@@ -295,7 +326,9 @@ class ThreeInterpolate(Function):
         for j in range(idx.shape[1]):
             index = idx[:, j].long()
             valid = (index >= 0) & (index < ctx.m)
-            term = grad_out * torch.where(valid, weight[:, j], torch.zeros_like(weight[:, j]))[:, None].to(grad_out.dtype)
+            term = grad_out * torch.where(valid, weight[:, j], torch.zeros_like(weight[:, j]))[:, None].to(
+                grad_out.dtype
+            )
             grad = grad.index_add(0, torch.where(valid, index, torch.zeros_like(index)), term)
         return grad, None, None
 
@@ -303,24 +336,44 @@ class ThreeInterpolate(Function):
 # ---- PV-RCNN++'s vector pool ------------------------------------------------------------------
 
 
-def _neighbor_slots(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                    distance: float, neighbor_type: int, k: int) -> Tuple[Tensor, Tensor]:
+def _neighbor_slots(
+    support_xyz: Tensor,
+    xyz_batch_cnt: Tensor,
+    new_xyz: Tensor,
+    new_xyz_batch_cnt: Tensor,
+    distance: float,
+    neighbor_type: int,
+    k: int,
+) -> Tuple[Tensor, Tensor]:
     """OpenPCDet's vector-pool neighbourhood of each centre of ``new_xyz`` (M, 3): the points of its
     cloud within ``distance`` of it, in index order: the cube |dx|, |dy|, |dz| <= distance, or
     (neighbor_type 1) the closed ball dx^2 + dy^2 + dz^2 <= distance^2. Returns (M, k) int64 rows
     of ``support_xyz``, the first k of them ascending, then -1; and (M,) int64 counts of them all
     (:func:`pointops.cube_query_packed`)."""
-    offsets, new_offsets = stacked_clouds(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
-                                          ("support_xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"))
+    offsets, new_offsets = stacked_clouds(
+        support_xyz,
+        xyz_batch_cnt,
+        new_xyz,
+        new_xyz_batch_cnt,
+        ("support_xyz", "xyz_batch_cnt", "new_xyz", "new_xyz_batch_cnt"),
+    )
     return _cube_query_packed(new_xyz, new_offsets, support_xyz, offsets, distance, k, neighbor_type == 1)
 
 
-def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
-                                         new_xyz_grid_centers: Tensor, new_xyz_batch_cnt: Tensor,
-                                         max_neighbour_distance: float, nsample: int, neighbor_type: int,
-                                         avg_length_of_neighbor_idxs: int, num_total_grids: int,
-                                         neighbor_distance_multiplier: float,
-                                         max_neighbors: int = 1000) -> Tuple[Tensor, Tensor, Tensor]:
+def three_nn_for_vector_pool_by_two_step(
+    support_xyz: Tensor,
+    xyz_batch_cnt: Tensor,
+    new_xyz: Tensor,
+    new_xyz_grid_centers: Tensor,
+    new_xyz_batch_cnt: Tensor,
+    max_neighbour_distance: float,
+    nsample: int,
+    neighbor_type: int,
+    avg_length_of_neighbor_idxs: int,
+    num_total_grids: int,
+    neighbor_distance_multiplier: float,
+    max_neighbors: int = 1000,
+) -> Tuple[Tensor, Tensor, Tensor]:
     """PV-RCNN++'s local interpolation search. Step 1: each centre of ``new_xyz`` (M, 3) keeps the
     first points of its cloud, in index order, inside the cube of half-width
     ``max_neighbour_distance * neighbor_distance_multiplier`` around it (neighbor_type 1: the
@@ -339,12 +392,24 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     num_total_grids = check_int(num_total_grids, "num_total_grids", 1)
     max_neighbors = check_int(max_neighbors, "max_neighbors", 1)
     if new_xyz_grid_centers.numel() != new_xyz.shape[0] * num_total_grids * 3:
-        raise ValueError("new_xyz_grid_centers must hold num_total_grids = " + str(num_total_grids)
-                         + " (x, y, z) grid centres for each of the " + str(new_xyz.shape[0])
-                         + " rows of new_xyz, got shape " + str(list(new_xyz_grid_centers.shape)))
+        raise ValueError(
+            "new_xyz_grid_centers must hold num_total_grids = "
+            + str(num_total_grids)
+            + " (x, y, z) grid centres for each of the "
+            + str(new_xyz.shape[0])
+            + " rows of new_xyz, got shape "
+            + str(list(new_xyz_grid_centers.shape))
+        )
     limit = max_neighbors if nsample <= 0 else min(nsample, max_neighbors)
-    neighbors, _ = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt,
-                                   max_neighbour_distance * neighbor_distance_multiplier, neighbor_type, limit)
+    neighbors, _ = _neighbor_slots(
+        support_xyz,
+        xyz_batch_cnt,
+        new_xyz,
+        new_xyz_batch_cnt,
+        max_neighbour_distance * neighbor_distance_multiplier,
+        neighbor_type,
+        limit,
+    )
     m, g, slots = new_xyz.shape[0], num_total_grids, neighbors.shape[1]
     device = new_xyz.device
     # Each centre's neighbours are one packed cloud of `slots` rows, NaN in the empty slots (never
@@ -352,22 +417,38 @@ def three_nn_for_vector_pool_by_two_step(support_xyz: Tensor, xyz_batch_cnt: Ten
     padded = torch.cat([support_xyz, support_xyz.new_full((1, 3), float("nan"))])
     slot_xyz = padded[torch.where(neighbors >= 0, neighbors, support_xyz.shape[0])]
     starts = torch.arange(m + 1, device=device, dtype=torch.int64)
-    idx, d2 = _knn_packed(new_xyz_grid_centers.reshape(m * g, 3), starts * g, slot_xyz.reshape(m * slots, 3),
-                          starts * slots, 3)
+    idx, d2 = _knn_packed(
+        new_xyz_grid_centers.reshape(m * g, 3), starts * g, slot_xyz.reshape(m * slots, 3), starts * slots, 3
+    )
     rows = torch.where(idx >= 0, neighbors.reshape(-1)[idx.clamp(min=0)], torch.full_like(idx, -1))
     # a missing second or third neighbour repeats the first
     missing = rows < 0
     d2 = torch.where(missing, d2[:, :1].expand_as(d2), d2)
     rows = torch.where(missing, rows[:, :1].expand_as(rows), rows)
-    return (exact_sqrt(d2.detach()).reshape(m, g, 3), rows.int().reshape(m, g, 3),
-            torch.tensor(avg_length_of_neighbor_idxs))
+    return (
+        exact_sqrt(d2.detach()).reshape(m, g, 3),
+        rows.int().reshape(m, g, 3),
+        torch.tensor(avg_length_of_neighbor_idxs),
+    )
 
 
-def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, support_features: Tensor,
-                                    new_xyz: Tensor, new_xyz_batch_cnt: Tensor, num_grid_x: int, num_grid_y: int,
-                                    num_grid_z: int, max_neighbour_distance: float, num_c_out_each_grid: int,
-                                    use_xyz: bool, num_mean_points_per_grid: int = 100, nsample: int = -1,
-                                    neighbor_type: int = 0, pooling_type: int = 0) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+def vector_pool_with_voxel_query_op(
+    support_xyz: Tensor,
+    xyz_batch_cnt: Tensor,
+    support_features: Tensor,
+    new_xyz: Tensor,
+    new_xyz_batch_cnt: Tensor,
+    num_grid_x: int,
+    num_grid_y: int,
+    num_grid_z: int,
+    max_neighbour_distance: float,
+    num_c_out_each_grid: int,
+    use_xyz: bool,
+    num_mean_points_per_grid: int = 100,
+    nsample: int = -1,
+    neighbor_type: int = 0,
+    pooling_type: int = 0,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """PV-RCNN++'s voxel-query vector pool. Each centre's neighbours, the points of its cloud in
     index order inside the cube of half-width ``max_neighbour_distance`` (neighbor_type 1: the
     closed ball), fall into a num_grid_x x num_grid_y x num_grid_z grid around it; the input
@@ -392,17 +473,23 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     num_total_grids = num_grid_x * num_grid_y * num_grid_z
     m, c_in = new_xyz.shape[0], support_features.shape[1]
     if c_in % num_c_out_each_grid != 0:  # OpenPCDet asserts it
-        raise ValueError("num_c_out_each_grid must divide the channels of support_features (" + str(c_in)
-                         + "), got " + str(num_c_out_each_grid))
+        raise ValueError(
+            "num_c_out_each_grid must divide the channels of support_features ("
+            + str(c_in)
+            + "), got "
+            + str(num_c_out_each_grid)
+        )
     device = new_xyz.device
     if pooling_type == 0 and nsample > 0:
         k = nsample
     else:
-        _, every = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance,
-                                   neighbor_type, 0)
+        _, every = _neighbor_slots(
+            support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance, neighbor_type, 0
+        )
         k = int(every.max()) if m > 0 else 0
-    neighbors, _ = _neighbor_slots(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance,
-                                   neighbor_type, k)
+    neighbors, _ = _neighbor_slots(
+        support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, max_neighbour_distance, neighbor_type, k
+    )
     found = neighbors >= 0
     local = support_xyz[neighbors.clamp(min=0)] - new_xyz[:, None, :]  # (M, S, 3)
     # OpenPCDet's float arithmetic: cell = floor((local + r) / (r * 2 / n)) in the points' type
@@ -414,8 +501,12 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     if pooling_type == 1:  # the first neighbour of each cell (slots are in index order)
         position = torch.arange(neighbors.shape[1], device=device).expand_as(grid)
         first = torch.full((m, num_total_grids), neighbors.shape[1], dtype=torch.int64, device=device)
-        first = first.scatter_reduce(1, torch.where(found, grid, torch.zeros_like(grid)),
-                                     torch.where(found, position, torch.full_like(position, neighbors.shape[1])), "amin")
+        first = first.scatter_reduce(
+            1,
+            torch.where(found, grid, torch.zeros_like(grid)),
+            torch.where(found, position, torch.full_like(position, neighbors.shape[1])),
+            "amin",
+        )
         found = found & (torch.gather(first, 1, grid) == position)
         if nsample > 0:  # the first nsample cells to be filled
             found = found & (found.long().cumsum(1) <= nsample)
@@ -425,7 +516,8 @@ def vector_pool_with_voxel_query_op(support_xyz: Tensor, xyz_batch_cnt: Tensor, 
     bins = centre * num_total_grids + grid[centre, slot]
     folded = support_features.reshape(-1, c_in // num_c_out_each_grid, num_c_out_each_grid).sum(1)
     counts = torch.zeros(m * num_total_grids, dtype=torch.int64, device=device).index_add(
-        0, bins, torch.ones_like(bins))
+        0, bins, torch.ones_like(bins)
+    )
     sums = folded.new_zeros((m * num_total_grids, num_c_out_each_grid)).index_add(0, bins, folded[rows])
     xyz_sums = local.new_zeros((m * num_total_grids, 3)).index_add(0, bins, local[centre, slot])
     normalizer = counts.to(support_features.dtype).clamp(min=1e-6)[:, None]
@@ -442,13 +534,33 @@ class ThreeNNForVectorPoolByTwoStep(NoGradFunction):
     """``ThreeNNForVectorPoolByTwoStep.apply(...)``: :func:`three_nn_for_vector_pool_by_two_step`, no gradient."""
 
     @staticmethod
-    def forward(ctx, support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt,
-                max_neighbour_distance, nsample, neighbor_type, avg_length_of_neighbor_idxs, num_total_grids,
-                neighbor_distance_multiplier):
-        out = three_nn_for_vector_pool_by_two_step(support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers,
-                                                   new_xyz_batch_cnt, max_neighbour_distance, nsample, neighbor_type,
-                                                   avg_length_of_neighbor_idxs, num_total_grids,
-                                                   neighbor_distance_multiplier)
+    def forward(
+        ctx,
+        support_xyz,
+        xyz_batch_cnt,
+        new_xyz,
+        new_xyz_grid_centers,
+        new_xyz_batch_cnt,
+        max_neighbour_distance,
+        nsample,
+        neighbor_type,
+        avg_length_of_neighbor_idxs,
+        num_total_grids,
+        neighbor_distance_multiplier,
+    ):
+        out = three_nn_for_vector_pool_by_two_step(
+            support_xyz,
+            xyz_batch_cnt,
+            new_xyz,
+            new_xyz_grid_centers,
+            new_xyz_batch_cnt,
+            max_neighbour_distance,
+            nsample,
+            neighbor_type,
+            avg_length_of_neighbor_idxs,
+            num_total_grids,
+            neighbor_distance_multiplier,
+        )
         return non_differentiable(ctx, out)
 
 
@@ -457,30 +569,100 @@ class VectorPoolWithVoxelQuery(Function):
     gradient of ``support_features``."""
 
     @staticmethod
-    def forward(ctx, support_xyz, xyz_batch_cnt, support_features, new_xyz, new_xyz_batch_cnt, num_grid_x,
-                num_grid_y, num_grid_z, max_neighbour_distance, num_c_out_each_grid, use_xyz,
-                num_mean_points_per_grid=100, nsample=-1, neighbor_type=0, pooling_type=0):
-        ctx.args = (support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, num_grid_x, num_grid_y, num_grid_z,
-                    max_neighbour_distance, num_c_out_each_grid, use_xyz, num_mean_points_per_grid, nsample,
-                    neighbor_type, pooling_type)
+    def forward(
+        ctx,
+        support_xyz,
+        xyz_batch_cnt,
+        support_features,
+        new_xyz,
+        new_xyz_batch_cnt,
+        num_grid_x,
+        num_grid_y,
+        num_grid_z,
+        max_neighbour_distance,
+        num_c_out_each_grid,
+        use_xyz,
+        num_mean_points_per_grid=100,
+        nsample=-1,
+        neighbor_type=0,
+        pooling_type=0,
+    ):
+        ctx.args = (
+            support_xyz,
+            xyz_batch_cnt,
+            new_xyz,
+            new_xyz_batch_cnt,
+            num_grid_x,
+            num_grid_y,
+            num_grid_z,
+            max_neighbour_distance,
+            num_c_out_each_grid,
+            use_xyz,
+            num_mean_points_per_grid,
+            nsample,
+            neighbor_type,
+            pooling_type,
+        )
         ctx.features_shape, ctx.features_dtype = support_features.shape, support_features.dtype
-        out = vector_pool_with_voxel_query_op(support_xyz, xyz_batch_cnt, support_features, new_xyz, new_xyz_batch_cnt,
-                                              num_grid_x, num_grid_y, num_grid_z, max_neighbour_distance,
-                                              num_c_out_each_grid, use_xyz, num_mean_points_per_grid, nsample,
-                                              neighbor_type, pooling_type)
+        out = vector_pool_with_voxel_query_op(
+            support_xyz,
+            xyz_batch_cnt,
+            support_features,
+            new_xyz,
+            new_xyz_batch_cnt,
+            num_grid_x,
+            num_grid_y,
+            num_grid_z,
+            max_neighbour_distance,
+            num_c_out_each_grid,
+            use_xyz,
+            num_mean_points_per_grid,
+            nsample,
+            neighbor_type,
+            pooling_type,
+        )
         ctx.mark_non_differentiable(out[1], out[2], out[3])
         return out
 
     @staticmethod
     def backward(ctx, grad_features, grad_local_xyz=None, grad_mean=None, grad_cnt=None):
-        (support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, gx, gy, gz, distance, c_out, use_xyz, mean_points,
-         nsample, neighbor_type, pooling_type) = ctx.args
+        (
+            support_xyz,
+            xyz_batch_cnt,
+            new_xyz,
+            new_xyz_batch_cnt,
+            gx,
+            gy,
+            gz,
+            distance,
+            c_out,
+            use_xyz,
+            mean_points,
+            nsample,
+            neighbor_type,
+            pooling_type,
+        ) = ctx.args
         with torch.enable_grad():
-            features = torch.zeros(ctx.features_shape, dtype=ctx.features_dtype, device=grad_features.device,
-                                   requires_grad=True)
-            out = vector_pool_with_voxel_query_op(support_xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt,
-                                                  gx, gy, gz, distance, c_out, use_xyz, mean_points, nsample,
-                                                  neighbor_type, pooling_type)
+            features = torch.zeros(
+                ctx.features_shape, dtype=ctx.features_dtype, device=grad_features.device, requires_grad=True
+            )
+            out = vector_pool_with_voxel_query_op(
+                support_xyz,
+                xyz_batch_cnt,
+                features,
+                new_xyz,
+                new_xyz_batch_cnt,
+                gx,
+                gy,
+                gz,
+                distance,
+                c_out,
+                use_xyz,
+                mean_points,
+                nsample,
+                neighbor_type,
+                pooling_type,
+            )
             (grad,) = torch.autograd.grad(out[0], features, grad_features)
         return (None, None, grad) + (None,) * 12
 
@@ -503,15 +685,22 @@ class QueryAndGroup(nn.Module):
         super().__init__()
         self.radius, self.nsample, self.use_xyz = check_real(radius, "radius"), check_int(nsample, "nsample"), use_xyz
 
-    def forward(self, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        xyz: Tensor,
+        xyz_batch_cnt: Tensor,
+        new_xyz: Tensor,
+        new_xyz_batch_cnt: Tensor,
+        features: Optional[Tensor] = None,
+    ) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_features (M, 3 + C, nsample) (or C, or
         3 channels), idx (M, nsample) int32)."""
         offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
         return self.group(xyz, offsets, new_xyz, new_offsets, features)
 
-    def group(self, xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor,
-              features: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    def group(
+        self, xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor, features: Optional[Tensor] = None
+    ) -> Tuple[Tensor, Tensor]:
         """:meth:`forward` on checked inputs, the counts as (B + 1,) offsets."""
         idx, empty_ball_mask = _ball_query(self.radius, self.nsample, xyz, offsets, new_xyz, new_offsets)
         grouped_xyz = _grouping(xyz, offsets, idx, new_offsets)  # (M, 3, nsample)
@@ -528,8 +717,9 @@ class QueryAndGroup(nn.Module):
         return grouped_xyz, idx
 
 
-def _checked_group_inputs(xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                          features: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+def _checked_group_inputs(
+    xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor, features: Optional[Tensor]
+) -> Tuple[Tensor, Tensor]:
     """The stacked clouds of a grouping layer and their features (N, C) beside xyz, checked once
     for all its scales; returns the offsets of xyz and new_xyz."""
     offsets, new_offsets = stacked_clouds(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt)
@@ -553,8 +743,15 @@ def _init_weights(module: nn.Module) -> None:
 class StackSAModuleMSG(nn.Module):
     """Set abstraction of stacked clouds with multi-scale grouping (PV-RCNN's VSA layer)."""
 
-    def __init__(self, *, radii: List[float], nsamples: List[int], mlps: List[List[int]], use_xyz: bool = True,
-                 pool_method: str = "max_pool"):
+    def __init__(
+        self,
+        *,
+        radii: List[float],
+        nsamples: List[int],
+        mlps: List[List[int]],
+        use_xyz: bool = True,
+        pool_method: str = "max_pool",
+    ):
         """radii, nsamples: ball query radius and samples per scale; mlps: per scale the channels of
         the shared MLP ([C_in, ..., C_out]; 3 is added to C_in when use_xyz, on a copy: OpenPCDet
         adds it to the caller's list in place); pool_method: "max_pool" or "avg_pool"."""
@@ -574,8 +771,15 @@ class StackSAModuleMSG(nn.Module):
     def init_weights(self):
         _init_weights(self)
 
-    def forward(self, xyz: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor, new_xyz_batch_cnt: Tensor,
-                features: Optional[Tensor] = None, empty_voxel_set_zeros: bool = True) -> Tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        xyz: Tensor,
+        xyz_batch_cnt: Tensor,
+        new_xyz: Tensor,
+        new_xyz_batch_cnt: Tensor,
+        features: Optional[Tensor] = None,
+        empty_voxel_set_zeros: bool = True,
+    ) -> Tuple[Tensor, Tensor]:
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_xyz, new_features (M, sum of mlps[k][-1]))."""
         new_features_list: List[Tensor] = []
         offsets, new_offsets = _checked_group_inputs(xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features)
@@ -600,11 +804,23 @@ class StackPointnetFPModule(nn.Module):
         super().__init__()
         self.mlp = shared_mlp2d(mlp)
 
-    def forward(self, unknown: Tensor, unknown_batch_cnt: Tensor, known: Tensor, known_batch_cnt: Tensor,
-                unknown_feats: Optional[Tensor] = None, known_feats: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        unknown: Tensor,
+        unknown_batch_cnt: Tensor,
+        known: Tensor,
+        known_batch_cnt: Tensor,
+        unknown_feats: Optional[Tensor] = None,
+        known_feats: Optional[Tensor] = None,
+    ) -> Tensor:
         """unknown (N, 3), known (M, 3), unknown_feats (N, C1), known_feats (M, C2) -> (N, mlp[-1])."""
-        offsets, unknown_offsets = stacked_clouds(known, known_batch_cnt, unknown, unknown_batch_cnt,
-                                                  ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"))
+        offsets, unknown_offsets = stacked_clouds(
+            known,
+            known_batch_cnt,
+            unknown,
+            unknown_batch_cnt,
+            ("known", "known_batch_cnt", "unknown", "unknown_batch_cnt"),
+        )
         if known_feats is None:
             raise ValueError("known_feats must be a (M, C) tensor, got None")
         check_coords(known_feats, "known_feats", "(M1 + M2 + ..., C)", 2, -1)
@@ -629,9 +845,17 @@ class VectorPoolLocalInterpolateModule(nn.Module):
     """PV-RCNN++'s local interpolation: features at the centres of a num_voxels grid around each
     centre, interpolated from the 3 nearest of its neighbours (then an optional shared MLP)."""
 
-    def __init__(self, mlp: Optional[List[int]], num_voxels: List[int], max_neighbour_distance: float, nsample: int,
-                 neighbor_type: int, use_xyz: bool = True, neighbour_distance_multiplier: float = 1.0,
-                 xyz_encoding_type: str = "concat"):
+    def __init__(
+        self,
+        mlp: Optional[List[int]],
+        num_voxels: List[int],
+        max_neighbour_distance: float,
+        nsample: int,
+        neighbor_type: int,
+        use_xyz: bool = True,
+        neighbour_distance_multiplier: float = 1.0,
+        xyz_encoding_type: str = "concat",
+    ):
         super().__init__()
         self.num_voxels = num_voxels
         self.num_total_grids = self.num_voxels[0] * self.num_voxels[1] * self.num_voxels[2]
@@ -650,15 +874,31 @@ class VectorPoolLocalInterpolateModule(nn.Module):
             self.mlp = None
         self.num_avg_length_of_neighbor_idxs = 1000
 
-    def forward(self, support_xyz: Tensor, support_features: Tensor, xyz_batch_cnt: Tensor, new_xyz: Tensor,
-                new_xyz_grid_centers: Tensor, new_xyz_batch_cnt: Tensor) -> Tensor:
+    def forward(
+        self,
+        support_xyz: Tensor,
+        support_features: Tensor,
+        xyz_batch_cnt: Tensor,
+        new_xyz: Tensor,
+        new_xyz_grid_centers: Tensor,
+        new_xyz_batch_cnt: Tensor,
+    ) -> Tensor:
         """support_xyz (N, 3), support_features (N, C), new_xyz (M, 3), new_xyz_grid_centers
         (M, G, 3) -> (M G, C (+ 9)) (or the MLP's channels)."""
         with torch.no_grad():
             dist, idx, _ = three_nn_for_vector_pool_by_two_step(
-                support_xyz, xyz_batch_cnt, new_xyz, new_xyz_grid_centers, new_xyz_batch_cnt,
-                self.max_neighbour_distance, self.nsample, self.neighbor_type,
-                self.num_avg_length_of_neighbor_idxs, self.num_total_grids, self.neighbor_distance_multiplier)
+                support_xyz,
+                xyz_batch_cnt,
+                new_xyz,
+                new_xyz_grid_centers,
+                new_xyz_batch_cnt,
+                self.max_neighbour_distance,
+                self.nsample,
+                self.neighbor_type,
+                self.num_avg_length_of_neighbor_idxs,
+                self.num_total_grids,
+                self.neighbor_distance_multiplier,
+            )
         dist_recip = 1.0 / (dist + 1e-8)
         norm = torch.sum(dist_recip, dim=-1, keepdim=True)
         weight = dist_recip / torch.clamp_min(norm, min=1e-8)
@@ -685,10 +925,19 @@ class VectorPoolLocalInterpolateModule(nn.Module):
 class VectorPoolAggregationModule(nn.Module):
     """PV-RCNN++'s vector-pool aggregation of one radius (local interpolation or voxel pooling)."""
 
-    def __init__(self, input_channels: int, num_local_voxel=(3, 3, 3), local_aggregation_type: str = "local_interpolation",
-                 num_reduced_channels: Optional[int] = 30, num_channels_of_local_aggregation: int = 32,
-                 post_mlps=(128,), max_neighbor_distance: Optional[float] = None, neighbor_nsample: int = -1,
-                 neighbor_type: int = 0, neighbor_distance_multiplier: float = 2.0):
+    def __init__(
+        self,
+        input_channels: int,
+        num_local_voxel=(3, 3, 3),
+        local_aggregation_type: str = "local_interpolation",
+        num_reduced_channels: Optional[int] = 30,
+        num_channels_of_local_aggregation: int = 32,
+        post_mlps=(128,),
+        max_neighbor_distance: Optional[float] = None,
+        neighbor_nsample: int = -1,
+        neighbor_type: int = 0,
+        neighbor_distance_multiplier: float = 2.0,
+    ):
         super().__init__()
         self.num_local_voxel = num_local_voxel
         self.total_voxels = self.num_local_voxel[0] * self.num_local_voxel[1] * self.num_local_voxel[2]
@@ -701,10 +950,16 @@ class VectorPoolAggregationModule(nn.Module):
         self.neighbor_nsample = neighbor_nsample
         self.neighbor_type = neighbor_type
         if self.local_aggregation_type == "local_interpolation":
-            self.local_interpolate_module: Optional[VectorPoolLocalInterpolateModule] = VectorPoolLocalInterpolateModule(
-                mlp=None, num_voxels=self.num_local_voxel, max_neighbour_distance=self.max_neighbour_distance,
-                nsample=self.neighbor_nsample, neighbor_type=self.neighbor_type,
-                neighbour_distance_multiplier=neighbor_distance_multiplier)
+            self.local_interpolate_module: Optional[VectorPoolLocalInterpolateModule] = (
+                VectorPoolLocalInterpolateModule(
+                    mlp=None,
+                    num_voxels=self.num_local_voxel,
+                    max_neighbour_distance=self.max_neighbour_distance,
+                    nsample=self.neighbor_nsample,
+                    neighbor_type=self.neighbor_type,
+                    neighbour_distance_multiplier=neighbor_distance_multiplier,
+                )
+            )
             num_c_in = (self.num_reduced_channels + 9) * self.total_voxels
         else:
             self.local_interpolate_module = None
@@ -713,7 +968,8 @@ class VectorPoolAggregationModule(nn.Module):
         self.separate_local_aggregation_layer = nn.Sequential(
             nn.Conv1d(num_c_in, num_c_out, kernel_size=1, groups=self.total_voxels, bias=False),
             nn.BatchNorm1d(num_c_out),
-            nn.ReLU())
+            nn.ReLU(),
+        )
         self.post_mlps = _shared_mlp1d(num_c_out, list(post_mlps))
         self.num_mean_points_per_grid = 20
         self.init_weights()
@@ -722,18 +978,32 @@ class VectorPoolAggregationModule(nn.Module):
         _init_weights(self)
 
     def extra_repr(self) -> str:
-        return (f"radius={self.max_neighbour_distance}, local_voxels=({self.num_local_voxel}, "
-                f"local_aggregation_type={self.local_aggregation_type}, "
-                f"num_c_reduction={self.input_channels}->{self.num_reduced_channels}, "
-                f"num_c_local_aggregation={self.num_channels_of_local_aggregation}")
+        return (
+            f"radius={self.max_neighbour_distance}, local_voxels=({self.num_local_voxel}, "
+            f"local_aggregation_type={self.local_aggregation_type}, "
+            f"num_c_reduction={self.input_channels}->{self.num_reduced_channels}, "
+            f"num_c_local_aggregation={self.num_channels_of_local_aggregation}"
+        )
 
     def vector_pool_with_voxel_query(self, xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt):
         pooling_type = 0 if self.local_aggregation_type == "voxel_avg_pool" else 1
         new_features, new_local_xyz, _, point_cnt_of_grid = vector_pool_with_voxel_query_op(
-            xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt,
-            self.num_local_voxel[0], self.num_local_voxel[1], self.num_local_voxel[2],
-            self.max_neighbour_distance, self.num_reduced_channels, True,
-            self.num_mean_points_per_grid, self.neighbor_nsample, self.neighbor_type, pooling_type)
+            xyz,
+            xyz_batch_cnt,
+            features,
+            new_xyz,
+            new_xyz_batch_cnt,
+            self.num_local_voxel[0],
+            self.num_local_voxel[1],
+            self.num_local_voxel[2],
+            self.max_neighbour_distance,
+            self.num_reduced_channels,
+            True,
+            self.num_mean_points_per_grid,
+            self.neighbor_nsample,
+            self.neighbor_type,
+            pooling_type,
+        )
         num_new_pts = new_features.shape[0]
         new_local_xyz = new_local_xyz.reshape(num_new_pts, -1, 3)  # (M, G, 3)
         new_features = new_features.reshape(num_new_pts, -1, self.num_reduced_channels)  # (M, G, C)
@@ -755,23 +1025,31 @@ class VectorPoolAggregationModule(nn.Module):
         assert self.local_interpolate_module is not None
         voxel_centers = self.get_dense_voxels_by_center(new_xyz, self.max_neighbour_distance, self.num_local_voxel)
         voxel_features = self.local_interpolate_module(
-            support_xyz=xyz, support_features=features, xyz_batch_cnt=xyz_batch_cnt, new_xyz=new_xyz,
-            new_xyz_grid_centers=voxel_centers, new_xyz_batch_cnt=new_xyz_batch_cnt)  # (M G, C)
+            support_xyz=xyz,
+            support_features=features,
+            xyz_batch_cnt=xyz_batch_cnt,
+            new_xyz=new_xyz,
+            new_xyz_grid_centers=voxel_centers,
+            new_xyz_batch_cnt=new_xyz_batch_cnt,
+        )  # (M G, C)
         return voxel_features.contiguous().reshape(-1, self.total_voxels * voxel_features.shape[-1])
 
     def forward(self, xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, features, **kwargs):
         """xyz (N, 3), new_xyz (M, 3), features (N, C) -> (new_xyz, new_features (M, post_mlps[-1]))."""
         n, c = features.shape
         if c % self.num_reduced_channels != 0:  # OpenPCDet asserts it; an assert vanishes under python -O
-            raise ValueError(f"features must have a multiple of num_reduced_channels = {self.num_reduced_channels} "
-                             f"channels, got {c}")
+            raise ValueError(
+                f"features must have a multiple of num_reduced_channels = {self.num_reduced_channels} channels, got {c}"
+            )
         features = features.reshape(n, -1, self.num_reduced_channels).sum(dim=1)
         if self.local_aggregation_type in ["voxel_avg_pool", "voxel_random_choice"]:
-            vector_features, _ = self.vector_pool_with_voxel_query(xyz, xyz_batch_cnt, features, new_xyz,
-                                                                   new_xyz_batch_cnt)
+            vector_features, _ = self.vector_pool_with_voxel_query(
+                xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt
+            )
         else:
-            vector_features = self.vector_pool_with_local_interpolate(xyz, xyz_batch_cnt, features, new_xyz,
-                                                                      new_xyz_batch_cnt)  # (M, G C)
+            vector_features = self.vector_pool_with_local_interpolate(
+                xyz, xyz_batch_cnt, features, new_xyz, new_xyz_batch_cnt
+            )  # (M, G C)
         vector_features = vector_features.permute(1, 0)[None, :, :]  # (1, G C, M)
         new_features = self.post_mlps(self.separate_local_aggregation_layer(vector_features))
         return new_xyz, new_features.squeeze(dim=0).permute(1, 0)
@@ -790,13 +1068,16 @@ class VectorPoolAggregationModuleMSG(nn.Module):
         for k in range(self.num_groups):
             cur_config = self.model_cfg[f"GROUP_CFG_{k}"]
             layer = VectorPoolAggregationModule(
-                input_channels=input_channels, num_local_voxel=cur_config.NUM_LOCAL_VOXEL,
-                post_mlps=cur_config.POST_MLPS, max_neighbor_distance=cur_config.MAX_NEIGHBOR_DISTANCE,
+                input_channels=input_channels,
+                num_local_voxel=cur_config.NUM_LOCAL_VOXEL,
+                post_mlps=cur_config.POST_MLPS,
+                max_neighbor_distance=cur_config.MAX_NEIGHBOR_DISTANCE,
                 neighbor_nsample=cur_config.NEIGHBOR_NSAMPLE,
                 local_aggregation_type=self.model_cfg.LOCAL_AGGREGATION_TYPE,
                 num_reduced_channels=self.model_cfg.get("NUM_REDUCED_CHANNELS", None),
                 num_channels_of_local_aggregation=self.model_cfg.NUM_CHANNELS_OF_LOCAL_AGGREGATION,
-                neighbor_distance_multiplier=2.0)
+                neighbor_distance_multiplier=2.0,
+            )
             self.__setattr__(f"layer_{k}", layer)
             c_in += cur_config.POST_MLPS[-1]
         c_in += 3  # use_xyz
@@ -824,8 +1105,9 @@ def build_local_aggregation_module(input_channels: int, config):
         mlps = config.MLPS
         for k in range(len(mlps)):
             mlps[k] = [input_channels] + mlps[k]
-        layer = StackSAModuleMSG(radii=config.POOL_RADIUS, nsamples=config.NSAMPLE, mlps=mlps, use_xyz=True,
-                                 pool_method="max_pool")
+        layer = StackSAModuleMSG(
+            radii=config.POOL_RADIUS, nsamples=config.NSAMPLE, mlps=mlps, use_xyz=True, pool_method="max_pool"
+        )
         num_c_out = sum([x[-1] for x in mlps])
     elif name == "VectorPoolAggregationModuleMSG":
         layer = VectorPoolAggregationModuleMSG(input_channels=input_channels, config=config)

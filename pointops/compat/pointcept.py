@@ -37,6 +37,7 @@ What differs, on purpose:
 * offsets that contradict the rows (decreasing, negative, not ending at the rows) are refused
   with an error naming them (docs/compat.md, "Checked inputs").
 """
+
 from typing import Optional, Tuple
 
 import torch
@@ -70,8 +71,9 @@ __all__ = [
 _SELF_RADIUS = 0.0032
 
 
-def _clouds(xyz: Tensor, offset: Tensor, new_xyz: Optional[Tensor], new_offset: Optional[Tensor],
-            host: bool = False) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+def _clouds(
+    xyz: Tensor, offset: Tensor, new_xyz: Optional[Tensor], new_offset: Optional[Tensor], host: bool = False
+) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """The packed points and queries with their checked (B + 1,) int64 offsets; the queries are
     the points when new_xyz or new_offset is None (as Pointcept)."""
     check_coords(xyz, "xyz", "(n, 3)", 2)
@@ -89,12 +91,17 @@ def _check_radii(max_radius: float, min_radius: float) -> None:
     check_real(max_radius, "max_radius", 0.0, True)
     check_real(min_radius, "min_radius")
     if not min_radius < max_radius:
-        raise ValueError("min_radius must be below max_radius, got min_radius = " + str(min_radius)
-                         + " and max_radius = " + str(max_radius))
+        raise ValueError(
+            "min_radius must be below max_radius, got min_radius = "
+            + str(min_radius)
+            + " and max_radius = "
+            + str(max_radius)
+        )
 
 
-def knn_query(nsample: int, xyz: Tensor, offset: Tensor, new_xyz: Optional[Tensor] = None,
-              new_offset: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+def knn_query(
+    nsample: int, xyz: Tensor, offset: Tensor, new_xyz: Optional[Tensor] = None, new_offset: Optional[Tensor] = None
+) -> Tuple[Tensor, Tensor]:
     """The ``nsample`` nearest points of each query in its cloud (queries = xyz when new_xyz or
     new_offset is None) -> (idx (m, nsample) int32 into the packed rows, nearest first, -1 past the
     cloud's points; dist (m, nsample) Euclidean, +inf there). No gradient, as Pointcept."""
@@ -115,13 +122,15 @@ def _squared(a: Tensor, b: Tensor) -> Tensor:
     return (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
 
 
-def _pointcept_ball(xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor, max_radius: float,
-                    min_radius: float, slots: int) -> Tuple[Tensor, Tensor, Tensor]:
+def _pointcept_ball(
+    xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: Tensor, max_radius: float, min_radius: float, slots: int
+) -> Tuple[Tensor, Tensor, Tensor]:
     """The first ``slots`` points by row of each query's cloud within max(max_radius, 0.0032),
     then Pointcept's test: d2 <= 1e-5, or min_radius^2 <= d2 < max_radius^2 (radii squared in the
     compute type). Returns (rows (m, slots) int64, -1 where none; d2 (m, slots); kept (m, slots))."""
-    rows, _ = _ball_query_packed(new_xyz, new_offsets, xyz, offsets, max(max_radius, _SELF_RADIUS), slots,
-                                 pad="minus_one")
+    rows, _ = _ball_query_packed(
+        new_xyz, new_offsets, xyz, offsets, max(max_radius, _SELF_RADIUS), slots, pad="minus_one"
+    )
     d2 = _squared(xyz[rows.clamp(min=0)], new_xyz[:, None, :])
     r_max = torch.tensor(max_radius, dtype=d2.dtype, device=d2.device)
     r_min = torch.tensor(min_radius, dtype=d2.dtype, device=d2.device)
@@ -129,9 +138,16 @@ def _pointcept_ball(xyz: Tensor, offsets: Tensor, new_xyz: Tensor, new_offsets: 
     return rows, d2, kept
 
 
-def ball_query(nsample: int, max_radius: float, min_radius: float, xyz: Tensor, offset: Tensor,
-               new_xyz: Optional[Tensor] = None, new_offset: Optional[Tensor] = None,
-               capacity: int = 2048) -> Tuple[Tensor, Tensor]:
+def ball_query(
+    nsample: int,
+    max_radius: float,
+    min_radius: float,
+    xyz: Tensor,
+    offset: Tensor,
+    new_xyz: Optional[Tensor] = None,
+    new_offset: Optional[Tensor] = None,
+    capacity: int = 2048,
+) -> Tuple[Tensor, Tensor]:
     """Pointcept's ball query: each query's candidates (points of its cloud with d2 <= 1e-5 or
     min_radius^2 <= d2 < max_radius^2) sorted by distance; with at most ``nsample`` of them, all
     of them then -1 / +inf; with c > nsample, the candidates at ranks int(c / nsample * i) (float32,
@@ -150,14 +166,22 @@ def ball_query(nsample: int, max_radius: float, min_radius: float, xyz: Tensor, 
     pick = torch.where(count > nsample, spread, i.expand(count.shape[0], -1)).clamp(max=max(capacity - 1, 0))
     found = (i < count) | (count > nsample)
     idx = torch.where(found, torch.gather(ranked, 1, pick), torch.full_like(pick, -1))
-    dist = torch.where(found, exact_sqrt(torch.gather(values, 1, pick)), torch.full_like(pick, float("inf"),
-                                                                                            dtype=values.dtype))
+    dist = torch.where(
+        found, exact_sqrt(torch.gather(values, 1, pick)), torch.full_like(pick, float("inf"), dtype=values.dtype)
+    )
     return idx.int(), dist.detach()
 
 
-def random_ball_query(nsample: int, max_radius: float, min_radius: float, xyz: Tensor, offset: Tensor,
-                      new_xyz: Optional[Tensor] = None, new_offset: Optional[Tensor] = None,
-                      capacity: int = 2048) -> Tuple[Tensor, Tensor]:
+def random_ball_query(
+    nsample: int,
+    max_radius: float,
+    min_radius: float,
+    xyz: Tensor,
+    offset: Tensor,
+    new_xyz: Optional[Tensor] = None,
+    new_offset: Optional[Tensor] = None,
+    capacity: int = 2048,
+) -> Tuple[Tensor, Tensor]:
     """Pointcept's random ball query: each cloud's points in a random order (torch's generator),
     the first ``nsample`` candidates (d2 <= 1e-5 or min_radius^2 <= d2 < max_radius^2) in that
     order -> (idx (m, nsample) int32, -1 past them; dist (m, nsample) Euclidean, +inf there)."""
@@ -170,15 +194,17 @@ def random_ball_query(nsample: int, max_radius: float, min_radius: float, xyz: T
     order = torch.argsort(cloud + torch.rand(n, dtype=torch.float64, device=xyz.device))  # shuffled within each cloud
     shuffled = xyz[order]
     plain = min_radius == 0.0 and max_radius >= _SELF_RADIUS  # every point of the ball is a candidate
-    rows, d2, kept = _pointcept_ball(shuffled, offsets, new_xyz, new_offsets, max_radius, min_radius,
-                                     nsample if plain else max(capacity, nsample))
+    rows, d2, kept = _pointcept_ball(
+        shuffled, offsets, new_xyz, new_offsets, max_radius, min_radius, nsample if plain else max(capacity, nsample)
+    )
     position = torch.arange(rows.shape[1], device=rows.device).expand_as(rows)
     first = torch.sort(torch.where(kept, position, torch.full_like(position, rows.shape[1])), dim=1).values[:, :nsample]
     found = first < rows.shape[1]
     first = first.clamp(max=rows.shape[1] - 1)
     idx = torch.where(found, order[torch.gather(rows, 1, first).clamp(min=0)], torch.full_like(first, -1))
-    dist = torch.where(found, exact_sqrt(torch.gather(d2, 1, first)), torch.full_like(first, float("inf"),
-                                                                                        dtype=d2.dtype))
+    dist = torch.where(
+        found, exact_sqrt(torch.gather(d2, 1, first)), torch.full_like(first, float("inf"), dtype=d2.dtype)
+    )
     return idx.int(), dist.detach()
 
 
@@ -194,7 +220,9 @@ def farthest_point_sampling(xyz: Tensor, offset: Tensor, new_offset: Tensor) -> 
     return stack_farthest_point_sample(xyz, torch.diff(offsets), per_cloud)
 
 
-def grouping(idx: Tensor, feat: Tensor, xyz: Tensor, new_xyz: Optional[Tensor] = None, with_xyz: bool = False) -> Tensor:
+def grouping(
+    idx: Tensor, feat: Tensor, xyz: Tensor, new_xyz: Optional[Tensor] = None, with_xyz: bool = False
+) -> Tensor:
     """Pointcept's grouping: (m, nsample) indices (-1: none) -> features (m, nsample, c), zeros for
     -1; with_xyz, the neighbours' coordinates relative to new_xyz (zeros for -1) in front."""
     if new_xyz is None:
@@ -212,8 +240,9 @@ def grouping(idx: Tensor, feat: Tensor, xyz: Tensor, new_xyz: Optional[Tensor] =
     return grouped_feat
 
 
-def _check_grouping(idx: Tensor, feat: Tensor, feat_name: str, xyz: Optional[Tensor], new_xyz: Optional[Tensor],
-                    with_xyz: bool) -> None:
+def _check_grouping(
+    idx: Tensor, feat: Tensor, feat_name: str, xyz: Optional[Tensor], new_xyz: Optional[Tensor], with_xyz: bool
+) -> None:
     """Grouping's arguments: idx (m, nsample) rows of feat (n, c) or -1 (Pointcept would read
     feat[-5] for -5: refused); with coordinates, xyz (n, 3) beside feat and new_xyz (m, 3)."""
     check_index_tensor(idx, "idx", "(m, nsample)", 2)
@@ -260,15 +289,25 @@ def interpolation(xyz: Tensor, new_xyz: Tensor, feat: Tensor, offset: Tensor, ne
     return _interpolate(feat[None], idx.long()[None], weight.to(feat.dtype)[None])[0]
 
 
-def interpolation2(xyz: Tensor, new_xyz: Tensor, input: Tensor, offset: Tensor, new_offset: Tensor,
-                   k: int = 3) -> Tensor:
+def interpolation2(
+    xyz: Tensor, new_xyz: Tensor, input: Tensor, offset: Tensor, new_offset: Tensor, k: int = 3
+) -> Tensor:
     """Pointcept's Interpolation.apply: :func:`interpolation`'s values and gradient."""
     return interpolation(xyz, new_xyz, input, offset, new_offset, k)
 
 
-def query_and_group(nsample: int, xyz: Tensor, new_xyz: Optional[Tensor], feat: Tensor, idx: Optional[Tensor],
-                    offset: Tensor, new_offset: Tensor, dilation: int = 0, with_feat: bool = True,
-                    with_xyz: bool = True):
+def query_and_group(
+    nsample: int,
+    xyz: Tensor,
+    new_xyz: Optional[Tensor],
+    feat: Tensor,
+    idx: Optional[Tensor],
+    offset: Tensor,
+    new_offset: Tensor,
+    dilation: int = 0,
+    with_feat: bool = True,
+    with_xyz: bool = True,
+):
     """Pointcept's query_and_group: the kNN of each query with ``dilation`` (every (dilation + 1)-th
     of the 1 + (nsample - 1)(dilation + 1) nearest; a cloud with fewer points spreads the picks over
     its points, as Pointcept's soft dilation), then grouping -> (new_feat (m, nsample, 3 + c) or
@@ -307,30 +346,54 @@ def query_and_group(nsample: int, xyz: Tensor, new_xyz: Optional[Tensor], feat: 
     return grouped_feat, idx
 
 
-def knn_query_and_group(feat: Tensor, xyz: Tensor, offset: Optional[Tensor] = None, new_xyz: Optional[Tensor] = None,
-                        new_offset: Optional[Tensor] = None, idx: Optional[Tensor] = None,
-                        nsample: Optional[int] = None, with_xyz: bool = False) -> Tuple[Tensor, Tensor]:
+def knn_query_and_group(
+    feat: Tensor,
+    xyz: Tensor,
+    offset: Optional[Tensor] = None,
+    new_xyz: Optional[Tensor] = None,
+    new_offset: Optional[Tensor] = None,
+    idx: Optional[Tensor] = None,
+    nsample: Optional[int] = None,
+    with_xyz: bool = False,
+) -> Tuple[Tensor, Tensor]:
     """Pointcept's knn_query_and_group: :func:`knn_query` (unless ``idx`` is given), then
     :func:`grouping` -> (grouped (m, nsample, [3 +] c), idx)."""
     if idx is None:
         if nsample is None or offset is None:
-            raise ValueError("nsample and offset must be given when idx is None, got nsample = " + str(nsample)
-                             + " and offset " + ("None" if offset is None else "given"))
+            raise ValueError(
+                "nsample and offset must be given when idx is None, got nsample = "
+                + str(nsample)
+                + " and offset "
+                + ("None" if offset is None else "given")
+            )
         idx, _ = knn_query(nsample, xyz, offset, new_xyz, new_offset)
     return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
 
 
-def ball_query_and_group(feat: Tensor, xyz: Tensor, offset: Optional[Tensor] = None, new_xyz: Optional[Tensor] = None,
-                         new_offset: Optional[Tensor] = None, idx: Optional[Tensor] = None,
-                         max_radio: Optional[float] = None, min_radio: float = 0, nsample: Optional[int] = None,
-                         with_xyz: bool = False) -> Tuple[Tensor, Tensor]:
+def ball_query_and_group(
+    feat: Tensor,
+    xyz: Tensor,
+    offset: Optional[Tensor] = None,
+    new_xyz: Optional[Tensor] = None,
+    new_offset: Optional[Tensor] = None,
+    idx: Optional[Tensor] = None,
+    max_radio: Optional[float] = None,
+    min_radio: float = 0,
+    nsample: Optional[int] = None,
+    with_xyz: bool = False,
+) -> Tuple[Tensor, Tensor]:
     """Pointcept's ball_query_and_group: :func:`ball_query` (unless ``idx`` is given), then
     :func:`grouping`."""
     if idx is None:
         if nsample is None or offset is None or max_radio is None:
-            raise ValueError("nsample, offset and max_radio must be given when idx is None, got nsample = "
-                             + str(nsample) + ", offset " + ("None" if offset is None else "given")
-                             + " and max_radio = " + str(max_radio))
+            raise ValueError(
+                "nsample, offset and max_radio must be given when idx is None, got nsample = "
+                + str(nsample)
+                + ", offset "
+                + ("None" if offset is None else "given")
+                + " and max_radio = "
+                + str(max_radio)
+            )
         idx, _ = ball_query(nsample, max_radio, min_radio, xyz, offset, new_xyz, new_offset)
     return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
 
@@ -347,4 +410,3 @@ def batch2offset(batch: Tensor) -> Tensor:
     check_index_tensor(batch, "batch", "(n,) sorted cloud index of every point", 1)
     checked_batch(batch, "batch", batch.shape[0], "batch", batch, -1, True)
     return torch.cumsum(batch.bincount(), dim=0).int()
-

@@ -43,6 +43,7 @@ What differs from torch_cluster, on purpose:
   ``vq``); ``num_workers`` is accepted and ignored (the CPU kernels use torch's thread pool).
 Not covered: ``graclus_cluster``, ``random_walk``, ``neighbor_sampler`` (graph, not point, ops).
 """
+
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -57,6 +58,7 @@ from ..sampling.ops import farthest_point_sampling_packed
 from ._peer import batch_condition, checked_ptr
 
 __all__ = ["fps", "knn", "knn_graph", "radius", "radius_graph", "nearest", "grid_cluster", "grid"]
+
 
 def _rows(x: Tensor, name: str = "x") -> Tensor:
     """torch_cluster's layout: a 1-D tensor is N points of one coordinate; integers as float64."""
@@ -74,11 +76,19 @@ def _rows(x: Tensor, name: str = "x") -> Tensor:
 def _pair(x: Tensor, y: Tensor, names: Tuple[str, str] = ("x", "y")) -> Tuple[Tensor, Tensor]:
     x, y = _rows(x, names[0]), _rows(y, names[1])
     if x.shape[1] != y.shape[1]:
-        raise ValueError(names[0] + " and " + names[1] + " must have the same number of features F, got "
-                         + str(list(x.shape)) + " and " + str(list(y.shape)))
+        raise ValueError(
+            names[0]
+            + " and "
+            + names[1]
+            + " must have the same number of features F, got "
+            + str(list(x.shape))
+            + " and "
+            + str(list(y.shape))
+        )
     if x.device != y.device:
-        raise ValueError(names[1] + " must be on the device of " + names[0] + " (" + str(x.device) + "), got "
-                         + str(y.device))
+        raise ValueError(
+            names[1] + " must be on the device of " + names[0] + " (" + str(x.device) + "), got " + str(y.device)
+        )
     if x.dtype != y.dtype:
         common = torch.promote_types(x.dtype, y.dtype)
         x, y = x.to(common), y.to(common)
@@ -103,8 +113,14 @@ def _ptr(batch: Optional[Tensor], rows: int, batch_size: int, device: torch.devi
     return torch.bucketize(torch.arange(batch_size + 1, device=device), batch).to(torch.int64)
 
 
-def _checked_batches(x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
-                     batch_size: Optional[int], names: Tuple[str, str, str, str]) -> int:
+def _checked_batches(
+    x: Tensor,
+    y: Tensor,
+    batch_x: Optional[Tensor],
+    batch_y: Optional[Tensor],
+    batch_size: Optional[int],
+    names: Tuple[str, str, str, str],
+) -> int:
     """The batch vectors of x and y (names: x, y, batch_x, batch_y), checked: integer (N,) and
     (M,) vectors on x's device, sorted, >= 0 and below batch_size when it is given; returns the
     number of clouds, torch_cluster's: batch_size (>= 1), else 1 + the largest batch index. The
@@ -129,12 +145,16 @@ def _checked_batches(x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: O
         require(read[i] == 0, vectors[i][3], True, vectors[i][2], vectors[i][0], vectors[i][1], True)
     if batch_size is not None:
         return bound
-    return max(1, int(read[len(vectors):].max()) + 1) if read.shape[0] > len(vectors) else 1
+    return max(1, int(read[len(vectors) :].max()) + 1) if read.shape[0] > len(vectors) else 1
 
 
 def _ptr_pair(
-    x: Tensor, y: Tensor, batch_x: Optional[Tensor], batch_y: Optional[Tensor], batch_size: Optional[int],
-    names: Tuple[str, str, str, str] = ("x", "y", "batch_x", "batch_y")
+    x: Tensor,
+    y: Tensor,
+    batch_x: Optional[Tensor],
+    batch_y: Optional[Tensor],
+    batch_size: Optional[int],
+    names: Tuple[str, str, str, str] = ("x", "y", "batch_x", "batch_y"),
 ) -> Tuple[Tensor, Tensor]:
     """Offsets of the clouds of x and y, checked as torch_cluster's knn / radius check them and
     more: batch vectors as long as their rows, sorted, below the number of clouds; both vectors
@@ -142,9 +162,17 @@ def _ptr_pair(
     clouds = _checked_batches(x, y, batch_x, batch_y, batch_size, names)
     if clouds > 1:
         if batch_x is None or batch_y is None:
-            raise ValueError(names[2] + " and " + names[3] + " must both be given for " + str(clouds)
-                             + " clouds (batch_size), got " + ("None" if batch_x is None else "a tensor") + " and "
-                             + ("None" if batch_y is None else "a tensor"))
+            raise ValueError(
+                names[2]
+                + " and "
+                + names[3]
+                + " must both be given for "
+                + str(clouds)
+                + " clouds (batch_size), got "
+                + ("None" if batch_x is None else "a tensor")
+                + " and "
+                + ("None" if batch_y is None else "a tensor")
+            )
         return _ptr(batch_x, x.shape[0], clouds, x.device), _ptr(batch_y, y.shape[0], clouds, x.device)
     return _ptr(None, x.shape[0], 1, x.device), _ptr(None, y.shape[0], 1, x.device)
 
@@ -206,8 +234,9 @@ def fps(
         if isinstance(ptr, Tensor):
             offsets = checked_ptr(ptr.to(src.device), "ptr", src.shape[0], "src", src, True)
         else:
-            offsets = checked_ptr(torch.tensor(ptr, dtype=torch.int64, device=src.device), "ptr", src.shape[0], "src",
-                                  src, True)
+            offsets = checked_ptr(
+                torch.tensor(ptr, dtype=torch.int64, device=src.device), "ptr", src.shape[0], "src", src, True
+            )
     elif batch is not None:
         clouds = _checked_batches(src, src, batch, None, batch_size, ("src", "src", "batch", "batch"))
         offsets = _ptr(batch, src.shape[0], clouds, src.device)
@@ -217,8 +246,12 @@ def fps(
         r = torch.tensor(0.5, dtype=torch.float32, device=src.device)
     elif isinstance(ratio, Tensor):
         if ratio.dim() > 1 or (ratio.dim() == 1 and ratio.shape[0] != 1 and ratio.shape[0] != offsets.shape[0] - 1):
-            raise ValueError("ratio must be a number, or a tensor of one value or one per cloud ("
-                             + str(offsets.shape[0] - 1) + "), got shape " + str(list(ratio.shape)))
+            raise ValueError(
+                "ratio must be a number, or a tensor of one value or one per cloud ("
+                + str(offsets.shape[0] - 1)
+                + "), got shape "
+                + str(list(ratio.shape))
+            )
         r = ratio.to(device=src.device, dtype=distance_dtype(ratio))
         require(((r > 0) & (r <= 1)).all(), "ratio must be in (0, 1]", True, "ratio", r, ~((r > 0) & (r <= 1)))
     else:
@@ -276,8 +309,16 @@ def knn(
     return _knn(x, y, k, batch_x, batch_y, cosine, batch_size, ("x", "y", "batch_x", "batch_y"))
 
 
-def _knn(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor], batch_y: Optional[Tensor], cosine: bool,
-         batch_size: Optional[int], names: Tuple[str, str, str, str]) -> Tensor:
+def _knn(
+    x: Tensor,
+    y: Tensor,
+    k: int,
+    batch_x: Optional[Tensor],
+    batch_y: Optional[Tensor],
+    cosine: bool,
+    batch_size: Optional[int],
+    names: Tuple[str, str, str, str],
+) -> Tensor:
     k = check_int(k, "k")
     x, y = _pair(x, y, (names[0], names[1]))
     ptr_x, ptr_y = _ptr_pair(x, y, batch_x, batch_y, batch_size, names)
@@ -361,13 +402,22 @@ def radius(
     Returns:
         (2, E) int64 edge_index: row 0 indexes y, row 1 x; grouped by y, x ascending.
     """
-    return _radius(x, y, r, batch_x, batch_y, max_num_neighbors, batch_size, ignore_same_index,
-                   ("x", "y", "batch_x", "batch_y"))
+    return _radius(
+        x, y, r, batch_x, batch_y, max_num_neighbors, batch_size, ignore_same_index, ("x", "y", "batch_x", "batch_y")
+    )
 
 
-def _radius(x: Tensor, y: Tensor, r: float, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
-            max_num_neighbors: int, batch_size: Optional[int], ignore_same_index: bool,
-            names: Tuple[str, str, str, str]) -> Tensor:
+def _radius(
+    x: Tensor,
+    y: Tensor,
+    r: float,
+    batch_x: Optional[Tensor],
+    batch_y: Optional[Tensor],
+    max_num_neighbors: int,
+    batch_size: Optional[int],
+    ignore_same_index: bool,
+    names: Tuple[str, str, str, str],
+) -> Tensor:
     r = check_real(r, "r")
     max_num_neighbors = check_int(max_num_neighbors, "max_num_neighbors")
     x, y = _pair(x, y, (names[0], names[1]))
@@ -436,8 +486,9 @@ def nearest(
         ptr_y = _ptr(batch_y, y.shape[0], clouds, x.device)
     # as torch_cluster: every cloud with a row of x has one of y to be its nearest
     if not bool(((ptr_x[1:] > ptr_x[:-1]) <= (ptr_y[1:] > ptr_y[:-1])).all()):
-        raise ValueError("Some batch indices occur in 'batch_x' that do not occur in 'batch_y': every cloud of x "
-                         "needs a row of y")
+        raise ValueError(
+            "Some batch indices occur in 'batch_x' that do not occur in 'batch_y': every cloud of x needs a row of y"
+        )
     return _knn_rows(y, x, 1, ptr_y, ptr_x)[:, 0]
 
 
@@ -456,8 +507,9 @@ def grid_cluster(
     ids fit int64: checked on the device (a device-side assert on CUDA)."""
     check_tensor(pos, "pos", "(N, D)")
     if pos.dtype == torch.bool or pos.is_complex() or pos.dim() == 0:
-        raise ValueError("pos must be a float or integer tensor (N, D), got " + str(pos.dtype) + " of shape "
-                         + str(list(pos.shape)))
+        raise ValueError(
+            "pos must be a float or integer tensor (N, D), got " + str(pos.dtype) + " of shape " + str(list(pos.shape))
+        )
     pos = pos.view(pos.shape[0], -1)
     _check_grid_vector(size, "size", pos)
     if start is None:
@@ -484,8 +536,13 @@ def _check_grid_vector(v: Tensor, name: str, pos: Tensor) -> None:
     if v.dtype == torch.bool or v.is_complex():
         raise ValueError(name + " must be a float or integer tensor (D,), got " + str(v.dtype))
     if v.dim() != 1 or v.numel() != pos.shape[1]:
-        raise ValueError(name + " must have one value per coordinate of pos (" + str(pos.shape[1]) + "), got shape "
-                         + str(list(v.shape)))
+        raise ValueError(
+            name
+            + " must have one value per coordinate of pos ("
+            + str(pos.shape[1])
+            + "), got shape "
+            + str(list(v.shape))
+        )
     if v.device != pos.device:
         raise ValueError(name + " must be on the device of pos (" + str(pos.device) + "), got " + str(v.device))
 
@@ -503,13 +560,19 @@ def _check_grid(pos: Tensor, size: Tensor, start: Tensor, end: Tensor) -> None:
     not_finite = ~torch.isfinite(p)
     require(~not_finite.any(), "pos must be finite", False, "pos", pos, not_finite)
     bad_bounds = ~(torch.isfinite(lo) & torch.isfinite(hi) & (lo <= hi))
-    require(~bad_bounds.any(), "start and end must be finite with start <= end", False, "end", end.reshape(-1),
-            bad_bounds)
+    require(
+        ~bad_bounds.any(), "start and end must be finite with start <= end", False, "end", end.reshape(-1), bad_bounds
+    )
     outside = (p < lo) | (p > hi)
     require(~outside.any(), "pos must lie within [start, end]", False, "pos", pos, outside)
     cells = torch.floor((hi - lo) / s).to(torch.float64) + 1
-    require(torch.prod(cells) < 2.0 ** 62, "size must give a grid of fewer than 2^62 cells from start to end", False,
-            "size", size.reshape(-1))
+    require(
+        torch.prod(cells) < 2.0**62,
+        "size must give a grid of fewer than 2^62 cells from start to end",
+        False,
+        "size",
+        size.reshape(-1),
+    )
 
 
 grid = grid_cluster

@@ -22,6 +22,7 @@ purpose:
   methods (``points_padded``, ``num_points_per_cloud``, ``normals_padded``); with all weights 0 and
   ``batch_reduction=None`` it returns zeros of shape (N,) (pytorch3d broadcasts them to (N, N)).
 """
+
 from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -78,11 +79,19 @@ def knn_points(
     check_coords(p1, "p1", "(N, P1, D)", 3, -1)
     check_coords(p2, "p2", "(N, P2, D)", 3, -1)
     if p1.shape[0] != p2.shape[0]:
-        raise ValueError("pts1 and pts2 must have the same batch dimension: p1 and p2 have shapes "
-                         + str(list(p1.shape)) + " and " + str(list(p2.shape)))
+        raise ValueError(
+            "pts1 and pts2 must have the same batch dimension: p1 and p2 have shapes "
+            + str(list(p1.shape))
+            + " and "
+            + str(list(p2.shape))
+        )
     if p1.shape[2] != p2.shape[2]:
-        raise ValueError("pts1 and pts2 must have the same point dimension: p1 and p2 have shapes "
-                         + str(list(p1.shape)) + " and " + str(list(p2.shape)))
+        raise ValueError(
+            "pts1 and pts2 must have the same point dimension: p1 and p2 have shapes "
+            + str(list(p1.shape))
+            + " and "
+            + str(list(p2.shape))
+        )
     if not (norm == 1 or norm == 2):
         raise ValueError("Support for 1 or 2 norm: norm must be 1 or 2, got " + str(norm))
     K = check_int(K, "K")
@@ -119,8 +128,11 @@ def _nan_queries(dists: Tensor, p1: Tensor, lengths1: Optional[Tensor]) -> Tenso
     bad = nan | torch.isinf(p1).any(-1)
     if lengths1 is not None:
         bad = bad & (torch.arange(p1.shape[1], device=p1.device).unsqueeze(0) < lengths1.unsqueeze(1))
-    fill = torch.where(nan, torch.full_like(nan, float("nan"), dtype=dists.dtype),
-                       torch.full_like(nan, float("inf"), dtype=dists.dtype))
+    fill = torch.where(
+        nan,
+        torch.full_like(nan, float("nan"), dtype=dists.dtype),
+        torch.full_like(nan, float("inf"), dtype=dists.dtype),
+    )
     return torch.where(bad.unsqueeze(-1), fill.unsqueeze(-1), dists)
 
 
@@ -134,8 +146,12 @@ def knn_gather(x: Tensor, idx: Tensor, lengths: Optional[Tensor] = None) -> Tens
     check_index_tensor(idx, "idx", "(N, L, K)", 3)
     n, m, u = x.shape
     if idx.shape[0] != n:
-        raise ValueError("x and idx must have same batch dimension: x and idx have shapes " + str(list(x.shape))
-                         + " and " + str(list(idx.shape)))
+        raise ValueError(
+            "x and idx must have same batch dimension: x and idx have shapes "
+            + str(list(x.shape))
+            + " and "
+            + str(list(idx.shape))
+        )
     check_indices(idx, "idx", m, "x", False)
     if lengths is not None:
         lengths = checked_lengths(lengths, "lengths", n, m, x, "x")
@@ -180,12 +196,22 @@ def sample_farthest_points(
     if lengths is not None:
         check_description(lengths, "lengths", "(N,) points per cloud", points, "points")
         if lengths.shape != (batch,):
-            raise ValueError("points and lengths must have same batch dimension: lengths must have shape ("
-                             + str(batch) + ",), got " + str(list(lengths.shape)))
+            raise ValueError(
+                "points and lengths must have same batch dimension: lengths must have shape ("
+                + str(batch)
+                + ",), got "
+                + str(list(lengths.shape))
+            )
         lengths = lengths.to(torch.int64)
         too_large = lengths > size
-        require(~too_large.any(), "A value in lengths was too large: lengths must be at most P = " + str(size), True,
-                "lengths", lengths, too_large)
+        require(
+            ~too_large.any(),
+            "A value in lengths was too large: lengths must be at most P = " + str(size),
+            True,
+            "lengths",
+            lengths,
+            too_large,
+        )
         negative = lengths < 0
         require(~negative.any(), "lengths must be >= 0", True, "lengths", lengths, negative)
     per_cloud: Optional[Tensor] = None
@@ -194,11 +220,16 @@ def sample_farthest_points(
             check_index_tensor(K, "K", "(N,) samples per cloud")
             per_cloud = K.to(device=points.device, dtype=torch.int64)
         else:
-            per_cloud = torch.tensor([check_int(v, "K[" + str(i) + "]") for i, v in enumerate(K)], dtype=torch.int64,
-                                     device=points.device)
+            per_cloud = torch.tensor(
+                [check_int(v, "K[" + str(i) + "]") for i, v in enumerate(K)], dtype=torch.int64, device=points.device
+            )
         if per_cloud.dim() != 1 or per_cloud.shape[0] != batch:
-            raise ValueError("K and points must have the same batch dimension: K must have " + str(batch)
-                             + " values, got shape " + str(list(per_cloud.shape)))
+            raise ValueError(
+                "K and points must have the same batch dimension: K must have "
+                + str(batch)
+                + " values, got shape "
+                + str(list(per_cloud.shape))
+            )
         negative = per_cloud < 0
         require(~negative.any(), "K must be samples per cloud >= 0", True, "K", per_cloud, negative)
         k = int(per_cloud.max().item()) if batch > 0 else 0
@@ -233,22 +264,37 @@ def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], n
     if hasattr(points, "points_padded") and hasattr(points, "num_points_per_cloud"):
         points, lengths, normals = points.points_padded(), points.num_points_per_cloud(), points.normals_padded()
     elif not isinstance(points, Tensor):
-        raise ValueError("The input pointclouds should be either Pointclouds objects or torch.Tensor of shape "
-                         "(minibatch, num_points, 3): " + names[0] + " is a " + type(points).__name__)
+        raise ValueError(
+            "The input pointclouds should be either Pointclouds objects or torch.Tensor of shape "
+            "(minibatch, num_points, 3): " + names[0] + " is a " + type(points).__name__
+        )
     if points.dim() != 3:
-        raise ValueError("Expected points to be of shape (N, P, D): " + names[0] + " has shape "
-                         + str(list(points.shape)))
+        raise ValueError(
+            "Expected points to be of shape (N, P, D): " + names[0] + " has shape " + str(list(points.shape))
+        )
     if not points.is_floating_point():
         raise ValueError(names[0] + " must be float32, float64, float16 or bfloat16, got " + str(points.dtype))
     if lengths is not None:
         check_tensor(lengths, names[1], "(N,)")
         if lengths.dim() != 1 or lengths.shape[0] != points.shape[0]:
-            raise ValueError("Expected lengths to be of shape (N,): " + names[1] + " has shape "
-                             + str(list(lengths.shape)) + " for N = " + str(points.shape[0]))
+            raise ValueError(
+                "Expected lengths to be of shape (N,): "
+                + names[1]
+                + " has shape "
+                + str(list(lengths.shape))
+                + " for N = "
+                + str(points.shape[0])
+            )
         check_description(lengths, names[1], "(N,) points per cloud", points, names[0])
         too_long = lengths > points.shape[1]
-        require(~too_long.any(), "A length value was too long: " + names[1] + " must be at most P = "
-                + str(points.shape[1]), True, names[1], lengths, too_long)
+        require(
+            ~too_long.any(),
+            "A length value was too long: " + names[1] + " must be at most P = " + str(points.shape[1]),
+            True,
+            names[1],
+            lengths,
+            too_long,
+        )
         negative = lengths < 0
         require(~negative.any(), names[1] + " must be >= 0", True, names[1], lengths, negative)
     else:
@@ -256,17 +302,34 @@ def _cloud_input(points, lengths: Optional[Tensor], normals: Optional[Tensor], n
     if normals is not None:
         check_tensor(normals, names[2], "(N, P, 3)")
         if normals.dim() != 3:
-            raise ValueError("Expected normals to be of shape (N, P, 3): " + names[2] + " has shape "
-                             + str(list(normals.shape)))
+            raise ValueError(
+                "Expected normals to be of shape (N, P, 3): " + names[2] + " has shape " + str(list(normals.shape))
+            )
         if normals.shape != points.shape:
-            raise ValueError(names[2] + " must have the shape of " + names[0] + " " + str(list(points.shape))
-                             + ", got " + str(list(normals.shape)))
+            raise ValueError(
+                names[2]
+                + " must have the shape of "
+                + names[0]
+                + " "
+                + str(list(points.shape))
+                + ", got "
+                + str(list(normals.shape))
+            )
     return points, lengths, normals
 
 
-def _one_direction(x: Tensor, y: Tensor, x_lengths: Tensor, y_lengths: Tensor, x_normals: Optional[Tensor],
-                   y_normals: Optional[Tensor], weights: Optional[Tensor], point_reduction: Optional[str],
-                   norm: int, abs_cosine: bool) -> Tuple[Tensor, Optional[Tensor]]:
+def _one_direction(
+    x: Tensor,
+    y: Tensor,
+    x_lengths: Tensor,
+    y_lengths: Tensor,
+    x_normals: Optional[Tensor],
+    y_normals: Optional[Tensor],
+    weights: Optional[Tensor],
+    point_reduction: Optional[str],
+    norm: int,
+    abs_cosine: bool,
+) -> Tuple[Tensor, Optional[Tensor]]:
     batch, p1, _ = x.shape
     outside = torch.arange(p1, device=x.device).unsqueeze(0) >= x_lengths.unsqueeze(1)  # (N, P1)
     nearest = knn_points(x, y, lengths1=x_lengths, lengths2=y_lengths, norm=norm, K=1)
@@ -340,15 +403,25 @@ def chamfer_distance(
     y, y_lengths, y_normals = _cloud_input(y, y_lengths, y_normals, ("y", "y_lengths", "y_normals"))
     batch = x.shape[0]
     if y.shape[0] != batch or y.shape[2] != x.shape[2]:
-        raise ValueError("y does not have the correct shape: y must have shape (N, P2, D) with N, D = " + str(batch)
-                         + ", " + str(x.shape[2]) + " (as x), got " + str(list(y.shape)))
+        raise ValueError(
+            "y does not have the correct shape: y must have shape (N, P2, D) with N, D = "
+            + str(batch)
+            + ", "
+            + str(x.shape[2])
+            + " (as x), got "
+            + str(list(y.shape))
+        )
     if weights is not None:
         if weights.dim() != 1 or weights.shape[0] != batch:
             raise ValueError("weights must be of shape (N,): (" + str(batch) + ",), got " + str(list(weights.shape)))
         bad = ~(weights >= 0)
         if bool(bad.any()):
-            raise ValueError("weights cannot be negative: weights must be >= 0 (not NaN), got weights["
-                             + str(int(bad.nonzero()[0, 0])) + "] = " + str(weights[bad][0].item()))
+            raise ValueError(
+                "weights cannot be negative: weights must be >= 0 (not NaN), got weights["
+                + str(int(bad.nonzero()[0, 0]))
+                + "] = "
+                + str(weights[bad][0].item())
+            )
         if bool(weights.sum() == 0.0):
             # zeros that still depend on x, so that backward runs (pytorch3d's convention)
             zero = x.sum((1, 2)) * weights * 0.0
@@ -356,13 +429,15 @@ def chamfer_distance(
                 zero = zero.sum()
             return zero, zero
 
-    cham_x, cham_norm_x = _one_direction(x, y, x_lengths, y_lengths, x_normals, y_normals, weights,
-                                         point_reduction, norm, abs_cosine)
+    cham_x, cham_norm_x = _one_direction(
+        x, y, x_lengths, y_lengths, x_normals, y_normals, weights, point_reduction, norm, abs_cosine
+    )
     if single_directional:
         loss, loss_normals = cham_x, cham_norm_x
     else:
-        cham_y, cham_norm_y = _one_direction(y, x, y_lengths, x_lengths, y_normals, x_normals, weights,
-                                             point_reduction, norm, abs_cosine)
+        cham_y, cham_norm_y = _one_direction(
+            y, x, y_lengths, x_lengths, y_normals, x_normals, weights, point_reduction, norm, abs_cosine
+        )
         if point_reduction == "max":
             loss, loss_normals = torch.maximum(cham_x, cham_y), None
         elif point_reduction is not None:

@@ -1,4 +1,5 @@
 """Geometry ops: neighbourhoods (kNN, ball query, interpolation), downsampling, normals, registration."""
+
 from .cube_query import CubeQuery, cube_query_packed
 from .downsample import VoxelDownsample, voxel_downsample
 from .icp import ICPResult, icp, transform_points

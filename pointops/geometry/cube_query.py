@@ -6,6 +6,7 @@ The same rules as the other neighbourhood searches (:mod:`pointops.geometry.neig
 CUDA return identical rows, points with a NaN/Inf coordinate are never hits, and the indices have
 no gradient.
 """
+
 import math
 from typing import NamedTuple
 
@@ -67,8 +68,10 @@ def _cube_query_packed_fake(queries, query_offsets, points, offsets, distance, k
     _check_pair(queries, points, 2)
     _check_offsets(offsets, "offsets", points)
     _check_offsets(query_offsets, "query_offsets", points)
-    torch._check(query_offsets.shape[0] == offsets.shape[0],
-                 lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}")
+    torch._check(
+        query_offsets.shape[0] == offsets.shape[0],
+        lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}",
+    )
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     torch._check(math.isfinite(distance) and distance >= 0, lambda: f"distance must be finite and >= 0, got {distance}")
     m = queries.shape[0]

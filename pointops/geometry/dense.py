@@ -5,6 +5,7 @@ need. The same rules as the knn op: squared L2 (or L1) distances summed dimensio
 each step rounded on its own, in float32 (float64 for float64 inputs); a stable sort, so equal
 distances go to the lowest index; NaN/Inf rows and rows past the lengths are never neighbours;
 padding -1 / +inf. The distances are differentiable through torch's autograd."""
+
 from typing import Optional, Tuple
 
 import torch
@@ -32,8 +33,14 @@ def _sum_in_order(terms: Tensor) -> Tensor:
     return d
 
 
-def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[Tensor] = None,
-              lengths: Optional[Tensor] = None, norm: int = 2) -> Tuple[Tensor, Tensor]:
+def knn_dense(
+    queries: Tensor,
+    points: Tensor,
+    k: int,
+    query_lengths: Optional[Tensor] = None,
+    lengths: Optional[Tensor] = None,
+    norm: int = 2,
+) -> Tuple[Tensor, Tensor]:
     """(B, M, D) queries into (B, N, D) points -> (indices (B, M, k) int64, distances (B, M, k)):
     the k nearest by squared L2 distance (norm=2) or L1 distance (norm=1), ascending."""
     k = check_int(k, "k")
@@ -47,7 +54,7 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
     kept = min(k, n)
     index_parts, distance_parts = [], []
     for start in range(0, m, chunk):
-        diff = q[:, start:start + chunk, None, :] - p[:, None, :, :]  # (B, c, N, D)
+        diff = q[:, start : start + chunk, None, :] - p[:, None, :, :]  # (B, c, N, D)
         d = _sum_in_order(diff * diff if norm == 2 else diff.abs())
         d = torch.where(valid_p.unsqueeze(1), d, torch.full_like(d, float("nan")))
         values, order = torch.sort(d, dim=2, stable=True)  # NaN (absent) sorts last
@@ -67,8 +74,14 @@ def knn_dense(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[T
     return indices, distances
 
 
-def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_lengths: Optional[Tensor] = None,
-                 lengths: Optional[Tensor] = None) -> Tensor:
+def radius_dense(
+    queries: Tensor,
+    points: Tensor,
+    radius: float,
+    k: int,
+    query_lengths: Optional[Tensor] = None,
+    lengths: Optional[Tensor] = None,
+) -> Tensor:
     """ball_query's rule for points of any dimension: (B, M, k) int64 indices of the first k points
     (by index) whose squared distance is < radius^2 (radius rounded to the compute type and
     squared there), -1 padded."""
@@ -87,9 +100,9 @@ def radius_dense(queries: Tensor, points: Tensor, radius: float, k: int, query_l
     rank = torch.arange(n, device=p.device)
     parts = []
     for start in range(0, m, chunk):
-        diff = q[:, start:start + chunk, None, :] - p[:, None, :, :]
+        diff = q[:, start : start + chunk, None, :] - p[:, None, :, :]
         d = _sum_in_order(diff * diff)
-        hit = (d < limit) & valid_p.unsqueeze(1) & valid_q[:, start:start + chunk].unsqueeze(2)
+        hit = (d < limit) & valid_p.unsqueeze(1) & valid_q[:, start : start + chunk].unsqueeze(2)
         order = torch.where(hit, rank, torch.full_like(rank, n))
         parts.append(torch.sort(order, dim=2).values[..., :kept])
     if m == 0 or len(parts) == 0:

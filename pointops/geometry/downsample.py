@@ -7,6 +7,7 @@ at the origin when no ``point_range`` is given; voxels are listed by their (z, y
 voxel's points are summed in increasing index order in float64 and divided by their count.
 Outputs have the input's capacity N and a count per cloud, so nothing syncs with the host.
 """
+
 import math
 import struct
 from typing import List, NamedTuple, Optional, Union
@@ -72,8 +73,9 @@ def voxel_downsample(
     return VoxelDownsample(centroids, mean_features, new_lengths, point_voxel)
 
 
-def _check_cell_span(points: Tensor, lengths: Optional[Tensor], sizes: List[float],
-                     point_range: Optional[List[float]]) -> None:
+def _check_cell_span(
+    points: Tensor, lengths: Optional[Tensor], sizes: List[float], point_range: Optional[List[float]]
+) -> None:
     """Refuses what the op would drop without a word: a point that counts (finite, in a row
     within lengths, inside point_range) more than 2^62 voxels from the grid's origin, its cell
     computed as the op does (floor((x - origin) / size) in the compute type, monotonic in x, so
@@ -103,9 +105,15 @@ def _check_cell_span(points: Tensor, lengths: Optional[Tensor], sizes: List[floa
     low, high = torch.aminmax(torch.where(counted, p, origin), dim=1)
     cells = torch.stack([torch.floor((low - origin) / size), torch.floor((high - origin) / size)], 1)  # (B, 2, 3)
     bad = (cells < -limit) | (cells >= limit)
-    require(~bad.any(), "voxel_size must keep every counted point of points within 2^62 voxels of the grid's origin "
-            "(a voxel index is an int64): use a larger voxel_size, or a point_range that leaves the far points out",
-            False, "voxel index [cloud, low or high, axis]", cells, bad)
+    require(
+        ~bad.any(),
+        "voxel_size must keep every counted point of points within 2^62 voxels of the grid's origin "
+        "(a voxel index is an int64): use a larger voxel_size, or a point_range that leaves the far points out",
+        False,
+        "voxel index [cloud, low or high, axis]",
+        cells,
+        bad,
+    )
 
 
 @torch.jit.unused
@@ -115,7 +123,8 @@ def _span_bounded_on_host(points: Tensor, sizes: List[float], point_range: Optio
     divided in float64, then rounded, are rounded as float32 arithmetic would), or, on the CPU,
     the extremes of every coordinate (one pass) are finite and near enough."""
     from .._checks import _symbolic
-    limit = 2.0 ** 62
+
+    limit = 2.0**62
     single = points.dtype != torch.float64
     if point_range is not None and all(math.isfinite(v) for v in point_range[3:]):
         for d in range(3):
@@ -143,25 +152,31 @@ def _span_bounded_on_host(points: Tensor, sizes: List[float], point_range: Optio
 
 def _rounded(value: float, single: bool) -> float:
     """value rounded to float32 when single (the op's compute type for non-float64 points)."""
-    return struct.unpack("f", struct.pack("f", value))[0] if single and math.isfinite(value) and abs(value) < 3.4e38 \
+    return (
+        struct.unpack("f", struct.pack("f", value))[0]
+        if single and math.isfinite(value) and abs(value) < 3.4e38
         else value
+    )
 
 
 @torch.library.register_fake("pointops::voxel_downsample")
 def _voxel_downsample_fake(points, lengths, features, voxel_size, point_range=None):
     check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
     torch._check(len(voxel_size) == 3, lambda: f"voxel_size must have 3 values, got {len(voxel_size)}")
-    torch._check(point_range is None or len(point_range) == 6,
-                 lambda: f"point_range must have 6 values, got {point_range}")
+    torch._check(
+        point_range is None or len(point_range) == 6, lambda: f"point_range must have 6 values, got {point_range}"
+    )
     batch, n = points.shape[0], points.shape[1]
     if features is None:
         mean_features = points.new_empty((batch, n, 0))
     else:
         check_dim(features, "features", 3, "(B, N, F)")
         check_floating(features, "features")
-        torch._check(features.shape[0] == batch and features.shape[1] == n,
-                     lambda: f"features must have shape (B, N, F) with B, N = {batch}, {n} (as points), got shape "
-                             f"{tuple(features.shape)}")
+        torch._check(
+            features.shape[0] == batch and features.shape[1] == n,
+            lambda: f"features must have shape (B, N, F) with B, N = {batch}, {n} (as points), got shape "
+            f"{tuple(features.shape)}",
+        )
         check_same_device(features, "features", points)
         mean_features = features.new_empty((batch, n, features.shape[2]))
     return (

@@ -11,15 +11,27 @@ refinement): a normal-agreement test, a test on facing the sensor, a linearisati
 inliers' centroid and bounds on a step. No host sync: a hypothesis that meets ``tolerance``
 simply stops changing.
 """
+
 import math
 from typing import List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_padded_clouds, check_same_device, check_shape, check_tensor,
-                       distance_dtype, in_common_dtype)
+from .._checks import (
+    check_cloud,
+    check_dim,
+    check_dtype,
+    check_floating,
+    check_optional_batch_vector,
+    check_output_fits,
+    check_padded_clouds,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    distance_dtype,
+    in_common_dtype,
+)
 
 
 class ICPResult(NamedTuple):
@@ -135,18 +147,36 @@ def icp(
     if pose_dtype in (torch.float16, torch.bfloat16):  # the op refines float32 or float64 poses
         poses = poses.to(torch.float32)
     poses, rmse, fraction, converged = torch.ops.pointops.icp(
-        sources, turned, query_lengths, targets, normals, lengths, poses, iterations, max_correspondence_distance,
-        tolerance, plane, max_normal_angle, viewpoint, centered, max_step_angle, max_step_translation,
+        sources,
+        turned,
+        query_lengths,
+        targets,
+        normals,
+        lengths,
+        poses,
+        iterations,
+        max_correspondence_distance,
+        tolerance,
+        plane,
+        max_normal_angle,
+        viewpoint,
+        centered,
+        max_step_angle,
+        max_step_translation,
     )
     return ICPResult(poses.to(pose_dtype), rmse, fraction, converged)
 
 
 def _check_poses(poses: Tensor, points: Tensor, points_name: str) -> None:
     check_dim(poses, "poses", 4, "(B, H, 4, 4)")
-    torch._check(poses.dtype in (torch.float32, torch.float64), lambda: f"poses must be float32 or float64, got {poses.dtype}")
-    torch._check(poses.shape[0] == points.shape[0] and poses.shape[2] == 4 and poses.shape[3] == 4,
-                 lambda: f"poses must have shape (B, H, 4, 4) with B = {points.shape[0]} (as {points_name}), got shape "
-                         f"{tuple(poses.shape)}")
+    torch._check(
+        poses.dtype in (torch.float32, torch.float64), lambda: f"poses must be float32 or float64, got {poses.dtype}"
+    )
+    torch._check(
+        poses.shape[0] == points.shape[0] and poses.shape[2] == 4 and poses.shape[3] == 4,
+        lambda: f"poses must have shape (B, H, 4, 4) with B = {points.shape[0]} (as {points_name}), got shape "
+        f"{tuple(poses.shape)}",
+    )
     check_same_device(poses, "poses", points, points_name)
 
 
@@ -165,40 +195,71 @@ def _check_icp_clouds(sources: Tensor, query_lengths: Optional[Tensor], targets:
     check_padded_clouds(sources, query_lengths, "(B, N, 3)", 3, 3, name="sources", lengths_name="query_lengths")
     check_dim(targets, "targets", 3, "(B, M, 3)")
     check_floating(targets, "targets")
-    torch._check(targets.shape[0] == sources.shape[0] and targets.shape[2] == 3,
-                 lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
-                         f"{tuple(targets.shape)}")
+    torch._check(
+        targets.shape[0] == sources.shape[0] and targets.shape[2] == 3,
+        lambda: f"targets must have shape (B, M, 3) with B = {sources.shape[0]} (as sources), got shape "
+        f"{tuple(targets.shape)}",
+    )
     check_same_device(targets, "targets", sources, "sources")
 
 
 @torch.library.register_fake("pointops::icp")
-def _icp_fake(sources, source_normals, query_lengths, targets, target_normals, lengths, poses, iterations,
-              max_correspondence_distance, tolerance=0.0, point_to_plane=False, max_normal_angle=None, viewpoint=None,
-              centered=False, max_step_angle=None, max_step_translation=None):
+def _icp_fake(
+    sources,
+    source_normals,
+    query_lengths,
+    targets,
+    target_normals,
+    lengths,
+    poses,
+    iterations,
+    max_correspondence_distance,
+    tolerance=0.0,
+    point_to_plane=False,
+    max_normal_angle=None,
+    viewpoint=None,
+    centered=False,
+    max_step_angle=None,
+    max_step_translation=None,
+):
     _check_icp_clouds(sources, query_lengths, targets)
     check_optional_batch_vector(lengths, "lengths", sources.shape[0], sources, "sources")
     _check_poses(poses, sources, "sources")
     torch._check(iterations >= 0, lambda: f"iterations must be >= 0, got {iterations}")
-    torch._check(max_correspondence_distance >= 0,
-                 lambda: f"max_correspondence_distance must be >= 0, got {max_correspondence_distance}")
+    torch._check(
+        max_correspondence_distance >= 0,
+        lambda: f"max_correspondence_distance must be >= 0, got {max_correspondence_distance}",
+    )
     torch._check(tolerance >= 0, lambda: f"tolerance must be >= 0, got {tolerance}")
-    torch._check(max_normal_angle is None or max_normal_angle >= 0,
-                 lambda: f"max_normal_angle must be >= 0 (radians) or None, got {max_normal_angle}")
-    torch._check(viewpoint is None or (len(viewpoint) == 3 and all(math.isfinite(v) for v in viewpoint)),
-                 lambda: f"viewpoint must have 3 finite values [x, y, z], got {viewpoint}")
-    torch._check(max_step_angle is None or max_step_angle >= 0,
-                 lambda: f"max_step_angle must be >= 0 (radians) or None, got {max_step_angle}")
-    torch._check(max_step_translation is None or max_step_translation >= 0,
-                 lambda: f"max_step_translation must be >= 0 or None, got {max_step_translation}")
-    torch._check(not (point_to_plane or max_normal_angle is not None) or target_normals is not None,
-                 lambda: "target_normals are required for " + ("point-to-plane ICP" if point_to_plane else "max_normal_angle"))
+    torch._check(
+        max_normal_angle is None or max_normal_angle >= 0,
+        lambda: f"max_normal_angle must be >= 0 (radians) or None, got {max_normal_angle}",
+    )
+    torch._check(
+        viewpoint is None or (len(viewpoint) == 3 and all(math.isfinite(v) for v in viewpoint)),
+        lambda: f"viewpoint must have 3 finite values [x, y, z], got {viewpoint}",
+    )
+    torch._check(
+        max_step_angle is None or max_step_angle >= 0,
+        lambda: f"max_step_angle must be >= 0 (radians) or None, got {max_step_angle}",
+    )
+    torch._check(
+        max_step_translation is None or max_step_translation >= 0,
+        lambda: f"max_step_translation must be >= 0 or None, got {max_step_translation}",
+    )
+    torch._check(
+        not (point_to_plane or max_normal_angle is not None) or target_normals is not None,
+        lambda: "target_normals are required for " + ("point-to-plane ICP" if point_to_plane else "max_normal_angle"),
+    )
     if target_normals is not None:
         check_dtype(target_normals, "target_normals (the dtype of targets)", targets.dtype)
         check_shape(target_normals, "target_normals", targets.shape)
         check_same_device(target_normals, "target_normals", sources, "sources")
-    torch._check(not (max_normal_angle is not None or viewpoint is not None) or source_normals is not None,
-                 lambda: "source_normals are required for " + ("max_normal_angle" if max_normal_angle is not None
-                                                               else "viewpoint"))
+    torch._check(
+        not (max_normal_angle is not None or viewpoint is not None) or source_normals is not None,
+        lambda: "source_normals are required for "
+        + ("max_normal_angle" if max_normal_angle is not None else "viewpoint"),
+    )
     if source_normals is not None:
         check_dtype(source_normals, "source_normals (the dtype of sources)", sources.dtype)
         check_shape(source_normals, "source_normals", sources.shape)
@@ -236,5 +297,6 @@ def _transform_backward(ctx, grad):
     return grad_points, None, grad_poses.to(poses.dtype)
 
 
-torch.library.register_autograd("pointops::transform_points", _transform_backward,
-                                setup_context=_transform_setup_context)
+torch.library.register_autograd(
+    "pointops::transform_points", _transform_backward, setup_context=_transform_setup_context
+)

@@ -9,15 +9,27 @@ never neighbours; rows with fewer than k neighbours are padded with index -1 and
 and queries past ``query_lengths`` or with a NaN/Inf coordinate get all -1 / +inf rows. kNN
 distances carry a gradient to both clouds (registered below); indices and counts none.
 """
+
 import math
 from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_cloud, check_dim, check_dtype, check_floating, check_optional_batch_vector,
-                       check_output_fits, check_real, check_same_device, check_shape, check_tensor,
-                       distance_dtype, in_common_dtype)
+from .._checks import (
+    check_cloud,
+    check_dim,
+    check_dtype,
+    check_floating,
+    check_optional_batch_vector,
+    check_output_fits,
+    check_real,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    distance_dtype,
+    in_common_dtype,
+)
 
 
 class KNN(NamedTuple):
@@ -118,8 +130,9 @@ def ball_query(
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = in_common_dtype(queries, points)
-    indices, counts = torch.ops.pointops.ball_query(queries, query_lengths, points, lengths, radius, k, pad == "first",
-                                                    min_radius)
+    indices, counts = torch.ops.pointops.ball_query(
+        queries, query_lengths, points, lengths, radius, k, pad == "first", min_radius
+    )
     return BallQuery(indices, counts)
 
 
@@ -144,8 +157,9 @@ def ball_query_packed(
     if pad != "first" and pad != "minus_one":
         raise ValueError('pad must be "first" or "minus_one", got "' + pad + '"')
     queries, points = in_common_dtype(queries, points)
-    indices, counts = torch.ops.pointops.ball_query_packed(queries, query_offsets, points, offsets, radius, k,
-                                                           pad == "first", min_radius)
+    indices, counts = torch.ops.pointops.ball_query_packed(
+        queries, query_offsets, points, offsets, radius, k, pad == "first", min_radius
+    )
     return BallQuery(indices, counts)
 
 
@@ -176,7 +190,7 @@ def inverse_distance_weights(distances: Tensor, eps: float = 1e-8) -> Tensor:
     reciprocal = 1.0 / (root + eps)
     total = reciprocal[..., :1]
     for j in range(1, reciprocal.shape[-1]):
-        total = total + reciprocal[..., j:j + 1]
+        total = total + reciprocal[..., j : j + 1]
     return torch.where(total > 0, reciprocal / total, torch.zeros_like(reciprocal))
 
 
@@ -214,13 +228,18 @@ def group_points(features: Tensor, indices: Tensor) -> Tensor:
     if features.dim() != 3:
         raise ValueError("features must have shape (B, N, C), got " + str(list(features.shape)))
     if indices.dim() < 2 or indices.shape[0] != features.shape[0]:
-        raise ValueError("indices must have shape (B, *S) with the batch size B = " + str(features.shape[0])
-                         + " of features, got " + str(list(indices.shape)))
+        raise ValueError(
+            "indices must have shape (B, *S) with the batch size B = "
+            + str(features.shape[0])
+            + " of features, got "
+            + str(list(indices.shape))
+        )
     if indices.dtype != torch.int64 and indices.dtype != torch.int32:
         raise ValueError("indices must be int64 or int32, got " + str(indices.dtype))
     if indices.device != features.device:
-        raise ValueError("indices must be on the device of features (" + str(features.device) + "), got "
-                         + str(indices.device))
+        raise ValueError(
+            "indices must be on the device of features (" + str(features.device) + "), got " + str(indices.device)
+        )
     batch, n, channels = features.shape
     flat = indices.reshape(batch, -1)
     valid = (flat >= 0) & (flat < n)
@@ -276,8 +295,9 @@ torch.library.register_autograd(
 # ---- gradient of knn / knn_packed distances (plain torch ops) --------------------------------------
 
 
-def _knn_distance_grads(queries: Tensor, points: Tensor, indices: Tensor, grad: Tensor, needs_queries: bool,
-                        needs_points: bool):
+def _knn_distance_grads(
+    queries: Tensor, points: Tensor, indices: Tensor, grad: Tensor, needs_queries: bool, needs_points: bool
+):
     """Gradients of d = |q - p[idx]|^2 for batched (B, M, 3) / (B, N, 3) / (B, M, k) tensors:
     2 (q - p) g to the query and -2 (q - p) g to the point, summed over the rows that name it.
     Padding (index -1) contributes nothing. Where a query coincides with its neighbour the
@@ -300,8 +320,9 @@ def _knn_distance_grads(queries: Tensor, points: Tensor, indices: Tensor, grad: 
     if needs_points:
         grad_points = points.new_zeros((batch, n, 3), dtype=dtype)
         if n > 0:
-            grad_points = grad_points.scatter_add(1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3),
-                                                  (-terms).reshape(batch, m * k, 3))
+            grad_points = grad_points.scatter_add(
+                1, safe.reshape(batch, m * k, 1).expand(-1, -1, 3), (-terms).reshape(batch, m * k, 3)
+            )
         grad_points = grad_points.to(points.dtype)
     return grad_queries, grad_points
 
@@ -315,8 +336,9 @@ def _knn_backward(ctx, grad_indices, grad_distances):
     queries, points, indices = ctx.saved_tensors
     if grad_distances is None:
         return None, None, None, None, None, None
-    grad_queries, grad_points = _knn_distance_grads(queries, points, indices, grad_distances,
-                                                    ctx.needs_input_grad[0], ctx.needs_input_grad[2])
+    grad_queries, grad_points = _knn_distance_grads(
+        queries, points, indices, grad_distances, ctx.needs_input_grad[0], ctx.needs_input_grad[2]
+    )
     return grad_queries, None, grad_points, None, None, None
 
 
@@ -329,11 +351,21 @@ def _knn_packed_backward(ctx, grad_indices, grad_distances):
     queries, points, indices = ctx.saved_tensors
     if grad_distances is None:
         return None, None, None, None, None
-    grad_queries, grad_points = _knn_distance_grads(queries.unsqueeze(0), points.unsqueeze(0), indices.unsqueeze(0),
-                                                    grad_distances.unsqueeze(0), ctx.needs_input_grad[0],
-                                                    ctx.needs_input_grad[2])
-    return (None if grad_queries is None else grad_queries[0], None,
-            None if grad_points is None else grad_points[0], None, None)
+    grad_queries, grad_points = _knn_distance_grads(
+        queries.unsqueeze(0),
+        points.unsqueeze(0),
+        indices.unsqueeze(0),
+        grad_distances.unsqueeze(0),
+        ctx.needs_input_grad[0],
+        ctx.needs_input_grad[2],
+    )
+    return (
+        None if grad_queries is None else grad_queries[0],
+        None,
+        None if grad_points is None else grad_points[0],
+        None,
+        None,
+    )
 
 
 torch.library.register_autograd("pointops::knn", _knn_backward, setup_context=_knn_setup_context)
@@ -354,14 +386,19 @@ def _check_pair(queries: Tensor, points: Tensor, dims: int) -> None:
     _check_coords(points, "points", dims, "(B, N, 3)" if dims == 3 else "(P, 3)")
     if dims == 3:
         torch._check(queries.shape[0] == points.shape[0], lambda: "queries and points must have the same batch size B")
-    torch._check(queries.dtype == points.dtype, lambda: f"queries must have the dtype of points ({points.dtype}), got {queries.dtype}")
+    torch._check(
+        queries.dtype == points.dtype,
+        lambda: f"queries must have the dtype of points ({points.dtype}), got {queries.dtype}",
+    )
     check_same_device(queries, "queries", points)
 
 
 def _check_offsets(offsets: Tensor, name: str, points: Tensor) -> None:
     check_dim(offsets, name, 1, "(B + 1,)")
     check_dtype(offsets, name, torch.int64)
-    torch._check(offsets.shape[0] >= 1, lambda: f"{name} must have B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
+    torch._check(
+        offsets.shape[0] >= 1, lambda: f"{name} must have B + 1 >= 1 entries, got shape {tuple(offsets.shape)}"
+    )
     check_same_device(offsets, name, points)
 
 
@@ -376,8 +413,9 @@ def _knn_fake(queries, query_lengths, points, lengths, k, max_distance=None):
     check_optional_batch_vector(lengths, "lengths", points.shape[0], points)
     check_optional_batch_vector(query_lengths, "query_lengths", points.shape[0], points)
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
-    torch._check(max_distance is None or max_distance >= 0,
-                 lambda: f"max_distance must be >= 0 (or None), got {max_distance}")
+    torch._check(
+        max_distance is None or max_distance >= 0, lambda: f"max_distance must be >= 0 (or None), got {max_distance}"
+    )
     shape = (queries.shape[0], queries.shape[1], k)
     _check_neighbour_output(points, shape, k)
     return points.new_empty(shape, dtype=torch.int64), points.new_empty(shape, dtype=distance_dtype(points))
@@ -388,8 +426,10 @@ def _knn_packed_fake(queries, query_offsets, points, offsets, k):
     _check_pair(queries, points, 2)
     _check_offsets(offsets, "offsets", points)
     _check_offsets(query_offsets, "query_offsets", points)
-    torch._check(query_offsets.shape[0] == offsets.shape[0],
-                 lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}")
+    torch._check(
+        query_offsets.shape[0] == offsets.shape[0],
+        lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}",
+    )
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     shape = (queries.shape[0], k)
     _check_neighbour_output(points, shape, k)
@@ -399,8 +439,9 @@ def _knn_packed_fake(queries, query_offsets, points, offsets, k):
 def _check_ball_args(radius: float, k: int, min_radius: float) -> None:
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     torch._check(math.isfinite(radius) and radius >= 0, lambda: f"radius must be finite and >= 0, got {radius}")
-    torch._check(math.isfinite(min_radius) and min_radius >= 0,
-                 lambda: f"min_radius must be finite and >= 0, got {min_radius}")
+    torch._check(
+        math.isfinite(min_radius) and min_radius >= 0, lambda: f"min_radius must be finite and >= 0, got {min_radius}"
+    )
 
 
 @torch.library.register_fake("pointops::ball_query")
@@ -419,8 +460,10 @@ def _ball_query_packed_fake(queries, query_offsets, points, offsets, radius, k, 
     _check_pair(queries, points, 2)
     _check_offsets(offsets, "offsets", points)
     _check_offsets(query_offsets, "query_offsets", points)
-    torch._check(query_offsets.shape[0] == offsets.shape[0],
-                 lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}")
+    torch._check(
+        query_offsets.shape[0] == offsets.shape[0],
+        lambda: f"query_offsets must have the B + 1 = {offsets.shape[0]} entries of offsets, got {query_offsets.shape[0]}",
+    )
     _check_ball_args(radius, k, min_radius)
     m = queries.shape[0]
     _check_neighbour_output(points, (m, k), k, index_only=True)
@@ -434,10 +477,14 @@ def _interpolate_fake(features, indices, weights):
     check_dim(indices, "indices", 3, "(B, M, K)")
     check_dtype(indices, "indices", torch.int64)
     check_same_device(indices, "indices", features, "features")
-    torch._check(indices.shape[0] == features.shape[0],
-                 lambda: f"indices must have the batch size of features ({features.shape[0]}), got shape {tuple(indices.shape)}")
+    torch._check(
+        indices.shape[0] == features.shape[0],
+        lambda: f"indices must have the batch size of features ({features.shape[0]}), got shape {tuple(indices.shape)}",
+    )
     check_shape(weights, "weights", indices.shape)
-    torch._check(weights.dtype == features.dtype,
-                 lambda: f"weights must have the dtype of features ({features.dtype}), got {weights.dtype}")
+    torch._check(
+        weights.dtype == features.dtype,
+        lambda: f"weights must have the dtype of features ({features.dtype}), got {weights.dtype}",
+    )
     check_same_device(weights, "weights", features, "features")
     return features.new_empty((features.shape[0], indices.shape[1], features.shape[2]))

@@ -7,14 +7,26 @@ float64 in neighbour order and decomposed by a fixed number of Jacobi sweeps, so
 return the same bits. Undetermined neighbourhoods (fewer than 3 distinct points, a line) give the
 normal (0, 0, 0), never NaN.
 """
+
 from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_batch_vector, check_cloud, check_dim, check_dtype, check_floating, check_int,
-                       check_optional_tensor, check_padded_clouds, check_same_device, check_shape, check_tensor,
-                       distance_dtype)
+from .._checks import (
+    check_batch_vector,
+    check_cloud,
+    check_dim,
+    check_dtype,
+    check_floating,
+    check_int,
+    check_optional_tensor,
+    check_padded_clouds,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    distance_dtype,
+)
 from ..clouds import bounding_box
 
 
@@ -116,9 +128,11 @@ def _estimate_normals_fake(points, lengths, neighbors, viewpoints, orientation=1
     check_padded_clouds(points, lengths, "(B, N, 3)", 3, 3)
     check_dim(neighbors, "neighbors", 3, "(B, N, K)")
     check_dtype(neighbors, "neighbors", torch.int64)
-    torch._check(neighbors.shape[0] == points.shape[0] and neighbors.shape[1] == points.shape[1],
-                 lambda: f"neighbors must have shape (B, N, K) with B, N = {points.shape[0]}, {points.shape[1]} "
-                         f"(as points), got shape {tuple(neighbors.shape)}")
+    torch._check(
+        neighbors.shape[0] == points.shape[0] and neighbors.shape[1] == points.shape[1],
+        lambda: f"neighbors must have shape (B, N, K) with B, N = {points.shape[0]}, {points.shape[1]} "
+        f"(as points), got shape {tuple(neighbors.shape)}",
+    )
     check_same_device(neighbors, "neighbors", points)
     if viewpoints is not None:
         check_floating(viewpoints, "viewpoints")
@@ -168,14 +182,19 @@ def _backward(ctx, grad_normals, grad_curvature):
             vj = vec[..., j]
             gap = lam[..., 0] - lam[..., j]
             # a repeated eigenvalue leaves the normal's derivative undefined: no gradient there
-            coef = torch.where(gap == 0, torch.zeros_like(gap), (vj * gn).sum(-1) / torch.where(gap == 0, torch.ones_like(gap), gap))
+            coef = torch.where(
+                gap == 0, torch.zeros_like(gap), (vj * gn).sum(-1) / torch.where(gap == 0, torch.ones_like(gap), gap)
+            )
             g = g + coef.unsqueeze(-1).unsqueeze(-1) * vj.unsqueeze(-1) * v0.unsqueeze(-2)
         g = torch.where(determined.unsqueeze(-1).unsqueeze(-1), g, torch.zeros_like(g))
     if grad_curvature is not None:
         trace = lam.clamp(min=0).sum(-1)
         l0 = lam[..., 0].clamp(min=0)
         eye = torch.eye(3, dtype=torch.float64, device=pts.device)
-        dc = (v0.unsqueeze(-1) * v0.unsqueeze(-2) * trace.unsqueeze(-1).unsqueeze(-1) - l0.unsqueeze(-1).unsqueeze(-1) * eye)
+        dc = (
+            v0.unsqueeze(-1) * v0.unsqueeze(-2) * trace.unsqueeze(-1).unsqueeze(-1)
+            - l0.unsqueeze(-1).unsqueeze(-1) * eye
+        )
         dc = dc / torch.where(trace > 0, trace * trace, torch.ones_like(trace)).unsqueeze(-1).unsqueeze(-1)
         dc = torch.where(((trace > 0) & finite).unsqueeze(-1).unsqueeze(-1), dc, torch.zeros_like(dc))
         g = g + grad_curvature.double().unsqueeze(-1).unsqueeze(-1) * dc

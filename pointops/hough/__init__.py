@@ -1,6 +1,7 @@
 """Hough family (csrc/hough): plane accumulators of clouds (:mod:`.planes`), circle and line
 accumulators of edge images (:mod:`.images`), the shared peak search, and the detectors built on
 them (:mod:`.detect_planes`, :mod:`.detect_images`)."""
+
 from .detect_images import CircleDetections, LineDetections, circle_peaks, detect_circles, detect_lines, line_peaks
 from .detect_planes import PlaneDetections, detect_planes
 from .images import (

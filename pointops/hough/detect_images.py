@@ -6,6 +6,7 @@ top-k, threshold and decoding in one op, csrc/hough/detections.h): on the edges'
 sync, fixed output sizes (k rows, NaN padded). They follow scikit-image's ``hough_circle_peaks`` and
 ``hough_line_peaks`` where those are well defined; docs/hough.md lists where they differ.
 """
+
 import math
 from typing import List, NamedTuple, Optional
 
@@ -27,8 +28,9 @@ class LineDetections(NamedTuple):
     votes: Tensor  # (B, k) float32: the accumulator value of each line; 0 where none
 
 
-def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
-                 threshold: Optional[float] = None) -> CircleDetections:
+def circle_peaks(
+    acc: Tensor, radii: List[int], k: int, min_distance: int = 1, threshold: Optional[float] = None
+) -> CircleDetections:
     """The k strongest circles of a :func:`pointops.hough_circles` accumulator (B, R, H, W).
 
     Each centre pixel keeps its best radius (``acc.max(1)``, ties to the first radius); a centre
@@ -39,8 +41,9 @@ def circle_peaks(acc: Tensor, radii: List[int], k: int, min_distance: int = 1,
     check_tensor(acc, "acc", "(B, R, H, W)")
     batch, n_radii, height, width = acc.shape
     if n_radii == 0:
-        return CircleDetections(torch.full((batch, k, 3), math.nan, device=acc.device),
-                                torch.zeros(batch, k, device=acc.device))
+        return CircleDetections(
+            torch.full((batch, k, 3), math.nan, device=acc.device), torch.zeros(batch, k, device=acc.device)
+        )
     best, arg = acc.max(1)
     circles, votes = torch.ops.pointops.circle_detections(best, arg, radii, k, min_distance, threshold)
     return CircleDetections(circles, votes)
@@ -74,12 +77,15 @@ def detect_circles(
     """
     check_tensor(edges, "edges", "(B, H, W)")
     if len(radii) == 0:
-        return CircleDetections(torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
-                                torch.zeros(edges.shape[0], k, device=edges.device))
+        return CircleDetections(
+            torch.full((edges.shape[0], k, 3), math.nan, device=edges.device),
+            torch.zeros(edges.shape[0], k, device=edges.device),
+        )
     # the best radius per centre straight from the votes: no (B, R, H, W) accumulator; then
     # suppression, top-k, threshold and decoding in one op
-    best, arg = hough_circles_max(edges, radii, weighted=weighted, normalize=normalize, gradients=gradients,
-                                  max_angle=max_angle)
+    best, arg = hough_circles_max(
+        edges, radii, weighted=weighted, normalize=normalize, gradients=gradients, max_angle=max_angle
+    )
     circles, votes = torch.ops.pointops.circle_detections(best, arg, radii, k, min_distance, threshold)
     return CircleDetections(circles, votes)
 
@@ -99,8 +105,14 @@ def spans_half_turn(theta: List[float]) -> bool:
     return span <= math.pi * (1.0 + 1e-6) and span * n / (n - 1) >= math.pi * (1.0 - 1e-6)
 
 
-def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_distance: int = 9,
-               min_angle: int = 10, threshold: Optional[float] = None) -> LineDetections:
+def line_peaks(
+    acc: Tensor,
+    k: int,
+    theta: Optional[List[float]] = None,
+    min_distance: int = 9,
+    min_angle: int = 10,
+    threshold: Optional[float] = None,
+) -> LineDetections:
     """The k strongest lines of a :func:`pointops.hough_lines` accumulator (B, n_rho, T).
 
     A bin is a line when no bin within ``min_distance`` rho bins and ``min_angle`` angle bins
@@ -114,8 +126,9 @@ def line_peaks(acc: Tensor, k: int, theta: Optional[List[float]] = None, min_dis
     """
     check_tensor(acc, "acc", "(B, n_rho, T)")
     angles = line_angles(acc.shape[2]) if theta is None else theta
-    lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
-                                                      spans_half_turn(angles))
+    lines, votes = torch.ops.pointops.line_detections(
+        acc, angles, k, min_distance, min_angle, threshold, spans_half_turn(angles)
+    )
     return LineDetections(lines, votes)
 
 
@@ -148,6 +161,7 @@ def detect_lines(
     check_tensor(edges, "edges", "(B, H, W)")
     angles = line_angles(180) if theta is None else theta  # computed once for both ops
     acc = hough_lines(edges, angles, weighted=weighted)
-    lines, votes = torch.ops.pointops.line_detections(acc, angles, k, min_distance, min_angle, threshold,
-                                                      spans_half_turn(angles))
+    lines, votes = torch.ops.pointops.line_detections(
+        acc, angles, k, min_distance, min_angle, threshold, spans_half_turn(angles)
+    )
     return LineDetections(lines, votes)

@@ -5,6 +5,7 @@ The pipeline is written once in C++ (csrc/hough/detect_planes.cpp) on the plane 
 no tensor on the host per call, and can be captured in a CUDA graph. :func:`detect_planes` resolves
 a preset into the op's explicit arguments.
 """
+
 import math
 from typing import NamedTuple, Optional
 
@@ -70,8 +71,7 @@ def detect_planes(
     """
     check_tensor(points, "points", "(B, N, 3)")
     if points.dim() != 3 or points.shape[2] < 3:
-        raise ValueError("points must have shape (B, N, 3) (extra columns are ignored), got "
-                         + str(list(points.shape)))
+        raise ValueError("points must have shape (B, N, 3) (extra columns are ignored), got " + str(list(points.shape)))
     if layout not in ("grid", "ball"):
         raise ValueError('layout must be "grid" or "ball", got ' + layout)
     if k < 0 or k > 1024 or iterations < 1:
@@ -91,6 +91,19 @@ def detect_planes(
     if phis < 1 or thetas < 1:
         raise ValueError("n_phi and n_theta must be >= 1, got " + str(phis) + ", " + str(thetas))
     rho_bins(step, rmax)  # rho_step and rho_max: finite, > 0, at most 2^24 bins
-    planes, votes, labels = torch.ops.pointops.detect_planes(points, lengths, k, phis, thetas, step, rmax, threshold,
-                                                             support_share, min_votes, peak_radius, iterations, layout)
+    planes, votes, labels = torch.ops.pointops.detect_planes(
+        points,
+        lengths,
+        k,
+        phis,
+        thetas,
+        step,
+        rmax,
+        threshold,
+        support_share,
+        min_votes,
+        peak_radius,
+        iterations,
+        layout,
+    )
     return PlaneDetections(planes, votes, labels)

@@ -8,14 +8,23 @@ the device (:func:`edge_points`, order kept); point lists can also be passed dir
 (``*_points`` functions). Counts are int32; weighted votes are exact fixed-point sums returned as
 float32 (csrc/hough/edges.h). CPU and CUDA agree bit for bit and nothing syncs with the host.
 """
+
 import math
 from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape, check_tensor)
+from .._checks import (
+    check_dim,
+    check_dtype,
+    check_floating,
+    check_optional_batch_vector,
+    check_output_fits,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 from .._tables import host_table
 
 # ---- fake kernels (output shapes from the arguments only; the checks of csrc/hough/*_cpu.cpp) ----
@@ -23,8 +32,9 @@ from .._tables import host_table
 _INDEX = (torch.int32, torch.int64)
 
 
-def _check_point_lists(points: Tensor, lengths: Optional[Tensor], weights: Optional[Tensor], height: int,
-                       width: int) -> None:
+def _check_point_lists(
+    points: Tensor, lengths: Optional[Tensor], weights: Optional[Tensor], height: int, width: int
+) -> None:
     check_dim(points, "points", 3, "(B, P, 2)")
     torch._check(points.shape[2] == 2, lambda: f"points must have shape (B, P, 2) (x, y), got {tuple(points.shape)}")
     torch._check(points.dtype in _INDEX, lambda: f"points must be int32 or int64 pixel coordinates, got {points.dtype}")
@@ -33,8 +43,10 @@ def _check_point_lists(points: Tensor, lengths: Optional[Tensor], weights: Optio
         check_floating(weights, "weights")
         check_shape(weights, "weights", (points.shape[0], points.shape[1]))
         check_same_device(weights, "weights", points)
-    torch._check(0 <= height <= 32767 and 0 <= width <= 32767,
-                 lambda: f"height and width must be in [0, 32767], got {height} and {width}")
+    torch._check(
+        0 <= height <= 32767 and 0 <= width <= 32767,
+        lambda: f"height and width must be in [0, 32767], got {height} and {width}",
+    )
 
 
 def _check_gradients(gradients: Optional[Tensor], points: Tensor) -> None:
@@ -50,8 +62,10 @@ def _edge_points_fake(edges, capacity=-1):
     torch._check(capacity >= -1, lambda: f"capacity must be >= 0, or -1 for H * W, got {capacity}")
     cap = edges.shape[1] * edges.shape[2] if capacity < 0 else capacity
     check_output_fits(edges.device, f"capacity = {capacity}", (edges.shape[0], cap, 2), 4)
-    return (edges.new_empty((edges.shape[0], cap, 2), dtype=torch.int32),
-            edges.new_empty((edges.shape[0],), dtype=torch.int64))
+    return (
+        edges.new_empty((edges.shape[0], cap, 2), dtype=torch.int32),
+        edges.new_empty((edges.shape[0],), dtype=torch.int64),
+    )
 
 
 @torch.library.register_fake("pointops::hough_circles")
@@ -59,8 +73,12 @@ def _hough_circles_fake(points, lengths, weights, gradients, height, width, radi
     _check_point_lists(points, lengths, weights, height, width)
     _check_gradients(gradients, points)
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
-    check_output_fits(points.device, f"{len(radii)} radii of a {height} x {width} image",
-                      (points.shape[0], len(radii), height, width), 4 if weights is None else 8)
+    check_output_fits(
+        points.device,
+        f"{len(radii)} radii of a {height} x {width} image",
+        (points.shape[0], len(radii), height, width),
+        4 if weights is None else 8,
+    )
     dtype = torch.int32 if weights is None else torch.float32
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
 
@@ -79,7 +97,9 @@ def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, 
 def _hough_circles_map_fake(edges, radii):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
-    check_output_fits(edges.device, f"{len(radii)} radii", (edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), 4)
+    check_output_fits(
+        edges.device, f"{len(radii)} radii", (edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), 4
+    )
     return edges.new_empty((edges.shape[0], len(radii), edges.shape[1], edges.shape[2]), dtype=torch.int32)
 
 
@@ -88,8 +108,10 @@ def _hough_circles_max_map_fake(edges, radii, normalize=False):
     torch._check(edges.dim() == 3, lambda: f"edges must have shape (B, H, W), got {tuple(edges.shape)}")
     torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max_map")
     shape = (edges.shape[0], edges.shape[1], edges.shape[2])
-    return (edges.new_empty(shape, dtype=torch.float32 if normalize else torch.int32),
-            edges.new_empty(shape, dtype=torch.int64))
+    return (
+        edges.new_empty(shape, dtype=torch.float32 if normalize else torch.int32),
+        edges.new_empty(shape, dtype=torch.int64),
+    )
 
 
 @torch.library.register_fake("pointops::circle_detections")
@@ -128,6 +150,7 @@ def _hough_lines_fake(points, lengths, weights, height, width, theta):
 
 
 # ---- tables ----
+
 
 def line_angles(n_theta: int = 180) -> List[float]:
     """n_theta angles over [-pi/2, pi/2), bit for bit numpy.linspace(-pi/2, pi/2, n_theta,
@@ -169,6 +192,7 @@ def circle_perimeter_size(radius: int) -> int:
 
 # ---- wrappers ----
 
+
 def edge_points(edges: Tensor, capacity: int = -1) -> Tuple[Tensor, Tensor]:
     """Edge map to point list, on the map's device.
 
@@ -207,10 +231,18 @@ def _edge_inputs(edges: Tensor, weighted: bool, gradients: Optional[Tensor]):
         weights = _gather_pixels(edges.unsqueeze(1), points)[..., 0]
     grads: Optional[Tensor] = None
     if gradients is not None:
-        if gradients.dim() != 4 or gradients.shape[1] != 2 or gradients.shape[0] != edges.shape[0] \
-                or gradients.shape[2:] != edges.shape[1:]:
-            raise ValueError("gradients must have shape (B, 2, H, W) matching edges (B, H, W) " + str(edges.shape)
-                             + ", got " + str(gradients.shape))
+        if (
+            gradients.dim() != 4
+            or gradients.shape[1] != 2
+            or gradients.shape[0] != edges.shape[0]
+            or gradients.shape[2:] != edges.shape[1:]
+        ):
+            raise ValueError(
+                "gradients must have shape (B, 2, H, W) matching edges (B, H, W) "
+                + str(edges.shape)
+                + ", got "
+                + str(gradients.shape)
+            )
         grads = _gather_pixels(gradients, points)
     return points, lengths, weights, grads
 
@@ -261,8 +293,9 @@ def hough_circles(
         acc = torch.ops.pointops.hough_circles_map(edges, radii)
     else:
         points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
-        acc = torch.ops.pointops.hough_circles(points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii,
-                                               max_angle)
+        acc = torch.ops.pointops.hough_circles(
+            points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii, max_angle
+        )
     return _normalized(acc, radii) if normalize else acc
 
 
@@ -290,8 +323,9 @@ def hough_circles_max(
         _check_map(edges)
         return torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
     points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
-    return torch.ops.pointops.hough_circles_max(points, lengths, weights, grads, edges.shape[1], edges.shape[2],
-                                                radii, max_angle, normalize)
+    return torch.ops.pointops.hough_circles_max(
+        points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii, max_angle, normalize
+    )
 
 
 def hough_circles_points(
@@ -308,8 +342,9 @@ def hough_circles_points(
     int64 or None, image_size [H, W]; weights (B, P) and gradients (B, P, 2) per point. Points
     outside the image cast no vote; repeated points vote once each."""
     check_tensor(points, "points", "(B, P, 2)")
-    acc = torch.ops.pointops.hough_circles(points, lengths, weights, gradients, image_size[0], image_size[1], radii,
-                                           max_angle)
+    acc = torch.ops.pointops.hough_circles(
+        points, lengths, weights, gradients, image_size[0], image_size[1], radii, max_angle
+    )
     return _normalized(acc, radii) if normalize else acc
 
 

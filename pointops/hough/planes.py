@@ -7,6 +7,7 @@ CUDA. ``hough_peaks`` is the shared non-maximum suppression + top-k for any accu
 ``plane_labels`` and ``plane_refit`` assign points to planes and refit planes to their inliers
 (csrc/hough/plane_fit.h). None of these ops has a gradient: their outputs never require grad.
 """
+
 import math
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -25,8 +26,15 @@ def rho_bins(rho_step: float, rho_max: float) -> int:
         raise ValueError("rho_step and rho_max must be finite and > 0, got " + str(rho_step) + ", " + str(rho_max))
     bins = 2.0 * rho_max / rho_step + 0.5
     if bins > 16777216.0:
-        raise ValueError("rho_max / rho_step = " + str(rho_max) + " / " + str(rho_step) + " makes " + str(bins)
-                         + " rho bins, more than 2^24")
+        raise ValueError(
+            "rho_max / rho_step = "
+            + str(rho_max)
+            + " / "
+            + str(rho_step)
+            + " makes "
+            + str(bins)
+            + " rho bins, more than 2^24"
+        )
     return max(1, int(math.floor(bins)))
 
 
@@ -193,8 +201,11 @@ def peaks_to_planes(
     missing = indices[..., 0] < 0
     cell = (indices[..., 0] * n_theta + indices[..., 1]).clamp(min=0)
     normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan), table[cell])
-    offsets = torch.where(missing, torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
-                          _rho_centres(indices[..., 2], rho_step, rho_max))
+    offsets = torch.where(
+        missing,
+        torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
+        _rho_centres(indices[..., 2], rho_step, rho_max),
+    )
     return normals, offsets
 
 
@@ -204,10 +215,14 @@ def ball_peaks_to_planes(
     """As :func:`peaks_to_planes` for ball peaks: indices (..., 2) as (cell, rho) bins."""
     table = host_table(_ball_normal_table(n_phi, n_theta), indices.device)
     missing = indices[..., 0] < 0
-    normals = torch.where(missing.unsqueeze(-1), torch.full_like(table[:1], math.nan),
-                          table[indices[..., 0].clamp(min=0)])
-    offsets = torch.where(missing, torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
-                          _rho_centres(indices[..., 1], rho_step, rho_max))
+    normals = torch.where(
+        missing.unsqueeze(-1), torch.full_like(table[:1], math.nan), table[indices[..., 0].clamp(min=0)]
+    )
+    offsets = torch.where(
+        missing,
+        torch.full(missing.shape, math.nan, dtype=torch.float64, device=indices.device),
+        _rho_centres(indices[..., 1], rho_step, rho_max),
+    )
     return normals, offsets
 
 
@@ -237,8 +252,13 @@ class PlaneFit(NamedTuple):
     inliers: Tensor  # (B, K) int64 points within the threshold of each input plane
 
 
-def plane_refit(points: Tensor, planes: Tensor, threshold: float, lengths: Optional[Tensor] = None,
-                bands: Optional[List[float]] = None) -> PlaneFit:
+def plane_refit(
+    points: Tensor,
+    planes: Tensor,
+    threshold: float,
+    lengths: Optional[Tensor] = None,
+    bands: Optional[List[float]] = None,
+) -> PlaneFit:
     """Least-squares refit of each plane to its inliers (the points :func:`plane_labels` gives it).
 
     The normal is the covariance's smallest-eigenvalue direction, turned to within 90 degrees of
@@ -284,8 +304,16 @@ class PlaneCandidates(NamedTuple):
     votes: Tensor  # (B, k) float32 votes of each peak, descending; 0 where none
 
 
-def plane_detections(acc: Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float, k: int,
-                     radius: int = 1, min_votes: float = 1.0) -> PlaneCandidates:
+def plane_detections(
+    acc: Tensor,
+    n_phi: int,
+    n_theta: int,
+    rho_step: float,
+    rho_max: float,
+    k: int,
+    radius: int = 1,
+    min_votes: float = 1.0,
+) -> PlaneCandidates:
     """The k strongest peaks of a plane accumulator as planes, in one op.
 
     ``acc`` is a :func:`hough_planes` grid (B, n_phi, n_theta, n_rho) or a
@@ -308,8 +336,10 @@ def plane_detections(acc: Tensor, n_phi: int, n_theta: int, rho_step: float, rho
 
 
 def _check_cloud3(points: Tensor, lengths: Optional[Tensor]) -> None:
-    torch._check(points.dim() == 3 and points.shape[2] == 3,
-                 lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}")
+    torch._check(
+        points.dim() == 3 and points.shape[2] == 3,
+        lambda: f"points must have shape (B, N, 3), got {tuple(points.shape)}",
+    )
     check_floating(points, "points")
     check_same_device(lengths, "lengths", points)
 
@@ -348,12 +378,18 @@ def _hough_peaks_fake(acc, radius, periodic, min_votes, k, plane_seam=False):
 
 def _check_plane_fit(points, lengths, planes, threshold):
     _check_cloud3(points, lengths)
-    torch._check(planes.dim() == 3 and planes.shape[0] == points.shape[0] and planes.shape[2] == 4,
-                 lambda: f"planes must have shape (B, K, 4) with B = {points.shape[0]}, got {tuple(planes.shape)}")
+    torch._check(
+        planes.dim() == 3 and planes.shape[0] == points.shape[0] and planes.shape[2] == 4,
+        lambda: f"planes must have shape (B, K, 4) with B = {points.shape[0]}, got {tuple(planes.shape)}",
+    )
     check_floating(planes, "planes")
     check_same_device(planes, "planes", points)
-    torch._check(planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}")
-    torch._check(math.isfinite(threshold) and threshold >= 0, lambda: f"threshold must be finite and >= 0, got {threshold}")
+    torch._check(
+        planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}"
+    )
+    torch._check(
+        math.isfinite(threshold) and threshold >= 0, lambda: f"threshold must be finite and >= 0, got {threshold}"
+    )
 
 
 @torch.library.register_fake("pointops::plane_labels")
@@ -367,27 +403,41 @@ def _plane_refit_fake(points, lengths, planes, threshold, bands=(1.0,)):
     _check_plane_fit(points, lengths, planes, threshold)
     torch._check(len(bands) >= 1, lambda: "bands must have at least one entry, got []")
     for band in bands:
-        torch._check(math.isfinite(band * threshold) and band * threshold >= 0,
-                     lambda: f"bands must make thresholds band * threshold finite and >= 0, got band {band} "
-                             f"with threshold {threshold}")
+        torch._check(
+            math.isfinite(band * threshold) and band * threshold >= 0,
+            lambda: f"bands must make thresholds band * threshold finite and >= 0, got band {band} "
+            f"with threshold {threshold}",
+        )
     return planes.new_empty(planes.shape, dtype=torch.float32), planes.new_empty(planes.shape[:2], dtype=torch.int64)
 
 
 @torch.library.register_fake("pointops::plane_suppress")
 def _plane_suppress_fake(planes, max_angle, max_offset):
-    torch._check(planes.dim() == 3 and planes.shape[2] == 4, lambda: f"planes must have shape (B, K, 4), got {tuple(planes.shape)}")
+    torch._check(
+        planes.dim() == 3 and planes.shape[2] == 4,
+        lambda: f"planes must have shape (B, K, 4), got {tuple(planes.shape)}",
+    )
     check_floating(planes, "planes")
-    torch._check(planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}")
-    torch._check(math.isfinite(max_angle) and max_angle >= 0,
-                 lambda: f"max_angle must be finite and >= 0 (radians), got {max_angle}")
-    torch._check(math.isfinite(max_offset) and max_offset >= 0, lambda: f"max_offset must be finite and >= 0, got {max_offset}")
+    torch._check(
+        planes.shape[1] <= 1024, lambda: f"planes must have at most 1024 rows per cloud (K), got {planes.shape[1]}"
+    )
+    torch._check(
+        math.isfinite(max_angle) and max_angle >= 0,
+        lambda: f"max_angle must be finite and >= 0 (radians), got {max_angle}",
+    )
+    torch._check(
+        math.isfinite(max_offset) and max_offset >= 0, lambda: f"max_offset must be finite and >= 0, got {max_offset}"
+    )
     return planes.new_empty(planes.shape, dtype=torch.float32)
 
 
 @torch.library.register_fake("pointops::plane_detections")
 def _plane_detections_fake(acc, n_phi, n_theta, rho_step, rho_max, k, radius=1, min_votes=1.0):
-    torch._check(acc.dim() in (3, 4), lambda: "acc must be a hough_planes grid (B, n_phi, n_theta, n_rho) or a "
-                 f"hough_planes_ball accumulator (B, n_cells, n_rho), got shape {tuple(acc.shape)}")
+    torch._check(
+        acc.dim() in (3, 4),
+        lambda: "acc must be a hough_planes grid (B, n_phi, n_theta, n_rho) or a "
+        f"hough_planes_ball accumulator (B, n_cells, n_rho), got shape {tuple(acc.shape)}",
+    )
     torch._check(acc.dtype in (torch.int32, torch.float32), lambda: f"acc must be int32 or float32, got {acc.dtype}")
     torch._check(n_phi >= 1 and n_theta >= 1, lambda: f"n_phi and n_theta must be >= 1, got {n_phi}, {n_theta}")
     torch._check(rho_step > 0 and rho_max > 0, lambda: f"rho_step and rho_max must be > 0, got {rho_step}, {rho_max}")
@@ -396,22 +446,46 @@ def _plane_detections_fake(acc, n_phi, n_theta, rho_step, rho_max, k, radius=1, 
     torch._check(list(acc.shape) == expected, lambda: f"acc must have shape {expected}, got {list(acc.shape)}")
     torch._check(k >= 0 and radius >= 0, lambda: f"k and radius must be >= 0, got {k}, {radius}")
     check_output_fits(acc.device, f"k = {k}", (acc.shape[0], k, acc.dim()), 8)
-    return acc.new_empty((acc.shape[0], k, 4), dtype=torch.float32), acc.new_empty((acc.shape[0], k), dtype=torch.float32)
+    return acc.new_empty((acc.shape[0], k, 4), dtype=torch.float32), acc.new_empty(
+        (acc.shape[0], k), dtype=torch.float32
+    )
 
 
 @torch.library.register_fake("pointops::detect_planes")
-def _detect_planes_fake(points, lengths, k, n_phi, n_theta, rho_step, rho_max, distance_threshold, min_inliers,
-                        min_votes=1.0, peak_radius=2, iterations=1, layout="grid"):
-    torch._check(points.dim() == 3 and points.shape[2] >= 3,
-                 lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}")
+def _detect_planes_fake(
+    points,
+    lengths,
+    k,
+    n_phi,
+    n_theta,
+    rho_step,
+    rho_max,
+    distance_threshold,
+    min_inliers,
+    min_votes=1.0,
+    peak_radius=2,
+    iterations=1,
+    layout="grid",
+):
+    torch._check(
+        points.dim() == 3 and points.shape[2] >= 3,
+        lambda: f"points must have shape (B, N, C) with C >= 3, got {tuple(points.shape)}",
+    )
     check_floating(points, "points")
     check_same_device(lengths, "lengths", points)
     torch._check(layout in ("grid", "ball"), lambda: f'layout must be "grid" or "ball", got "{layout}"')
     torch._check(0 <= k <= 1024, lambda: f"k must be in [0, 1024], got {k}")
     torch._check(iterations >= 1, lambda: f"iterations must be >= 1, got {iterations}")
-    torch._check(math.isfinite(distance_threshold) and distance_threshold > 0,
-                 lambda: f"distance_threshold must be finite and > 0, got {distance_threshold}")
-    torch._check(0.0 <= min_inliers <= 1.0, lambda: f"min_inliers must be a share in [0, 1] of the points, got {min_inliers}")
+    torch._check(
+        math.isfinite(distance_threshold) and distance_threshold > 0,
+        lambda: f"distance_threshold must be finite and > 0, got {distance_threshold}",
+    )
+    torch._check(
+        0.0 <= min_inliers <= 1.0, lambda: f"min_inliers must be a share in [0, 1] of the points, got {min_inliers}"
+    )
     batch, n = points.shape[0], points.shape[1]
-    return (points.new_empty((batch, k, 4), dtype=torch.float32), points.new_empty((batch, k), dtype=torch.float32),
-            points.new_empty((batch, n), dtype=torch.int64))
+    return (
+        points.new_empty((batch, k, 4), dtype=torch.float32),
+        points.new_empty((batch, k), dtype=torch.float32),
+        points.new_empty((batch, n), dtype=torch.int64),
+    )

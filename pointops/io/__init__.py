@@ -29,6 +29,7 @@ colours are float32 in [0, 1]; faces are int64 triangles (polygons are split int
 their first vertex). Other per-point fields keep the file's type, widened where torch's support
 for the type is thin: uint16 -> int32, uint32 and uint64 -> int64.
 """
+
 import os
 
 import torch
@@ -60,9 +61,17 @@ __all__ = [
 
 
 _READERS = {
-    ".ply": "read_ply", ".pcd": "read_pcd", ".las": "read_las", ".laz": "read_las",
-    ".off": "read_mesh", ".obj": "read_mesh", ".stl": "read_mesh",
-    ".xyz": "read_xyz", ".pwn": "read_xyz", ".pts": "read_xyz", ".bin": "read_kitti_bin",
+    ".ply": "read_ply",
+    ".pcd": "read_pcd",
+    ".las": "read_las",
+    ".laz": "read_las",
+    ".off": "read_mesh",
+    ".obj": "read_mesh",
+    ".stl": "read_mesh",
+    ".xyz": "read_xyz",
+    ".pwn": "read_xyz",
+    ".pts": "read_xyz",
+    ".bin": "read_kitti_bin",
 }
 
 
@@ -77,8 +86,9 @@ def read(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     if ext not in _READERS:
-        raise ValueError(f"{path}: unknown point-cloud file extension '{ext}'; pointops.io reads "
-                         f"{', '.join(sorted(_READERS))}")
+        raise ValueError(
+            f"{path}: unknown point-cloud file extension '{ext}'; pointops.io reads {', '.join(sorted(_READERS))}"
+        )
     reader = globals()[_READERS[ext]]
     if reader is read_mesh:
         mesh = read_mesh(path, dtype=dtype)

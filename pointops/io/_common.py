@@ -1,5 +1,6 @@
 """What the format modules of pointops.io share: the cloud and mesh types, the error, the optional
 libraries, column conversions and the bounded reader of text headers (PLY, PCD)."""
+
 import errno
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -153,7 +154,8 @@ def _as_cloud(cloud: Union[PointCloud, Tensor], function: str) -> PointCloud:
     points = cloud.points
     if points.dim() != 2 or points.shape[1] != 3 or not points.is_floating_point():
         raise ValueError(
-            f"{function}: points must be a floating (N, 3) tensor, got {tuple(points.shape)} {points.dtype}")
+            f"{function}: points must be a floating (N, 3) tensor, got {tuple(points.shape)} {points.dtype}"
+        )
     n = points.shape[0]
     for name in ("normals", "colors"):
         value = getattr(cloud, name)
@@ -168,10 +170,13 @@ def _as_cloud(cloud: Union[PointCloud, Tensor], function: str) -> PointCloud:
         faces = cloud.faces
         if faces.dim() != 2 or faces.shape[1] != 3 or faces.is_floating_point():
             raise ValueError(
-                f"{function}: faces must be an integer (F, 3) tensor, got {tuple(faces.shape)} {faces.dtype}")
+                f"{function}: faces must be an integer (F, 3) tensor, got {tuple(faces.shape)} {faces.dtype}"
+            )
         if faces.numel() and (int(faces.min()) < 0 or int(faces.max()) >= n):
-            raise ValueError(f"{function}: faces must index points in [0, {n}), got values in "
-                             f"[{int(faces.min())}, {int(faces.max())}]")
+            raise ValueError(
+                f"{function}: faces must index points in [0, {n}), got values in "
+                f"[{int(faces.min())}, {int(faces.max())}]"
+            )
     return cloud
 
 
@@ -215,8 +220,9 @@ def _fan_triangles(path: str, polygons: np.ndarray) -> np.ndarray:
     return np.stack([flat[first], flat[first + step + 1], flat[first + step + 2]], 1)
 
 
-def text_header(path: str, stream, fmt: str, last: str, max_bytes: int, max_lines: Optional[int] = None,
-                strict: bool = True) -> Tuple[List[str], int]:
+def text_header(
+    path: str, stream, fmt: str, last: str, max_bytes: int, max_lines: Optional[int] = None, strict: bool = True
+) -> Tuple[List[str], int]:
     """The text header at the start of ``stream`` (PLY, PCD): its lines, stripped, with blank and
     ``#`` comment lines left out, up to and including the first whose first word is ``last`` (any
     case), and the offset of the byte after that line; offset -1 when the file ends first (the
@@ -226,8 +232,9 @@ def text_header(path: str, stream, fmt: str, last: str, max_bytes: int, max_line
     lines: List[str] = []
     while max_lines is None or len(lines) < max_lines:
         if stream.tell() >= max_bytes:
-            raise FileFormatError(path, f"the {fmt} header has no {last} line within its first {max_bytes} bytes "
-                                        f"(header size limit)")
+            raise FileFormatError(
+                path, f"the {fmt} header has no {last} line within its first {max_bytes} bytes (header size limit)"
+            )
         raw = stream.readline(max_bytes - stream.tell() + 1)
         if not raw:
             return lines, -1
@@ -240,5 +247,7 @@ def text_header(path: str, stream, fmt: str, last: str, max_bytes: int, max_line
         lines.append(line)
         if line.split()[0].lower() == last.lower():
             return lines, stream.tell()
-    raise FileFormatError(path, f"the {fmt} header has no {last} line within its first {max_lines} keyword lines "
-                                f"(comment lines do not count)")
+    raise FileFormatError(
+        path,
+        f"the {fmt} header has no {last} line within its first {max_lines} keyword lines (comment lines do not count)",
+    )

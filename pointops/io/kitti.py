@@ -1,4 +1,5 @@
 """KITTI velodyne scans (.bin, float32 x y z reflectance records): read_kitti_bin, write_kitti_bin."""
+
 import os
 from typing import Union
 
@@ -7,6 +8,7 @@ import torch
 from torch import Tensor
 
 from ._common import FileFormatError, PathLike, PointCloud, _as_cloud, _existing_file, _float_dtype, _numpy
+
 
 def read_kitti_bin(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
     """Read a KITTI velodyne scan: little-endian float32 records ``x y z reflectance``.
@@ -20,8 +22,14 @@ def read_kitti_bin(path: PathLike, dtype: torch.dtype = torch.float32) -> PointC
     if size % 16:
         raise FileFormatError(path, f"{size} bytes is not a whole number of 16-byte (4 x float32) KITTI records")
     scan = np.fromfile(path, dtype="<f4").reshape(-1, 4)
-    return PointCloud(torch.from_numpy(scan[:, :3].astype(np_dtype)), None, None,
-                      torch.from_numpy(scan[:, 3].astype(np_dtype)), None, {})
+    return PointCloud(
+        torch.from_numpy(scan[:, :3].astype(np_dtype)),
+        None,
+        None,
+        torch.from_numpy(scan[:, 3].astype(np_dtype)),
+        None,
+        {},
+    )
 
 
 def write_kitti_bin(path: PathLike, cloud: Union[PointCloud, Tensor]) -> None:

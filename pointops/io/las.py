@@ -1,12 +1,23 @@
 """LAS / LAZ files (laspy, lazrs): read_las."""
+
 import os
 from typing import Sequence, Union
 
 import numpy as np
 import torch
 
-from ._common import (FileFormatError, PathLike, PointCloud, _column, _existing_file, _float_dtype, _library,
-                      _missing_library, _tensor, _unit_colors)
+from ._common import (
+    FileFormatError,
+    PathLike,
+    PointCloud,
+    _column,
+    _existing_file,
+    _float_dtype,
+    _library,
+    _missing_library,
+    _tensor,
+    _unit_colors,
+)
 
 # float32 may hold a coordinate this many float32 steps coarser than it would hold the cloud's
 # extent before the read is refused (see read_las).
@@ -26,10 +37,13 @@ def _las_check_size(laspy, path: str) -> None:
     record = header.point_format.size
     have = os.path.getsize(path) - header.offset_to_point_data
     if header.point_count * record > have:
-        raise FileFormatError(path, f"the LAS header declares {header.point_count} points (point count field: "
-                                    f"{header.point_count * record} bytes of {record}-byte records) but the file holds "
-                                    f"{max(have, 0) // record} records ({have} bytes) after offset_to_point_data "
-                                    f"{header.offset_to_point_data}")
+        raise FileFormatError(
+            path,
+            f"the LAS header declares {header.point_count} points (point count field: "
+            f"{header.point_count * record} bytes of {record}-byte records) but the file holds "
+            f"{max(have, 0) // record} records ({have} bytes) after offset_to_point_data "
+            f"{header.offset_to_point_data}",
+        )
 
 
 def read_las(
@@ -79,10 +93,13 @@ def read_las(
         if extra >= record:
             raise FileFormatError(
                 path,
-                f"the LAS header declares {n} points but {extra} more bytes ({extra // record} records) follow them")
+                f"the LAS header declares {n} points but {extra} more bytes ({extra // record} records) follow them",
+            )
 
-    xyz = np.stack([np.asarray(las.x, dtype=np.float64), np.asarray(las.y, dtype=np.float64),
-                    np.asarray(las.z, dtype=np.float64)], 1)
+    xyz = np.stack(
+        [np.asarray(las.x, dtype=np.float64), np.asarray(las.y, dtype=np.float64), np.asarray(las.z, dtype=np.float64)],
+        1,
+    )
     if origin is not None:
         if isinstance(origin, str) and origin != "header":
             raise ValueError(f'read_las: origin must be None, "header" or 3 numbers, got "{origin}"')
@@ -96,16 +113,18 @@ def read_las(
             reach = np.abs(finite).max(0).astype(np.float32)
             extent = (finite.max(0) - finite.min(0)).astype(np.float32)
             step = np.spacing(reach)
-            allowed = np.maximum(np.asarray(header.scales, dtype=np.float64),
-                                 np.spacing(extent).astype(np.float64) * 2**_LAS_SLACK_BITS)
+            allowed = np.maximum(
+                np.asarray(header.scales, dtype=np.float64), np.spacing(extent).astype(np.float64) * 2**_LAS_SLACK_BITS
+            )
             lossy = np.nonzero(step > allowed)[0]
             if len(lossy):
                 a = int(lossy[0])
                 raise ValueError(
                     f"{path}: float32 would round {'xyz'[a]} (up to {float(reach[a]):.6g} from the origin, over an "
                     f"extent of {float(extent[a]):.6g}) to steps of {float(step[a]):.3g}, coarser than the file's "
-                    f"scale {header.scales[a]:.3g}; read with dtype=torch.float64, or with origin=\"header\" or "
-                    f"origin=(x, y, z) near the points")
+                    f'scale {header.scales[a]:.3g}; read with dtype=torch.float64, or with origin="header" or '
+                    f"origin=(x, y, z) near the points"
+                )
     points = torch.from_numpy(xyz.astype(np_dtype))
     names = list(las.point_format.dimension_names)
     used = {"X", "Y", "Z"}

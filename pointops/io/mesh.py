@@ -1,4 +1,5 @@
 """OFF / OBJ / STL meshes (trimesh): read_mesh."""
+
 import os
 import warnings
 from typing import Tuple
@@ -33,7 +34,8 @@ def _off_counts_check(path: str, raw: bytes, n_vertices: int) -> None:
     if len(data) != nv + nf:
         raise FileFormatError(
             path,
-            f"the OFF header declares {nv} vertices and {nf} faces ({nv + nf} lines) but {len(data)} data lines follow")
+            f"the OFF header declares {nv} vertices and {nf} faces ({nv + nf} lines) but {len(data)} data lines follow",
+        )
     if n_vertices != nv:
         raise FileFormatError(path, f"the OFF header declares {nv} vertices but {n_vertices} were read")
 
@@ -58,8 +60,11 @@ def _obj_lines(path: str, raw: bytes) -> Tuple[int, int]:
                 raise FileFormatError(path, f"line {number}: a face with {len(tokens) - 1} corners")
             for corner in tokens[1:]:
                 if corner.split(b"/", 1)[0] in (b"0", b"-0", b"+0"):
-                    raise FileFormatError(path, f"line {number}: face vertex index 0 ('{corner.decode(errors='replace')}'); "
-                                                f"OBJ indices start at 1 (negative ones count from the end)")
+                    raise FileFormatError(
+                        path,
+                        f"line {number}: face vertex index 0 ('{corner.decode(errors='replace')}'); "
+                        f"OBJ indices start at 1 (negative ones count from the end)",
+                    )
             triangles += len(tokens) - 3
     return vertices, triangles
 
@@ -75,13 +80,18 @@ def _stl_expected_faces(path: str, raw: bytes) -> int:
         ends = text.count(b"endfacet")
         facets = text.count(b"facet") - ends
         if b"endsolid" not in text or facets != ends:
-            raise FileFormatError(path, f"ascii STL is truncated ({facets} facets opened, {ends} closed, "
-                                        f"{'an' if b'endsolid' in text else 'no'} endsolid line)")
+            raise FileFormatError(
+                path,
+                f"ascii STL is truncated ({facets} facets opened, {ends} closed, "
+                f"{'an' if b'endsolid' in text else 'no'} endsolid line)",
+            )
         return facets
     count = int(np.frombuffer(raw[80:84], "<u4")[0]) if len(raw) >= 84 else 0
     raise FileFormatError(
-        path, f"neither an ascii STL (no 'solid' line) nor a binary STL: {len(raw)} bytes where a header "
-              f"declaring {count} triangles needs {84 + 50 * count}")
+        path,
+        f"neither an ascii STL (no 'solid' line) nor a binary STL: {len(raw)} bytes where a header "
+        f"declaring {count} triangles needs {84 + 50 * count}",
+    )
 
 
 def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
@@ -137,13 +147,19 @@ def read_mesh(path: PathLike, dtype: torch.dtype = torch.float32) -> Mesh:
     if faces.size == 0:
         faces = faces.reshape(0, 3)
     if vertices.ndim != 2 or vertices.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3:
-        raise FileFormatError(path, f"trimesh read vertices of shape {vertices.shape} and faces of shape "
-                                    f"{faces.shape}; a triangle mesh has (V, 3) and (F, 3)")
+        raise FileFormatError(
+            path,
+            f"trimesh read vertices of shape {vertices.shape} and faces of shape "
+            f"{faces.shape}; a triangle mesh has (V, 3) and (F, 3)",
+        )
     if ext == ".off":
         _off_counts_check(path, raw, len(vertices))
     if obj_counts is not None and obj_counts != (len(vertices), len(faces)):
-        raise FileFormatError(path, f"the file has {obj_counts[0]} vertex lines and faces making {obj_counts[1]} "
-                                    f"triangles, but trimesh read {len(vertices)} vertices and {len(faces)} triangles")
+        raise FileFormatError(
+            path,
+            f"the file has {obj_counts[0]} vertex lines and faces making {obj_counts[1]} "
+            f"triangles, but trimesh read {len(vertices)} vertices and {len(faces)} triangles",
+        )
     if expected_faces is not None and len(faces) != expected_faces:
         raise FileFormatError(path, f"the STL file holds {expected_faces} triangles but {len(faces)} were read")
     _check_faces(path, faces, len(vertices))

@@ -1,4 +1,5 @@
 """PCD files (pypcd4; the ascii body read here): read_pcd, write_pcd."""
+
 import os
 import warnings
 from typing import Dict, List, Tuple, Union
@@ -7,12 +8,36 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._common import (FileFormatError, PathLike, PointCloud, _as_cloud, _colors_to_u8, _column, _existing_file,
-                      _fields_dict, _float_dtype, _library, _numpy, _stack_columns, _tensor, text_header)
+from ._common import (
+    FileFormatError,
+    PathLike,
+    PointCloud,
+    _as_cloud,
+    _colors_to_u8,
+    _column,
+    _existing_file,
+    _fields_dict,
+    _float_dtype,
+    _library,
+    _numpy,
+    _stack_columns,
+    _tensor,
+    text_header,
+)
 
 _PCD_REQUIRED = ("FIELDS", "SIZE", "TYPE", "COUNT", "WIDTH", "POINTS", "DATA")
-_PCD_TYPES = {("F", 4): "f4", ("F", 8): "f8", ("U", 1): "u1", ("U", 2): "u2", ("U", 4): "u4", ("U", 8): "u8",
-              ("I", 1): "i1", ("I", 2): "i2", ("I", 4): "i4", ("I", 8): "i8"}
+_PCD_TYPES = {
+    ("F", 4): "f4",
+    ("F", 8): "f8",
+    ("U", 1): "u1",
+    ("U", 2): "u2",
+    ("U", 4): "u4",
+    ("U", 8): "u8",
+    ("I", 1): "i1",
+    ("I", 2): "i2",
+    ("I", 4): "i4",
+    ("I", 8): "i8",
+}
 _PCD_NORMALS = ("normal_x", "normal_y", "normal_z")
 # The header's keyword lines (comment lines do not count) and its bytes: a PCD header is about a
 # dozen short lines, a longer one is not a PCD header (and is never read whole).
@@ -50,7 +75,8 @@ def _pcd_layout(path: str, values: Dict[str, List[str]]) -> Tuple[List[str], Lis
         height = int(values["HEIGHT"][0]) if "HEIGHT" in values else 1
     except (ValueError, IndexError):
         raise FileFormatError(
-            path, "PCD header has a SIZE, COUNT, WIDTH, HEIGHT or POINTS value that is not an integer") from None
+            path, "PCD header has a SIZE, COUNT, WIDTH, HEIGHT or POINTS value that is not an integer"
+        ) from None
     types = []
     for name, t, s in zip(fields, values["TYPE"], sizes):
         if (t.upper(), s) not in _PCD_TYPES:
@@ -91,8 +117,9 @@ def _pcd_check_size(path: str, fields, counts, points: int, record: int, data: s
         need = -(-record * points // _LZF_MAX_RATIO)
         what = f"{record * points} bytes of {record}-byte records, at least {need} compressed"
     if need > have:
-        raise FileFormatError(path, f"PCD header's {described} make {what}, but the file holds {have} bytes after "
-                                    f"its header")
+        raise FileFormatError(
+            path, f"PCD header's {described} make {what}, but the file holds {have} bytes after its header"
+        )
 
 
 def _pcd_ascii_columns(path: str, stream, fields, counts, types, points) -> List[np.ndarray]:
@@ -167,8 +194,10 @@ def read_pcd(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
                 have = size - start
                 if have != points * record:
                     raise FileFormatError(
-                        path, f"PCD header declares POINTS {points} ({points * record} bytes of {record}-byte records) "
-                              f"but the file holds {have} bytes of data")
+                        path,
+                        f"PCD header declares POINTS {points} ({points * record} bytes of {record}-byte records) "
+                        f"but the file holds {have} bytes of data",
+                    )
             elif points > 0:
                 sizes = stream.read(8)
                 if len(sizes) < 8:
@@ -176,23 +205,34 @@ def read_pcd(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
                 packed, unpacked = (int(v) for v in np.frombuffer(sizes, "<u4"))
                 if unpacked != points * record:
                     raise FileFormatError(
-                        path, f"PCD header declares POINTS {points} ({points * record} bytes) but the compressed "
-                              f"block says it unpacks to {unpacked} bytes")
+                        path,
+                        f"PCD header declares POINTS {points} ({points * record} bytes) but the compressed "
+                        f"block says it unpacks to {unpacked} bytes",
+                    )
                 if size - start - 8 != packed:
                     raise FileFormatError(
-                        path, f"binary_compressed PCD block says {packed} compressed bytes but the file holds "
-                              f"{size - start - 8}")
+                        path,
+                        f"binary_compressed PCD block says {packed} compressed bytes but the file holds "
+                        f"{size - start - 8}",
+                    )
             stream.seek(0)
             try:
                 cloud = pypcd4.PointCloud.from_fileobj(stream)
             except Exception as e:  # pydantic, lzf and numpy errors: all mean a malformed file
                 raise FileFormatError(path, f"malformed PCD file: {type(e).__name__}: {e}") from e
             meta = cloud.metadata  # pypcd4 parses the header with its own rules: they must agree with ours
-            if (len(meta.fields) != len(fields) or list(meta.count) != counts or meta.points != points
-                    or any(a != b for a, b in zip(meta.fields, fields) if b != "_")):
-                raise FileFormatError(path, f"malformed PCD header: pypcd4 reads FIELDS {list(meta.fields)} COUNT "
-                                            f"{list(meta.count)} POINTS {meta.points} where the header lines say "
-                                            f"{fields} {counts} {points}")
+            if (
+                len(meta.fields) != len(fields)
+                or list(meta.count) != counts
+                or meta.points != points
+                or any(a != b for a, b in zip(meta.fields, fields) if b != "_")
+            ):
+                raise FileFormatError(
+                    path,
+                    f"malformed PCD header: pypcd4 reads FIELDS {list(meta.fields)} COUNT "
+                    f"{list(meta.count)} POINTS {meta.points} where the header lines say "
+                    f"{fields} {counts} {points}",
+                )
             table = np.atleast_1d(cloud.pc_data)
             if table.shape[0] != points:
                 raise FileFormatError(path, f"PCD header declares POINTS {points} but the data holds {table.shape[0]}")
@@ -277,10 +317,16 @@ def write_pcd(path: PathLike, cloud: Union[PointCloud, Tensor], encoding: str = 
     expanded = [t for t, c in zip(types, counts) for _ in range(c)]
     # Built from its parts: pypcd4's from_points cannot take COUNT > 1 fields (descriptors).
     codes = {v: k for k, v in _PCD_TYPES.items()}
-    metadata = pypcd4.MetaData.model_validate({
-        "fields": names, "size": [t.itemsize for t in types], "type": [codes[t.str[1:]][0] for t in types],
-        "count": counts, "width": points.shape[0], "points": points.shape[0],
-    })
+    metadata = pypcd4.MetaData.model_validate(
+        {
+            "fields": names,
+            "size": [t.itemsize for t in types],
+            "type": [codes[t.str[1:]][0] for t in types],
+            "count": counts,
+            "width": points.shape[0],
+            "points": points.shape[0],
+        }
+    )
     table = np.empty(points.shape[0], dtype=metadata.build_dtype())
     for name, a in zip(table.dtype.names, arrays):
         table[name] = a
@@ -296,8 +342,10 @@ def write_pcd(path: PathLike, cloud: Union[PointCloud, Tensor], encoding: str = 
             fmts.append("%.9g" if t.itemsize == 4 else "%.17g")
         else:
             fmts.append("%d" if t.kind == "i" else "%u")
-    body = [a.view(np.uint32).astype(np.uint64) if n == "rgb" else a
-            for a, n in zip(arrays, [n for n, c in zip(names, counts) for _ in range(c)])]
+    body = [
+        a.view(np.uint32).astype(np.uint64) if n == "rgb" else a
+        for a, n in zip(arrays, [n for n, c in zip(names, counts) for _ in range(c)])
+    ]
     with open(path, "wb") as f:
         f.write(pcd.metadata.compose_header(data=pypcd4.Encoding.ASCII).encode("ascii"))
         if points.shape[0]:

@@ -1,4 +1,5 @@
 """PLY files (plyfile): read_ply, write_ply."""
+
 import os
 from io import BytesIO
 from typing import List, Tuple, Union
@@ -7,9 +8,25 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._common import (FileFormatError, PathLike, PointCloud, _as_cloud, _check_faces, _colors_to_u8, _column,
-                      _existing_file, _fan_triangles, _fields_dict, _float_dtype, _library, _numpy, _stack_columns,
-                      _tensor, _unit_colors, text_header)
+from ._common import (
+    FileFormatError,
+    PathLike,
+    PointCloud,
+    _as_cloud,
+    _check_faces,
+    _colors_to_u8,
+    _column,
+    _existing_file,
+    _fan_triangles,
+    _fields_dict,
+    _float_dtype,
+    _library,
+    _numpy,
+    _stack_columns,
+    _tensor,
+    _unit_colors,
+    text_header,
+)
 
 _PLY_COLORS = (("red", "green", "blue"), ("r", "g", "b"), ("diffuse_red", "diffuse_green", "diffuse_blue"))
 _PLY_INTENSITY = ("intensity", "scalar_intensity")
@@ -19,8 +36,24 @@ _PLY_FACE_LISTS = ("vertex_indices", "vertex_index")
 # A PLY header is a few dozen short lines; one that runs past this without end_header is not a PLY
 # header (plyfile would parse a 200 MB header line for minutes).
 _PLY_MAX_HEADER_BYTES = 1 << 20
-_PLY_SIZES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
-              "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+_PLY_SIZES = {
+    "char": 1,
+    "int8": 1,
+    "uchar": 1,
+    "uint8": 1,
+    "short": 2,
+    "int16": 2,
+    "ushort": 2,
+    "uint16": 2,
+    "int": 4,
+    "int32": 4,
+    "uint": 4,
+    "uint32": 4,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+}
 
 
 def _ply_check_header(path: str, stream) -> int:
@@ -53,8 +86,11 @@ def _ply_check_header(path: str, stream) -> int:
     need = sum(count * max(least, 1) for _, count, least in elements if count > 0)
     if need > have + 1:
         listed = ", ".join(f"element {name} {count}" for name, count, _ in elements)
-        raise FileFormatError(path, f"the PLY header declares {listed}: at least {need} bytes of data, but the file "
-                                    f"holds {have} bytes after its header")
+        raise FileFormatError(
+            path,
+            f"the PLY header declares {listed}: at least {need} bytes of data, but the file "
+            f"holds {have} bytes after its header",
+        )
     return end
 
 
@@ -115,11 +151,14 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
         rows = sum(1 for line in raw[header_end:].splitlines() if line.strip())
         if rows != sum(declared.values()):
             raise FileFormatError(
-                path, f"the header declares {sum(declared.values())} data rows ({declared}) but the file has {rows}")
+                path, f"the header declares {sum(declared.values())} data rows ({declared}) but the file has {rows}"
+            )
     elif end != size and not (size - end <= 2 and _trailing_newline(path, end)):
         raise FileFormatError(
-            path, f"{size - end} bytes follow the data that the header declares ({declared}); "
-                  f"the element counts in the header are wrong")
+            path,
+            f"{size - end} bytes follow the data that the header declares ({declared}); "
+            f"the element counts in the header are wrong",
+        )
 
     if "vertex" not in ply:
         raise FileFormatError(path, "no 'vertex' element")
@@ -155,8 +194,11 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
         if column.dtype == object:  # a list property: keep it when every list has one length
             lengths = {len(v) for v in column}
             if len(lengths) > 1:
-                raise FileFormatError(path, f"vertex list property '{name}' has lists of lengths {sorted(lengths)}; "
-                                            "only lists of one length can become an (N, C) field")
+                raise FileFormatError(
+                    path,
+                    f"vertex list property '{name}' has lists of lengths {sorted(lengths)}; "
+                    "only lists of one length can become an (N, C) field",
+                )
             column = np.stack(list(column)) if len(column) else np.zeros((0, lengths.pop() if lengths else 0))
         fields[name] = _tensor(column)
 
@@ -173,8 +215,14 @@ def read_ply(path: PathLike, dtype: torch.dtype = torch.float32) -> PointCloud:
 
 
 _PLY_TYPES = {
-    np.dtype(np.int8): "i1", np.dtype(np.uint8): "u1", np.dtype(np.int16): "i2", np.dtype(np.uint16): "u2",
-    np.dtype(np.int32): "i4", np.dtype(np.uint32): "u4", np.dtype(np.float32): "f4", np.dtype(np.float64): "f8",
+    np.dtype(np.int8): "i1",
+    np.dtype(np.uint8): "u1",
+    np.dtype(np.int16): "i2",
+    np.dtype(np.uint16): "u2",
+    np.dtype(np.int32): "i4",
+    np.dtype(np.uint32): "u4",
+    np.dtype(np.float32): "f4",
+    np.dtype(np.float64): "f8",
 }
 
 
@@ -184,7 +232,8 @@ def _ply_type(path: str, name: str, array: np.ndarray) -> str:
     if array.dtype == np.int64:  # PLY has no 64-bit integers: store as int32 when the values fit
         if array.size and (array.min() < -(2**31) or array.max() >= 2**31):
             raise ValueError(
-                f"write_ply {path}: field '{name}' holds int64 values outside int32, which PLY cannot store")
+                f"write_ply {path}: field '{name}' holds int64 values outside int32, which PLY cannot store"
+            )
         return "i4"
     if array.dtype not in _PLY_TYPES:
         raise ValueError(f"write_ply {path}: field '{name}' has dtype {array.dtype}, which PLY cannot store")

@@ -1,4 +1,5 @@
 """XYZ / PWN / PTS text, hand-written (one numpy call, with the checks no maintained library makes): read_xyz."""
+
 import os
 import warnings
 from typing import Optional, Sequence, Tuple
@@ -37,6 +38,8 @@ def _longest_line(path: str) -> Tuple[int, int]:
             if longest > _XYZ_MAX_LINE_BYTES:
                 break
     return longest, number
+
+
 _PTS_DEFAULT_COLUMNS = {3: "x y z", 4: "x y z intensity", 6: "x y z r g b", 7: "x y z intensity r g b"}
 
 
@@ -59,8 +62,11 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
     ext = os.path.splitext(path)[1].lower()
     longest, number = _longest_line(path)
     if longest > _XYZ_MAX_LINE_BYTES:
-        raise FileFormatError(path, f"line {number} is longer than {_XYZ_MAX_LINE_BYTES} bytes (line size limit); a "
-                                    f"text cloud holds one point, a few numbers, a line")
+        raise FileFormatError(
+            path,
+            f"line {number} is longer than {_XYZ_MAX_LINE_BYTES} bytes (line size limit); a "
+            f"text cloud holds one point, a few numbers, a line",
+        )
     declared = None
     skip = 0
     with open(path, "rb") as f:
@@ -85,8 +91,9 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
     if columns is None:
         table_of = _PTS_DEFAULT_COLUMNS if ext == ".pts" else _XYZ_DEFAULT_COLUMNS
         if n_cols not in table_of:
-            raise FileFormatError(path, f"{n_cols} columns per row; pass columns=[...] to name them "
-                                        f"(known layouts: {table_of})")
+            raise FileFormatError(
+                path, f"{n_cols} columns per row; pass columns=[...] to name them (known layouts: {table_of})"
+            )
         columns = table_of[n_cols].split()
     columns = list(columns)
     if len(columns) != n_cols:
@@ -106,9 +113,12 @@ def read_xyz(path: PathLike, columns: Optional[Sequence[str]] = None, dtype: tor
         bad = ~((rgb >= 0) & (rgb <= 255))
         if bad.any():
             row, channel = (int(v) for v in np.argwhere(bad)[0])
-            raise FileFormatError(path, f"colour column '{'rgb'[channel]}' holds {rgb[row, channel]:g} in data row "
-                                        f"{row + 1}; r g b are 0-255 values ({int(bad.any(1).sum())} rows out of "
-                                        f"range)")
+            raise FileFormatError(
+                path,
+                f"colour column '{'rgb'[channel]}' holds {rgb[row, channel]:g} in data row "
+                f"{row + 1}; r g b are 0-255 values ({int(bad.any(1).sum())} rows out of "
+                f"range)",
+            )
         colors = torch.from_numpy(rgb.astype(np.float32) / np.float32(255.0))
     intensity = torch.from_numpy(col.pop("intensity").astype(np_dtype)) if "intensity" in col else None
     fields = {name: torch.from_numpy(values.astype(np_dtype)) for name, values in col.items()}

@@ -27,6 +27,7 @@ device, and ``match`` reads nothing back to the host: the downsampled scene has 
 (``max_scene_points``), the visibility test's range image a fixed size (``range_image_cells``),
 so at fixed input sizes a whole match can be captured in one CUDA graph.
 """
+
 import math
 from typing import Dict, NamedTuple, Optional, Tuple, Union
 
@@ -65,6 +66,7 @@ _stage = torch.profiler.record_function
 
 # ---- geometry: the geometry family's ops, composed for PPF --------------------------------------
 
+
 def _as_batch(points: Tensor) -> Tensor:
     return points[None] if points.dim() == 2 else points
 
@@ -75,8 +77,9 @@ def _lengths(points: Tensor, lengths: Optional[Tensor]) -> Tensor:
     return lengths.clamp(0, points.shape[1])
 
 
-def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float,
-               capacity: Optional[int] = None) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+def downsample(
+    points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel: float, capacity: Optional[int] = None
+) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """``geometry.voxel_downsample`` at one voxel size, normals averaged per voxel (then made unit;
     zero where they cancel). The op keeps the input's capacity N; the result has min(capacity,
     N) rows with no host sync: a cloud of more voxels keeps that many, evenly spread over the
@@ -99,8 +102,9 @@ def downsample(points: Tensor, normals: Optional[Tensor], lengths: Tensor, voxel
     return pts, nrm / nrm.norm(dim=-1, keepdim=True).clamp(min=1e-12), kept
 
 
-def nearest_neighbors(queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None
-                      ) -> Tuple[Tensor, Tensor]:
+def nearest_neighbors(
+    queries: Tensor, points: Tensor, lengths: Tensor, max_distance: Optional[float] = None
+) -> Tuple[Tensor, Tensor]:
     """Distance (B, Q) from each query (B, Q, 3) to the nearest of the first lengths[b] points of
     cloud b and its index (B, Q) (``geometry.knn``, k = 1); inf and -1 for an empty cloud or none
     within ``max_distance`` (the search stops there: a wrong pose's points in free space would
@@ -117,9 +121,17 @@ _MAX_STEP_ANGLE = 0.5
 _MAX_STEP_SHIFT = 3.0
 
 
-def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-                 scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, iterations: int,
-                 max_distance: float) -> Tensor:
+def refine_poses(
+    model_points: Tensor,
+    model_normals: Tensor,
+    model_lengths: Tensor,
+    scene_points: Tensor,
+    scene_normals: Tensor,
+    scene_lengths: Tensor,
+    poses: Tensor,
+    iterations: int,
+    max_distance: float,
+) -> Tensor:
     """Point-to-plane ICP of every hypothesis ``poses[b, h]`` (B, H, 4, 4) of model b into scene b
     at once: ``iterations`` steps with correspondences within 3 ``max_distance`` (a wide capture
     range), then ``iterations`` more within ``max_distance``, each stage one call of the
@@ -132,10 +144,23 @@ def refine_poses(model_points: Tensor, model_normals: Tensor, model_lengths: Ten
     stops for the stage. Non-finite poses come back unchanged."""
     for reach in (3.0, 1.0):
         distance = max_distance * reach
-        poses = icp(model_points, scene_points, distance, model_lengths, scene_lengths, poses, scene_normals,
-                    "point_to_plane", iterations, source_normals=model_normals, max_normal_angle=_NORMAL_ANGLE,
-                    viewpoint=[0.0, 0.0, 0.0], centered=True, max_step_angle=_MAX_STEP_ANGLE,
-                    max_step_translation=_MAX_STEP_SHIFT * distance).poses
+        poses = icp(
+            model_points,
+            scene_points,
+            distance,
+            model_lengths,
+            scene_lengths,
+            poses,
+            scene_normals,
+            "point_to_plane",
+            iterations,
+            source_normals=model_normals,
+            max_normal_angle=_NORMAL_ANGLE,
+            viewpoint=[0.0, 0.0, 0.0],
+            centered=True,
+            max_step_angle=_MAX_STEP_ANGLE,
+            max_step_translation=_MAX_STEP_SHIFT * distance,
+        ).poses
     return poses
 
 
@@ -177,8 +202,11 @@ def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = No
     scenes, n = p.shape[:2]
     size = cells * cells
     if n == 0:
-        return RangeImage(torch.full((scenes, size), float("inf"), device=p.device),
-                          torch.full((scenes,), float("nan"), device=p.device), cells)
+        return RangeImage(
+            torch.full((scenes, size), float("inf"), device=p.device),
+            torch.full((scenes,), float("nan"), device=p.device),
+            cells,
+        )
     valid = torch.isfinite(p).all(-1)
     if lengths is not None:
         valid = valid & (torch.arange(n, device=p.device)[None, :] < lengths[:, None])
@@ -188,16 +216,18 @@ def range_image(points: Tensor, cell_size: float, lengths: Optional[Tensor] = No
     flat, inside = _image_cells(azimuth, elevation, cell[:, None], cells)
     inside = inside & valid
     # every point outside the image lands in one spare cell past the last scene's
-    target = torch.where(inside, flat + torch.arange(scenes, device=p.device)[:, None] * size,
-                         torch.full_like(flat, scenes * size))
+    target = torch.where(
+        inside, flat + torch.arange(scenes, device=p.device)[:, None] * size, torch.full_like(flat, scenes * size)
+    )
     image = torch.full((scenes * size + 1,), float("inf"), device=p.device)
     seen = torch.where(inside, ranges, torch.full_like(ranges, float("inf")))
     image.scatter_reduce_(0, target.reshape(-1), seen.reshape(-1), reduce="amin")
     return RangeImage(image[: scenes * size].view(scenes, size), cell, cells)
 
 
-def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: Tensor,
-                scene_index: Optional[Tensor] = None) -> Tensor:
+def see_through(
+    image: RangeImage, points: Tensor, normals: Tensor, margin: Tensor, scene_index: Optional[Tensor] = None
+) -> Tensor:
     """(B, ...) bool: model points (B, ..., 3) facing the sensor where the sensor saw a surface
     more than ``margin[b]`` behind them, i.e. through where the model would be (free-space
     violations of a wrong pose; points hidden behind the scene, or outside the image, are not
@@ -216,6 +246,7 @@ def see_through(image: RangeImage, points: Tensor, normals: Tensor, margin: Tens
 
 # ---- the matcher --------------------------------------------------------------------------------
 
+
 def distinct_places(poses: Tensor, scores: Tensor, radius: Tensor) -> Tensor:
     """(B, H) ``scores`` with -1 for every hypothesis (B, H, 4, 4) whose translation lies within
     ``radius[b]`` of a better-scored one's (ties to the lower index) that keeps its score: two
@@ -227,7 +258,7 @@ def distinct_places(poses: Tensor, scores: Tensor, radius: Tensor) -> Tensor:
     ranked = scores.gather(1, order)
     kept = ranked >= 0
     for h in range(1, scores.shape[1]):
-        near = ((t[:, :h] - t[:, h:h + 1]).norm(dim=-1) <= radius[:, None]) & kept[:, :h]
+        near = ((t[:, :h] - t[:, h : h + 1]).norm(dim=-1) <= radius[:, None]) & kept[:, :h]
         kept[:, h] &= ~near.any(1)
     return scores.scatter(1, order, torch.where(kept, ranked, torch.full_like(ranked, -1.0)))
 
@@ -265,9 +296,16 @@ class PPFMatcher:
         **config: explicit values of the preset's options, which override it.
     """
 
-    def __init__(self, model_points: Tensor, model_normals: Optional[Tensor] = None,
-                 model_lengths: Optional[Tensor] = None, preset: str = "default", max_scene_points: int = 16384,
-                 range_image_cells: int = 1024, **config):
+    def __init__(
+        self,
+        model_points: Tensor,
+        model_normals: Optional[Tensor] = None,
+        model_lengths: Optional[Tensor] = None,
+        preset: str = "default",
+        max_scene_points: int = 16384,
+        range_image_cells: int = 1024,
+        **config,
+    ):
         check_tensor(model_points, "model_points", "(N, 3) or (M, N, 3)")
         check_optional_tensor(model_normals, "model_normals", "(N, 3) or (M, N, 3)")
         if max_scene_points < 1:
@@ -287,18 +325,30 @@ class PPFMatcher:
         self.center = (box.low + box.high) / 2  # (M, 3); 0 for an empty model (its box is 0)
         centred = points - self.center[:, None, :]
         # each model at its own step (tau_d diameters), then padded into one batch
-        parts = [downsample(centred[b:b + 1], normals[b:b + 1], lengths[b:b + 1],
-                            float(self.diameter[b]) * float(cfg["tau_d"]))
-                 for b in range(points.shape[0])]
+        parts = [
+            downsample(
+                centred[b : b + 1],
+                normals[b : b + 1],
+                lengths[b : b + 1],
+                float(self.diameter[b]) * float(cfg["tau_d"]),
+            )
+            for b in range(points.shape[0])
+        ]
         size = max([p[0].shape[1] for p in parts] + [0])
         down = points.new_zeros(points.shape[0], size, 3)
         down_normals = points.new_zeros(points.shape[0], size, 3)
         for b, (p, n, _) in enumerate(parts):
             down[b, : p.shape[1]], down_normals[b, : p.shape[1]] = p[0], n[0]
         down_lengths = torch.cat([p[2] for p in parts]) if parts else lengths
-        self.model: PPFModel = ppf_model(down, down_normals, down_lengths, tau_d=float(cfg["tau_d"]),
-                                         angle_bins=int(cfg["angle_bins"]), diameter=self.diameter,
-                                         max_pairs_per_key=int(cfg["max_pairs_per_key"]))
+        self.model: PPFModel = ppf_model(
+            down,
+            down_normals,
+            down_lengths,
+            tau_d=float(cfg["tau_d"]),
+            angle_bins=int(cfg["angle_bins"]),
+            diameter=self.diameter,
+            max_pairs_per_key=int(cfg["max_pairs_per_key"]),
+        )
         # the smallest and largest distance step, read once here so that match() needs no host
         # sync between voting and re-scoring (its GPU work then overlaps the launches)
         steps = self.model.distance_step.cpu()
@@ -314,8 +364,9 @@ class PPFMatcher:
         self.center = self.center.to(device)
         return self
 
-    def prepare_scene(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
-                      scene_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    def prepare_scene(
+        self, scene_points: Tensor, scene_normals: Optional[Tensor] = None, scene_lengths: Optional[Tensor] = None
+    ) -> Tuple[Tensor, Tensor, Tensor]:
         """Downsampled scene points, normals and lengths (S, N', 3), (S, N', 3), (S,), N' =
         min(N, max_scene_points), with no host sync."""
         check_tensor(scene_points, "scene_points", "(N, 3) or (S, N, 3)")
@@ -326,13 +377,15 @@ class PPFMatcher:
             # PCA normals of the dense scene, turned towards the sensor, then averaged per voxel:
             # the noise of the returns averages out over more points than a voxel's own
             with _stage("ppf.normals"):
-                normals = estimate_normals(points, int(self.config["normal_neighbors"]), lengths,
-                                           orientation="viewpoint").normals
+                normals = estimate_normals(
+                    points, int(self.config["normal_neighbors"]), lengths, orientation="viewpoint"
+                ).normals
         else:
             normals = _as_batch(scene_normals).float()
         with _stage("ppf.downsample"):
-            down, down_normals, down_lengths = downsample(points, normals, lengths, self.step_range[0],
-                                                          self.max_scene_points)
+            down, down_normals, down_lengths = downsample(
+                points, normals, lengths, self.step_range[0], self.max_scene_points
+            )
         return down, down_normals, down_lengths
 
     def hypotheses(self, points: Tensor, normals: Tensor, lengths: Tensor, k: int, turned: int = 0):
@@ -343,8 +396,15 @@ class PPFMatcher:
         ``pointops.ppf.PoseClusters`` with batch S * M (scene-major) and k + turned clusters."""
         cfg = self.config
         with _stage("ppf.vote"):
-            votes = ppf_vote(points, normals, self.model, lengths, stride=int(cfg["stride"]), k=int(cfg["peaks"]),
-                             spread=bool(cfg["spread"]))
+            votes = ppf_vote(
+                points,
+                normals,
+                self.model,
+                lengths,
+                stride=int(cfg["stride"]),
+                k=int(cfg["peaks"]),
+                spread=bool(cfg["spread"]),
+            )
         with _stage("ppf.cluster"):
             return self._clusters(votes, k, turned)
 
@@ -362,21 +422,36 @@ class PPFMatcher:
             return places
         # Where a wrong rotation won an instance's votes, the right one is a weaker cluster at the
         # same place, which the first selection removed.
-        extra = pose_cluster(q, t, v, threshold, angle_threshold=angle, suppression_distance=suppression,
-                             k=turned, suppression_angle=math.radians(float(cfg["suppression_angle_deg"])))
+        extra = pose_cluster(
+            q,
+            t,
+            v,
+            threshold,
+            angle_threshold=angle,
+            suppression_distance=suppression,
+            k=turned,
+            suppression_angle=math.radians(float(cfg["suppression_angle_deg"])),
+        )
         repeated = (extra.centers[:, :, None] == places.centers[:, None, :]).any(2)
         gone = repeated | (extra.centers < 0)
-        extra = PoseClusters(torch.where(gone[..., None], torch.full_like(extra.quaternions, math.nan), extra.quaternions),
-                             torch.where(gone[..., None], torch.full_like(extra.translations, math.nan),
-                                         extra.translations),
-                             torch.where(gone, torch.zeros_like(extra.scores), extra.scores),
-                             torch.where(gone, torch.zeros_like(extra.members), extra.members),
-                             torch.where(gone, torch.full_like(extra.centers, -1), extra.centers))
+        extra = PoseClusters(
+            torch.where(gone[..., None], torch.full_like(extra.quaternions, math.nan), extra.quaternions),
+            torch.where(gone[..., None], torch.full_like(extra.translations, math.nan), extra.translations),
+            torch.where(gone, torch.zeros_like(extra.scores), extra.scores),
+            torch.where(gone, torch.zeros_like(extra.members), extra.members),
+            torch.where(gone, torch.full_like(extra.centers, -1), extra.centers),
+        )
         return PoseClusters(*(torch.cat([a, b], 1) for a, b in zip(places, extra)))
 
-    def match(self, scene_points: Tensor, scene_normals: Optional[Tensor] = None,
-              scene_lengths: Optional[Tensor] = None, max_instances: int = 1, refine: bool = True,
-              downsample: bool = True) -> PPFMatches:
+    def match(
+        self,
+        scene_points: Tensor,
+        scene_normals: Optional[Tensor] = None,
+        scene_lengths: Optional[Tensor] = None,
+        max_instances: int = 1,
+        refine: bool = True,
+        downsample: bool = True,
+    ) -> PPFMatches:
         """Finds up to ``max_instances`` instances of every model in every scene.
 
         Args:
@@ -398,8 +473,15 @@ class PPFMatcher:
         with _stage("ppf.match"):
             return self._match(scene_points, scene_normals, scene_lengths, max_instances, refine, downsample)
 
-    def _match(self, scene_points: Tensor, scene_normals: Optional[Tensor], scene_lengths: Optional[Tensor],
-               max_instances: int, refine: bool, downsample: bool) -> PPFMatches:
+    def _match(
+        self,
+        scene_points: Tensor,
+        scene_normals: Optional[Tensor],
+        scene_lengths: Optional[Tensor],
+        max_instances: int,
+        refine: bool,
+        downsample: bool,
+    ) -> PPFMatches:
         cfg = self.config
         if downsample:
             points, normals, lengths = self.prepare_scene(scene_points, scene_normals, scene_lengths)
@@ -413,8 +495,7 @@ class PPFMatcher:
         if bool(cfg["visibility"]):
             with _stage("ppf.range_image"):
                 raw = _as_batch(scene_points).float()
-                image = range_image(raw, self.step_range[0] * 0.7, _lengths(raw, scene_lengths),
-                                    self.range_image_cells)
+                image = range_image(raw, self.step_range[0] * 0.7, _lengths(raw, scene_lengths), self.range_image_cells)
         hyps = max(int(cfg["hypotheses"]), max_instances)
         clusters = self.hypotheses(points, normals, lengths, hyps, int(cfg["turned_hypotheses"]))
         poses = pose_matrices(clusters.quaternions, clusters.translations)  # (S*M, H, 4, 4), centred model frame
@@ -425,14 +506,38 @@ class PPFMatcher:
         scene_idx = torch.arange(scenes, device=points.device).repeat_interleave(models)
         sp, sn, sl = points[scene_idx], normals[scene_idx], lengths[scene_idx]
         inlier = (self.model.distance_step * float(cfg["inlier_distance"])).repeat(scenes)
-        inlier_range = (self.step_range[0] * float(cfg["inlier_distance"]), self.step_range[1] * float(cfg["inlier_distance"]))
+        inlier_range = (
+            self.step_range[0] * float(cfg["inlier_distance"]),
+            self.step_range[1] * float(cfg["inlier_distance"]),
+        )
         if refine and int(cfg["icp_iterations"]) > 0:
             with _stage("ppf.refine"):
-                poses = refine_poses(model_points, model_normals, model_lengths, sp, sn, sl, poses,
-                                     int(cfg["icp_iterations"]), inlier_range[0])
+                poses = refine_poses(
+                    model_points,
+                    model_normals,
+                    model_lengths,
+                    sp,
+                    sn,
+                    sl,
+                    poses,
+                    int(cfg["icp_iterations"]),
+                    inlier_range[0],
+                )
         with _stage("ppf.verify"):
-            scores = self.verify(model_points, model_normals, model_lengths, sp, sn, sl, poses, inlier, image,
-                                 float(cfg["inlier_normal_deg"]), inlier_range[1], scene_idx)
+            scores = self.verify(
+                model_points,
+                model_normals,
+                model_lengths,
+                sp,
+                sn,
+                sl,
+                poses,
+                inlier,
+                image,
+                float(cfg["inlier_normal_deg"]),
+                inlier_range[1],
+                scene_idx,
+            )
         scores = torch.where(clusters.centers >= 0, scores, torch.full_like(scores, -1.0))
         if max_instances > 1:  # instances are distinct places, not the refinement's duplicates
             scores = distinct_places(poses, scores, (self.model.diameter * float(cfg["suppression"])).repeat(scenes))
@@ -447,14 +552,27 @@ class PPFMatcher:
         poses = poses @ shift.repeat(scenes, 1, 1)[:, None]
         poses = torch.where(found[..., None, None], poses, torch.full_like(poses, float("nan")))
         shape = (scenes, models, max_instances)
-        return PPFMatches(poses.reshape(shape + (4, 4)), scores.clamp(min=0).reshape(shape),
-                          torch.where(found, votes, torch.zeros_like(votes)).reshape(shape))
+        return PPFMatches(
+            poses.reshape(shape + (4, 4)),
+            scores.clamp(min=0).reshape(shape),
+            torch.where(found, votes, torch.zeros_like(votes)).reshape(shape),
+        )
 
     @staticmethod
-    def verify(model_points: Tensor, model_normals: Tensor, model_lengths: Tensor, scene_points: Tensor,
-               scene_normals: Tensor, scene_lengths: Tensor, poses: Tensor, threshold: Tensor,
-               image: Optional[RangeImage] = None, normal_deg: float = 25.0,
-               search_radius: Optional[float] = None, image_index: Optional[Tensor] = None) -> Tensor:
+    def verify(
+        model_points: Tensor,
+        model_normals: Tensor,
+        model_lengths: Tensor,
+        scene_points: Tensor,
+        scene_normals: Tensor,
+        scene_lengths: Tensor,
+        poses: Tensor,
+        threshold: Tensor,
+        image: Optional[RangeImage] = None,
+        normal_deg: float = 25.0,
+        search_radius: Optional[float] = None,
+        image_index: Optional[Tensor] = None,
+    ) -> Tensor:
         """(B, H) score of pose poses[b, h] of model b in scene b: (inliers - violations) / points,
         clamped at 0. An inlier is a model point within threshold[b] of a scene point whose normal
         is within ``normal_deg`` of its own (a curved model patch laid on a plane keeps few); a
@@ -469,8 +587,7 @@ class PPFMatcher:
         rot = safe[..., :3, :3].transpose(-1, -2)
         moved = model_points[:, None] @ rot + safe[..., None, :3, 3]  # (B, H, N, 3)
         moved_n = model_normals[:, None] @ rot
-        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths,
-                                        search_radius)
+        dist, index = nearest_neighbors(moved.reshape(batch, hyps * n, 3), scene_points, scene_lengths, search_radius)
         if scene_points.shape[1] > 0:
             nearest_n = torch.gather(scene_normals, 1, index.clamp(min=0)[..., None].expand(-1, -1, 3))
             agree = (moved_n.reshape(batch, hyps * n, 3) * nearest_n).sum(-1) >= math.cos(math.radians(normal_deg))

@@ -15,27 +15,46 @@ Every float step that decides a key, a vote or a pose rounds alone and uses no l
 transcendental (csrc/ppf/ppf_math.h), so CPU and CUDA agree bit for bit and
 ``pointops.reference.ppf`` reproduces them in plain torch.
 """
+
 import math
 from typing import NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
-from .._checks import (check_dim, check_dtype, check_floating, check_optional_batch_vector, check_output_fits,
-                       check_same_device, check_shape, check_tensor, require)
+from .._checks import (
+    check_dim,
+    check_dtype,
+    check_floating,
+    check_optional_batch_vector,
+    check_output_fits,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    require,
+)
 from ..clouds import bounding_box
 
 # ---- fake kernels: the checks of csrc/ppf/ppf_args.h and the ops' check_*_args ----------------------
 
-def _check_oriented_clouds(points: Tensor, normals: Tensor, lengths: Optional[Tensor], p: str = "points",
-                           n: str = "normals", lengths_name: str = "lengths") -> None:
+
+def _check_oriented_clouds(
+    points: Tensor,
+    normals: Tensor,
+    lengths: Optional[Tensor],
+    p: str = "points",
+    n: str = "normals",
+    lengths_name: str = "lengths",
+) -> None:
     check_dim(points, p, 3, "(B, N, 3)")
     check_floating(points, p)
     torch._check(points.shape[2] == 3, lambda: f"{p} must have shape (B, N, 3), got shape {tuple(points.shape)}")
     check_floating(normals, n)
     check_same_device(normals, n, points, p)
-    torch._check(normals.shape == points.shape,
-                 lambda: f"{n} must have the shape of {p} {tuple(points.shape)}, got {tuple(normals.shape)}")
+    torch._check(
+        normals.shape == points.shape,
+        lambda: f"{n} must have the shape of {p} {tuple(points.shape)}, got {tuple(normals.shape)}",
+    )
     check_optional_batch_vector(lengths, lengths_name, points.shape[0], points, p)
 
 
@@ -61,25 +80,35 @@ def _ppf_features_fake(points, normals, pairs, lengths, distance_step, angle_bin
     check_dim(pairs, "pairs", 3, "(B, P, 2)")
     check_dtype(pairs, "pairs", torch.int64)
     check_same_device(pairs, "pairs", points)
-    torch._check(pairs.shape[0] == points.shape[0] and pairs.shape[2] == 2,
-                 lambda: f"pairs must have shape (B, P, 2) with B = {points.shape[0]}, got shape {tuple(pairs.shape)}")
+    torch._check(
+        pairs.shape[0] == points.shape[0] and pairs.shape[2] == 2,
+        lambda: f"pairs must have shape (B, P, 2) with B = {points.shape[0]}, got shape {tuple(pairs.shape)}",
+    )
     _check_cloud_values(distance_step, "distance_step", points.shape[0], points)
     _feature_bins(angle_bins)
     batch, count = pairs.shape[:2]
-    return (points.new_empty((batch, count, 4), dtype=torch.float32),
-            points.new_empty((batch, count), dtype=torch.int64),
-            points.new_empty((batch, count), dtype=torch.float32))
+    return (
+        points.new_empty((batch, count, 4), dtype=torch.float32),
+        points.new_empty((batch, count), dtype=torch.int64),
+        points.new_empty((batch, count), dtype=torch.float32),
+    )
 
 
 @torch.library.register_fake("pointops::ppf_model")
 def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, distance_bins, max_pairs_per_key=0):
     _check_oriented_clouds(points, normals, lengths)
-    torch._check(points.shape[1] <= 46340,
-                 lambda: f"ppf_model: a model may have at most 46340 points (its ordered pairs index int32), got N = "
-                         f"{points.shape[1]}")
+    torch._check(
+        points.shape[1] <= 46340,
+        lambda: f"ppf_model: a model may have at most 46340 points (its ordered pairs index int32), got N = "
+        f"{points.shape[1]}",
+    )
     if isinstance(points.shape[1], int):
-        check_output_fits(points.device, f"N = {points.shape[1]} model points (N (N - 1) pairs)",
-                          (points.shape[0], points.shape[1] * max(points.shape[1] - 1, 0)), 12)
+        check_output_fits(
+            points.device,
+            f"N = {points.shape[1]} model points (N (N - 1) pairs)",
+            (points.shape[0], points.shape[1] * max(points.shape[1] - 1, 0)),
+            12,
+        )
     if diameter is not None:
         _check_cloud_values(diameter, "diameter", points.shape[0], points)
     torch._check(0.0 < tau_d <= 1.0, lambda: f"tau_d must be in (0, 1], got {tau_d}")
@@ -89,15 +118,23 @@ def _ppf_model_fake(points, normals, lengths, diameter, tau_d, angle_bins, dista
     keys = key_count(angle_bins, distance_bins)
     unique = min(pairs, keys)
     f32, i64, i32 = torch.float32, torch.int64, torch.int32
-    return (points.new_empty((batch, n, 3), dtype=f32), points.new_empty((batch,), dtype=f32),
-            points.new_empty((batch,), dtype=f32), points.new_empty((batch, keys + 1), dtype=i64),
-            points.new_empty((batch, unique), dtype=i64), points.new_empty((batch, unique), dtype=i64),
-            points.new_empty((batch, unique), dtype=i64), points.new_empty((batch,), dtype=i64),
-            points.new_empty((batch, pairs), dtype=i32), points.new_empty((batch, pairs), dtype=i32),
-            points.new_empty((batch, pairs), dtype=f32))
+    return (
+        points.new_empty((batch, n, 3), dtype=f32),
+        points.new_empty((batch,), dtype=f32),
+        points.new_empty((batch,), dtype=f32),
+        points.new_empty((batch, keys + 1), dtype=i64),
+        points.new_empty((batch, unique), dtype=i64),
+        points.new_empty((batch, unique), dtype=i64),
+        points.new_empty((batch, unique), dtype=i64),
+        points.new_empty((batch,), dtype=i64),
+        points.new_empty((batch, pairs), dtype=i32),
+        points.new_empty((batch, pairs), dtype=i32),
+        points.new_empty((batch, pairs), dtype=f32),
+    )
 
 
 # ---- features ------------------------------------------------------------------------------------
+
 
 def ppf_features(
     points: Tensor,
@@ -150,6 +187,7 @@ def decode_keys(keys: Tensor, angle_bins: int = 30) -> Tensor:
 
 
 # ---- model description ----------------------------------------------------------------------------
+
 
 class PPFModel(NamedTuple):
     """The description of B models (padded to N points): the parallel hash array of every ordered
@@ -255,31 +293,77 @@ def ppf_model(
     if lengths is None:
         lengths = torch.full((batch,), n, dtype=torch.int64, device=points.device)
     bins = distance_bins_for(tau_d)
-    (unit, diameters, step, key_offsets, unique_keys, starts, counts, num_unique, pair_ref, pair_partner,
-     pair_alpha) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins,
-                                                max_pairs_per_key)
-    return PPFModel(points.to(torch.float32).contiguous(), unit, lengths.clamp(0, n), diameters, step, key_offsets,
-                    unique_keys, starts, counts, num_unique, pair_ref, pair_partner, pair_alpha,
-                    angle_bins, bins, float(tau_d))
+    (
+        unit,
+        diameters,
+        step,
+        key_offsets,
+        unique_keys,
+        starts,
+        counts,
+        num_unique,
+        pair_ref,
+        pair_partner,
+        pair_alpha,
+    ) = torch.ops.pointops.ppf_model(points, normals, lengths, diameter, tau_d, angle_bins, bins, max_pairs_per_key)
+    return PPFModel(
+        points.to(torch.float32).contiguous(),
+        unit,
+        lengths.clamp(0, n),
+        diameters,
+        step,
+        key_offsets,
+        unique_keys,
+        starts,
+        counts,
+        num_unique,
+        pair_ref,
+        pair_partner,
+        pair_alpha,
+        angle_bins,
+        bins,
+        float(tau_d),
+    )
 
 
 # ---- voting -------------------------------------------------------------------------------------
 
+
 @torch.library.register_fake("pointops::ppf_vote")
-def _ppf_vote_fake(scene_points, scene_normals, scene_lengths, model_points, model_normals, key_offsets, pair_ref,
-                   pair_alpha, distance_step, diameter, angle_bins, distance_bins, stride, k, spread=False,
-                   backend="dense", chunk_votes=1 << 24):
+def _ppf_vote_fake(
+    scene_points,
+    scene_normals,
+    scene_lengths,
+    model_points,
+    model_normals,
+    key_offsets,
+    pair_ref,
+    pair_alpha,
+    distance_step,
+    diameter,
+    angle_bins,
+    distance_bins,
+    stride,
+    k,
+    spread=False,
+    backend="dense",
+    chunk_votes=1 << 24,
+):
     _check_oriented_clouds(scene_points, scene_normals, scene_lengths, "scene_points", "scene_normals", "scene_lengths")
     check_dim(model_points, "model_points", 3, "(M, Nm, 3)")
     check_dtype(model_points, "model_points", torch.float32)
-    torch._check(model_points.shape[2] == 3,
-                 lambda: f"model_points must have shape (M, Nm, 3), got shape {tuple(model_points.shape)}")
+    torch._check(
+        model_points.shape[2] == 3,
+        lambda: f"model_points must have shape (M, Nm, 3), got shape {tuple(model_points.shape)}",
+    )
     check_same_device(model_points, "model_points", scene_points, "scene_points")
     check_dtype(model_normals, "model_normals", torch.float32)
     check_same_device(model_normals, "model_normals", scene_points, "scene_points")
-    torch._check(model_normals.shape == model_points.shape,
-                 lambda: f"model_normals must have the shape of model_points {tuple(model_points.shape)}, got "
-                         f"{tuple(model_normals.shape)}")
+    torch._check(
+        model_normals.shape == model_points.shape,
+        lambda: f"model_normals must have the shape of model_points {tuple(model_points.shape)}, got "
+        f"{tuple(model_normals.shape)}",
+    )
     models = model_points.shape[0]
     keys = key_count(angle_bins, distance_bins)
     check_dtype(key_offsets, "key_offsets", torch.int64)
@@ -288,8 +372,10 @@ def _ppf_vote_fake(scene_points, scene_normals, scene_lengths, model_points, mod
     check_dtype(pair_ref, "pair_ref", torch.int32)
     check_same_device(pair_ref, "pair_ref", scene_points, "scene_points")
     check_dim(pair_ref, "pair_ref", 2, "(M, P)")
-    torch._check(pair_ref.shape[0] == models,
-                 lambda: f"pair_ref must have shape (M, P) with M = {models}, got shape {tuple(pair_ref.shape)}")
+    torch._check(
+        pair_ref.shape[0] == models,
+        lambda: f"pair_ref must have shape (M, P) with M = {models}, got shape {tuple(pair_ref.shape)}",
+    )
     check_dtype(pair_alpha, "pair_alpha", torch.float32)
     check_same_device(pair_alpha, "pair_alpha", scene_points, "scene_points")
     check_shape(pair_alpha, "pair_alpha", pair_ref.shape)
@@ -301,10 +387,16 @@ def _ppf_vote_fake(scene_points, scene_normals, scene_lengths, model_points, mod
     scenes, n = scene_points.shape[:2]
     refs = (n + stride - 1) // stride
     shape = (scenes, model_points.shape[0], refs, k)
-    check_output_fits(scene_points.device, f"k = {k} peaks of every {stride}-th scene point (stride)", shape, 3 * 8 + 7 * 4)
-    return (scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape, dtype=torch.int64),
-            scene_points.new_empty(shape, dtype=torch.int64), scene_points.new_empty(shape + (4,), dtype=torch.float32),
-            scene_points.new_empty(shape + (3,), dtype=torch.float32))
+    check_output_fits(
+        scene_points.device, f"k = {k} peaks of every {stride}-th scene point (stride)", shape, 3 * 8 + 7 * 4
+    )
+    return (
+        scene_points.new_empty(shape, dtype=torch.int64),
+        scene_points.new_empty(shape, dtype=torch.int64),
+        scene_points.new_empty(shape, dtype=torch.int64),
+        scene_points.new_empty(shape + (4,), dtype=torch.float32),
+        scene_points.new_empty(shape + (3,), dtype=torch.float32),
+    )
 
 
 class PPFVotes(NamedTuple):
@@ -368,21 +460,50 @@ def ppf_vote(
     """
     check_tensor(scene_points, "scene_points", "(B, N, 3)")
     check_tensor(scene_normals, "scene_normals", "(B, N, 3)")
-    return PPFVotes(*torch.ops.pointops.ppf_vote(
-        scene_points, scene_normals, scene_lengths, model.points, model.normals, model.key_offsets, model.pair_ref,
-        model.pair_alpha, model.distance_step, model.diameter, model.angle_bins, model.distance_bins, stride, k,
-        spread, backend, chunk_votes))
+    return PPFVotes(
+        *torch.ops.pointops.ppf_vote(
+            scene_points,
+            scene_normals,
+            scene_lengths,
+            model.points,
+            model.normals,
+            model.key_offsets,
+            model.pair_ref,
+            model.pair_alpha,
+            model.distance_step,
+            model.diameter,
+            model.angle_bins,
+            model.distance_bins,
+            stride,
+            k,
+            spread,
+            backend,
+            chunk_votes,
+        )
+    )
 
 
 # ---- pose clustering ------------------------------------------------------------------------------
 
+
 @torch.library.register_fake("pointops::pose_cluster")
-def _pose_cluster_fake(quaternions, translations, votes, lengths, distance_threshold, angle_threshold,
-                       suppression_distance, k, suppression_angle=math.pi):
+def _pose_cluster_fake(
+    quaternions,
+    translations,
+    votes,
+    lengths,
+    distance_threshold,
+    angle_threshold,
+    suppression_distance,
+    k,
+    suppression_angle=math.pi,
+):
     check_dim(quaternions, "quaternions", 3, "(B, M, 4)")
     check_floating(quaternions, "quaternions")
-    torch._check(quaternions.shape[2] == 4,
-                 lambda: f"quaternions must have shape (B, M, 4), got shape {tuple(quaternions.shape)}")
+    torch._check(
+        quaternions.shape[2] == 4,
+        lambda: f"quaternions must have shape (B, M, 4), got shape {tuple(quaternions.shape)}",
+    )
     batch, poses = quaternions.shape[0], quaternions.shape[1]
     check_floating(translations, "translations")
     check_same_device(translations, "translations", quaternions, "quaternions")
@@ -393,15 +514,22 @@ def _pose_cluster_fake(quaternions, translations, votes, lengths, distance_thres
     check_optional_batch_vector(lengths, "lengths", batch, quaternions, "quaternions")
     _check_cloud_values(distance_threshold, "distance_threshold", batch, quaternions, "quaternions")
     _check_cloud_values(suppression_distance, "suppression_distance", batch, quaternions, "quaternions")
-    torch._check(0 < angle_threshold <= math.pi, lambda: f"angle_threshold must be in (0, pi] radians, got {angle_threshold}")
-    torch._check(0 < suppression_angle <= math.pi,
-                 lambda: f"suppression_angle must be in (0, pi] radians, got {suppression_angle}")
+    torch._check(
+        0 < angle_threshold <= math.pi, lambda: f"angle_threshold must be in (0, pi] radians, got {angle_threshold}"
+    )
+    torch._check(
+        0 < suppression_angle <= math.pi,
+        lambda: f"suppression_angle must be in (0, pi] radians, got {suppression_angle}",
+    )
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     check_output_fits(quaternions.device, f"k = {k}", (batch, k), 7 * 4 + 3 * 8)
-    return (quaternions.new_empty((batch, k, 4), dtype=torch.float32),
-            quaternions.new_empty((batch, k, 3), dtype=torch.float32),
-            quaternions.new_empty((batch, k), dtype=torch.int64), quaternions.new_empty((batch, k), dtype=torch.int64),
-            quaternions.new_empty((batch, k), dtype=torch.int64))
+    return (
+        quaternions.new_empty((batch, k, 4), dtype=torch.float32),
+        quaternions.new_empty((batch, k, 3), dtype=torch.float32),
+        quaternions.new_empty((batch, k), dtype=torch.int64),
+        quaternions.new_empty((batch, k), dtype=torch.int64),
+        quaternions.new_empty((batch, k), dtype=torch.int64),
+    )
 
 
 class PoseClusters(NamedTuple):
@@ -459,18 +587,34 @@ def pose_cluster(
     else:
         check_tensor(suppression_distance, "suppression_distance", "(B,)")
         _check_positive_values(suppression_distance, "suppression_distance", True)
-    return PoseClusters(*torch.ops.pointops.pose_cluster(
-        quaternions, translations, votes, lengths, distance_threshold, angle_threshold, suppression_distance, k,
-        suppression_angle))
+    return PoseClusters(
+        *torch.ops.pointops.pose_cluster(
+            quaternions,
+            translations,
+            votes,
+            lengths,
+            distance_threshold,
+            angle_threshold,
+            suppression_distance,
+            k,
+            suppression_angle,
+        )
+    )
 
 
 def quaternion_to_matrix(quaternions: Tensor) -> Tensor:
     """(..., 3, 3) rotation matrices of unit quaternions (..., 4) (w, x, y, z)."""
     w, x, y, z = quaternions.unbind(-1)
     rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        1 - 2 * (y * y + z * z),
+        2 * (x * y - w * z),
+        2 * (x * z + w * y),
+        2 * (x * y + w * z),
+        1 - 2 * (x * x + z * z),
+        2 * (y * z - w * x),
+        2 * (x * z - w * y),
+        2 * (y * z + w * x),
+        1 - 2 * (x * x + y * y),
     ]
     return torch.stack(rows, -1).reshape(quaternions.shape[:-1] + (3, 3))
 

@@ -8,6 +8,7 @@ step (``tau_d`` times its diameter) is not a positive float32, has no pair featu
 and is refused with a ValueError naming it. Scenes and ``max_instances`` are checked the same way;
 a scene batch with no valid point at all is a result (no instance), not an error.
 """
+
 import math
 from typing import Optional, Tuple
 
@@ -45,15 +46,17 @@ def _check_lengths(lengths: Optional[Tensor], name: str, batch: int, points: Ten
     if lengths is None:
         return
     if not isinstance(lengths, Tensor) or lengths.dtype != torch.int64 or tuple(lengths.shape) != (batch,):
-        raise ValueError(f"{name} must be an int64 tensor of shape ({batch},) (one per cloud of {points_name}), got "
-                         + (f"{lengths.dtype} {tuple(lengths.shape)}" if isinstance(lengths, Tensor)
-                            else type(lengths).__name__))
+        raise ValueError(
+            f"{name} must be an int64 tensor of shape ({batch},) (one per cloud of {points_name}), got "
+            + (f"{lengths.dtype} {tuple(lengths.shape)}" if isinstance(lengths, Tensor) else type(lengths).__name__)
+        )
     if lengths.device != points.device:
         raise ValueError(f"{name} must be on the device of {points_name} ({points.device}), got {lengths.device}")
 
 
-def valid_model(model_points: Tensor, model_normals: Optional[Tensor], model_lengths: Optional[Tensor],
-                tau_d: float) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+def valid_model(
+    model_points: Tensor, model_normals: Optional[Tensor], model_lengths: Optional[Tensor], tau_d: float
+) -> Tuple[Tensor, Optional[Tensor], Tensor]:
     """(points (M, N, 3) float32, normals (M, N, 3) float32 or None, lengths (M,) int64): each
     model's valid rows first, in order, zeros after; refuses degenerate models (reads the models
     back once: the matcher's construction is not a hot path)."""
@@ -77,8 +80,9 @@ def valid_model(model_points: Tensor, model_normals: Optional[Tensor], model_len
     keep = (index[None, :] < lengths[:, None])[..., None]
     points = torch.where(keep, torch.gather(points, 1, order[..., None].expand(-1, -1, 3)), torch.zeros_like(points))
     if normals is not None:
-        normals = torch.where(keep, torch.gather(normals, 1, order[..., None].expand(-1, -1, 3)),
-                              torch.zeros_like(normals))
+        normals = torch.where(
+            keep, torch.gather(normals, 1, order[..., None].expand(-1, -1, 3)), torch.zeros_like(normals)
+        )
     cpu_points, cpu_lengths = points.cpu(), lengths.cpu()
     diameters = bounding_diameter(cpu_points, cpu_lengths)  # the matcher's own (float32)
     for b in range(models):
@@ -86,19 +90,29 @@ def valid_model(model_points: Tensor, model_normals: Optional[Tensor], model_len
         distinct = int(torch.unique(rows, dim=0).shape[0]) if rows.shape[0] else 0
         which = "the model" if models == 1 else f"model {b}"
         if distinct < MIN_MODEL_POINTS:
-            raise ValueError(f"{which} has {distinct} distinct valid points (finite coordinates"
-                             + (" and normals" if normals is not None else "") + f" within its length), "
-                             f"at least {MIN_MODEL_POINTS} are needed to describe it by point pair features")
+            raise ValueError(
+                f"{which} has {distinct} distinct valid points (finite coordinates"
+                + (" and normals" if normals is not None else "")
+                + f" within its length), "
+                f"at least {MIN_MODEL_POINTS} are needed to describe it by point pair features"
+            )
         diameter = float(diameters[b])
         step = float(torch.tensor(diameter * float(tau_d), dtype=torch.float32))
         if not (math.isfinite(step) and step > 0):
-            raise ValueError(f"{which} has diameter {diameter:g}: its distance step tau_d * diameter = "
-                             f"{float(tau_d):g} * {diameter:g} is not a positive float32")
+            raise ValueError(
+                f"{which} has diameter {diameter:g}: its distance step tau_d * diameter = "
+                f"{float(tau_d):g} * {diameter:g} is not a positive float32"
+            )
     return points, normals, lengths
 
 
-def check_scene(scene_points: Tensor, scene_normals: Optional[Tensor], scene_lengths: Optional[Tensor],
-                max_instances: int, device: torch.device) -> None:
+def check_scene(
+    scene_points: Tensor,
+    scene_normals: Optional[Tensor],
+    scene_lengths: Optional[Tensor],
+    max_instances: int,
+    device: torch.device,
+) -> None:
     """Refuses scene arguments the matcher cannot take, naming the argument."""
     if isinstance(max_instances, bool) or not isinstance(max_instances, int) or max_instances < 1:
         raise ValueError(f"max_instances must be an int >= 1, got {max_instances!r}")
@@ -107,5 +121,7 @@ def check_scene(scene_points: Tensor, scene_normals: Optional[Tensor], scene_len
     batch = 1 if scene_points.dim() == 2 else scene_points.shape[0]
     _check_lengths(scene_lengths, "scene_lengths", batch, scene_points, "scene_points")
     if scene_points.device != device:
-        raise ValueError(f"scene_points must be on the matcher's device ({device}; PPFMatcher.to moves it), "
-                         f"got {scene_points.device}")
+        raise ValueError(
+            f"scene_points must be on the matcher's device ({device}; PPFMatcher.to moves it), "
+            f"got {scene_points.device}"
+        )

@@ -1,6 +1,7 @@
 """Exact scalar arithmetic for the references: what the kernels compute with fused multiply-adds
 is computed here exactly (fractions) and rounded once, so a reference equals the kernels bit for
 bit, not just to a tolerance."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -26,4 +27,3 @@ def fma(a: float, b: float, c: float, float64: bool) -> float:
     """a * b + c with a single rounding, in float64 or float32 (inputs already in that type)."""
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     return float(exact) if float64 else _round_to_float32(exact)
-

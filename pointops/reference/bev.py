@@ -1,6 +1,7 @@
 """BEV rasterization, height image, pillar scatter and voxelization: the oracles (loops over the
 points by the rules of csrc/bev/*.h) and the baselines (the plain-PyTorch way a user writes each op,
 timed by tools/bench.py)."""
+
 import math
 
 import numpy as np
@@ -53,8 +54,17 @@ def bev_cells(points: torch.Tensor, point_range, cell_size, length=None):
     return cells
 
 
-def bev_rasterize(points: torch.Tensor, point_range, cell_size, channels, lengths=None, feature_column=3,
-                  density_base=64.0, height_slices=0, forward_up=False):
+def bev_rasterize(
+    points: torch.Tensor,
+    point_range,
+    cell_size,
+    channels,
+    lengths=None,
+    feature_column=3,
+    density_base=64.0,
+    height_slices=0,
+    forward_up=False,
+):
     """(B, N, C) -> (B, n_out, H, W) float32 (means in float64, rounded once), one Python loop."""
     ctype = torch.empty(0, dtype=distance_dtype(points)).numpy().dtype.type
     nx, ny = bev_grid(point_range, cell_size)
@@ -66,8 +76,11 @@ def bev_rasterize(points: torch.Tensor, point_range, cell_size, channels, length
         length = None if lengths is None else lengths[b]
         for (iy, ix), members in bev_cells(points[b], point_range, cell_size, length).items():
             zs = [np.float32(z) for _, z, _ in members]
-            feats = [_sanitize(float(ctype(row[feature_column]))) for _, _, row in members] \
-                if any(c.endswith("_feature") for c in channels) else []
+            feats = (
+                [_sanitize(float(ctype(row[feature_column]))) for _, _, row in members]
+                if any(c.endswith("_feature") for c in channels)
+                else []
+            )
             top = max(range(len(members)), key=lambda k: (zs[k], -members[k][0]))
             c = 0
             for name in channels:
@@ -105,8 +118,11 @@ def height_image(cloud: np.ndarray, cloud_range, voxel_size):
     scale = f32(255.0 / (cloud_range[5] - cloud_range[2]))
     for p in cloud:
         x, y, z = (f32(v) for v in p[:3])
-        if not (f32(cloud_range[0]) <= x < f32(cloud_range[3]) and f32(cloud_range[1]) <= y < f32(cloud_range[4])
-                and f32(cloud_range[2]) <= z < f32(cloud_range[5])):
+        if not (
+            f32(cloud_range[0]) <= x < f32(cloud_range[3])
+            and f32(cloud_range[1]) <= y < f32(cloud_range[4])
+            and f32(cloud_range[2]) <= z < f32(cloud_range[5])
+        ):
             continue
         ix = int(np.floor(f32(x - f32(cloud_range[0])) / f32(voxel_size[0])))
         iy = int(np.floor(f32(y - f32(cloud_range[1])) / f32(voxel_size[1])))
@@ -211,8 +227,16 @@ def bev_rasterize_baseline(points, point_range, cell_size, channels, density_bas
     x, y, z, f = points.unbind(-1)
     ix = ((x - point_range[0]) / cell_size[0]).floor().long()
     iy = ((y - point_range[1]) / cell_size[1]).floor().long()
-    keep = ((x >= point_range[0]) & (x < point_range[3]) & (y >= point_range[1]) & (y < point_range[4])
-            & (z >= point_range[2]) & (z < point_range[5]) & (ix < width) & (iy < height))
+    keep = (
+        (x >= point_range[0])
+        & (x < point_range[3])
+        & (y >= point_range[1])
+        & (y < point_range[4])
+        & (z >= point_range[2])
+        & (z < point_range[5])
+        & (ix < width)
+        & (iy < height)
+    )
     batch = torch.arange(b, device=points.device).unsqueeze(1)
     flat = ((batch * height + iy) * width + ix)[keep]
     z, f = z[keep], f[keep]
@@ -262,8 +286,14 @@ def pillar_scatter_baseline(features, coords, num_voxels, height, width):
     cell that is cut off at the end."""
     b, p, f = features.shape
     c = coords.long()
-    valid = ((torch.arange(p, device=features.device) < num_voxels.unsqueeze(1)) & (c[..., 0] == 0)
-             & (c[..., 1] >= 0) & (c[..., 1] < height) & (c[..., 2] >= 0) & (c[..., 2] < width))
+    valid = (
+        (torch.arange(p, device=features.device) < num_voxels.unsqueeze(1))
+        & (c[..., 0] == 0)
+        & (c[..., 1] >= 0)
+        & (c[..., 1] < height)
+        & (c[..., 2] >= 0)
+        & (c[..., 2] < width)
+    )
     cell = torch.where(valid, c[..., 1] * width + c[..., 2], height * width)
     canvas = features.new_zeros(b, height * width + 1, f)
     canvas[torch.arange(b, device=features.device).unsqueeze(1), cell] = features
@@ -308,7 +338,8 @@ def voxelize_baseline(points, voxel_size, point_range, max_points, max_voxels):
         voxel = by_appearance[:count]
         cells = unique[voxel]
         coords[b, :count] = torch.stack(
-            [cells // (dims[0] * dims[1]), (cells // dims[0]) % dims[1], cells % dims[0]], 1).int()
+            [cells // (dims[0] * dims[1]), (cells // dims[0]) % dims[1], cells % dims[0]], 1
+        ).int()
         num_points[b, :count] = counts[voxel].clamp(max=max_points).int()
         num_voxels[b] = count
     return voxels, coords, num_points, num_voxels, point_voxel

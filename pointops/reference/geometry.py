@@ -11,6 +11,7 @@ the kernels to the bit (same cells, same order of float64 sums, same roundings).
 registration (SVD for point to point, least squares for point to plane): the kernels agree with
 them within float64 round-off of different summation orders, and the tests say how close.
 """
+
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -72,18 +73,20 @@ def knn(
     return indices, distances
 
 
-def knn_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+def knn_packed(
+    queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, k: int
+) -> Tuple[Tensor, Tensor]:
     """Packed kNN as a loop of padded single-cloud calls (offsets clamped, then running maximum)."""
     qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
     poff = torch.cummax(offsets.clamp(0, points.shape[0]), 0).values.tolist()
     indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
     distances = torch.full((queries.shape[0], k), float("inf"), dtype=distance_dtype(points), device=queries.device)
     for b in range(len(poff) - 1):
-        q = queries[qoff[b]:qoff[b + 1]][None]
-        p = points[poff[b]:poff[b + 1]][None]
+        q = queries[qoff[b] : qoff[b + 1]][None]
+        p = points[poff[b] : poff[b + 1]][None]
         idx, dist = knn(q, p, k)
-        indices[qoff[b]:qoff[b + 1]] = torch.where(idx[0] >= 0, idx[0] + poff[b], idx[0])
-        distances[qoff[b]:qoff[b + 1]] = dist[0]
+        indices[qoff[b] : qoff[b + 1]] = torch.where(idx[0] >= 0, idx[0] + poff[b], idx[0])
+        distances[qoff[b] : qoff[b + 1]] = dist[0]
     return indices, distances
 
 
@@ -119,8 +122,16 @@ def ball_query(
     return torch.where(found, keys, fill), counts
 
 
-def ball_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, radius: float, k: int,
-                      pad: str = "first", min_radius: float = 0.0) -> Tuple[Tensor, Tensor]:
+def ball_query_packed(
+    queries: Tensor,
+    query_offsets: Tensor,
+    points: Tensor,
+    offsets: Tensor,
+    radius: float,
+    k: int,
+    pad: str = "first",
+    min_radius: float = 0.0,
+) -> Tuple[Tensor, Tensor]:
     """Packed ball query as a loop of padded single-cloud calls (offsets clamped, then running
     maximum); indices into the packed rows, rows outside every cloud -1 with count 0."""
     qoff = torch.cummax(query_offsets.clamp(0, queries.shape[0]), 0).values.tolist()
@@ -128,16 +139,17 @@ def ball_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, of
     indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
     counts = torch.zeros(queries.shape[0], dtype=torch.int64, device=queries.device)
     for b in range(len(poff) - 1):
-        q = queries[qoff[b]:qoff[b + 1]][None]
-        p = points[poff[b]:poff[b + 1]][None]
+        q = queries[qoff[b] : qoff[b + 1]][None]
+        p = points[poff[b] : poff[b + 1]][None]
         idx, cnt = ball_query(q, p, radius, k, pad=pad, min_radius=min_radius)
-        indices[qoff[b]:qoff[b + 1]] = torch.where(idx[0] >= 0, idx[0] + poff[b], idx[0])
-        counts[qoff[b]:qoff[b + 1]] = cnt[0]
+        indices[qoff[b] : qoff[b + 1]] = torch.where(idx[0] >= 0, idx[0] + poff[b], idx[0])
+        counts[qoff[b] : qoff[b + 1]] = cnt[0]
     return indices, counts
 
 
-def cube_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, distance: float,
-                      k: int, ball: bool = False) -> Tuple[Tensor, Tensor]:
+def cube_query_packed(
+    queries: Tensor, query_offsets: Tensor, points: Tensor, offsets: Tensor, distance: float, k: int, ball: bool = False
+) -> Tuple[Tensor, Tensor]:
     """(indices (Mq, k) int64 into the packed rows, counts (Mq,) int64): per cloud (offsets clamped,
     then running maximum), the full (queries x points) differences q - p in the compute type; a hit
     has -distance <= d <= distance on every axis (ball: (dx*dx + dy*dy) + dz*dz <= distance^2, the
@@ -150,8 +162,8 @@ def cube_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, of
     indices = torch.full((queries.shape[0], k), -1, dtype=torch.int64, device=queries.device)
     counts = torch.zeros(queries.shape[0], dtype=torch.int64, device=queries.device)
     for b in range(len(poff) - 1):
-        q = queries[qoff[b]:qoff[b + 1]].to(dtype)
-        p = points[poff[b]:poff[b + 1]].to(dtype)
+        q = queries[qoff[b] : qoff[b + 1]].to(dtype)
+        p = points[poff[b] : poff[b + 1]].to(dtype)
         diff = q[:, None, :] - p[None, :, :]
         if ball:
             hit = (diff[..., 0] * diff[..., 0] + diff[..., 1] * diff[..., 1]) + diff[..., 2] * diff[..., 2] <= d * d
@@ -162,8 +174,8 @@ def cube_query_packed(queries: Tensor, query_offsets: Tensor, points: Tensor, of
         rows = torch.arange(n, device=points.device).expand_as(hit)
         keys = torch.sort(torch.where(hit, rows, torch.full_like(rows, n)), dim=1).values[:, :k]
         keys = torch.cat([keys, keys.new_full((keys.shape[0], k - keys.shape[1]), n)], 1)
-        indices[qoff[b]:qoff[b + 1]] = torch.where(keys < n, keys + poff[b], torch.full_like(keys, -1))
-        counts[qoff[b]:qoff[b + 1]] = hit.sum(1)
+        indices[qoff[b] : qoff[b + 1]] = torch.where(keys < n, keys + poff[b], torch.full_like(keys, -1))
+        counts[qoff[b] : qoff[b + 1]] = hit.sum(1)
     return indices, counts
 
 
@@ -241,7 +253,7 @@ def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """(B, C, M), (B, n, 3) int, (B, n, 3) -> (B, C, n): w0 f0 + w1 f1 + w2 f2 in plain torch."""
     out = 0
     for j in range(idx.shape[2]):
-        out = out + weight[:, None, :, j] * grouping_operation(features, idx[:, :, j:j + 1])[..., 0]
+        out = out + weight[:, None, :, j] * grouping_operation(features, idx[:, :, j : j + 1])[..., 0]
     return out
 
 
@@ -250,7 +262,7 @@ def knn_cdist_topk(queries: Tensor, points: Tensor, k: int, chunk: int = 4096) -
     queries (the bench's baseline; cdist's matmul form is not bit-exact, and ties are unordered)."""
     indices, distances = [], []
     for start in range(0, queries.shape[1], chunk):
-        d = torch.cdist(queries[:, start:start + chunk], points)
+        d = torch.cdist(queries[:, start : start + chunk], points)
         values, idx = torch.topk(d, k, dim=2, largest=False)
         indices.append(idx)
         distances.append(values * values)
@@ -389,8 +401,9 @@ def transform_points(points: Tensor, poses: Tensor, lengths: Optional[Tensor] = 
     return moved.to(out_dtype)
 
 
-def nearest_neighbors(queries: Tensor, points: Tensor, k: int, query_lengths: Optional[Tensor] = None,
-                      lengths: Optional[Tensor] = None) -> Tensor:
+def nearest_neighbors(
+    queries: Tensor, points: Tensor, k: int, query_lengths: Optional[Tensor] = None, lengths: Optional[Tensor] = None
+) -> Tensor:
     """Brute-force kNN indices (B, M, k) int64: squared distances (dx*dx + dy*dy) + dz*dz in the
     points' precision, ascending, ties to the lowest index, -1 padding; NaN distances never match."""
     batch, m, _ = queries.shape
@@ -435,9 +448,13 @@ def _quaternion_step(w: np.ndarray) -> np.ndarray:
     q = np.concatenate([[1.0], 0.5 * w])
     q /= np.linalg.norm(q)
     qw, a, b, c = q
-    return np.array([[1 - 2 * (b * b + c * c), 2 * (a * b - qw * c), 2 * (a * c + qw * b)],
-                     [2 * (a * b + qw * c), 1 - 2 * (a * a + c * c), 2 * (b * c - qw * a)],
-                     [2 * (a * c - qw * b), 2 * (b * c + qw * a), 1 - 2 * (a * a + b * b)]])
+    return np.array(
+        [
+            [1 - 2 * (b * b + c * c), 2 * (a * b - qw * c), 2 * (a * c + qw * b)],
+            [2 * (a * b + qw * c), 1 - 2 * (a * a + c * c), 2 * (b * c - qw * a)],
+            [2 * (a * c - qw * b), 2 * (b * c + qw * a), 1 - 2 * (a * a + b * b)],
+        ]
+    )
 
 
 def _chord(rotation: np.ndarray) -> float:
@@ -446,11 +463,21 @@ def _chord(rotation: np.ndarray) -> float:
     return float(2 * np.sin(np.arccos(cos) / 2))
 
 
-def icp(sources: Tensor, targets: Tensor, init_poses: Tensor, max_correspondence_distance: float,
-        iterations: int, target_normals: Optional[Tensor] = None, source_normals: Optional[Tensor] = None,
-        max_normal_angle: Optional[float] = None, viewpoint: Optional[List[float]] = None, centered: bool = False,
-        max_step_angle: Optional[float] = None, max_step_translation: Optional[float] = None,
-        point_to_plane: Optional[bool] = None):
+def icp(
+    sources: Tensor,
+    targets: Tensor,
+    init_poses: Tensor,
+    max_correspondence_distance: float,
+    iterations: int,
+    target_normals: Optional[Tensor] = None,
+    source_normals: Optional[Tensor] = None,
+    max_normal_angle: Optional[float] = None,
+    viewpoint: Optional[List[float]] = None,
+    centered: bool = False,
+    max_step_angle: Optional[float] = None,
+    max_step_translation: Optional[float] = None,
+    point_to_plane: Optional[bool] = None,
+):
     """Float64 NumPy ICP (brute-force nearest neighbours in float64), the icp op's rules:
     final poses (B, H, 4, 4), rmse and inlier fraction at the final poses, and whether each
     hypothesis stopped. A source takes part when it faces ``viewpoint`` under the pose, pairs
@@ -470,7 +497,7 @@ def icp(sources: Tensor, targets: Tensor, init_poses: Tensor, max_correspondence
     rmse = np.zeros((batch, hyps))
     fraction = np.zeros((batch, hyps))
     stopped = np.zeros((batch, hyps), dtype=bool)
-    max_d2 = max_correspondence_distance ** 2
+    max_d2 = max_correspondence_distance**2
     cosine = None if max_normal_angle is None else np.cos(max_normal_angle)
     for b in range(batch):
         s = src[b]

@@ -6,6 +6,7 @@ images and radii / angles with vectorized torch inside (integer votes, fixed-poi
 in int64, the lines' float64 rounding written out); ``hough_circles`` / ``hough_lines`` here are
 also the bench's plain-PyTorch baselines.
 """
+
 import itertools
 import math
 from typing import List, Optional, Tuple
@@ -29,8 +30,12 @@ def plane_normal_table(n_phi: int, n_theta: int, ball: bool = False):
         ring = max(1, math.floor(n_theta * math.sin(phi) + 0.5)) if ball else n_theta
         for j in range(ring):
             theta = (j + 0.5) * math.pi / ring
-            table.append(tuple(float(np.float32(v)) for v in (
-                math.sin(phi) * math.cos(theta), math.sin(phi) * math.sin(theta), math.cos(phi))))
+            table.append(
+                tuple(
+                    float(np.float32(v))
+                    for v in (math.sin(phi) * math.cos(theta), math.sin(phi) * math.sin(theta), math.cos(phi))
+                )
+            )
     return table
 
 
@@ -209,7 +214,9 @@ def plane_suppress(planes: torch.Tensor, max_angle: float, max_offset: float) ->
                     if not keep:
                         break
                     other = pl[b, i]
-                    c = np.float32(np.float32(row[0] * other[0]) + np.float32(row[1] * other[1])) + np.float32(row[2] * other[2])
+                    c = np.float32(np.float32(row[0] * other[0]) + np.float32(row[1] * other[1])) + np.float32(
+                        row[2] * other[2]
+                    )
                     d = row[3] - other[3] if c >= 0 else row[3] + other[3]
                     keep = not (abs(c) >= min_cos and abs(d) <= limit)
                 if keep:
@@ -218,8 +225,16 @@ def plane_suppress(planes: torch.Tensor, max_angle: float, max_offset: float) ->
     return torch.from_numpy(out)
 
 
-def plane_detections(acc: torch.Tensor, n_phi: int, n_theta: int, rho_step: float, rho_max: float, k: int,
-                     radius: int = 1, min_votes: float = 1.0):
+def plane_detections(
+    acc: torch.Tensor,
+    n_phi: int,
+    n_theta: int,
+    rho_step: float,
+    rho_max: float,
+    k: int,
+    radius: int = 1,
+    min_votes: float = 1.0,
+):
     """plane_detections by the loop hough_peaks above and the float64 bin centres of
     pointops.peaks_to_planes / ball_peaks_to_planes, rounded to float32."""
     from pointops.hough.planes import ball_peaks_to_planes, peaks_to_planes
@@ -248,7 +263,8 @@ def _suppress_duplicates(planes, max_angle_deg, max_offset):
     cos = (normal.unsqueeze(2) * normal.unsqueeze(1)).sum(-1)
     same_sign = (cos >= 0).to(planes.dtype) * 2 - 1
     close = (cos.abs() >= math.cos(math.radians(max_angle_deg))) & (
-        (offset.unsqueeze(2) - same_sign * offset.unsqueeze(1)).abs() <= max_offset)
+        (offset.unsqueeze(2) - same_sign * offset.unsqueeze(1)).abs() <= max_offset
+    )
     keep = ~torch.isnan(offset)
     for j in range(1, planes.shape[1]):  # greedy in vote order: a kept stronger plane suppresses j
         earlier = keep[:, :j] & close[:, j, :j]
@@ -268,20 +284,43 @@ def _compact(planes, votes, k):
     return planes, votes
 
 
-def detect_planes(points, k, lengths, n_phi, n_theta, rho_step, rho_max, distance_threshold, min_inliers,
-                  min_votes=1.0, peak_radius=2, iterations=1, layout="grid"):
+def detect_planes(
+    points,
+    k,
+    lengths,
+    n_phi,
+    n_theta,
+    rho_step,
+    rho_max,
+    distance_threshold,
+    min_inliers,
+    min_votes=1.0,
+    peak_radius=2,
+    iterations=1,
+    layout="grid",
+):
     """The detect_planes pipeline in PyTorch on the plane ops (one op call per refit band, the
     duplicate suppression a Python loop, the bin-centre tables made per call); the op's arguments."""
-    from pointops.hough.planes import (ball_peaks_to_planes, hough_peaks as peaks_op, hough_plane_peaks, hough_planes,
-                                       hough_planes_ball, peaks_to_planes, plane_labels)
+    from pointops.hough.planes import (
+        ball_peaks_to_planes,
+        hough_peaks as peaks_op,
+        hough_plane_peaks,
+        hough_planes,
+        hough_planes_ball,
+        peaks_to_planes,
+        plane_labels,
+    )
 
     batch, n = points.shape[0], points.shape[1]
     pts = points[..., :3].float()
     limit = lengths.unsqueeze(1) if lengths is not None else torch.full((batch, 1), n, device=points.device)
     valid = (torch.arange(n, device=points.device).unsqueeze(0) < limit) & torch.isfinite(pts).all(-1)
     if k == 0:
-        return (pts.new_zeros((batch, 0, 4)), pts.new_zeros((batch, 0)),
-                torch.full((batch, n), -1, dtype=torch.int64, device=points.device))
+        return (
+            pts.new_zeros((batch, 0, 4)),
+            pts.new_zeros((batch, 0)),
+            torch.full((batch, n), -1, dtype=torch.int64, device=points.device),
+        )
     pts = torch.where(valid.unsqueeze(-1), pts, torch.full_like(pts, math.nan))
     voters = pts
     bin_angle = 180.0 / min(n_phi, n_theta)
@@ -302,7 +341,9 @@ def detect_planes(points, k, lengths, n_phi, n_theta, rho_step, rho_max, distanc
             peak_votes, idx = peaks_op(acc, [0, peak_radius], candidates, min_votes)
             normals, offsets = ball_peaks_to_planes(idx, n_phi, n_theta, rho_step, rho_max)
         found = torch.cat([normals, offsets.unsqueeze(-1)], -1).float()
-        every = _suppress_duplicates(torch.cat([planes, found], 1), 2.0 * bin_angle, 2.0 * rho_step + distance_threshold)
+        every = _suppress_duplicates(
+            torch.cat([planes, found], 1), 2.0 * bin_angle, 2.0 * rho_step + distance_threshold
+        )
         every = _fit_in_bands(pts, every, distance_threshold)
         every = _suppress_duplicates(every, 1.0, 2.0 * distance_threshold)
         support = torch.ops.pointops.plane_refit(pts, None, every, distance_threshold)[1]
@@ -332,7 +373,7 @@ def hough_planes_baseline(points, n_phi, n_theta, rho_step, rho_max, chunk=2048)
     acc = torch.zeros(m * n_rho + 1, dtype=torch.int64, device=points.device)
     step = 2 * rho_max / n_rho
     for start in range(0, points.shape[0], chunk):
-        bins = torch.floor((points[start:start + chunk] @ normals.T + rho_max) / step).long()
+        bins = torch.floor((points[start : start + chunk] @ normals.T + rho_max) / step).long()
         flat = torch.where((bins >= 0) & (bins < n_rho), base + bins, m * n_rho)
         acc += torch.bincount(flat.reshape(-1), minlength=m * n_rho + 1)
     return acc[:-1].reshape(n_phi, n_theta, n_rho)
@@ -431,7 +472,9 @@ def hough_circles(
     for b in range(batch):
         index = _valid_points(points, lengths, b, height, width)
         p = points[b].to(torch.int64).cpu()[index]
-        votes = torch.ones(len(index), dtype=torch.int64) if weights is None else weight_to_fixed(weights[b].cpu()[index])
+        votes = (
+            torch.ones(len(index), dtype=torch.int64) if weights is None else weight_to_fixed(weights[b].cpu()[index])
+        )
         if gradients is not None:
             g = gradients[b].cpu().to(torch.float32)[index]
             usable = torch.isfinite(g).all(1) & (g != 0).any(1)
@@ -470,7 +513,9 @@ def hough_lines(
     for b in range(batch):
         index = _valid_points(points, lengths, b, height, width)
         p = points[b].to(torch.int64).cpu()[index].to(torch.float64)
-        votes = torch.ones(len(index), dtype=torch.int64) if weights is None else weight_to_fixed(weights[b].cpu()[index])
+        votes = (
+            torch.ones(len(index), dtype=torch.int64) if weights is None else weight_to_fixed(weights[b].cpu()[index])
+        )
         rho = c.unsqueeze(1) * p[:, 0] + s.unsqueeze(1) * p[:, 1]  # (T, n): products, then the sum
         d = torch.where(rho > 0, rho + 0.5, rho - 0.5).trunc().to(torch.int64) + offset
         for j in range(len(theta)):

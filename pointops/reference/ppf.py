@@ -9,6 +9,7 @@ the tests hold the float32 definition close to them.
 Brute force throughout: a dict for the model description, one accumulator per reference for
 voting, all pairs of poses for clustering. Small inputs only.
 """
+
 import math
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -18,10 +19,20 @@ from torch import Tensor
 F32 = torch.float32
 
 # The atan polynomial of ppf_math.h (atan(t) = t P(t^2) on [0, 1]), the same float32 values.
-ATAN_COEFFICIENTS = [float.fromhex(h) for h in (
-    "0x1.0p+0", "-0x1.5554b4p-2", "0x1.997532p-3", "-0x1.22f66ap-3", "0x1.b46b62p-4",
-    "-0x1.3496a0p-4", "0x1.609a00p-5", "-0x1.0acfb2p-6", "0x1.7ca3bep-9",
-)]
+ATAN_COEFFICIENTS = [
+    float.fromhex(h)
+    for h in (
+        "0x1.0p+0",
+        "-0x1.5554b4p-2",
+        "0x1.997532p-3",
+        "-0x1.22f66ap-3",
+        "0x1.b46b62p-4",
+        "-0x1.3496a0p-4",
+        "0x1.609a00p-5",
+        "-0x1.0acfb2p-6",
+        "0x1.7ca3bep-9",
+    )
+]
 PI = float.fromhex("0x1.921fb6p+1")
 HALF_PI = float.fromhex("0x1.921fb6p+0")
 TWO_PI = float.fromhex("0x1.921fb6p+2")
@@ -65,11 +76,14 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 
 
 def cross(a: Tensor, b: Tensor) -> Tensor:
-    return torch.stack([
-        a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-        a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-        a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
-    ], -1)
+    return torch.stack(
+        [
+            a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+            a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+            a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+        ],
+        -1,
+    )
 
 
 def angle_between(a: Tensor, b: Tensor) -> Tensor:
@@ -175,8 +189,15 @@ def spread_keys(bins: Tensor, neighbours: Tensor, feature_bins: int) -> Tensor:
     return torch.stack(out, -1)
 
 
-def ppf_features(points: Tensor, normals: Tensor, pairs: Tensor, distance_step: Tensor,
-                 lengths: Optional[Tensor], angle_bins: int, distance_bins: int) -> Tuple[Tensor, Tensor, Tensor]:
+def ppf_features(
+    points: Tensor,
+    normals: Tensor,
+    pairs: Tensor,
+    distance_step: Tensor,
+    lengths: Optional[Tensor],
+    angle_bins: int,
+    distance_bins: int,
+) -> Tuple[Tensor, Tensor, Tensor]:
     """The op ppf_features (csrc/ppf/features.h), elementwise in float32."""
     batch, n = points.shape[:2]
     binning = Binning(angle_bins, distance_bins)
@@ -224,8 +245,10 @@ def ppf_features_float64(points: Tensor, normals: Tensor, pairs: Tensor) -> Tupl
 
 # ---- model description ---------------------------------------------------------------------------
 
-def model_pairs(points: Tensor, normals: Tensor, length: int, distance_step: float,
-                binning: Binning) -> Tuple[Dict[int, List[Tuple[int, int]]], Tensor, Tensor]:
+
+def model_pairs(
+    points: Tensor, normals: Tensor, length: int, distance_step: float, binning: Binning
+) -> Tuple[Dict[int, List[Tuple[int, int]]], Tensor, Tensor]:
     """One model: {key: [(i, j), ...] in (i, j) order}, the unit normals and the alpha (N, N) of
     every pair (float32, exact)."""
     points, normals = points[:length].to(F32), normals[:length]
@@ -253,8 +276,16 @@ def bounding_diagonal(points: Tensor) -> Tensor:
     return _sqrt((e[0] * e[0] + e[1] * e[1]) + e[2] * e[2])
 
 
-def ppf_model(points: Tensor, normals: Tensor, lengths: Optional[Tensor], diameter: Optional[Tensor], tau_d: float,
-              angle_bins: int, distance_bins: int, max_pairs_per_key: int = 0) -> Tuple[Tensor, ...]:
+def ppf_model(
+    points: Tensor,
+    normals: Tensor,
+    lengths: Optional[Tensor],
+    diameter: Optional[Tensor],
+    tau_d: float,
+    angle_bins: int,
+    distance_bins: int,
+    max_pairs_per_key: int = 0,
+) -> Tuple[Tensor, ...]:
     """The op ppf_model (csrc/ppf/model.h), built from a Python dict per model; a key with more
     than ``max_pairs_per_key`` pairs (when > 0) keeps its pairs at positions
     floor(t * count / max_pairs_per_key), t = 0, 1, ..."""
@@ -295,11 +326,23 @@ def ppf_model(points: Tensor, normals: Tensor, lengths: Optional[Tensor], diamet
         for key, members in table.items():
             sizes[key] = len(members)
         key_offsets[b, 1:] = sizes.cumsum(0)
-    return (out_normals, diameters, steps, key_offsets, unique_keys, starts, counts, num_unique, pair_ref,
-            pair_partner, pair_alpha)
+    return (
+        out_normals,
+        diameters,
+        steps,
+        key_offsets,
+        unique_keys,
+        starts,
+        counts,
+        num_unique,
+        pair_ref,
+        pair_partner,
+        pair_alpha,
+    )
 
 
 # ---- voting --------------------------------------------------------------------------------------
+
 
 def alpha_bins(scene_alpha: Tensor, model_alpha: Tensor, binning: Binning) -> Tensor:
     """ppf_math.h alpha_bin: (alpha_scene - alpha_model) wrapped to [0, 2 pi), times
@@ -317,8 +360,9 @@ def alpha_table(angle_bins: int) -> Tuple[List[float], List[float]]:
     return [to32(math.cos(a)) for a in angles], [to32(math.sin(a)) for a in angles]
 
 
-def vote_pose(scene_p: Tensor, scene_n: Tensor, model_p: Tensor, model_n: Tensor, cos_a: float,
-              sin_a: float) -> Tuple[Tensor, Tensor]:
+def vote_pose(
+    scene_p: Tensor, scene_n: Tensor, model_p: Tensor, model_n: Tensor, cos_a: float, sin_a: float
+) -> Tuple[Tensor, Tensor]:
     """ppf_math.h vote_pose for one vote: (quaternion (4,), translation (3,)) float32."""
     sb1, sb2 = basis(scene_n)
     mb1, mb2 = basis(model_n)
@@ -327,8 +371,9 @@ def vote_pose(scene_p: Tensor, scene_n: Tensor, model_p: Tensor, model_n: Tensor
     row1 = c * mb1 - s * mb2
     row2 = s * mb1 + c * mb2
     r = [[(scene_n[a] * row0[b] + sb1[a] * row1[b]) + sb2[a] * row2[b] for b in range(3)] for a in range(3)]
-    t = torch.stack([scene_p[a] - ((r[a][0] * model_p[0] + r[a][1] * model_p[1]) + r[a][2] * model_p[2])
-                     for a in range(3)])
+    t = torch.stack(
+        [scene_p[a] - ((r[a][0] * model_p[0] + r[a][1] * model_p[1]) + r[a][2] * model_p[2]) for a in range(3)]
+    )
     one, two, quarter = _c(1.0), _c(2.0), _c(0.25)
     trace = (r[0][0] + r[1][1]) + r[2][2]
     if trace > 0:
@@ -348,16 +393,29 @@ def vote_pose(scene_p: Tensor, scene_n: Tensor, model_p: Tensor, model_n: Tensor
     return torch.stack([w * scale, x * scale, y * scale, z * scale]), t
 
 
-def reference_accumulator(scene_points: Tensor, scene_unit: Tensor, scene_valid: Tensor, ref: int,
-                          model: Tuple[Tensor, Tensor, Tensor], nm: int, distance_step: float, diameter: float,
-                          binning: Binning, spread: bool) -> Tensor:
+def reference_accumulator(
+    scene_points: Tensor,
+    scene_unit: Tensor,
+    scene_valid: Tensor,
+    ref: int,
+    model: Tuple[Tensor, Tensor, Tensor],
+    nm: int,
+    distance_step: float,
+    diameter: float,
+    binning: Binning,
+    spread: bool,
+) -> Tensor:
     """The (nm * angle_bins,) int64 vote counts of one reference against one model, brute force.
     ``model`` is (key_offsets (K + 1,), pair_ref (P,), pair_alpha (P,)) of one model."""
     key_offsets, pair_ref, pair_alpha = model
     cells = torch.zeros(nm * binning.angle_bins, dtype=torch.int64)
     step, diam = _c(distance_step), _c(diameter)
-    if not bool(scene_valid[ref]) or not (distance_step > 0 and math.isfinite(distance_step)) \
-            or not math.isfinite(diameter) or pair_ref.numel() == 0:
+    if (
+        not bool(scene_valid[ref])
+        or not (distance_step > 0 and math.isfinite(distance_step))
+        or not math.isfinite(diameter)
+        or pair_ref.numel() == 0
+    ):
         return cells
     n = scene_points.shape[0]
     d = scene_points - scene_points[ref]
@@ -367,11 +425,16 @@ def reference_accumulator(scene_points: Tensor, scene_unit: Tensor, scene_valid:
     if idx.numel() == 0:
         return cells
     ref_n = scene_unit[ref].expand(idx.numel(), 3)
-    features, scene_alpha = pair_features(scene_points[ref].expand(idx.numel(), 3), ref_n, scene_points[idx],
-                                          scene_unit[idx])
+    features, scene_alpha = pair_features(
+        scene_points[ref].expand(idx.numel(), 3), ref_n, scene_points[idx], scene_unit[idx]
+    )
     bins, neighbours = feature_bins(features, step, binning)
     ok = bins[:, 0] >= 0
-    keys = spread_keys(bins, neighbours, binning.feature_bins) if spread else pack_keys(bins, binning.feature_bins)[:, None]
+    keys = (
+        spread_keys(bins, neighbours, binning.feature_bins)
+        if spread
+        else pack_keys(bins, binning.feature_bins)[:, None]
+    )
     keys = torch.where(ok[:, None], keys, -1)
     for lookup in range(keys.shape[1]):
         key = keys[:, lookup]
@@ -390,10 +453,23 @@ def reference_accumulator(scene_points: Tensor, scene_unit: Tensor, scene_valid:
     return cells
 
 
-def ppf_vote(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optional[Tensor], model_points: Tensor,
-             model_normals: Tensor, key_offsets: Tensor, pair_ref: Tensor, pair_alpha: Tensor, distance_step: Tensor,
-             diameter: Tensor, angle_bins: int, distance_bins: int, stride: int, k: int,
-             spread: bool = False) -> Tuple[Tensor, ...]:
+def ppf_vote(
+    scene_points: Tensor,
+    scene_normals: Tensor,
+    scene_lengths: Optional[Tensor],
+    model_points: Tensor,
+    model_normals: Tensor,
+    key_offsets: Tensor,
+    pair_ref: Tensor,
+    pair_alpha: Tensor,
+    distance_step: Tensor,
+    diameter: Tensor,
+    angle_bins: int,
+    distance_bins: int,
+    stride: int,
+    k: int,
+    spread: bool = False,
+) -> Tuple[Tensor, ...]:
     """The op ppf_vote (csrc/ppf/vote.h), one accumulator per reference."""
     scenes, n = scene_points.shape[:2]
     models, nm = model_points.shape[:2]
@@ -416,21 +492,42 @@ def ppf_vote(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optiona
                 ref = r * stride
                 if ref >= length:
                     continue
-                acc = reference_accumulator(points, unit, valid, ref, table, nm, float(distance_step[m].float()),
-                                            float(diameter[m].float()), binning, spread)
+                acc = reference_accumulator(
+                    points,
+                    unit,
+                    valid,
+                    ref,
+                    table,
+                    nm,
+                    float(distance_step[m].float()),
+                    float(diameter[m].float()),
+                    binning,
+                    spread,
+                )
                 hit = torch.nonzero(acc > 0)[:, 0]
                 order = sorted(hit.tolist(), key=lambda c: (-int(acc[c]), c))[:k]
                 for q, cell in enumerate(order):
                     i, b = divmod(cell, angle_bins)
                     votes[s, m, r, q], model_index[s, m, r, q], alpha[s, m, r, q] = int(acc[cell]), i, b
                     quaternions[s, m, r, q], translations[s, m, r, q] = vote_pose(
-                        points[ref], unit[ref], model_points[m, i], model_normals[m, i], cos_t[b], sin_t[b])
+                        points[ref], unit[ref], model_points[m, i], model_normals[m, i], cos_t[b], sin_t[b]
+                    )
     return votes, model_index, alpha, quaternions, translations
 
 
-def votes_cast(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optional[Tensor], key_offsets: Tensor,
-               distance_step: Tensor, diameter: Tensor, angle_bins: int, distance_bins: int, stride: int,
-               spread: bool = False, chunk: int = 64) -> Tensor:
+def votes_cast(
+    scene_points: Tensor,
+    scene_normals: Tensor,
+    scene_lengths: Optional[Tensor],
+    key_offsets: Tensor,
+    distance_step: Tensor,
+    diameter: Tensor,
+    angle_bins: int,
+    distance_bins: int,
+    stride: int,
+    spread: bool = False,
+    chunk: int = 64,
+) -> Tensor:
     """(S, M, R) int64: the votes each reference of :func:`ppf_vote` casts against each model (the
     pair-list rows its scene pairs' keys select, every lookup counted), the same set of pairs and
     keys as the op; malformed rows, which the op skips, count here. A device-independent measure of
@@ -457,19 +554,23 @@ def votes_cast(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optio
                 continue
             step, diam = _c(step_value), _c(diam_value)
             for first in range(0, ref_rows.numel(), chunk):
-                rows = ref_rows[first:first + chunk]
+                rows = ref_rows[first : first + chunk]
                 d = points[partners][None] - points[rows][:, None]
                 square = dot(d, d)
                 near = (square > 0) & (square <= diam * diam) & (partners[None] != rows[:, None])
                 r_idx, p_idx = torch.nonzero(near, as_tuple=True)
                 if r_idx.numel() == 0:
                     continue
-                features, _ = pair_features(points[rows[r_idx]], unit[rows[r_idx]], points[partners[p_idx]],
-                                            unit[partners[p_idx]])
+                features, _ = pair_features(
+                    points[rows[r_idx]], unit[rows[r_idx]], points[partners[p_idx]], unit[partners[p_idx]]
+                )
                 bins, neighbours = feature_bins(features, step, binning)
                 ok = bins[:, 0] >= 0
-                keys = (spread_keys(bins, neighbours, binning.feature_bins) if spread
-                        else pack_keys(bins, binning.feature_bins)[:, None])
+                keys = (
+                    spread_keys(bins, neighbours, binning.feature_bins)
+                    if spread
+                    else pack_keys(bins, binning.feature_bins)[:, None]
+                )
                 keys = torch.where(ok[:, None], keys, -1)
                 for m in members:
                     count = torch.where(keys >= 0, sizes[m][keys.clamp(min=0)], 0).sum(1)
@@ -480,9 +581,18 @@ def votes_cast(scene_points: Tensor, scene_normals: Tensor, scene_lengths: Optio
 
 # ---- pose clustering -------------------------------------------------------------------------------
 
-def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengths: Optional[Tensor],
-                 distance_threshold: Tensor, angle_threshold: float, suppression_distance: Tensor,
-                 k: int, suppression_angle: float = math.pi) -> Tuple[Tensor, ...]:
+
+def pose_cluster(
+    quaternions: Tensor,
+    translations: Tensor,
+    votes: Tensor,
+    lengths: Optional[Tensor],
+    distance_threshold: Tensor,
+    angle_threshold: float,
+    suppression_distance: Tensor,
+    k: int,
+    suppression_angle: float = math.pi,
+) -> Tuple[Tensor, ...]:
     """The op pose_cluster (csrc/ppf/pose_cluster.h): every pair of poses compared (O(M^2))."""
     batch, poses = quaternions.shape[:2]
     out_q = torch.full((batch, k, 4), float("nan"))
@@ -491,8 +601,11 @@ def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengt
     members_out = torch.zeros(batch, k, dtype=torch.int64)
     centers = torch.full((batch, k), -1, dtype=torch.int64)
     cos_half = float(torch.tensor(math.cos(angle_threshold / 2.0), dtype=torch.float64).to(F32))
-    cos_suppress = -1.0 if suppression_angle >= math.pi else float(
-        torch.tensor(math.cos(suppression_angle / 2.0), dtype=torch.float64).to(F32))
+    cos_suppress = (
+        -1.0
+        if suppression_angle >= math.pi
+        else float(torch.tensor(math.cos(suppression_angle / 2.0), dtype=torch.float64).to(F32))
+    )
     for b in range(batch):
         length = poses if lengths is None else int(lengths[b].clamp(0, poses))
         q, t, v = quaternions[b].to(F32), translations[b].to(F32), votes[b]
@@ -506,8 +619,10 @@ def pose_cluster(quaternions: Tensor, translations: Tensor, votes: Tensor, lengt
         cell = torch.where(valid[:, None], cell_f, _c(0.0)).to(torch.int64)
         d = t[None, :, :] - t[:, None, :]
         near = dot(d, d) <= thr * thr
-        c = (((unit[:, None, 0] * unit[None, :, 0] + unit[:, None, 1] * unit[None, :, 1])
-              + unit[:, None, 2] * unit[None, :, 2]) + unit[:, None, 3] * unit[None, :, 3])
+        c = (
+            (unit[:, None, 0] * unit[None, :, 0] + unit[:, None, 1] * unit[None, :, 1])
+            + unit[:, None, 2] * unit[None, :, 2]
+        ) + unit[:, None, 3] * unit[None, :, 3]
         member = valid[:, None] & valid[None, :] & ((cell[None] - cell[:, None]).abs().amax(-1) <= 1) & near
         member = member & (c.abs() >= cos_half)
         scores = (member.long() * v[None, :]).sum(1)

@@ -1,5 +1,6 @@
 """Farthest point sampling: the oracle (a loop over each cloud, csrc/sampling/fps.h's rules with
 the kernels' rounding) and the baseline (the plain-PyTorch loop a user writes, timed by the bench)."""
+
 import math
 
 import numpy as np

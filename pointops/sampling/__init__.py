@@ -1,4 +1,5 @@
 """Sampling family (csrc/sampling): farthest point sampling of padded and packed clouds."""
+
 from .ops import (
     SampledIndices,
     farthest_point_sampling,

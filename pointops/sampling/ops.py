@@ -5,6 +5,7 @@ picked, ties to the lowest index; no point is picked twice (after all remaining 
 the lowest-index unpicked point follows); points with NaN/Inf coordinates are never picked; when a
 cloud runs out of points the row continues with index -1 (or repeats, ``pad="repeat"``).
 """
+
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -123,8 +124,7 @@ def _fps_fake(points, lengths, start, k):
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = points.shape[0]
     check_output_fits(points.device, f"k = {k}", (batch, k), 16)
-    return (points.new_empty((batch, k), dtype=torch.int64),
-            points.new_empty((batch, k), dtype=distance_dtype(points)))
+    return (points.new_empty((batch, k), dtype=torch.int64), points.new_empty((batch, k), dtype=distance_dtype(points)))
 
 
 @torch.library.register_fake("pointops::fps_packed")
@@ -137,5 +137,4 @@ def _fps_packed_fake(points, offsets, start, k):
     torch._check(k >= 0, lambda: f"k must be >= 0, got {k}")
     batch = offsets.shape[0] - 1
     check_output_fits(points.device, f"k = {k}", (batch, k), 16)
-    return (points.new_empty((batch, k), dtype=torch.int64),
-            points.new_empty((batch, k), dtype=distance_dtype(points)))
+    return (points.new_empty((batch, k), dtype=torch.int64), points.new_empty((batch, k), dtype=distance_dtype(points)))

@@ -1,6 +1,7 @@
 """The pinhole camera both depth sensors of the scenes use: :func:`pointops.scenes.lidar.depth_camera_scan`
 (rays cast against a street's primitives) and :func:`pointops.scenes.tabletop.render_depth` (meshes
 rasterized on a table)."""
+
 import math
 from dataclasses import dataclass
 
@@ -30,8 +31,9 @@ class Camera:
 
     def rays(self) -> Tensor:
         """(H * W, 3) directions through the pixel centres in the camera frame, z = 1."""
-        rows, cols = torch.meshgrid(torch.arange(self.height, dtype=_F64), torch.arange(self.width, dtype=_F64),
-                                    indexing="ij")
+        rows, cols = torch.meshgrid(
+            torch.arange(self.height, dtype=_F64), torch.arange(self.width, dtype=_F64), indexing="ij"
+        )
         x = (cols + 0.5 - self.width / 2) / self.focal
         y = (rows + 0.5 - self.height / 2) / self.focal
         return torch.stack([x, y, torch.ones_like(x)], -1).reshape(-1, 3)

@@ -1,5 +1,6 @@
 """Edge images with known circles and lines, for the 2D Hough transforms' tests, benchmarks and
 docs (torch only, seeded)."""
+
 import math
 from typing import List, NamedTuple, Tuple
 
@@ -95,5 +96,8 @@ def synthetic_edges(
         lines.append([rho, angles[j]])
     if noise > 0:
         edges |= torch.rand(height, width, generator=g) < noise
-    return EdgeScene(edges, torch.tensor(circles, dtype=torch.float32).reshape(-1, 3),
-                     torch.tensor(lines, dtype=torch.float32).reshape(-1, 2))
+    return EdgeScene(
+        edges,
+        torch.tensor(circles, dtype=torch.float32).reshape(-1, 3),
+        torch.tensor(lines, dtype=torch.float32).reshape(-1, 2),
+    )

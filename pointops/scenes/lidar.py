@@ -21,6 +21,7 @@ Ground truth of a scan is expressed in the sensor frame (points are too):
 
 :func:`evaluate_planes` scores a plane detector against this ground truth.
 """
+
 import math
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -157,10 +158,16 @@ def make_scene(
 
     for _ in range(n_walls):
         yaw, offset, shift, length, height = (
-            float(v) for v in torch.cat([
-                _uniform(g, 0.0, 2 * math.pi), _uniform(g, 0.35, 0.9) * radius, _uniform(g, -0.3, 0.3) * radius,
-                _uniform(g, 0.4, 1.5) * radius, _uniform(g, 3.0, 12.0),
-            ])
+            float(v)
+            for v in torch.cat(
+                [
+                    _uniform(g, 0.0, 2 * math.pi),
+                    _uniform(g, 0.35, 0.9) * radius,
+                    _uniform(g, -0.3, 0.3) * radius,
+                    _uniform(g, 0.4, 1.5) * radius,
+                    _uniform(g, 3.0, 12.0),
+                ]
+            )
         )
         facing = (math.cos(yaw), math.sin(yaw))
         along = (-math.sin(yaw), math.cos(yaw))
@@ -275,8 +282,9 @@ def _cast(scene: Scene, origin: Tensor, dirs: Tensor) -> Tuple[Tensor, Tensor, T
     parts = [_cast_chunk(scene, planes, origin, chunk) for chunk in dirs.split(_RAY_CHUNK)]
     t, primitive, cos = (torch.cat(column) for column in zip(*parts))
     on_plane = primitive < planes.numel()
-    primitive = torch.where(on_plane, planes[primitive.clamp(max=planes.numel() - 1)],
-                            primitive - planes.numel() + scene.planes.shape[0])
+    primitive = torch.where(
+        on_plane, planes[primitive.clamp(max=planes.numel() - 1)], primitive - planes.numel() + scene.planes.shape[0]
+    )
     return t, primitive, cos
 
 
@@ -417,8 +425,13 @@ def depth_camera_scan(
     y, p = math.radians(yaw), math.radians(pitch)
     forward = torch.tensor([math.cos(p) * math.cos(y), math.cos(p) * math.sin(y), math.sin(p)], dtype=_F64)
     right = torch.tensor([math.sin(y), -math.cos(y), 0.0], dtype=_F64)
-    camera = Camera(torch.stack([right, torch.linalg.cross(forward, right), forward], 1),
-                    torch.tensor(position, dtype=_F64), width, height, focal_length(width, horizontal_fov))
+    camera = Camera(
+        torch.stack([right, torch.linalg.cross(forward, right), forward], 1),
+        torch.tensor(position, dtype=_F64),
+        width,
+        height,
+        focal_length(width, horizontal_fov),
+    )
     dirs = camera.rays()
     dirs = dirs / dirs.norm(dim=-1, keepdim=True)
     return _scan(scene, camera.rotation, camera.position, dirs, max_range, range_noise, dropout, clutter, seed)
@@ -439,9 +452,11 @@ def sampled_street(n: int, seed: int = 0) -> Tensor:
     parts.append(torch.stack([t * 60 - 30, torch.full_like(t, 12.0), torch.rand(wall_n, generator=g) * 4 - 1.7], 1))
     u = torch.rand(box_n, 3, generator=g) * torch.tensor([4.0, 2.0, 1.6]) + torch.tensor([6.0, -5.0, -1.7])
     face = torch.randint(0, 3, (box_n,), generator=g)
-    u[torch.arange(box_n), face] = torch.where(torch.rand(box_n, generator=g) < 0.5,
-                                               torch.tensor([6.0, -5.0, -1.7])[face],
-                                               torch.tensor([10.0, -3.0, -0.1])[face])
+    u[torch.arange(box_n), face] = torch.where(
+        torch.rand(box_n, generator=g) < 0.5,
+        torch.tensor([6.0, -5.0, -1.7])[face],
+        torch.tensor([10.0, -3.0, -0.1])[face],
+    )
     parts.append(u)
     h = torch.rand(pole_n, generator=g) * 6 - 1.7
     ang = torch.rand(pole_n, generator=g) * 2 * torch.pi
@@ -500,7 +515,8 @@ def _one_cloud_planes(detected) -> Tensor:
         detected = detected[None]  # one plane
     if detected.dim() != 2 or detected.shape[1] != 4:
         raise ValueError(
-            f"detected must be (M, 4) planes (n, d) of one cloud, or (1, M, 4); got {tuple(detected.shape)}")
+            f"detected must be (M, 4) planes (n, d) of one cloud, or (1, M, 4); got {tuple(detected.shape)}"
+        )
     return detected.detach().to("cpu", _F64)
 
 

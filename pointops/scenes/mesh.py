@@ -6,6 +6,7 @@ CGAL's example meshes come from Debian's ``libcgal-demo`` (``/usr/share/doc/libc
 read with ``pointops.io.read_mesh``, which needs trimesh: the ``io`` extra); :func:`blob_mesh` is a
 procedural mesh with no symmetry for what must not depend on that package.
 """
+
 import math
 import os
 import tarfile
@@ -52,17 +53,21 @@ def sample_surface(
         mesh = Mesh(mesh.points, mesh.faces)
     vertices, faces = mesh.vertices, mesh.faces
     if vertices.dim() != 2 or vertices.shape[1] != 3 or not vertices.is_floating_point():
-        raise ValueError(f"sample_surface: vertices must be a floating (V, 3) tensor, got {tuple(vertices.shape)} "
-                         f"{vertices.dtype}")
+        raise ValueError(
+            f"sample_surface: vertices must be a floating (V, 3) tensor, got {tuple(vertices.shape)} {vertices.dtype}"
+        )
     if faces.dim() != 2 or faces.shape[1] != 3 or faces.is_floating_point():
         raise ValueError(
-            f"sample_surface: faces must be an integer (F, 3) tensor, got {tuple(faces.shape)} {faces.dtype}")
+            f"sample_surface: faces must be an integer (F, 3) tensor, got {tuple(faces.shape)} {faces.dtype}"
+        )
     if n < 0:
         raise ValueError(f"sample_surface: n must be >= 0, got {n}")
     faces = faces.long().cpu()
     if faces.numel() and (int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]):
-        raise ValueError(f"sample_surface: faces must index vertices in [0, {vertices.shape[0]}), got values in "
-                         f"[{int(faces.min())}, {int(faces.max())}]")
+        raise ValueError(
+            f"sample_surface: faces must index vertices in [0, {vertices.shape[0]}), got values in "
+            f"[{int(faces.min())}, {int(faces.max())}]"
+        )
     v = vertices.detach().cpu().double()
     a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
     cross = torch.linalg.cross(b - a, c - a)
@@ -76,7 +81,8 @@ def sample_surface(
     total = float(area.sum()) if area.numel() else 0.0
     if not total > 0.0:
         raise ValueError(
-            f"sample_surface: the mesh has no surface to sample ({faces.shape[0]} faces, total area {total})")
+            f"sample_surface: the mesh has no surface to sample ({faces.shape[0]} faces, total area {total})"
+        )
     if generator is None:
         generator = torch.Generator().manual_seed(seed)
     # Inverse-CDF face choice: searchsorted(right=True) skips zero-area faces, whose cumulative
@@ -137,11 +143,47 @@ def blob_mesh(diameter: float = 1.0, subdivisions: int = 3, seed: int = 0) -> Me
     """A lumpy closed mesh with no symmetry: an icosphere whose radius varies with a few seeded
     harmonics, normalized to the diameter."""
     t = (1 + math.sqrt(5)) / 2
-    v = torch.tensor([[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t],
-                      [t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1]], dtype=_F64)
-    f = torch.tensor([[0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2],
-                      [10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5],
-                      [2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1]])
+    v = torch.tensor(
+        [
+            [-1, t, 0],
+            [1, t, 0],
+            [-1, -t, 0],
+            [1, -t, 0],
+            [0, -1, t],
+            [0, 1, t],
+            [0, -1, -t],
+            [0, 1, -t],
+            [t, 0, -1],
+            [t, 0, 1],
+            [-t, 0, -1],
+            [-t, 0, 1],
+        ],
+        dtype=_F64,
+    )
+    f = torch.tensor(
+        [
+            [0, 11, 5],
+            [0, 5, 1],
+            [0, 1, 7],
+            [0, 7, 10],
+            [0, 10, 11],
+            [1, 5, 9],
+            [5, 11, 4],
+            [11, 10, 2],
+            [10, 7, 6],
+            [7, 1, 8],
+            [3, 9, 4],
+            [3, 4, 2],
+            [3, 2, 6],
+            [3, 6, 8],
+            [3, 8, 9],
+            [4, 9, 5],
+            [2, 4, 11],
+            [6, 2, 10],
+            [8, 6, 7],
+            [9, 8, 1],
+        ]
+    )
     for _ in range(subdivisions):
         edges = torch.cat([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]).sort(1).values
         unique, inverse = torch.unique(edges, dim=0, return_inverse=True)
@@ -163,6 +205,20 @@ def box_mesh(size: Sequence[float]) -> Mesh:
     """An axis-aligned box centred on the origin."""
     hx, hy, hz = (s / 2 for s in size)
     v = torch.tensor([[x, y, z] for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)], dtype=_F64)
-    f = torch.tensor([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],
-                      [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    f = torch.tensor(
+        [
+            [0, 1, 3],
+            [0, 3, 2],
+            [4, 6, 7],
+            [4, 7, 5],
+            [0, 4, 5],
+            [0, 5, 1],
+            [2, 3, 7],
+            [2, 7, 6],
+            [0, 2, 6],
+            [0, 6, 4],
+            [1, 5, 7],
+            [1, 7, 3],
+        ]
+    )
     return Mesh(v, f)

@@ -25,6 +25,7 @@ drops do not count). ``poses`` and ``occlusions`` hold the same for every instan
 Meshes (:mod:`pointops.scenes.mesh`) are CGAL's example meshes (``load_mesh``) or procedural
 ones (``blob_mesh``, ``box_mesh``).
 """
+
 import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Sequence, Tuple
@@ -47,12 +48,22 @@ def random_rotation(g: torch.Generator) -> Tensor:
 
 # ---- camera and rasterizer ------------------------------------------------------------------------
 
-def look_at(target: Tensor, distance: float, azimuth: float, elevation: float, width: int = 320, height: int = 240,
-            fov_deg: float = 55.0) -> Camera:
+
+def look_at(
+    target: Tensor,
+    distance: float,
+    azimuth: float,
+    elevation: float,
+    width: int = 320,
+    height: int = 240,
+    fov_deg: float = 55.0,
+) -> Camera:
     """A camera ``distance`` from ``target`` at the given azimuth / elevation (radians, elevation
     above the table), looking at it with the image's x axis horizontal."""
-    forward = -torch.tensor([math.cos(elevation) * math.cos(azimuth), math.cos(elevation) * math.sin(azimuth),
-                             math.sin(elevation)], dtype=_F64)
+    forward = -torch.tensor(
+        [math.cos(elevation) * math.cos(azimuth), math.cos(elevation) * math.sin(azimuth), math.sin(elevation)],
+        dtype=_F64,
+    )
     position = target - distance * forward
     right = torch.linalg.cross(forward, torch.tensor([0.0, 0.0, 1.0], dtype=_F64))
     right = right / right.norm()
@@ -80,7 +91,16 @@ def _rasterize(camera: Camera, vertices: Tensor, faces: Tensor) -> Tuple[Tensor,
     cols, rows = (c1 - c0 + 1).clamp(min=0), (r1 - r0 + 1).clamp(min=0)
     count = cols * rows
     live = count > 0
-    tri, ids, u, v, c0, r0, cols, count = tri[live], ids[live], u[live], v[live], c0[live], r0[live], cols[live], count[live]
+    tri, ids, u, v, c0, r0, cols, count = (
+        tri[live],
+        ids[live],
+        u[live],
+        v[live],
+        c0[live],
+        r0[live],
+        cols[live],
+        count[live],
+    )
     which = torch.repeat_interleave(torch.arange(ids.numel()), count)
     local = torch.arange(int(count.sum())) - torch.repeat_interleave(count.cumsum(0) - count, count)
     col = c0[which] + local % cols[which]
@@ -88,8 +108,10 @@ def _rasterize(camera: Camera, vertices: Tensor, faces: Tensor) -> Tuple[Tensor,
     px, py = col.to(_F64) + 0.5, row.to(_F64) + 0.5
     ua, va = u[which], v[which]
     # edge functions: inside when all three have the sign of the triangle's area (either winding)
-    e = [(ua[:, (k + 1) % 3] - ua[:, k]) * (py - va[:, k]) - (va[:, (k + 1) % 3] - va[:, k]) * (px - ua[:, k])
-         for k in range(3)]
+    e = [
+        (ua[:, (k + 1) % 3] - ua[:, k]) * (py - va[:, k]) - (va[:, (k + 1) % 3] - va[:, k]) * (px - ua[:, k])
+        for k in range(3)
+    ]
     area = e[0] + e[1] + e[2]
     inside = ((e[0] >= 0) & (e[1] >= 0) & (e[2] >= 0)) | ((e[0] <= 0) & (e[1] <= 0) & (e[2] <= 0))
     inside = inside & (area != 0)
@@ -151,6 +173,7 @@ def render_depth(camera: Camera, meshes: Sequence[Mesh], table_half: float = 0.0
 
 # ---- a depth sensor's errors ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class DepthSensor:
     """The errors of a structured-light depth camera (a Kinect-like one by default), for
@@ -197,6 +220,7 @@ class DepthSensor:
 
 
 # ---- scenes ----------------------------------------------------------------------------------------
+
 
 class PPFScene(NamedTuple):
     """A depth-camera view of a target among distractors; see the module docstring."""
@@ -305,12 +329,15 @@ def make_ppf_scene(
             if clear_of_instances(xy):
                 break
         yaw = uniform(0, math.pi)
-        rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64)
+        rot = torch.tensor(
+            [[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64
+        )
         pose = _resting_pose(box_mesh(size), rot, xy)
         placed.append(box_mesh(size).transformed(pose))
     azimuth = uniform(0, 2 * math.pi)
-    camera = look_at(centre, uniform(*camera_distance), azimuth, math.radians(uniform(*elevation_deg)), width, height,
-                     fov_deg)
+    camera = look_at(
+        centre, uniform(*camera_distance), azimuth, math.radians(uniform(*elevation_deg)), width, height, fov_deg
+    )
 
     alone = render_depth(camera, placed[:1])
     target_pixels = alone.surface == 0
@@ -329,8 +356,9 @@ def make_ppf_scene(
         height_needed = top + fraction * (float(camera.position[2]) - top) + 0.15
         size = [0.1, 0.8, height_needed]
         yaw = math.atan2(float(side[1]), float(side[0])) - math.pi / 2  # the box's y axis along `side`
-        rot = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]],
-                           dtype=_F64)
+        rot = torch.tensor(
+            [[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]], dtype=_F64
+        )
 
         def occluder_pose(shift: float) -> Tensor:
             xy = mid[:2] + side[:2] * shift
@@ -390,11 +418,20 @@ def make_ppf_scene(
     # every instance's occluded share: its pixels in the scene against its pixels alone
     occlusions, visible_all = [], []
     for k in range(instances):
-        alone_k = alone if k == 0 else render_depth(camera, placed[k:k + 1])
+        alone_k = alone if k == 0 else render_depth(camera, placed[k : k + 1])
         own = int((alone_k.surface == 0).sum())
         seen = int((image.surface == k).sum())
         visible_all.append(seen)
         occlusions.append(1.0 - seen / max(own, 1))
     poses = torch.stack([camera.world_to_camera @ p for p in target_poses]).float()
-    return PPFScene(points.float(), normals.float(), labels, poses[0], occlusions[0], visible_all[0], target.diameter,
-                    poses, torch.tensor(occlusions, dtype=_F64))
+    return PPFScene(
+        points.float(),
+        normals.float(),
+        labels,
+        poses[0],
+        occlusions[0],
+        visible_all[0],
+        target.diameter,
+        poses,
+        torch.tensor(occlusions, dtype=_F64),
+    )

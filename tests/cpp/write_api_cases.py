@@ -4,6 +4,7 @@ gives for them in Python.
 
     python tests/cpp/write_api_cases.py OUT.pt [--device cpu cuda]
 """
+
 import argparse
 import os
 import sys
@@ -35,7 +36,7 @@ def as_schema_type(value, kind):
 def full_arguments(schema, sample):
     """The sample's positional arguments plus the schema's defaults for the rest, in the schema's types."""
     args = list(sample)
-    for arg in schema.arguments[len(args):]:
+    for arg in schema.arguments[len(args) :]:
         if not arg.has_default_value():
             raise ValueError(f"{schema.name}: sample gives no {arg.name}")
         args.append(arg.default_value)

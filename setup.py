@@ -181,13 +181,15 @@ class build_ext(BuildExtension.with_options(use_ninja=True)):  # noqa: N801  (se
 
 
 # Optional dependencies, one extra per line (pip install "pointops[io]"), pinned to the versions
-# the tests ran with; tools/install.sh installs io, demo and test from this dict.
+# the tests ran with; tools/install.sh installs io, demo, test and lint from this dict.
 EXTRAS = {
     "io": ["plyfile==1.1.5", "pypcd4==1.5.1", "laspy==2.7.0", "lazrs==0.8.2", "trimesh==5.2.0"],
     "demo": ["matplotlib==3.11.2"],
     "test": ["pytest", "hypothesis==6.155.2", "pyyaml==6.0.3", "scikit-image==0.26.0", "scipy==1.17.1"],
-    # the linter pyproject.toml's [tool.ruff] configures (`ruff check .` passes with this version)
-    "lint": ["ruff==0.14.14"],
+    # the linter and formatters .ci/run checks with: ruff (pyproject.toml's [tool.ruff]) and
+    # clang-format (.clang-format); the code passes `ruff check`, `ruff format --check` and
+    # `clang-format --dry-run` with these versions
+    "lint": ["ruff==0.14.14", "clang-format==19.1.7"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "lint" for package in packages})
 

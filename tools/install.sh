@@ -13,7 +13,7 @@
 #   MAX_JOBS                parallel compile jobs (default: the number of cores)
 #   PYTHON                  the interpreter that makes .venv (default python3)
 #   POINTOPS_TORCH_VERSION  the torch to pin (default 2.14.1)
-#   POINTOPS_EXTRAS=0       leave out the optional extras (file formats, matplotlib, test references)
+#   POINTOPS_EXTRAS=0       leave out the optional extras (file formats, matplotlib, test references, linters)
 
 # --help: the comment block above, at once
 case "${1:-}" in -h|--help) sed -n -E '2,/^([^#]|$)/s/^# ?//p' "$0"; exit 0 ;; esac
@@ -52,16 +52,17 @@ pip_install "torch==$torch_version" numpy pytest ninja "setuptools>=64" wheel "c
 
 # The optional extras the tests and the demo use (setup.py's EXTRAS, same pins): pointops.io's
 # format libraries, matplotlib for the demo's pictures, and the test references (scikit-image,
-# SciPy, PyYAML). POINTOPS_EXTRAS=0 leaves them out; the tests that need them then skip.
+# SciPy, PyYAML), and the linters .ci/run checks with (ruff, clang-format). POINTOPS_EXTRAS=0
+# leaves them out; the tests that need them then skip.
 if [ "${POINTOPS_EXTRAS:-1}" != 0 ]; then
   extras=$(.venv/bin/python - <<'PYEOF'
 import ast, re
 source = open("setup.py").read()
 extras = ast.literal_eval(re.search(r"^EXTRAS = (\{.*?^\})", source, re.M | re.S).group(1))
-print(" ".join(sorted({p for name in ("io", "demo", "test") for p in extras[name]})))
+print(" ".join(sorted({p for name in ("io", "demo", "test", "lint") for p in extras[name]})))
 PYEOF
 )
-  say "[3/5] the optional extras io, demo and test: $extras"
+  say "[3/5] the optional extras io, demo, test and lint: $extras"
   # shellcheck disable=SC2086
   pip_install $extras
 else

@@ -16,9 +16,12 @@ mkdir -p build
 cuda=$(python -c 'import torch; print(int(torch.cuda.is_available()))')
 devices=cpu
 [ "$cuda" = 1 ] && devices="cpu cuda"
-if ! (
+# The steps run in a subshell of their own with -e: as the condition of an `if`, bash would
+# ignore -e inside it and run on past a failing step.
+set +e
+(
+  set -ex
   PS4='+ [$SECONDS s] '  # each command with the seconds since the start, in the log
-  set -x
   cmake -S . -B build/cmake -DCMAKE_PREFIX_PATH="$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')"
   cmake --build build/cmake -j "$(nproc)"
   cmake --install build/cmake --prefix build/prefix
@@ -42,11 +45,14 @@ if ! (
   # shellcheck disable=SC2086
   python tests/cpp/write_api_cases.py build/api_cases.pt --device $devices
   build/api_test/test_api build/api_cases.pt
-) > build/deploy.log 2>&1; then
+) > build/deploy.log 2>&1
+status=$?
+set -e
+if [ "$status" != 0 ]; then
   tail -60 build/deploy.log
   echo "check_deploy: failed (build/deploy.log)" >&2
   exit 1
 fi
-grep -E "pointops: compiling|Python's|CPU and CUDA|cloud_tool|points|^planes|^  [0-9]+:|ms on|C\+\+ API" build/deploy.log \
+grep -E "pointops: compiling|Python's|CPU and CUDA|cloud_tool|points|^normals|farthest point|^planes|^  [0-9]+:|ms on|C\+\+ API" build/deploy.log \
   | grep -v '^+' || true
 echo "check_deploy: every check passed"

@@ -189,7 +189,9 @@ def cloud_steps(points: Tensor) -> dict:
 
 
 def check_cloud(saved: str, cloud_file: str) -> int:
-    got = torch.load(saved)
+    # torch::pickle_save's format tags its dict's types, which torch.load's default weights-only
+    # unpickler refuses; the file is cloud_tool's own output.
+    got = torch.load(saved, weights_only=False)
     points = pointops.io.read(cloud_file).points.float().unsqueeze(0)
     want = cloud_steps(points.to(got["points"].device))
     bad = [k for k, v in want.items() if not torch.equal(v.cpu().nan_to_num(), got[k].cpu().nan_to_num())]

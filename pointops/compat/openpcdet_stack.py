@@ -564,6 +564,12 @@ class ThreeNNForVectorPoolByTwoStep(NoGradFunction):
         return non_differentiable(ctx, out)
 
 
+def _voxel_query_with(args: tuple, features: Tensor):
+    """vector_pool_with_voxel_query_op of VectorPoolWithVoxelQuery's saved arguments (all but the
+    features, in the op's order) and these features."""
+    return vector_pool_with_voxel_query_op(*args[:2], features, *args[2:])
+
+
 class VectorPoolWithVoxelQuery(Function):
     """``VectorPoolWithVoxelQuery.apply(...)``: :func:`vector_pool_with_voxel_query_op`, with the
     gradient of ``support_features``."""
@@ -587,82 +593,22 @@ class VectorPoolWithVoxelQuery(Function):
         neighbor_type=0,
         pooling_type=0,
     ):
-        ctx.args = (
-            support_xyz,
-            xyz_batch_cnt,
-            new_xyz,
-            new_xyz_batch_cnt,
-            num_grid_x,
-            num_grid_y,
-            num_grid_z,
-            max_neighbour_distance,
-            num_c_out_each_grid,
-            use_xyz,
-            num_mean_points_per_grid,
-            nsample,
-            neighbor_type,
-            pooling_type,
-        )
+        # every argument but the features, in order: backward calls the op again with them
+        ctx.args = (support_xyz, xyz_batch_cnt, new_xyz, new_xyz_batch_cnt, num_grid_x, num_grid_y, num_grid_z,
+                    max_neighbour_distance, num_c_out_each_grid, use_xyz, num_mean_points_per_grid, nsample,
+                    neighbor_type, pooling_type)  # fmt: skip
         ctx.features_shape, ctx.features_dtype = support_features.shape, support_features.dtype
-        out = vector_pool_with_voxel_query_op(
-            support_xyz,
-            xyz_batch_cnt,
-            support_features,
-            new_xyz,
-            new_xyz_batch_cnt,
-            num_grid_x,
-            num_grid_y,
-            num_grid_z,
-            max_neighbour_distance,
-            num_c_out_each_grid,
-            use_xyz,
-            num_mean_points_per_grid,
-            nsample,
-            neighbor_type,
-            pooling_type,
-        )
+        out = _voxel_query_with(ctx.args, support_features)
         ctx.mark_non_differentiable(out[1], out[2], out[3])
         return out
 
     @staticmethod
     def backward(ctx, grad_features, grad_local_xyz=None, grad_mean=None, grad_cnt=None):
-        (
-            support_xyz,
-            xyz_batch_cnt,
-            new_xyz,
-            new_xyz_batch_cnt,
-            gx,
-            gy,
-            gz,
-            distance,
-            c_out,
-            use_xyz,
-            mean_points,
-            nsample,
-            neighbor_type,
-            pooling_type,
-        ) = ctx.args
         with torch.enable_grad():
             features = torch.zeros(
                 ctx.features_shape, dtype=ctx.features_dtype, device=grad_features.device, requires_grad=True
             )
-            out = vector_pool_with_voxel_query_op(
-                support_xyz,
-                xyz_batch_cnt,
-                features,
-                new_xyz,
-                new_xyz_batch_cnt,
-                gx,
-                gy,
-                gz,
-                distance,
-                c_out,
-                use_xyz,
-                mean_points,
-                nsample,
-                neighbor_type,
-                pooling_type,
-            )
+            out = _voxel_query_with(ctx.args, features)
             (grad,) = torch.autograd.grad(out[0], features, grad_features)
         return (None, None, grad) + (None,) * 12
 

@@ -831,17 +831,26 @@ def test_a_tensor_of_samples_per_cloud_is_read_once_and_checked():
 
 # ---- CUDA: where a check reads its values ---------------------------------------------------------------
 
-# Each script breaks one check that reads nothing back on CUDA: the call returns, and the next host
-# read fails with the device-side assert, the device printing the message that names the argument.
-DEVICE_ASSERTS = {
-    "offset": "pointcept.knn_query(2, x, torch.tensor([6, 4, 10], dtype=torch.int32, device='cuda'), x, "
-    "torch.tensor([3, 6, 10], dtype=torch.int32, device='cuda'))",
-    "xyz_batch_cnt": "stack.ball_query(0.5, 2, x, torch.tensor([-2, 12], dtype=torch.int32, device='cuda'), x, "
-    "torch.tensor([4, 6], dtype=torch.int32, device='cuda'))",
-    "idx": "nn.gather_operation(torch.rand(2, 4, 10, device='cuda'), torch.full((2, 3), -5, dtype=torch.int32, "
-    "device='cuda'))",
-    "lengths2": "pytorch3d.knn_points(x[None], x[None], lengths2=torch.tensor([12], device='cuda'))",
-    "voxel_size": "pointops.voxel_downsample(x[None] * 1e30, 0.01)",
+# Each script breaks one check that reads nothing back on CUDA: the call makes no host read (the
+# script turns torch's sync debug mode to "error" around it), and the device-side assert, whose
+# message names the argument, fails the process: at the call itself when a later launch in it
+# finds the assert already fired, else at the next synchronisation.
+I32C = "dtype=torch.int32, device='cuda'"
+DEVICE_ASSERTS = {  # argument: (the inputs, made before the sync check; the call)
+    "offset": (
+        f"a = torch.tensor([6, 4, 10], {I32C}); b = torch.tensor([3, 6, 10], {I32C})",
+        "pointcept.knn_query(2, x, a, x, b)",
+    ),
+    "xyz_batch_cnt": (
+        f"a = torch.tensor([-2, 12], {I32C}); b = torch.tensor([4, 6], {I32C})",
+        "stack.ball_query(0.5, 2, x, a, x, b)",
+    ),
+    "idx": (
+        f"a = torch.rand(2, 4, 10, device='cuda'); b = torch.full((2, 3), -5, {I32C})",
+        "nn.gather_operation(a, b)",
+    ),
+    "lengths2": ("a = torch.tensor([12], device='cuda')", "pytorch3d.knn_points(x[None], x[None], lengths2=a)"),
+    "voxel_size": ("a = x[None] * 1e30", "pointops.voxel_downsample(a, 0.01)"),
 }
 
 
@@ -856,14 +865,18 @@ def test_cuda_checks_without_a_host_read_are_device_side_asserts(argument):
         "from pointops import nn\n"
         "from pointops.compat import openpcdet_stack as stack, pointcept, pytorch3d\n"
         "x = torch.rand(10, 3, device='cuda')\n"
-        f"out = {DEVICE_ASSERTS[argument]}\n"
-        "print('returned', flush=True)\n"
+        f"{DEVICE_ASSERTS[argument][0]}\n"
+        "torch.cuda.synchronize()\n"
+        "torch.cuda.set_sync_debug_mode('error')\n"
+        f"out = {DEVICE_ASSERTS[argument][1]}\n"
+        "torch.cuda.set_sync_debug_mode('default')\n"
         "torch.cuda.synchronize()\n"
         "print('no error', flush=True)\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     output = run.stdout + run.stderr
-    assert run.returncode != 0 and "returned" in run.stdout and "no error" not in run.stdout, output
+    assert "called a synchronizing CUDA operation" not in output, output  # the check read a value back
+    assert run.returncode != 0 and "no error" not in run.stdout, output
     assert "device-side assert" in output and argument in output, output
 
 

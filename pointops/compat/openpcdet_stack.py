@@ -329,8 +329,16 @@ class ThreeInterpolate(Function):
             term = grad_out * torch.where(valid, weight[:, j], torch.zeros_like(weight[:, j]))[:, None].to(
                 grad_out.dtype
             )
-            grad = grad.index_add(0, torch.where(valid, index, torch.zeros_like(index)), term)
+            # index_put_ with accumulate, not index_add: the same order of sums on every call (_row_sums)
+            grad.index_put_((torch.where(valid, index, torch.zeros_like(index)),), term, accumulate=True)
         return grad, None, None
+
+
+def _row_sums(n: int, index: Tensor, values: Tensor) -> Tensor:
+    """(n, ...) sums of values' rows by index, added in the same order on every call: on CUDA
+    index_put_ with accumulate sorts the index and adds each row's terms in turn, where index_add
+    adds with atomics in whatever order the threads arrive (a different float sum per call)."""
+    return values.new_zeros((n,) + tuple(values.shape[1:])).index_put_((index,), values, accumulate=True)
 
 
 # ---- PV-RCNN++'s vector pool ------------------------------------------------------------------
@@ -515,11 +523,9 @@ def vector_pool_with_voxel_query_op(
     rows = neighbors[centre, slot]
     bins = centre * num_total_grids + grid[centre, slot]
     folded = support_features.reshape(-1, c_in // num_c_out_each_grid, num_c_out_each_grid).sum(1)
-    counts = torch.zeros(m * num_total_grids, dtype=torch.int64, device=device).index_add(
-        0, bins, torch.ones_like(bins)
-    )
-    sums = folded.new_zeros((m * num_total_grids, num_c_out_each_grid)).index_add(0, bins, folded[rows])
-    xyz_sums = local.new_zeros((m * num_total_grids, 3)).index_add(0, bins, local[centre, slot])
+    counts = _row_sums(m * num_total_grids, bins, torch.ones_like(bins))
+    sums = _row_sums(m * num_total_grids, bins, folded[rows])
+    xyz_sums = _row_sums(m * num_total_grids, bins, local[centre, slot])
     normalizer = counts.to(support_features.dtype).clamp(min=1e-6)[:, None]
     new_features = (sums / normalizer).reshape(m, -1)
     if use_xyz:

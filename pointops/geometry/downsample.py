@@ -90,20 +90,21 @@ def _check_cell_span(
     limit = 4611686018427387904.0  # 2^62: csrc/geometry/voxel_downsample.h counts no cell beyond +-2^62
     acc = torch.float64 if points.dtype == torch.float64 else torch.float32
     p = points.to(acc)
-    size = torch.tensor(sizes, dtype=acc, device=p.device)
+    # The grid's constants enter as Python scalars, never as tensors copied to the device: a copy
+    # from the host waits for the GPU, and CUDA graph capture refuses it.
+    origin = point_range[:3] if point_range is not None else [0.0, 0.0, 0.0]
+    counted = torch.isfinite(p).all(-1)  # a point counts when all three coordinates do
     if point_range is not None:
-        origin = torch.tensor(point_range[:3], dtype=acc, device=p.device)
-        upper = torch.tensor(point_range[3:], dtype=acc, device=p.device)
-        counted = torch.isfinite(p) & (p >= origin) & (p < upper)
-    else:
-        origin = torch.zeros(3, dtype=acc, device=p.device)
-        counted = torch.isfinite(p)
-    counted = counted.all(-1, keepdim=True)  # a point counts when all three coordinates do
+        for d in range(3):
+            counted = counted & (p[..., d] >= point_range[d]) & (p[..., d] < point_range[3 + d])
     if lengths is not None:
         rows = torch.arange(p.shape[1], device=p.device)
-        counted = counted & (rows.unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
-    low, high = torch.aminmax(torch.where(counted, p, origin), dim=1)
-    cells = torch.stack([torch.floor((low - origin) / size), torch.floor((high - origin) / size)], 1)  # (B, 2, 3)
+        counted = counted & (rows.unsqueeze(0) < lengths.unsqueeze(1))
+    axes = []
+    for d in range(3):
+        low, high = torch.aminmax(torch.where(counted, p[..., d], origin[d]), dim=1)
+        axes.append(torch.floor((torch.stack([low, high], 1) - origin[d]) / sizes[d]))
+    cells = torch.stack(axes, 2)  # (B, 2, 3): [cloud, low or high, axis]
     bad = (cells < -limit) | (cells >= limit)
     require(
         ~bad.any(),

@@ -166,7 +166,7 @@ void vote_circles(const index_t* points, const int64_t* lengths, const int64_t* 
   });
 }
 
-// hough_circles_max: one image per task, a radius at a time into one plane, each folded into the
+// hough_circles_max_points: one image per task, a radius at a time into one plane, each folded into the
 // best (key, index) of every centre.
 template <typename index_t, typename acc_t>
 void best_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed, const float* gradients,
@@ -198,9 +198,10 @@ void best_circles(const index_t* points, const int64_t* lengths, const int64_t* 
   });
 }
 
-at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                             int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+at::Tensor hough_circles_points_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                    const std::optional<at::Tensor>& weights,
+                                    const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                    at::IntArrayRef radii, double max_angle) {
   const float tan_angle =
       hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   hough2d::check_circles_output(points, radii, height, width, weights.has_value());
@@ -225,7 +226,7 @@ at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::T
     if (gradients.has_value()) grads = gradients->to(at::kFloat).contiguous();
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
     const float* grad_ptr = grads.defined() ? grads.data_ptr<float>() : nullptr;
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_points_cpu", [&] {
       if (weighted) {
         vote_circles(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
                      static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
@@ -240,15 +241,15 @@ at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::T
   return weighted ? hough2d::fixed_to_float(acc) : acc;
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& points,
-                                                         const std::optional<at::Tensor>& lengths,
-                                                         const std::optional<at::Tensor>& weights,
-                                                         const std::optional<at::Tensor>& gradients, int64_t height,
-                                                         int64_t width, at::IntArrayRef radii, double max_angle,
-                                                         bool normalize) {
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cpu(const at::Tensor& points,
+                                                                const std::optional<at::Tensor>& lengths,
+                                                                const std::optional<at::Tensor>& weights,
+                                                                const std::optional<at::Tensor>& gradients,
+                                                                int64_t height, int64_t width, at::IntArrayRef radii,
+                                                                double max_angle, bool normalize) {
   const float tan_angle =
       hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
+  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_points");
   const int64_t batch = points.size(0), n = points.size(1);
   const bool weighted = weights.has_value(), float_scores = weighted || normalize;
   at::Tensor keys = at::empty({batch, height, width}, points.options().dtype(at::kInt));
@@ -269,7 +270,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& point
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
     const float* grad_ptr = grads.defined() ? grads.data_ptr<float>() : nullptr;
     uint32_t* key_ptr = reinterpret_cast<uint32_t*>(keys.data_ptr<int32_t>());
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_max_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_max_points_cpu", [&] {
       if (weighted) {
         best_circles<index_t, int64_t>(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
                                        static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
@@ -300,8 +301,8 @@ at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float) {
 }  // namespace hough2d
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) {
-  m.impl("hough_circles", &hough_circles_cpu);
-  m.impl("hough_circles_max", &hough_circles_max_cpu);
+  m.impl("hough_circles_points", &hough_circles_points_cpu);
+  m.impl("hough_circles_max_points", &hough_circles_max_points_cpu);
 }
 
 }  // namespace pointops

@@ -31,7 +31,7 @@
 // Weighted votes: the same kernel with int64 counters (fixed-point sums, edges.h), half as many
 // per tile.
 //
-// hough_circles_max (circle_best_kernel): the same vote loop, one radius at a time into a
+// hough_circles_max_points (circle_best_kernel): the same vote loop, one radius at a time into a
 // one-radius tile, each radius folded into a per-centre best (ordered score key, radius byte) in
 // shared memory; chunks of radii meet through 64-bit atomicMax keys. The (B, R, H, W) accumulator
 // is never written (at 512^2 with 61 radii: 64 MB of writes and as many reads by max(1) saved).
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) circle_votes_kernel(CircleLaunch a, 
   }
 }
 
-// hough_circles_max: a block owns centre rows [y0, y0 + rows) x columns [x0, x0 + cols) of image
+// hough_circles_max_points: a block owns centre rows [y0, y0 + rows) x columns [x0, x0 + cols) of image
 // b and a chunk of consecutive radii; it votes one radius at a time into a one-radius tile and
 // folds each into the best (ordered score key, radius) of every centre, kept in shared memory.
 // The chunks' bests meet in a (B, H, W) array of 64-bit keys (key << 32 | ~radius index): a
@@ -406,7 +406,7 @@ void launch_votes(const CircleLaunch& a, const TilePlan& plan, acc_t* out, cudaS
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// hough_circles_max's tiles: one radius of votes plus the best key (4 bytes) and radius (1 byte)
+// hough_circles_max_points' tiles: one radius of votes plus the best key (4 bytes) and radius (1 byte)
 // of each centre, 512 columns wide; as many rows (up to 32) as two blocks per SM allow; then the
 // radii are cut into chunks (at most 255 radii, the best radius is a byte) until the grid has
 // four blocks per SM.
@@ -460,7 +460,7 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
   Prepared prep;
 
   const int64_t rows_total = batch * height;
-  cuda::check_cub_items(rows_total + 1, "hough_circles (image rows)");
+  cuda::check_cub_items(rows_total + 1, "hough_circles_points (image rows)");
   prep.row_count = at::zeros({rows_total + 1}, options.dtype(at::kInt));
   prep.row_start = at::empty({rows_total + 1}, options.dtype(at::kInt));
   prep.packed = at::empty({total}, options.dtype(at::kInt));
@@ -512,8 +512,8 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
 }
 
 void set_tiles(CircleLaunch& a, const TilePlan& plan) {
-  TORCH_CHECK(plan.blocks <= std::numeric_limits<int32_t>::max(), "hough_circles: the accumulator has too many tiles (",
-              plan.blocks, ")");
+  TORCH_CHECK(plan.blocks <= std::numeric_limits<int32_t>::max(),
+              "hough_circles_points: the accumulator has too many tiles (", plan.blocks, ")");
   a.tile_rows = plan.tile_rows;
   a.radii_per_block = plan.radii_per_block;
   a.tile_width = plan.tile_width;
@@ -523,9 +523,10 @@ void set_tiles(CircleLaunch& a, const TilePlan& plan) {
   a.n_col_tiles = static_cast<int32_t>(plan.n_col_tiles);
 }
 
-at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                              const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                              int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+at::Tensor hough_circles_points_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const std::optional<at::Tensor>& weights,
+                                     const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                     at::IntArrayRef radii, double max_angle) {
   const float tan_angle =
       hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   hough2d::check_circles_output(points, radii, height, width, weights.has_value());
@@ -572,15 +573,15 @@ void launch_best(const CircleLaunch& a, const BestLaunch& m, const TilePlan& pla
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& points,
-                                                          const std::optional<at::Tensor>& lengths,
-                                                          const std::optional<at::Tensor>& weights,
-                                                          const std::optional<at::Tensor>& gradients, int64_t height,
-                                                          int64_t width, at::IntArrayRef radii, double max_angle,
-                                                          bool normalize) {
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cuda(const at::Tensor& points,
+                                                                 const std::optional<at::Tensor>& lengths,
+                                                                 const std::optional<at::Tensor>& weights,
+                                                                 const std::optional<at::Tensor>& gradients,
+                                                                 int64_t height, int64_t width, at::IntArrayRef radii,
+                                                                 double max_angle, bool normalize) {
   const float tan_angle =
       hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
+  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_points");
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -630,8 +631,8 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& poin
 }  // namespace
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) {
-  m.impl("hough_circles", &hough_circles_cuda);
-  m.impl("hough_circles_max", &hough_circles_max_cuda);
+  m.impl("hough_circles_points", &hough_circles_points_cuda);
+  m.impl("hough_circles_max_points", &hough_circles_max_points_cuda);
 }
 
 }  // namespace pointops

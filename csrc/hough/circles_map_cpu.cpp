@@ -132,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor> call_edge_points(const at::Tensor& edges) {
 at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef radii) {
   static auto op =
       c10::Dispatcher::singleton()
-          .findSchemaOrThrow("pointops::hough_circles", "")
+          .findSchemaOrThrow("pointops::hough_circles_points", "")
           .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                             const std::optional<at::Tensor>&, int64_t, int64_t, at::IntArrayRef, double)>();
   auto [points, lengths] = call_edge_points(edges);
@@ -142,7 +142,7 @@ at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef rad
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_points(const at::Tensor& edges, at::IntArrayRef radii,
                                                                 bool normalize) {
   static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("pointops::hough_circles_max", "")
+                       .findSchemaOrThrow("pointops::hough_circles_max_points", "")
                        .typed<std::tuple<at::Tensor, at::Tensor>(
                            const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                            const std::optional<at::Tensor>&, int64_t, int64_t, at::IntArrayRef, double, bool)>();

@@ -193,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& s
   const at::Tensor picked = radius_index.flatten(1).gather(1, flat);
   const at::Tensor table =
       device_table(at::tensor(std::vector<int64_t>(radii.begin(), radii.end()), at::kLong), scores.device());
-  // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
+  // out-of-range indices (never at the peaks of the best-radius maps) are clamped
   const at::Tensor r = table.index_select(0, picked.clamp(0, table.size(0) - 1).flatten()).view(picked.sizes());
   at::Tensor circles = at::stack({x, y, r}, -1).to(at::kFloat);
   circles = at::where(keep.unsqueeze(-1), circles, at::full_like(circles, std::numeric_limits<float>::quiet_NaN()));

@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
         const int64_t index = d.radius_index[b * d.bins + flat];
         y = static_cast<float>(flat / static_cast<uint32_t>(d.width));
         x = static_cast<float>(flat % static_cast<uint32_t>(d.width));
-        // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
+        // out-of-range indices (never at the peaks of the best-radius maps) are clamped
         r = static_cast<float>(d.radii[index < 0 ? 0 : (index >= d.n_radii ? d.n_radii - 1 : index)]);
         v = key_votes(key, d.is_float);
       }

@@ -1,6 +1,6 @@
 // 2D line Hough accumulator: the contract shared by the CPU and CUDA kernels.
 //
-// hough_lines(points, lengths?, weights?, height, width, theta) -> acc
+// hough_lines_points(points, lengths?, weights?, height, width, theta) -> acc
 //   points, lengths, weights, height, width: a point list (edges.h).
 //   theta   T finite angles in radians (any order, repeats allowed); scikit-image's default is
 //           180 angles over [-pi/2, pi/2): -pi/2 + j pi / 180.

@@ -65,9 +65,9 @@ void vote_lines(const index_t* points, const int64_t* lengths, const int64_t* fi
   });
 }
 
-at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                           const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                           at::ArrayRef<double> theta) {
+at::Tensor hough_lines_points_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                  const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                                  at::ArrayRef<double> theta) {
   const int64_t offset = hough2d::check_lines_args(points, lengths, weights, height, width, theta);
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_theta = static_cast<int64_t>(theta.size()), n_rho = 2 * offset + 1;
@@ -88,7 +88,7 @@ at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Ten
       });
     }
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_points_cpu", [&] {
       if (weighted) {
         vote_lines(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, batch, n, static_cast<int32_t>(height),
                    static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset), n_rho,
@@ -105,6 +105,6 @@ at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Ten
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("hough_lines", &hough_lines_cpu); }
+TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("hough_lines_points", &hough_lines_points_cpu); }
 
 }  // namespace pointops

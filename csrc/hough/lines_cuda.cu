@@ -186,9 +186,9 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   const bool direct = chunks == 1;
   if (!direct) out.zero_();
   const int64_t blocks = batch * n_tiles * chunks;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "hough_lines: too many blocks (", blocks, ")");
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "hough_lines_points: too many blocks (", blocks, ")");
   const int64_t smem = tile * column;
-  AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines", [&] {
+  AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_points", [&] {
     auto kernel = line_votes_kernel<index_t, acc_t>;
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(smem), stream>>>(
@@ -197,9 +197,9 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                            const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                            at::ArrayRef<double> theta) {
+at::Tensor hough_lines_points_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                   const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                                   at::ArrayRef<double> theta) {
   const int64_t offset = hough2d::check_lines_args(points, lengths, weights, height, width, theta);
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
@@ -238,6 +238,6 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_lines", &hough_lines_cuda); }
+TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_lines_points", &hough_lines_points_cuda); }
 
 }  // namespace pointops

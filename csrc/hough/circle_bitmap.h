@@ -29,7 +29,7 @@
 #include "hough/circles.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 namespace bitmap {
 
 constexpr int kPlanes = 16;      // bit planes of a count
@@ -391,5 +391,5 @@ struct RadiusEntry {
 };
 
 }  // namespace bitmap
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

@@ -51,7 +51,7 @@
 #include "hough/edges.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 constexpr int64_t kMaxRadius = 32767;
 constexpr int64_t kMaxCircleOffsets = int64_t{1} << 26;  // all radii's tables together
@@ -170,5 +170,5 @@ float check_circles_args(const at::Tensor& points, const std::optional<at::Tenso
                          const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
                          int64_t height, int64_t width, at::IntArrayRef radii, double max_angle);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

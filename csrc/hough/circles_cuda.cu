@@ -75,8 +75,8 @@ __device__ __forceinline__ bool binned_point(const index_t* points, const int64_
                                              int32_t& x, int32_t& y, int64_t& fixed) {
   b = i / n;
   if (i - b * n >= cloud_length(lengths, b, n)) return false;
-  if (!hough2d::point_in_image(points + 2 * i, height, width, x, y)) return false;
-  fixed = weights == nullptr ? 1 : hough2d::weight_to_fixed(weights[i]);
+  if (!hough_images::point_in_image(points + 2 * i, height, width, x, y)) return false;
+  fixed = weights == nullptr ? 1 : hough_images::weight_to_fixed(weights[i]);
   return fixed != 0;  // a zero weight adds nothing
 }
 
@@ -191,7 +191,7 @@ __device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int
         const float2 g = a.gradients[point];
         gx = g.x;
         gy = g.y;
-        live = live && hough2d::gradient_usable(gx, gy);
+        live = live && hough_images::gradient_usable(gx, gy);
         if (live && a.prune) {
           int32_t w_lo, w_hi;
           wedge_rows(gx, gy, sign, r, a, w_lo, w_hi);
@@ -227,10 +227,10 @@ __device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int
 #pragma unroll 4
       for (int32_t t = j_t0 + lane; t < j_t1; t += kWarpSize) {
         const int32_t e = __ldg(a.entries + t);
-        const int32_t dx = hough2d::offset_dx(e), dy = hough2d::offset_dy(e);
+        const int32_t dx = hough_images::offset_dx(e), dy = hough_images::offset_dy(e);
         bool vote_here = static_cast<uint32_t>(j_col + dx) < static_cast<uint32_t>(cols);
         if constexpr (kGradient) {
-          vote_here = vote_here && hough2d::along_gradient(dx, dy, j_gx, j_gy, a.tan_angle, j_sign);
+          vote_here = vote_here && hough_images::along_gradient(dx, dy, j_gx, j_gy, a.tan_angle, j_sign);
         }
         if (vote_here) shared_add(acc + (j_at + dy * a.stride + dx), j_vote);
       }
@@ -324,9 +324,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int32_t t = warp; t < rows; t += kWarps) {
       for (int32_t c = lane; c < cols; c += kWarpSize) {
         const acc_t v = acc[t * a.stride + c];
-        const uint32_t key = m.float_scores
-                                 ? hough2d::ordered_score(hough2d::float_score(v, m.weighted, m.normalize, ring))
-                                 : hough2d::ordered_score(static_cast<int32_t>(v));
+        const uint32_t key =
+            m.float_scores ? hough_images::ordered_score(hough_images::float_score(v, m.weighted, m.normalize, ring))
+                           : hough_images::ordered_score(static_cast<int32_t>(v));
         const int32_t slot = t * a.tile_width + c;
         if (i == i0 || key > best[slot]) {  // strictly larger: ties keep the lower radius
           best[slot] = key;
@@ -490,7 +490,7 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
   });
 
   // The offset table, copied stream-ordered from page-locked memory (cached per radius list).
-  const hough2d::CircleTable table = hough2d::circle_table(radii, /*pinned=*/true);
+  const hough_images::CircleTable table = hough_images::circle_table(radii, /*pinned=*/true);
   prep.table = table.data.to(points.device(), /*non_blocking=*/true);
   CircleLaunch& a = prep.a;
   a.packed = reinterpret_cast<const uint32_t*>(prep.packed.data_ptr<int32_t>());
@@ -528,8 +528,8 @@ at::Tensor hough_circles_points_cuda(const at::Tensor& points, const std::option
                                      const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
                                      at::IntArrayRef radii, double max_angle) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  hough2d::check_circles_output(points, radii, height, width, weights.has_value());
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+  hough_images::check_circles_output(points, radii, height, width, weights.has_value());
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -537,7 +537,7 @@ at::Tensor hough_circles_points_cuda(const at::Tensor& points, const std::option
   const at::TensorOptions options = points.options();
   if (batch * n_radii * height * width == 0 || n == 0) {
     at::Tensor zeros = at::zeros({batch, n_radii, height, width}, options.dtype(weighted ? at::kLong : at::kInt));
-    return weighted ? hough2d::fixed_to_float(zeros) : zeros;
+    return weighted ? hough_images::fixed_to_float(zeros) : zeros;
   }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   Prepared prep =
@@ -552,7 +552,7 @@ at::Tensor hough_circles_points_cuda(const at::Tensor& points, const std::option
     } else {
       launch_votes<int64_t, false>(prep.a, plan, sums.data_ptr<int64_t>(), stream);
     }
-    return hough2d::fixed_to_float(sums);
+    return hough_images::fixed_to_float(sums);
   }
   at::Tensor counts = at::empty({batch, n_radii, height, width}, options.dtype(at::kInt));
   if (with_gradients) {
@@ -580,7 +580,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cuda(const at::Tenso
                                                                  int64_t height, int64_t width, at::IntArrayRef radii,
                                                                  double max_angle, bool normalize) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_points");
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
@@ -591,7 +591,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cuda(const at::Tenso
   const int64_t bins = batch * height * width;
   at::Tensor score_keys = at::empty({batch, height, width}, options.dtype(at::kInt));
   at::Tensor radius_index = at::empty({batch, height, width}, options.dtype(at::kLong));
-  if (bins == 0) return {hough2d::scores_from_keys(score_keys, float_scores), radius_index};
+  if (bins == 0) return {hough_images::scores_from_keys(score_keys, float_scores), radius_index};
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // With no points at all the kernels still run (every score is the one of an empty circle).
   Prepared prep =
@@ -625,7 +625,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cuda(const at::Tenso
   decode_best_kernel<<<grid, kThreads, 0, stream>>>(key_ptr, bins, score_keys.data_ptr<int32_t>(),
                                                     radius_index.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {hough2d::scores_from_keys(score_keys, float_scores), radius_index};
+  return {hough_images::scores_from_keys(score_keys, float_scores), radius_index};
 }
 
 }  // namespace

@@ -30,7 +30,7 @@
 #include "hough/circle_bitmap.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 constexpr int64_t kMaxChunks = 8;
 
@@ -61,5 +61,5 @@ at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef rad
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_points(const at::Tensor& edges, at::IntArrayRef radii,
                                                                 bool normalize);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

@@ -53,7 +53,7 @@
 #include "common/portable_math.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 // The rank of bin (y, x) of the glued line map F (n_rho x 2 n_theta) among equal votes, lower
 // first: the row-major index of the accumulator bin it reads, doubled, plus one in the mirrored
@@ -78,5 +78,5 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
                                                            int64_t min_distance, int64_t min_angle,
                                                            std::optional<double> threshold, bool glue);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

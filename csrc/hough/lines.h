@@ -26,7 +26,7 @@
 #include "hough/edges.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 // The rho bin of (x, y) for an angle with cosine c and sine s (see above).
 POINTOPS_HOST_DEVICE inline int32_t line_bin(double c, double s, int32_t x, int32_t y, int32_t offset) {
@@ -48,5 +48,5 @@ int64_t check_lines_args(const at::Tensor& points, const std::optional<at::Tenso
 // (T, 2) float64 CPU tensor of (cos, sin) per angle: both backends read this table.
 at::Tensor line_trig(at::ArrayRef<double> theta);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

@@ -236,30 +236,33 @@ EdgePointsResult edge_points(const at::Tensor& edges, int64_t capacity) {
   return {stack[0].toTensor(), stack[1].toTensor()};
 }
 
-at::Tensor hough_circles(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                         int64_t height, int64_t width, const std::vector<int64_t>& radii, double max_angle) {
-  static const c10::OperatorHandle handle = op("pointops::hough_circles");
+at::Tensor hough_circles_points(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                const std::optional<at::Tensor>& weights,
+                                const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                const std::vector<int64_t>& radii, double max_angle) {
+  static const c10::OperatorHandle handle = op("pointops::hough_circles_points");
   torch::jit::Stack stack{points, lengths, weights, gradients, height, width, radii, max_angle};
   handle.callBoxed(stack);
   return stack[0].toTensor();
 }
 
-HoughCirclesMaxResult hough_circles_max(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                                        const std::optional<at::Tensor>& weights,
-                                        const std::optional<at::Tensor>& gradients, int64_t height,
-                                        int64_t width, const std::vector<int64_t>& radii, double max_angle,
-                                        bool normalize) {
-  static const c10::OperatorHandle handle = op("pointops::hough_circles_max");
+HoughCirclesMaxPointsResult hough_circles_max_points(const at::Tensor& points,
+                                                     const std::optional<at::Tensor>& lengths,
+                                                     const std::optional<at::Tensor>& weights,
+                                                     const std::optional<at::Tensor>& gradients,
+                                                     int64_t height, int64_t width,
+                                                     const std::vector<int64_t>& radii, double max_angle,
+                                                     bool normalize) {
+  static const c10::OperatorHandle handle = op("pointops::hough_circles_max_points");
   torch::jit::Stack stack{points, lengths, weights, gradients, height, width, radii, max_angle, normalize};
   handle.callBoxed(stack);
   return {stack[0].toTensor(), stack[1].toTensor()};
 }
 
-at::Tensor hough_lines(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                       const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                       const std::vector<double>& theta) {
-  static const c10::OperatorHandle handle = op("pointops::hough_lines");
+at::Tensor hough_lines_points(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                              const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                              const std::vector<double>& theta) {
+  static const c10::OperatorHandle handle = op("pointops::hough_lines_points");
   torch::jit::Stack stack{points, lengths, weights, height, width, theta};
   handle.callBoxed(stack);
   return stack[0].toTensor();

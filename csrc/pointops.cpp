@@ -83,12 +83,12 @@ TORCH_LIBRARY(pointops, m) {
   // edges (B,H,W) any dtype (nonzero = edge) -> points (B,C,2) int32 (x, y) row-major, -1 padded; lengths (B,) int64  (C = capacity, H*W if -1)
   m.def("edge_points(Tensor edges, int capacity=-1) -> (Tensor points, Tensor lengths)");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float?, gradients (B,P,2) float? -> (B,R,height,width) int32 (float32 if weighted)
-  m.def("hough_circles(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0) -> Tensor");
-  // as hough_circles -> best score over radii (B,height,width) int32 (float32 if weighted or normalize), its first radius index (B,height,width) int64
-  m.def("hough_circles_max(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
+  m.def("hough_circles_points(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0) -> Tensor");
+  // as hough_circles_points -> best score over radii (B,height,width) int32 (float32 if weighted or normalize), its first radius index (B,height,width) int64
+  m.def("hough_circles_max_points(Tensor points, Tensor? lengths, Tensor? weights, Tensor? gradients, int height, int width, int[] radii, float max_angle=0.0, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
   // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float? -> (B, 2 ceil(hypot(height, width)) + 1, T) int32 (float32 if weighted)
-  m.def("hough_lines(Tensor points, Tensor? lengths, Tensor? weights, int height, int width, float[] theta) -> Tensor");
-  // edges (B,H,W) any dtype (nonzero = edge) -> (B,R,H,W) int32: hough_circles of the edge pixels
+  m.def("hough_lines_points(Tensor points, Tensor? lengths, Tensor? weights, int height, int width, float[] theta) -> Tensor");
+  // edges (B,H,W) any dtype (nonzero = edge) -> (B,R,H,W) int32: hough_circles_points of the edge pixels
   m.def("hough_circles_map(Tensor edges, int[] radii) -> Tensor");
   // as hough_circles_map -> best score over radii (B,H,W) int32 (float32 if normalize), its first radius index (B,H,W) int64
   m.def("hough_circles_max_map(Tensor edges, int[] radii, bool normalize=False) -> (Tensor scores, Tensor radius_index)");
@@ -124,8 +124,8 @@ TORCH_LIBRARY(pointops, m) {
 TORCH_LIBRARY_IMPL(pointops, Autograd, m) {
   for (const char* name : {"fps", "fps_packed", "ball_query_packed", "hough_planes", "hough_planes_ball",
                            "hough_peaks", "plane_labels", "plane_refit", "plane_suppress", "plane_detections",
-                           "detect_planes", "edge_points", "hough_circles",
-                           "hough_circles_max", "hough_lines", "hough_circles_map", "hough_circles_max_map",
+                           "detect_planes", "edge_points", "hough_circles_points",
+                           "hough_circles_max_points", "hough_lines_points", "hough_circles_map", "hough_circles_max_map",
                            "circle_detections", "line_detections", "ball_query",
                            "icp", "ppf_features", "ppf_model", "ppf_vote", "pose_cluster"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());

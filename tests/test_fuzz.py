@@ -176,18 +176,18 @@ def pixel_lists(draw, height=12, width=15):
 
 @FUZZ
 @given(pixel_lists(), st.lists(st.integers(0, 9), min_size=0, max_size=4))
-def test_hough_circles(lists, radii):
+def test_hough_circles_points(lists, radii):
     points, lengths, height, width = lists
-    actual = torch.ops.pointops.hough_circles(points, lengths, None, None, height, width, radii, 0.0)
-    _same([actual], [ref_hough.hough_circles(points, lengths, None, None, height, width, radii)])
+    actual = torch.ops.pointops.hough_circles_points(points, lengths, None, None, height, width, radii, 0.0)
+    _same([actual], [ref_hough.hough_circles_points(points, lengths, None, None, height, width, radii)])
 
 
 @FUZZ
 @given(pixel_lists(), st.lists(st.floats(-3.2, 3.2, allow_nan=False), min_size=0, max_size=6))
-def test_hough_lines(lists, theta):
+def test_hough_lines_points(lists, theta):
     points, lengths, height, width = lists
-    actual = torch.ops.pointops.hough_lines(points, lengths, None, height, width, theta)
-    _same([actual], [ref_hough.hough_lines(points, lengths, None, height, width, theta)])
+    actual = torch.ops.pointops.hough_lines_points(points, lengths, None, height, width, theta)
+    _same([actual], [ref_hough.hough_lines_points(points, lengths, None, height, width, theta)])
 
 
 @FUZZ

@@ -128,7 +128,7 @@ def test_point_lists_match_reference(device, dtype):
         points = points.clamp(-100, 100)
     points = points.to(dtype)
     radii = [0, 3, 8, 17]
-    expected = reference.hough_circles(points, lengths, None, None, 24, 30, radii)
+    expected = reference.hough_circles_points(points, lengths, None, None, 24, 30, radii)
     acc = pointops.hough_circles_points(points.to(device), radii, [24, 30], lengths.to(device))
     assert_equal(acc, expected)
     assert int(acc[1].sum()) > 0
@@ -141,7 +141,7 @@ def test_weighted_sums_are_exact_fixed_point(device):
     weights[0, 0], weights[0, 1], weights[0, 2] = NAN, INF, 1e30  # no vote, no vote, clamped to 2^24
     weights[1, 0] = 1e-9  # rounds to 0: no vote
     radii = [2, 6, 11]
-    expected = reference.hough_circles(points, lengths, weights, None, 24, 30, radii)
+    expected = reference.hough_circles_points(points, lengths, weights, None, 24, 30, radii)
     acc = pointops.hough_circles_points(points.to(device), radii, [24, 30], lengths.to(device), weights.to(device))
     assert acc.dtype == torch.float32
     assert_equal(acc, expected)
@@ -179,7 +179,7 @@ def test_gradient_mode_matches_reference(device):
     gradients[1, 5] = torch.tensor([0.0, 2.0])  # vertical: votes straight up and down
     radii = [0, 4, 9, 15]
     for angle in (0.05, 0.4, 1.3):
-        expected = reference.hough_circles(points, lengths, None, gradients, 24, 30, radii, angle)
+        expected = reference.hough_circles_points(points, lengths, None, gradients, 24, 30, radii, angle)
         acc = pointops.hough_circles_points(
             points.to(device), radii, [24, 30], lengths.to(device), gradients=gradients.to(device), max_angle=angle
         )
@@ -240,8 +240,10 @@ def points_path(edges, radii, normalize=None):
     """The same accumulator through edge_points and the point-list op."""
     points, lengths = pointops.edge_points(edges)
     if normalize is None:
-        return torch.ops.pointops.hough_circles(points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0)
-    return torch.ops.pointops.hough_circles_max(
+        return torch.ops.pointops.hough_circles_points(
+            points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0
+        )
+    return torch.ops.pointops.hough_circles_max_points(
         points, lengths, None, None, edges.shape[1], edges.shape[2], radii, 0.0, normalize
     )
 
@@ -350,53 +352,53 @@ def test_radius_larger_than_the_image_only_reaches_in_from_outside(device):
     "call,message",
     [
         (
-            lambda: torch.ops.pointops.hough_circles(torch.zeros(1, 4, 2), None, None, None, 5, 5, [1], 0.0),
+            lambda: torch.ops.pointops.hough_circles_points(torch.zeros(1, 4, 2), None, None, None, 5, 5, [1], 0.0),
             "points must be int32 or int64 pixel coordinates, got Float",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 3, dtype=torch.int32), None, None, None, 5, 5, [1], 0.0
             ),
             r"points must have shape \(B, P, 2\) \(x, y\), got shape \[1, 4, 3\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [1, -2], 0.0
             ),
             r"radii must be in \[0, 32767\], got \[1, -2\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 5, 5, [40000], 0.0
             ),
             r"radii must be in \[0, 32767\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, None, 40000, 5, [1], 0.0
             ),
             r"height and width must be in \[0, 32767\], got 40000 and 5",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 3), None, 5, 5, [1], 0.0
             ),
             r"weights must have shape \[1, 4\], got \[1, 3\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), torch.tensor([2, 2]), None, None, 5, 5, [1], 0.0
             ),
             r"lengths must have shape \[1\], got \[2\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 3), 5, 5, [1], 0.1
             ),
             r"gradients must have shape \[1, 4, 2\], got \[1, 4, 3\]",
         ),
         (
-            lambda: torch.ops.pointops.hough_circles(
+            lambda: torch.ops.pointops.hough_circles_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, torch.ones(1, 4, 2), 5, 5, [1], 1.6
             ),
             r"max_angle must be in \(0, pi / 2\) radians with gradients, got 1.6",

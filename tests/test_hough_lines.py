@@ -81,7 +81,7 @@ def test_point_lists_match_reference(device, dtype):
         points = points.clamp(-100, 100)
     points = points.to(dtype)
     theta = pointops.line_angles(45)
-    expected = reference.hough_lines(points, lengths, None, 20, 33, theta)
+    expected = reference.hough_lines_points(points, lengths, None, 20, 33, theta)
     assert_equal(pointops.hough_lines_points(points.to(device), [20, 33], theta, lengths.to(device)), expected)
 
 
@@ -90,7 +90,7 @@ def test_weighted_sums_are_exact_fixed_point(device):
     weights = torch.randn(2, 50, generator=torch.Generator().manual_seed(3)) * 5
     weights[0, 2], weights[0, 3], weights[1, 4] = NAN, -INF, -1e20
     theta = pointops.line_angles(30)
-    expected = reference.hough_lines(points, lengths, weights, 20, 33, theta)
+    expected = reference.hough_lines_points(points, lengths, weights, 20, 33, theta)
     acc = pointops.hough_lines_points(points.to(device), [20, 33], theta, lengths.to(device), weights.to(device))
     assert acc.dtype == torch.float32
     assert_equal(acc, expected)
@@ -117,21 +117,25 @@ def test_empty_inputs(device):
     "call,message",
     [
         (
-            lambda: torch.ops.pointops.hough_lines(
+            lambda: torch.ops.pointops.hough_lines_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, None, 5, 5, [0.0, NAN]
             ),
             r"theta must be finite angles in radians",
         ),
         (
-            lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.float64), None, None, 5, 5, [0.0]),
+            lambda: torch.ops.pointops.hough_lines_points(
+                torch.zeros(1, 4, 2, dtype=torch.float64), None, None, 5, 5, [0.0]
+            ),
             "points must be int32 or int64 pixel coordinates, got Double",
         ),
         (
-            lambda: torch.ops.pointops.hough_lines(torch.zeros(1, 4, 2, dtype=torch.int32), None, None, -1, 5, [0.0]),
+            lambda: torch.ops.pointops.hough_lines_points(
+                torch.zeros(1, 4, 2, dtype=torch.int32), None, None, -1, 5, [0.0]
+            ),
             r"height and width must be in \[0, 32767\], got -1 and 5",
         ),
         (
-            lambda: torch.ops.pointops.hough_lines(
+            lambda: torch.ops.pointops.hough_lines_points(
                 torch.zeros(1, 4, 2, dtype=torch.int32), None, torch.ones(1, 4, dtype=torch.int32), 5, 5, [0.0]
             ),
             "weights must be float32, float64, float16 or bfloat16, got Int",

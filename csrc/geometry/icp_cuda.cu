@@ -158,6 +158,16 @@ __device__ __forceinline__ void add_source(const FitClouds<src_t, tgt_t>& c, con
                         c.target_normals != nullptr ? c.target_normals + 3 * b * c.m : nullptr, acc);
 }
 
+// The start of a pass, in both plans: the origin of the pass' rows (the pose's translation when
+// centered, else 0) and zeroed lane sums.
+template <int kTerms>
+__device__ __forceinline__ void begin_pass(const FitRules& rules, const Pose& pose, double (&origin)[3],
+                                           double (&acc)[kTerms]) {
+  for (int d = 0; d < 3; ++d) origin[d] = rules.centered ? pose.t[d] : 0.0;
+#pragma unroll
+  for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
+}
+
 // A non-finite pose comes back as given, with zero statistics, not converged.
 template <typename pose_t, typename stat_t>
 __device__ __forceinline__ void pass_through(const pose_t* pose_in, int thread, pose_t* pose_out, stat_t* rmse,
@@ -204,13 +214,8 @@ __global__ void __launch_bounds__(kFitThreads)
   for (int64_t pass = 0; pass <= rules.iterations; ++pass) {
     const bool update = pass < rules.iterations;
     if (update && stopped) continue;  // stopped is the broadcast value: uniform over the block
-    double origin[3] = {0.0, 0.0, 0.0};
-    if (rules.centered) {
-      for (int d = 0; d < 3; ++d) origin[d] = pose.t[d];
-    }
-    double acc[kTerms];
-#pragma unroll
-    for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
+    double origin[3], acc[kTerms];
+    begin_pass(rules, pose, origin, acc);
     for (int64_t chunk = 0; chunk < length; chunk += kFitThreads) {
       const int64_t i = chunk + thread;
       if (i < length) matches[thread] = match_source(c, rules, pose, b, i);
@@ -318,13 +323,8 @@ __global__ void __launch_bounds__(kLanes)
   }
   if (update && (f & kStopped)) return;
   Pose pose = state_pose(state + 12 * bh);
-  double origin[3] = {0.0, 0.0, 0.0};
-  if (rules.centered) {
-    for (int d = 0; d < 3; ++d) origin[d] = pose.t[d];
-  }
-  double acc[kTerms];
-#pragma unroll
-  for (int j = 0; j < kTerms; ++j) acc[j] = 0.0;
+  double origin[3], acc[kTerms];
+  begin_pass(rules, pose, origin, acc);
   const int64_t length = cloud_length(c.query_lengths, b, c.n);
   const int32_t* match = matches + bh * c.n;
   for (int64_t i = lane; i < length; i += kLanes) add_source<kPlane>(c, rules, pose, origin, b, i, match[i], acc);

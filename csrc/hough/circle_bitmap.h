@@ -16,7 +16,7 @@
 // of each step is closed under negation, so the same walk gives the source pixels c - o.
 //
 // A pixel outside the image is a zero bit (the bitmap is padded), so no border test: the centres
-// inside the image get exactly the votes of edge_points + hough_circles (a map has no repeated
+// inside the image get exactly the votes of edge_points + hough_circles_points (a map has no repeated
 // points, and every pixel votes 1).
 //
 // Counts are below 2^16 (rings of fewer than 65,536 offsets: r < ~11,500). A radius' count needs
@@ -29,7 +29,7 @@
 #include "hough/circles.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 namespace bitmap {
 
 constexpr int kPlanes = 16;      // bit planes of a count
@@ -391,5 +391,5 @@ struct RadiusEntry {
 };
 
 }  // namespace bitmap
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

@@ -1,6 +1,6 @@
 // 2D circle Hough accumulator: the contract shared by the CPU and CUDA kernels.
 //
-// hough_circles(points, lengths?, weights?, gradients?, height, width, radii, max_angle) -> acc
+// hough_circles_points(points, lengths?, weights?, gradients?, height, width, radii, max_angle) -> acc
 //   points, lengths, weights, height, width: a point list (edges.h).
 //   radii      R ints in [0, 32767], any order, repeats allowed.
 //   gradients  (B, P, 2) floating (gx, gy) per point, or None. Given: a point votes only for the
@@ -24,13 +24,13 @@
 // Points whose gradient is zero or not finite cast no vote. The CUDA kernel visits only the
 // offsets near the two directions (a conservative bound), then applies this exact test.
 //
-// hough_circles_max(same arguments, normalize) -> (scores, radius_index)
+// hough_circles_max_points(same arguments, normalize) -> (scores, radius_index)
 //   The best radius of every centre, without the (B, R, H, W) accumulator (R >= 1):
 //   scores        (B, height, width): max over i of acc[b, i, y, x], divided by the offset count
 //                 of radius i (the size of its table) when normalize; int32 counts, float32 when
 //                 weighted or normalize (float32(count) / float32(size), the wrappers' division).
 //   radius_index  (B, height, width) int64: the first i with that score.
-//   Equal to hough_circles(...) (divided by the sizes), then .max(1), bit for bit; a score is
+//   Equal to hough_circles_points(...) (divided by the sizes), then .max(1), bit for bit; a score is
 //   compared through an order-preserving uint32 key (ordered_score) with the radius index below
 //   it, so maxima taken in any order agree.
 //
@@ -51,7 +51,7 @@
 #include "hough/edges.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 constexpr int64_t kMaxRadius = 32767;
 constexpr int64_t kMaxCircleOffsets = int64_t{1} << 26;  // all radii's tables together
@@ -151,13 +151,13 @@ POINTOPS_HOST_DEVICE inline float float_score(int64_t sum, bool weighted, bool n
   return normalize ? v / static_cast<float>(ring) : v;
 }
 
-// hough_circles_max's scores from its uint32 keys (stored in an int32 tensor), on their device:
+// hough_circles_max_points' scores from its uint32 keys (stored in an int32 tensor), on their device:
 // int32 counts, or float32 when is_float. Defined in circles_cpu.cpp.
 at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float);
 
 // Checks shared by both backends; returns float32(tan(max_angle)) (0 without gradients).
 // Defined in circles_cpu.cpp.
-// The (B, R, H, W) accumulator of hough_circles fits the device (int64 while weighted votes add up).
+// The (B, R, H, W) accumulator of hough_circles_points fits the device (int64 while weighted votes add up).
 inline void check_circles_output(const at::Tensor& points, at::IntArrayRef radii, int64_t height, int64_t width,
                                  bool weighted) {
   check_output_fits(
@@ -170,5 +170,5 @@ float check_circles_args(const at::Tensor& points, const std::optional<at::Tenso
                          const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
                          int64_t height, int64_t width, at::IntArrayRef radii, double max_angle);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

@@ -15,7 +15,7 @@
 #include "common/clouds.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 float check_circles_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
@@ -110,11 +110,11 @@ CircleTable circle_table(at::IntArrayRef radii, bool pinned) {
   return t;
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 namespace {
 
-using hough2d::CircleTable;
+using hough_images::CircleTable;
 
 // The votes of radius i for image b into plane (height x width, zeroed by the caller).
 template <typename index_t, typename acc_t>
@@ -128,24 +128,24 @@ void vote_plane(const index_t* points, const int64_t* lengths, const int64_t* fi
   const int64_t length = cloud_length(lengths, b, n);
   for (int64_t p = 0; p < length; ++p) {
     int32_t x, y;
-    if (!hough2d::point_in_image(points + (b * n + p) * 2, height, width, x, y)) continue;
+    if (!hough_images::point_in_image(points + (b * n + p) * 2, height, width, x, y)) continue;
     const acc_t vote = fixed == nullptr ? acc_t(1) : static_cast<acc_t>(fixed[b * n + p]);
     if (vote == acc_t(0)) continue;
     float gx = 0.f, gy = 0.f;
     if (gradients != nullptr) {
       gx = gradients[(b * n + p) * 2];
       gy = gradients[(b * n + p) * 2 + 1];
-      if (!hough2d::gradient_usable(gx, gy)) continue;
+      if (!hough_images::gradient_usable(gx, gy)) continue;
     }
     // Only the offsets whose centre row is inside the image (entries are sorted by dy).
     const int32_t dy_lo = std::max(-r, -y), dy_hi = std::min(r, height - 1 - y);
     if (dy_lo > dy_hi) continue;
     const int32_t e_lo = dy_index[dy_base + dy_lo + r], e_hi = dy_index[dy_base + dy_hi + r + 1];
     for (int32_t e = e_lo; e < e_hi; ++e) {
-      const int32_t dx = hough2d::offset_dx(entries[e]), dy = hough2d::offset_dy(entries[e]);
+      const int32_t dx = hough_images::offset_dx(entries[e]), dy = hough_images::offset_dy(entries[e]);
       const int32_t xc = x + dx;
       if (xc < 0 || xc >= width) continue;
-      if (gradients != nullptr && !hough2d::along_gradient(dx, dy, gx, gy, tan_angle, 0)) continue;
+      if (gradients != nullptr && !hough_images::along_gradient(dx, dy, gx, gy, tan_angle, 0)) continue;
       plane[int64_t{y + dy} * width + xc] += vote;
     }
   }
@@ -166,7 +166,7 @@ void vote_circles(const index_t* points, const int64_t* lengths, const int64_t* 
   });
 }
 
-// hough_circles_max: one image per task, a radius at a time into one plane, each folded into the
+// hough_circles_max_points: one image per task, a radius at a time into one plane, each folded into the
 // best (key, index) of every centre.
 template <typename index_t, typename acc_t>
 void best_circles(const index_t* points, const int64_t* lengths, const int64_t* fixed, const float* gradients,
@@ -185,9 +185,9 @@ void best_circles(const index_t* points, const int64_t* lengths, const int64_t* 
         vote_plane(points, lengths, fixed, gradients, n, height, width, table, tan_angle, b, i, plane.data());
         const int32_t ring = table.info()[4 * i + 2] - table.info()[4 * i + 1];
         for (int64_t k = 0; k < bins; ++k) {
-          const uint32_t key = float_scores
-                                   ? hough2d::ordered_score(hough2d::float_score(plane[k], weighted, normalize, ring))
-                                   : hough2d::ordered_score(static_cast<int32_t>(plane[k]));
+          const uint32_t key =
+              float_scores ? hough_images::ordered_score(hough_images::float_score(plane[k], weighted, normalize, ring))
+                           : hough_images::ordered_score(static_cast<int32_t>(plane[k]));
           if (i == 0 || key > best[k]) {  // strictly larger: ties keep the first radius
             best[k] = key;
             best_index[k] = i;
@@ -198,18 +198,19 @@ void best_circles(const index_t* points, const int64_t* lengths, const int64_t* 
   });
 }
 
-at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                             const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                             int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+at::Tensor hough_circles_points_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                    const std::optional<at::Tensor>& weights,
+                                    const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                    at::IntArrayRef radii, double max_angle) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  hough2d::check_circles_output(points, radii, height, width, weights.has_value());
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+  hough_images::check_circles_output(points, radii, height, width, weights.has_value());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
   const bool weighted = weights.has_value();
   at::Tensor acc = at::zeros({batch, n_radii, height, width}, points.options().dtype(weighted ? at::kLong : at::kInt));
   if (acc.numel() > 0 && n > 0) {
-    const CircleTable table = hough2d::circle_table(radii, false);
+    const CircleTable table = hough_images::circle_table(radii, false);
     const at::Tensor pts = points.contiguous();
     const CloudLengths lengths_c = contiguous_lengths(lengths);
     at::Tensor fixed, grads;
@@ -219,13 +220,13 @@ at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::T
       const float* wp = w.data_ptr<float>();
       int64_t* fp = fixed.data_ptr<int64_t>();
       at::parallel_for(0, batch * n, 4096, [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) fp[i] = hough2d::weight_to_fixed(wp[i]);
+        for (int64_t i = first; i < last; ++i) fp[i] = hough_images::weight_to_fixed(wp[i]);
       });
     }
     if (gradients.has_value()) grads = gradients->to(at::kFloat).contiguous();
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
     const float* grad_ptr = grads.defined() ? grads.data_ptr<float>() : nullptr;
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_points_cpu", [&] {
       if (weighted) {
         vote_circles(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
                      static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
@@ -237,24 +238,24 @@ at::Tensor hough_circles_cpu(const at::Tensor& points, const std::optional<at::T
       }
     });
   }
-  return weighted ? hough2d::fixed_to_float(acc) : acc;
+  return weighted ? hough_images::fixed_to_float(acc) : acc;
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& points,
-                                                         const std::optional<at::Tensor>& lengths,
-                                                         const std::optional<at::Tensor>& weights,
-                                                         const std::optional<at::Tensor>& gradients, int64_t height,
-                                                         int64_t width, at::IntArrayRef radii, double max_angle,
-                                                         bool normalize) {
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cpu(const at::Tensor& points,
+                                                                const std::optional<at::Tensor>& lengths,
+                                                                const std::optional<at::Tensor>& weights,
+                                                                const std::optional<at::Tensor>& gradients,
+                                                                int64_t height, int64_t width, at::IntArrayRef radii,
+                                                                double max_angle, bool normalize) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_points");
   const int64_t batch = points.size(0), n = points.size(1);
   const bool weighted = weights.has_value(), float_scores = weighted || normalize;
   at::Tensor keys = at::empty({batch, height, width}, points.options().dtype(at::kInt));
   at::Tensor index = at::zeros({batch, height, width}, points.options().dtype(at::kLong));
   if (keys.numel() > 0) {
-    const CircleTable table = hough2d::circle_table(radii, false);
+    const CircleTable table = hough_images::circle_table(radii, false);
     const at::Tensor pts = points.contiguous();
     const CloudLengths lengths_c = contiguous_lengths(lengths);
     at::Tensor fixed, grads;
@@ -263,13 +264,13 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& point
       fixed = at::empty({batch, n}, points.options().dtype(at::kLong));
       const float* wp = w.data_ptr<float>();
       int64_t* fp = fixed.data_ptr<int64_t>();
-      for (int64_t i = 0; i < batch * n; ++i) fp[i] = hough2d::weight_to_fixed(wp[i]);
+      for (int64_t i = 0; i < batch * n; ++i) fp[i] = hough_images::weight_to_fixed(wp[i]);
     }
     if (gradients.has_value()) grads = gradients->to(at::kFloat).contiguous();
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
     const float* grad_ptr = grads.defined() ? grads.data_ptr<float>() : nullptr;
     uint32_t* key_ptr = reinterpret_cast<uint32_t*>(keys.data_ptr<int32_t>());
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_max_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_circles_max_points_cpu", [&] {
       if (weighted) {
         best_circles<index_t, int64_t>(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, grad_ptr, batch, n,
                                        static_cast<int32_t>(height), static_cast<int32_t>(width), table, tan_angle,
@@ -281,12 +282,12 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cpu(const at::Tensor& point
       }
     });
   }
-  return {hough2d::scores_from_keys(keys, float_scores), index};
+  return {hough_images::scores_from_keys(keys, float_scores), index};
 }
 
 }  // namespace
 
-namespace hough2d {
+namespace hough_images {
 
 at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float) {
   // unordered_bits() with torch ops, on the keys' device: int32 scores are key ^ 0x80000000;
@@ -297,11 +298,11 @@ at::Tensor scores_from_keys(const at::Tensor& keys, bool is_float) {
   return bits.view(at::kFloat);
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 TORCH_LIBRARY_IMPL(pointops, CPU, m) {
-  m.impl("hough_circles", &hough_circles_cpu);
-  m.impl("hough_circles_max", &hough_circles_max_cpu);
+  m.impl("hough_circles_points", &hough_circles_points_cpu);
+  m.impl("hough_circles_max_points", &hough_circles_max_points_cpu);
 }
 
 }  // namespace pointops

@@ -31,7 +31,7 @@
 // Weighted votes: the same kernel with int64 counters (fixed-point sums, edges.h), half as many
 // per tile.
 //
-// hough_circles_max (circle_best_kernel): the same vote loop, one radius at a time into a
+// hough_circles_max_points (circle_best_kernel): the same vote loop, one radius at a time into a
 // one-radius tile, each radius folded into a per-centre best (ordered score key, radius byte) in
 // shared memory; chunks of radii meet through 64-bit atomicMax keys. The (B, R, H, W) accumulator
 // is never written (at 512^2 with 61 radii: 64 MB of writes and as many reads by max(1) saved).
@@ -75,8 +75,8 @@ __device__ __forceinline__ bool binned_point(const index_t* points, const int64_
                                              int32_t& x, int32_t& y, int64_t& fixed) {
   b = i / n;
   if (i - b * n >= cloud_length(lengths, b, n)) return false;
-  if (!hough2d::point_in_image(points + 2 * i, height, width, x, y)) return false;
-  fixed = weights == nullptr ? 1 : hough2d::weight_to_fixed(weights[i]);
+  if (!hough_images::point_in_image(points + 2 * i, height, width, x, y)) return false;
+  fixed = weights == nullptr ? 1 : hough_images::weight_to_fixed(weights[i]);
   return fixed != 0;  // a zero weight adds nothing
 }
 
@@ -191,7 +191,7 @@ __device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int
         const float2 g = a.gradients[point];
         gx = g.x;
         gy = g.y;
-        live = live && hough2d::gradient_usable(gx, gy);
+        live = live && hough_images::gradient_usable(gx, gy);
         if (live && a.prune) {
           int32_t w_lo, w_hi;
           wedge_rows(gx, gy, sign, r, a, w_lo, w_hi);
@@ -227,10 +227,10 @@ __device__ __forceinline__ void vote_tile(const CircleLaunch& a, acc_t* acc, int
 #pragma unroll 4
       for (int32_t t = j_t0 + lane; t < j_t1; t += kWarpSize) {
         const int32_t e = __ldg(a.entries + t);
-        const int32_t dx = hough2d::offset_dx(e), dy = hough2d::offset_dy(e);
+        const int32_t dx = hough_images::offset_dx(e), dy = hough_images::offset_dy(e);
         bool vote_here = static_cast<uint32_t>(j_col + dx) < static_cast<uint32_t>(cols);
         if constexpr (kGradient) {
-          vote_here = vote_here && hough2d::along_gradient(dx, dy, j_gx, j_gy, a.tan_angle, j_sign);
+          vote_here = vote_here && hough_images::along_gradient(dx, dy, j_gx, j_gy, a.tan_angle, j_sign);
         }
         if (vote_here) shared_add(acc + (j_at + dy * a.stride + dx), j_vote);
       }
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) circle_votes_kernel(CircleLaunch a, 
   }
 }
 
-// hough_circles_max: a block owns centre rows [y0, y0 + rows) x columns [x0, x0 + cols) of image
+// hough_circles_max_points: a block owns centre rows [y0, y0 + rows) x columns [x0, x0 + cols) of image
 // b and a chunk of consecutive radii; it votes one radius at a time into a one-radius tile and
 // folds each into the best (ordered score key, radius) of every centre, kept in shared memory.
 // The chunks' bests meet in a (B, H, W) array of 64-bit keys (key << 32 | ~radius index): a
@@ -324,9 +324,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int32_t t = warp; t < rows; t += kWarps) {
       for (int32_t c = lane; c < cols; c += kWarpSize) {
         const acc_t v = acc[t * a.stride + c];
-        const uint32_t key = m.float_scores
-                                 ? hough2d::ordered_score(hough2d::float_score(v, m.weighted, m.normalize, ring))
-                                 : hough2d::ordered_score(static_cast<int32_t>(v));
+        const uint32_t key =
+            m.float_scores ? hough_images::ordered_score(hough_images::float_score(v, m.weighted, m.normalize, ring))
+                           : hough_images::ordered_score(static_cast<int32_t>(v));
         const int32_t slot = t * a.tile_width + c;
         if (i == i0 || key > best[slot]) {  // strictly larger: ties keep the lower radius
           best[slot] = key;
@@ -406,7 +406,7 @@ void launch_votes(const CircleLaunch& a, const TilePlan& plan, acc_t* out, cudaS
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// hough_circles_max's tiles: one radius of votes plus the best key (4 bytes) and radius (1 byte)
+// hough_circles_max_points' tiles: one radius of votes plus the best key (4 bytes) and radius (1 byte)
 // of each centre, 512 columns wide; as many rows (up to 32) as two blocks per SM allow; then the
 // radii are cut into chunks (at most 255 radii, the best radius is a byte) until the grid has
 // four blocks per SM.
@@ -460,7 +460,7 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
   Prepared prep;
 
   const int64_t rows_total = batch * height;
-  cuda::check_cub_items(rows_total + 1, "hough_circles (image rows)");
+  cuda::check_cub_items(rows_total + 1, "hough_circles_points (image rows)");
   prep.row_count = at::zeros({rows_total + 1}, options.dtype(at::kInt));
   prep.row_start = at::empty({rows_total + 1}, options.dtype(at::kInt));
   prep.packed = at::empty({total}, options.dtype(at::kInt));
@@ -490,7 +490,7 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
   });
 
   // The offset table, copied stream-ordered from page-locked memory (cached per radius list).
-  const hough2d::CircleTable table = hough2d::circle_table(radii, /*pinned=*/true);
+  const hough_images::CircleTable table = hough_images::circle_table(radii, /*pinned=*/true);
   prep.table = table.data.to(points.device(), /*non_blocking=*/true);
   CircleLaunch& a = prep.a;
   a.packed = reinterpret_cast<const uint32_t*>(prep.packed.data_ptr<int32_t>());
@@ -512,8 +512,8 @@ Prepared prepare_votes(const at::Tensor& points, const std::optional<at::Tensor>
 }
 
 void set_tiles(CircleLaunch& a, const TilePlan& plan) {
-  TORCH_CHECK(plan.blocks <= std::numeric_limits<int32_t>::max(), "hough_circles: the accumulator has too many tiles (",
-              plan.blocks, ")");
+  TORCH_CHECK(plan.blocks <= std::numeric_limits<int32_t>::max(),
+              "hough_circles_points: the accumulator has too many tiles (", plan.blocks, ")");
   a.tile_rows = plan.tile_rows;
   a.radii_per_block = plan.radii_per_block;
   a.tile_width = plan.tile_width;
@@ -523,12 +523,13 @@ void set_tiles(CircleLaunch& a, const TilePlan& plan) {
   a.n_col_tiles = static_cast<int32_t>(plan.n_col_tiles);
 }
 
-at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                              const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                              int64_t height, int64_t width, at::IntArrayRef radii, double max_angle) {
+at::Tensor hough_circles_points_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                     const std::optional<at::Tensor>& weights,
+                                     const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                     at::IntArrayRef radii, double max_angle) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  hough2d::check_circles_output(points, radii, height, width, weights.has_value());
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+  hough_images::check_circles_output(points, radii, height, width, weights.has_value());
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -536,7 +537,7 @@ at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::
   const at::TensorOptions options = points.options();
   if (batch * n_radii * height * width == 0 || n == 0) {
     at::Tensor zeros = at::zeros({batch, n_radii, height, width}, options.dtype(weighted ? at::kLong : at::kInt));
-    return weighted ? hough2d::fixed_to_float(zeros) : zeros;
+    return weighted ? hough_images::fixed_to_float(zeros) : zeros;
   }
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   Prepared prep =
@@ -551,7 +552,7 @@ at::Tensor hough_circles_cuda(const at::Tensor& points, const std::optional<at::
     } else {
       launch_votes<int64_t, false>(prep.a, plan, sums.data_ptr<int64_t>(), stream);
     }
-    return hough2d::fixed_to_float(sums);
+    return hough_images::fixed_to_float(sums);
   }
   at::Tensor counts = at::empty({batch, n_radii, height, width}, options.dtype(at::kInt));
   if (with_gradients) {
@@ -572,15 +573,15 @@ void launch_best(const CircleLaunch& a, const BestLaunch& m, const TilePlan& pla
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& points,
-                                                          const std::optional<at::Tensor>& lengths,
-                                                          const std::optional<at::Tensor>& weights,
-                                                          const std::optional<at::Tensor>& gradients, int64_t height,
-                                                          int64_t width, at::IntArrayRef radii, double max_angle,
-                                                          bool normalize) {
+std::tuple<at::Tensor, at::Tensor> hough_circles_max_points_cuda(const at::Tensor& points,
+                                                                 const std::optional<at::Tensor>& lengths,
+                                                                 const std::optional<at::Tensor>& weights,
+                                                                 const std::optional<at::Tensor>& gradients,
+                                                                 int64_t height, int64_t width, at::IntArrayRef radii,
+                                                                 double max_angle, bool normalize) {
   const float tan_angle =
-      hough2d::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
-  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max");
+      hough_images::check_circles_args(points, lengths, weights, gradients, height, width, radii, max_angle);
+  TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_points");
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_radii = static_cast<int64_t>(radii.size());
@@ -590,7 +591,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& poin
   const int64_t bins = batch * height * width;
   at::Tensor score_keys = at::empty({batch, height, width}, options.dtype(at::kInt));
   at::Tensor radius_index = at::empty({batch, height, width}, options.dtype(at::kLong));
-  if (bins == 0) return {hough2d::scores_from_keys(score_keys, float_scores), radius_index};
+  if (bins == 0) return {hough_images::scores_from_keys(score_keys, float_scores), radius_index};
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // With no points at all the kernels still run (every score is the one of an empty circle).
   Prepared prep =
@@ -624,14 +625,14 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_cuda(const at::Tensor& poin
   decode_best_kernel<<<grid, kThreads, 0, stream>>>(key_ptr, bins, score_keys.data_ptr<int32_t>(),
                                                     radius_index.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {hough2d::scores_from_keys(score_keys, float_scores), radius_index};
+  return {hough_images::scores_from_keys(score_keys, float_scores), radius_index};
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(pointops, CUDA, m) {
-  m.impl("hough_circles", &hough_circles_cuda);
-  m.impl("hough_circles_max", &hough_circles_max_cuda);
+  m.impl("hough_circles_points", &hough_circles_points_cuda);
+  m.impl("hough_circles_max_points", &hough_circles_max_points_cuda);
 }
 
 }  // namespace pointops

@@ -3,10 +3,10 @@
 // hough_circles_map(edges, radii) -> acc
 //   edges   (B, H, W) any dtype; a pixel is an edge iff it is nonzero (NaN counts). H, W <= 32767.
 //   radii   R ints in [0, 32767], any order, repeats allowed.
-//   acc     (B, R, H, W) int32: hough_circles(*edge_points(edges), H, W, radii), bit for bit.
+//   acc     (B, R, H, W) int32: hough_circles_points(*edge_points(edges), H, W, radii), bit for bit.
 //
 // hough_circles_max_map(edges, radii, normalize) -> (scores, radius_index)
-//   hough_circles_max(*edge_points(edges), H, W, radii, normalize=normalize), bit for bit (R >= 1):
+//   hough_circles_max_points(*edge_points(edges), H, W, radii, normalize=normalize), bit for bit (R >= 1):
 //   scores (B, H, W) int32 (float32 if normalize), radius_index (B, H, W) int64.
 //
 // The implementation, per device (the same results on both):
@@ -30,7 +30,7 @@
 #include "hough/circle_bitmap.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 constexpr int64_t kMaxChunks = 8;
 
@@ -61,5 +61,5 @@ at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef rad
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_points(const at::Tensor& edges, at::IntArrayRef radii,
                                                                 bool normalize);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

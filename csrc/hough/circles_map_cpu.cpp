@@ -14,7 +14,7 @@
 #include "common/checks.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 void check_map_args(const at::Tensor& edges, at::IntArrayRef radii, const char* op) {
   check_dim(edges, "edges", 3, "(B, H, W)");
@@ -132,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor> call_edge_points(const at::Tensor& edges) {
 at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef radii) {
   static auto op =
       c10::Dispatcher::singleton()
-          .findSchemaOrThrow("pointops::hough_circles", "")
+          .findSchemaOrThrow("pointops::hough_circles_points", "")
           .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                             const std::optional<at::Tensor>&, int64_t, int64_t, at::IntArrayRef, double)>();
   auto [points, lengths] = call_edge_points(edges);
@@ -142,7 +142,7 @@ at::Tensor hough_circles_map_points(const at::Tensor& edges, at::IntArrayRef rad
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_points(const at::Tensor& edges, at::IntArrayRef radii,
                                                                 bool normalize) {
   static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("pointops::hough_circles_max", "")
+                       .findSchemaOrThrow("pointops::hough_circles_max_points", "")
                        .typed<std::tuple<at::Tensor, at::Tensor>(
                            const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                            const std::optional<at::Tensor>&, int64_t, int64_t, at::IntArrayRef, double, bool)>();
@@ -150,20 +150,20 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_points(const at::Tensor
   return op.call(points, lengths, std::nullopt, std::nullopt, edges.size(1), edges.size(2), radii, 0.0, normalize);
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 namespace {
 
 at::Tensor hough_circles_map_cpu(const at::Tensor& edges, at::IntArrayRef radii) {
-  hough2d::check_map_args(edges, radii, "hough_circles_map");
-  return hough2d::hough_circles_map_points(edges, radii);
+  hough_images::check_map_args(edges, radii, "hough_circles_map");
+  return hough_images::hough_circles_map_points(edges, radii);
 }
 
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cpu(const at::Tensor& edges, at::IntArrayRef radii,
                                                              bool normalize) {
-  hough2d::check_map_args(edges, radii, "hough_circles_max_map");
+  hough_images::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
-  return hough2d::hough_circles_max_map_points(edges, radii, normalize);
+  return hough_images::hough_circles_max_map_points(edges, radii, normalize);
 }
 
 }  // namespace

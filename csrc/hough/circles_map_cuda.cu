@@ -41,7 +41,7 @@ namespace {
 
 using cuda::kFullMask;
 using cuda::kWarpSize;
-namespace bitmap = hough2d::bitmap;
+namespace bitmap = hough_images::bitmap;
 
 constexpr int kPackThreads = 256;
 constexpr int kPackUnroll = 4;
@@ -239,14 +239,14 @@ __global__ void __launch_bounds__(kBlockWarps* kWarpSize, kNormalize ? 2 : 3)
       if (x >= a.width) continue;
       const unsigned long long key = merge[(e / 32) * kMergeStride + e % 32];
       const int64_t i = centre_index(a, p, e, x);
-      score_bits[i] = hough2d::unordered_bits(argmax_key_value(key), kNormalize);
+      score_bits[i] = hough_images::unordered_bits(argmax_key_value(key), kNormalize);
       radius_index[i] = static_cast<int64_t>(argmax_key_index(key));
     }
   } else {  // one list: no merge; scores, then indices, staged as 32-bit words (half the memory)
     uint32_t* stage = reinterpret_cast<uint32_t*>(bitmap_smem);
     for (int pass = 0; pass < 2; ++pass) {
       best.emit([&](int j, uint32_t score_key, uint32_t position) {
-        stage[slot0 + j] = pass == 0 ? hough2d::unordered_bits(score_key, kNormalize)
+        stage[slot0 + j] = pass == 0 ? hough_images::unordered_bits(score_key, kNormalize)
                                      : static_cast<uint32_t>(a.entries[first + position].index);
       });
       __syncthreads();
@@ -324,7 +324,7 @@ BitmapPlan plan_bitmap(int64_t batch, int64_t height, int64_t width, int64_t n_r
   const int64_t target = 16 * int64_t{prop.multiProcessorCount};
   int64_t chunks = 1;
   while (chunks < kBlockWarps && chunks < n_radii && word_warps_total * chunks < target) chunks *= 2;
-  while (chunks < hough2d::min_chunks(n_radii)) chunks *= 2;
+  while (chunks < hough_images::min_chunks(n_radii)) chunks *= 2;
   if (chunks > kBlockWarps) return plan;
   a.pad_left = (r_max + 31) / 32;
   a.pad_right = r_max / 32 + 1;
@@ -367,8 +367,8 @@ BitmapPlan plan_bitmap(int64_t batch, int64_t height, int64_t width, int64_t n_r
 }
 
 bool bitmap_usable(at::IntArrayRef radii) {
-  return hough2d::bitmap_rings_fit(radii) &&
-         hough2d::min_chunks(static_cast<int64_t>(radii.size())) <= hough2d::kMaxChunks;
+  return hough_images::bitmap_rings_fit(radii) &&
+         hough_images::min_chunks(static_cast<int64_t>(radii.size())) <= hough_images::kMaxChunks;
 }
 
 int32_t max_radius(at::IntArrayRef radii) {
@@ -379,7 +379,7 @@ int32_t max_radius(at::IntArrayRef radii) {
 
 // The chunk lists on the device, for the plan's chunk count.
 at::Tensor device_chunks(at::IntArrayRef radii, BitmapLaunch& a, const at::Device& device) {
-  const hough2d::ChunkTable table = hough2d::chunk_table(radii, a.n_chunks, /*pinned=*/true);
+  const hough_images::ChunkTable table = hough_images::chunk_table(radii, a.n_chunks, /*pinned=*/true);
   at::Tensor data = table.data.to(device, /*non_blocking=*/true);
   a.starts = data.data_ptr<int32_t>();
   a.entries = reinterpret_cast<const bitmap::RadiusEntry*>(a.starts + a.n_chunks + 1);
@@ -387,9 +387,9 @@ at::Tensor device_chunks(at::IntArrayRef radii, BitmapLaunch& a, const at::Devic
 }
 
 at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii) {
-  hough2d::check_map_args(edges, radii, "hough_circles_map");
+  hough_images::check_map_args(edges, radii, "hough_circles_map");
   if (!bitmap_usable(radii)) {
-    return hough2d::hough_circles_map_points(edges, radii);
+    return hough_images::hough_circles_map_points(edges, radii);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
   const int64_t batch = edges.size(0), height = edges.size(1), width = edges.size(2);
@@ -399,7 +399,7 @@ at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii
   }
   BitmapPlan plan = plan_bitmap(batch, height, width, n_radii, max_radius(radii), /*merge=*/false,
                                 *at::cuda::getCurrentDeviceProperties());
-  if (!plan.ok) return hough2d::hough_circles_map_points(edges, radii);
+  if (!plan.ok) return hough_images::hough_circles_map_points(edges, radii);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const at::Tensor chunks = device_chunks(radii, plan.a, edges.device());
   const at::Tensor bits = pack_bits(edges, plan.a.words, stream);
@@ -416,10 +416,10 @@ at::Tensor hough_circles_map_cuda(const at::Tensor& edges, at::IntArrayRef radii
 
 std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& edges, at::IntArrayRef radii,
                                                               bool normalize) {
-  hough2d::check_map_args(edges, radii, "hough_circles_max_map");
+  hough_images::check_map_args(edges, radii, "hough_circles_max_map");
   TORCH_CHECK(!radii.empty(), "radii must hold at least one radius for hough_circles_max_map");
   if (!bitmap_usable(radii)) {
-    return hough2d::hough_circles_max_map_points(edges, radii, normalize);
+    return hough_images::hough_circles_max_map_points(edges, radii, normalize);
   }
   const c10::cuda::CUDAGuard guard(edges.device());
   const int64_t batch = edges.size(0), height = edges.size(1), width = edges.size(2);
@@ -429,7 +429,7 @@ std::tuple<at::Tensor, at::Tensor> hough_circles_max_map_cuda(const at::Tensor& 
   if (batch * height * width == 0) return {scores, index};
   BitmapPlan plan = plan_bitmap(batch, height, width, n_radii, max_radius(radii), /*merge=*/true,
                                 *at::cuda::getCurrentDeviceProperties());
-  if (!plan.ok) return hough2d::hough_circles_max_map_points(edges, radii, normalize);
+  if (!plan.ok) return hough_images::hough_circles_max_map_points(edges, radii, normalize);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const at::Tensor chunks = device_chunks(radii, plan.a, edges.device());
   const at::Tensor bits = pack_bits(edges, plan.a.words, stream);

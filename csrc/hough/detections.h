@@ -3,7 +3,8 @@
 // host sync. The contract shared by the CPU and CUDA kernels.
 //
 // circle_detections(scores, radius_index, radii, k, min_distance, threshold?) -> (circles, votes)
-//   scores        (B, H, W) int32 or float32: the best score of every centre (hough_circles_max).
+//   scores        (B, H, W) int32 or float32: the best score of every centre
+//                 (hough_circles_max_points, hough_circles_max_map).
 //   radius_index  (B, H, W) int64: the index into radii of that score's radius; read only at the
 //                 detected centres, where it must be in [0, R).
 //   radii         R ints: radius i of the circles.
@@ -18,7 +19,7 @@
 //   rows (always the last ones: the test is monotone in the score).
 //
 // line_detections(acc, theta, k, min_distance, min_angle, threshold?, glue) -> (lines, votes)
-//   acc           (B, n_rho, T) int32 or float32: a hough_lines accumulator; offset = (n_rho-1)/2.
+//   acc           (B, n_rho, T) int32 or float32: a hough_lines_points accumulator; offset = (n_rho-1)/2.
 //   theta         T angles: the line of bin (d, j) is x cos(theta_j) + y sin(theta_j) = d - offset.
 //   glue          true for the default angles (T over [-pi/2, pi/2)): the angle axis is glued into
 //                 a circle as lines are, (rho, theta) = (-rho, theta + pi).
@@ -52,7 +53,7 @@
 #include "common/portable_math.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 // The rank of bin (y, x) of the glued line map F (n_rho x 2 n_theta) among equal votes, lower
 // first: the row-major index of the accumulator bin it reads, doubled, plus one in the mirrored
@@ -77,5 +78,5 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
                                                            int64_t min_distance, int64_t min_angle,
                                                            std::optional<double> threshold, bool glue);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

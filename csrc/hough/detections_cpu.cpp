@@ -17,7 +17,7 @@
 #include "hough/peaks.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 namespace {
 
@@ -193,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_generic(const at::Tensor& s
   const at::Tensor picked = radius_index.flatten(1).gather(1, flat);
   const at::Tensor table =
       device_table(at::tensor(std::vector<int64_t>(radii.begin(), radii.end()), at::kLong), scores.device());
-  // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
+  // out-of-range indices (never at the peaks of the best-radius maps) are clamped
   const at::Tensor r = table.index_select(0, picked.clamp(0, table.size(0) - 1).flatten()).view(picked.sizes());
   at::Tensor circles = at::stack({x, y, r}, -1).to(at::kFloat);
   circles = at::where(keep.unsqueeze(-1), circles, at::full_like(circles, std::numeric_limits<float>::quiet_NaN()));
@@ -268,22 +268,22 @@ std::tuple<at::Tensor, at::Tensor> line_detections_generic(const at::Tensor& acc
   return {lines, at::where(valid, votes.to(at::kFloat), at::zeros_like(rho))};
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> circle_detections_cpu(const at::Tensor& scores, const at::Tensor& radius_index,
                                                          at::IntArrayRef radii, int64_t k, int64_t min_distance,
                                                          std::optional<double> threshold) {
-  hough2d::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
-  return hough2d::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
+  hough_images::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
+  return hough_images::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
 }
 
 std::tuple<at::Tensor, at::Tensor> line_detections_cpu(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
                                                        int64_t min_distance, int64_t min_angle,
                                                        std::optional<double> threshold, bool glue) {
-  hough2d::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
-  return hough2d::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
+  hough_images::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
+  return hough_images::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
 }
 
 }  // namespace

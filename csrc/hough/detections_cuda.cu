@@ -103,8 +103,8 @@ __device__ __forceinline__ unsigned long long candidate_key(T v, uint32_t flat, 
 
 // An order-preserving key of a score for the image maximum; NaN above everything (torch's amax
 // returns NaN then).
-__device__ __forceinline__ uint32_t max_key(int32_t v) { return hough2d::ordered_score(v); }
-__device__ __forceinline__ uint32_t max_key(float v) { return isnan(v) ? 0xffffffffu : hough2d::ordered_score(v); }
+__device__ __forceinline__ uint32_t max_key(int32_t v) { return hough_images::ordered_score(v); }
+__device__ __forceinline__ uint32_t max_key(float v) { return isnan(v) ? 0xffffffffu : hough_images::ordered_score(v); }
 
 // Descending bitonic sort of s[0, n) in shared memory, n a power of two; every thread calls it.
 __device__ void bitonic_sort_descending(unsigned long long* s, int32_t n) {
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kTileThreads)
       const T v = map_value<T>(m, b, y, x);
       // equal votes rank as in the accumulator in both copies of a glued map (detections.h)
       const uint32_t index = m.glue
-                                 ? hough2d::glued_line_index(y, x, m.height, m.src_width)
+                                 ? hough_images::glued_line_index(y, x, m.height, m.src_width)
                                  : static_cast<uint32_t>(y) * static_cast<uint32_t>(m.width) + static_cast<uint32_t>(x);
       key = candidate_key(v, index, m.min_votes);
       const bool own = ky >= m.ry && ky < m.ry + kTile && kx >= m.rx && kx < m.rx + kTile && xu < m.width;
@@ -255,7 +255,7 @@ __device__ float image_limit(const Decode& d, int64_t b, uint32_t* scratch) {
   if (threadIdx.x % kWarpSize == 0) atomicMax(scratch, best);
   __syncthreads();
   const uint32_t key = *scratch;
-  const uint32_t bits = hough2d::unordered_bits(key, d.is_float);
+  const uint32_t bits = hough_images::unordered_bits(key, d.is_float);
   const float v = d.is_float ? __uint_as_float(bits) : __int2float_rn(static_cast<int32_t>(bits));
   return __fmul_rn(v, 0.5f);
 }
@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectLaunch s, 
         const int64_t index = d.radius_index[b * d.bins + flat];
         y = static_cast<float>(flat / static_cast<uint32_t>(d.width));
         x = static_cast<float>(flat % static_cast<uint32_t>(d.width));
-        // out-of-range indices (never at the peaks of hough_circles_max's maps) are clamped
+        // out-of-range indices (never at the peaks of the best-radius maps) are clamped
         r = static_cast<float>(d.radii[index < 0 ? 0 : (index >= d.n_radii ? d.n_radii - 1 : index)]);
         v = key_votes(key, d.is_float);
       }
@@ -545,10 +545,10 @@ void run_fused(PeakMap m, int64_t batch, int64_t wanted, bool is_float, Decode d
 std::tuple<at::Tensor, at::Tensor> circle_detections_cuda(const at::Tensor& scores, const at::Tensor& radius_index,
                                                           at::IntArrayRef radii, int64_t k, int64_t min_distance,
                                                           std::optional<double> threshold) {
-  hough2d::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
+  hough_images::check_circle_detections_args(scores, radius_index, radii, k, min_distance, threshold);
   const int64_t batch = scores.size(0), height = scores.size(1), width = scores.size(2);
   if (batch * k * height * width == 0 || k > kMaxFusedWanted) {
-    return hough2d::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
+    return hough_images::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
   }
   const c10::cuda::CUDAGuard guard(scores.device());
   PeakMap m{};
@@ -563,7 +563,7 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_cuda(const at::Tensor& scor
   const double min_votes = threshold.has_value() ? std::max(*threshold, 0.0) : 0.0;
   m.min_votes = min_votes;
   if (!plan_tiles(m, batch, k)) {
-    return hough2d::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
+    return hough_images::circle_detections_generic(scores, radius_index, radii, k, min_distance, threshold);
   }
   const at::TensorOptions floats = scores.options().dtype(at::kFloat);
   at::Tensor circles = at::empty({batch, k, 3}, floats);
@@ -588,11 +588,11 @@ std::tuple<at::Tensor, at::Tensor> circle_detections_cuda(const at::Tensor& scor
 std::tuple<at::Tensor, at::Tensor> line_detections_cuda(const at::Tensor& acc, at::ArrayRef<double> theta, int64_t k,
                                                         int64_t min_distance, int64_t min_angle,
                                                         std::optional<double> threshold, bool glue) {
-  hough2d::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
+  hough_images::check_line_detections_args(acc, theta, k, min_distance, min_angle, threshold);
   const int64_t batch = acc.size(0), n_rho = acc.size(1), n_theta = acc.size(2);
   const int64_t wanted = glue ? 2 * k : k;
   if (batch * k * n_rho * n_theta == 0 || wanted > kMaxFusedWanted) {
-    return hough2d::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
+    return hough_images::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
   }
   const c10::cuda::CUDAGuard guard(acc.device());
   PeakMap m{};
@@ -607,7 +607,7 @@ std::tuple<at::Tensor, at::Tensor> line_detections_cuda(const at::Tensor& acc, a
   m.rx = static_cast<int32_t>(std::min(min_angle, n_theta));  // hough_peaks' box; within one turn of 2T
   m.min_votes = threshold.value_or(0.0);
   if (!plan_tiles(m, batch, wanted)) {
-    return hough2d::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
+    return hough_images::line_detections_generic(acc, theta, k, min_distance, min_angle, threshold, glue);
   }
   const at::TensorOptions floats = acc.options().dtype(at::kFloat);
   at::Tensor lines = at::empty({batch, k, 2}, floats);

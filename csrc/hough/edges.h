@@ -37,7 +37,7 @@
 #include "common/portable_math.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 constexpr int64_t kMaxImageSide = 32767;
 constexpr float kWeightScale = 65536.f;   // 2^16: fixed-point steps per unit weight
@@ -79,5 +79,5 @@ int64_t edge_capacity(const at::Tensor& edges, int64_t capacity);
 // last step; torch's int64 -> float32 conversion rounds to nearest on both backends).
 inline at::Tensor fixed_to_float(const at::Tensor& sums) { return sums.to(at::kFloat).mul_(kInverseWeightScale); }
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

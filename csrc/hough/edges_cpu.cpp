@@ -11,7 +11,7 @@
 #include "common/checks.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 void check_point_lists(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                        const std::optional<at::Tensor>& weights, int64_t height, int64_t width) {
@@ -41,12 +41,12 @@ int64_t edge_capacity(const at::Tensor& edges, int64_t capacity) {
   return slots;
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> edge_points_cpu(const at::Tensor& edges, int64_t capacity) {
-  const int64_t cap = hough2d::edge_capacity(edges, capacity);
+  const int64_t cap = hough_images::edge_capacity(edges, capacity);
   const at::Tensor e = edges.contiguous();
   const int64_t batch = e.size(0), height = e.size(1), width = e.size(2);
   at::Tensor points = at::full({batch, cap, 2}, -1, e.options().dtype(at::kInt));

@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 std::tuple<at::Tensor, at::Tensor> edge_points_cuda(const at::Tensor& edges, int64_t capacity) {
-  const int64_t cap = hough2d::edge_capacity(edges, capacity);
+  const int64_t cap = hough_images::edge_capacity(edges, capacity);
   const c10::cuda::CUDAGuard guard(edges.device());
   const at::Tensor e = edges.contiguous();
   const int64_t batch = e.size(0), height = e.size(1), width = e.size(2);

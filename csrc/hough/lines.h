@@ -1,6 +1,6 @@
 // 2D line Hough accumulator: the contract shared by the CPU and CUDA kernels.
 //
-// hough_lines(points, lengths?, weights?, height, width, theta) -> acc
+// hough_lines_points(points, lengths?, weights?, height, width, theta) -> acc
 //   points, lengths, weights, height, width: a point list (edges.h).
 //   theta   T finite angles in radians (any order, repeats allowed); scikit-image's default is
 //           180 angles over [-pi/2, pi/2): -pi/2 + j pi / 180.
@@ -26,7 +26,7 @@
 #include "hough/edges.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 // The rho bin of (x, y) for an angle with cosine c and sine s (see above).
 POINTOPS_HOST_DEVICE inline int32_t line_bin(double c, double s, int32_t x, int32_t y, int32_t offset) {
@@ -48,5 +48,5 @@ int64_t check_lines_args(const at::Tensor& points, const std::optional<at::Tenso
 // (T, 2) float64 CPU tensor of (cos, sin) per angle: both backends read this table.
 at::Tensor line_trig(at::ArrayRef<double> theta);
 
-}  // namespace hough2d
+}  // namespace hough_images
 }  // namespace pointops

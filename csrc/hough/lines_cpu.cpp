@@ -11,7 +11,7 @@
 #include "common/clouds.h"
 
 namespace pointops {
-namespace hough2d {
+namespace hough_images {
 
 int64_t check_lines_args(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
                          const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
@@ -40,7 +40,7 @@ at::Tensor line_trig(at::ArrayRef<double> theta) {
   return trig;
 }
 
-}  // namespace hough2d
+}  // namespace hough_images
 
 namespace {
 
@@ -57,24 +57,24 @@ void vote_lines(const index_t* points, const int64_t* lengths, const int64_t* fi
       const int64_t length = cloud_length(lengths, b, n);
       for (int64_t p = 0; p < length; ++p) {
         int32_t x, y;
-        if (!hough2d::point_in_image(points + (b * n + p) * 2, height, width, x, y)) continue;
+        if (!hough_images::point_in_image(points + (b * n + p) * 2, height, width, x, y)) continue;
         const acc_t vote = fixed == nullptr ? acc_t(1) : static_cast<acc_t>(fixed[b * n + p]);
-        acc[int64_t{hough2d::line_bin(c, s, x, y, offset)} * n_theta] += vote;
+        acc[int64_t{hough_images::line_bin(c, s, x, y, offset)} * n_theta] += vote;
       }
     }
   });
 }
 
-at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                           const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                           at::ArrayRef<double> theta) {
-  const int64_t offset = hough2d::check_lines_args(points, lengths, weights, height, width, theta);
+at::Tensor hough_lines_points_cpu(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                  const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                                  at::ArrayRef<double> theta) {
+  const int64_t offset = hough_images::check_lines_args(points, lengths, weights, height, width, theta);
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_theta = static_cast<int64_t>(theta.size()), n_rho = 2 * offset + 1;
   const bool weighted = weights.has_value();
   at::Tensor acc = at::zeros({batch, n_rho, n_theta}, points.options().dtype(weighted ? at::kLong : at::kInt));
   if (acc.numel() > 0 && n > 0) {
-    const at::Tensor trig = hough2d::line_trig(theta);
+    const at::Tensor trig = hough_images::line_trig(theta);
     const at::Tensor pts = points.contiguous();
     const CloudLengths lengths_c = contiguous_lengths(lengths);
     at::Tensor fixed;
@@ -84,11 +84,11 @@ at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Ten
       const float* wp = w.data_ptr<float>();
       int64_t* fp = fixed.data_ptr<int64_t>();
       at::parallel_for(0, batch * n, 4096, [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) fp[i] = hough2d::weight_to_fixed(wp[i]);
+        for (int64_t i = first; i < last; ++i) fp[i] = hough_images::weight_to_fixed(wp[i]);
       });
     }
     const int64_t* fixed_ptr = weighted ? fixed.data_ptr<int64_t>() : nullptr;
-    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_cpu", [&] {
+    AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_points_cpu", [&] {
       if (weighted) {
         vote_lines(pts.data_ptr<index_t>(), lengths_c.data, fixed_ptr, batch, n, static_cast<int32_t>(height),
                    static_cast<int32_t>(width), trig.data_ptr<double>(), n_theta, static_cast<int32_t>(offset), n_rho,
@@ -100,11 +100,11 @@ at::Tensor hough_lines_cpu(const at::Tensor& points, const std::optional<at::Ten
       }
     });
   }
-  return weighted ? hough2d::fixed_to_float(acc) : acc;
+  return weighted ? hough_images::fixed_to_float(acc) : acc;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("hough_lines", &hough_lines_cpu); }
+TORCH_LIBRARY_IMPL(pointops, CPU, m) { m.impl("hough_lines_points", &hough_lines_points_cpu); }
 
 }  // namespace pointops

@@ -65,9 +65,9 @@ __device__ __forceinline__ void global_add(int64_t* address, int64_t v) {
 template <typename index_t, typename acc_t>
 __device__ __forceinline__ bool line_point(const index_t* points, const LineLaunch& a, int64_t b, int64_t p, int32_t& x,
                                            int32_t& y, acc_t& vote) {
-  if (!hough2d::point_in_image(points + 2 * (b * a.n + p), a.height, a.width, x, y)) return false;
+  if (!hough_images::point_in_image(points + 2 * (b * a.n + p), a.height, a.width, x, y)) return false;
   if constexpr (std::is_same_v<acc_t, int64_t>) {
-    vote = a.weights == nullptr ? 1 : hough2d::weight_to_fixed(a.weights[b * a.n + p]);
+    vote = a.weights == nullptr ? 1 : hough_images::weight_to_fixed(a.weights[b * a.n + p]);
     return vote != 0;
   } else {
     vote = 1;
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!live[u]) continue;
       for (int32_t j = 0; j < nt; ++j) {
         const double2 cs = trig[j];
-        const int32_t d = hough2d::line_bin(cs.x, cs.y, x[u], y[u], a.offset);
+        const int32_t d = hough_images::line_bin(cs.x, cs.y, x[u], y[u], a.offset);
         if (static_cast<uint32_t>(d) < static_cast<uint32_t>(a.n_rho)) shared_add(acc + j * a.stride + d, vote[u]);
       }
     }
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(256)
     acc_t vote;
     if (!line_point(points, a, b, p, x, y, vote)) continue;
     const double2 cs = a.trig[j];
-    const int32_t d = hough2d::line_bin(cs.x, cs.y, x, y, a.offset);
+    const int32_t d = hough_images::line_bin(cs.x, cs.y, x, y, a.offset);
     if (static_cast<uint32_t>(d) < static_cast<uint32_t>(a.n_rho)) {
       global_add(out + (b * a.n_rho + d) * a.n_theta + j, vote);
     }
@@ -186,9 +186,9 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   const bool direct = chunks == 1;
   if (!direct) out.zero_();
   const int64_t blocks = batch * n_tiles * chunks;
-  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "hough_lines: too many blocks (", blocks, ")");
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "hough_lines_points: too many blocks (", blocks, ")");
   const int64_t smem = tile * column;
-  AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines", [&] {
+  AT_DISPATCH_INDEX_TYPES(pts.scalar_type(), "hough_lines_points", [&] {
     auto kernel = line_votes_kernel<index_t, acc_t>;
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(smem), stream>>>(
@@ -197,10 +197,10 @@ void vote_lines(const at::Tensor& pts, LineLaunch a, int64_t batch, const cudaDe
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                            const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                            at::ArrayRef<double> theta) {
-  const int64_t offset = hough2d::check_lines_args(points, lengths, weights, height, width, theta);
+at::Tensor hough_lines_points_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                   const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                                   at::ArrayRef<double> theta) {
+  const int64_t offset = hough_images::check_lines_args(points, lengths, weights, height, width, theta);
   const c10::cuda::CUDAGuard guard(points.device());
   const int64_t batch = points.size(0), n = points.size(1);
   const int64_t n_theta = static_cast<int64_t>(theta.size()), n_rho = 2 * offset + 1;
@@ -208,7 +208,7 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
   const at::TensorOptions options = points.options().dtype(weighted ? at::kLong : at::kInt);
   if (batch * n_theta == 0 || n == 0 || height * width == 0) {
     at::Tensor zeros = at::zeros({batch, n_rho, n_theta}, options);
-    return weighted ? hough2d::fixed_to_float(zeros) : zeros;
+    return weighted ? hough_images::fixed_to_float(zeros) : zeros;
   }
   at::Tensor out = at::empty({batch, n_rho, n_theta}, options);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -217,7 +217,7 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
   const CloudLengths lengths_c = contiguous_lengths(lengths);
   const at::Tensor w = weighted ? weights->to(at::kFloat).contiguous() : at::Tensor();
   // The (cos, sin) table of the CPU kernel, copied stream-ordered from page-locked memory.
-  const at::Tensor trig = hough2d::line_trig(theta).pin_memory().to(points.device(), /*non_blocking=*/true);
+  const at::Tensor trig = hough_images::line_trig(theta).pin_memory().to(points.device(), /*non_blocking=*/true);
   LineLaunch a{};
   a.trig = reinterpret_cast<const double2*>(trig.data_ptr<double>());
   a.lengths = lengths_c.data;
@@ -230,7 +230,7 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
   a.width = static_cast<int32_t>(width);
   if (weighted) {
     vote_lines<int64_t>(pts, a, batch, *prop, out, stream);
-    return hough2d::fixed_to_float(out);
+    return hough_images::fixed_to_float(out);
   }
   vote_lines<int32_t>(pts, a, batch, *prop, out, stream);
   return out;
@@ -238,6 +238,6 @@ at::Tensor hough_lines_cuda(const at::Tensor& points, const std::optional<at::Te
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_lines", &hough_lines_cuda); }
+TORCH_LIBRARY_IMPL(pointops, CUDA, m) { m.impl("hough_lines_points", &hough_lines_points_cuda); }
 
 }  // namespace pointops

@@ -124,8 +124,8 @@ struct EdgePointsResult {
   at::Tensor lengths;
 };
 
-// The outputs of hough_circles_max, in the schema's order.
-struct HoughCirclesMaxResult {
+// The outputs of hough_circles_max_points, in the schema's order.
+struct HoughCirclesMaxPointsResult {
   at::Tensor scores;
   at::Tensor radius_index;
 };
@@ -317,24 +317,26 @@ IcpResult icp(const at::Tensor& sources, const std::optional<at::Tensor>& source
 EdgePointsResult edge_points(const at::Tensor& edges, int64_t capacity = -1);
 
 // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float?, gradients (B,P,2) float? -> (B,R,height,width) int32 (float32 if weighted)
-at::Tensor hough_circles(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                         const std::optional<at::Tensor>& weights, const std::optional<at::Tensor>& gradients,
-                         int64_t height, int64_t width, const std::vector<int64_t>& radii,
-                         double max_angle = 0.0);
+at::Tensor hough_circles_points(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                                const std::optional<at::Tensor>& weights,
+                                const std::optional<at::Tensor>& gradients, int64_t height, int64_t width,
+                                const std::vector<int64_t>& radii, double max_angle = 0.0);
 
-// as hough_circles -> best score over radii (B,height,width) int32 (float32 if weighted or normalize), its first radius index (B,height,width) int64
-HoughCirclesMaxResult hough_circles_max(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                                        const std::optional<at::Tensor>& weights,
-                                        const std::optional<at::Tensor>& gradients, int64_t height,
-                                        int64_t width, const std::vector<int64_t>& radii,
-                                        double max_angle = 0.0, bool normalize = false);
+// as hough_circles_points -> best score over radii (B,height,width) int32 (float32 if weighted or normalize), its first radius index (B,height,width) int64
+HoughCirclesMaxPointsResult hough_circles_max_points(const at::Tensor& points,
+                                                     const std::optional<at::Tensor>& lengths,
+                                                     const std::optional<at::Tensor>& weights,
+                                                     const std::optional<at::Tensor>& gradients,
+                                                     int64_t height, int64_t width,
+                                                     const std::vector<int64_t>& radii, double max_angle = 0.0,
+                                                     bool normalize = false);
 
 // points (B,P,2) int32/int64 (x, y), lengths (B,) int64?, weights (B,P) float? -> (B, 2 ceil(hypot(height, width)) + 1, T) int32 (float32 if weighted)
-at::Tensor hough_lines(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
-                       const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
-                       const std::vector<double>& theta);
+at::Tensor hough_lines_points(const at::Tensor& points, const std::optional<at::Tensor>& lengths,
+                              const std::optional<at::Tensor>& weights, int64_t height, int64_t width,
+                              const std::vector<double>& theta);
 
-// edges (B,H,W) any dtype (nonzero = edge) -> (B,R,H,W) int32: hough_circles of the edge pixels
+// edges (B,H,W) any dtype (nonzero = edge) -> (B,R,H,W) int32: hough_circles_points of the edge pixels
 at::Tensor hough_circles_map(const at::Tensor& edges, const std::vector<int64_t>& radii);
 
 // as hough_circles_map -> best score over radii (B,H,W) int32 (float32 if normalize), its first radius index (B,H,W) int64

@@ -68,8 +68,8 @@ def _edge_points_fake(edges, capacity=-1):
     )
 
 
-@torch.library.register_fake("pointops::hough_circles")
-def _hough_circles_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0):
+@torch.library.register_fake("pointops::hough_circles_points")
+def _hough_circles_points_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0):
     _check_point_lists(points, lengths, weights, height, width)
     _check_gradients(gradients, points)
     torch._check(all(0 <= r <= 32767 for r in radii), lambda: f"radii must be in [0, 32767], got {radii}")
@@ -83,11 +83,13 @@ def _hough_circles_fake(points, lengths, weights, gradients, height, width, radi
     return points.new_empty((points.shape[0], len(radii), height, width), dtype=dtype)
 
 
-@torch.library.register_fake("pointops::hough_circles_max")
-def _hough_circles_max_fake(points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False):
+@torch.library.register_fake("pointops::hough_circles_max_points")
+def _hough_circles_max_points_fake(
+    points, lengths, weights, gradients, height, width, radii, max_angle=0.0, normalize=False
+):
     _check_point_lists(points, lengths, weights, height, width)
     _check_gradients(gradients, points)
-    torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max")
+    torch._check(len(radii) > 0, lambda: "radii must hold at least one radius for hough_circles_max_points")
     dtype = torch.int32 if weights is None and not normalize else torch.float32
     shape = (points.shape[0], height, width)
     return points.new_empty(shape, dtype=dtype), points.new_empty(shape, dtype=torch.int64)
@@ -139,8 +141,8 @@ def rho_offset(height: int, width: int) -> int:
     return int(math.ceil(math.sqrt(float(height * height + width * width))))
 
 
-@torch.library.register_fake("pointops::hough_lines")
-def _hough_lines_fake(points, lengths, weights, height, width, theta):
+@torch.library.register_fake("pointops::hough_lines_points")
+def _hough_lines_points_fake(points, lengths, weights, height, width, theta):
     _check_point_lists(points, lengths, weights, height, width)
     dtype = torch.int32 if weights is None else torch.float32
     torch._check(len(theta) <= 1 << 20, lambda: f"theta must have at most 2^20 angles, got {len(theta)}")
@@ -293,7 +295,7 @@ def hough_circles(
         acc = torch.ops.pointops.hough_circles_map(edges, radii)
     else:
         points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
-        acc = torch.ops.pointops.hough_circles(
+        acc = torch.ops.pointops.hough_circles_points(
             points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii, max_angle
         )
     return _normalized(acc, radii) if normalize else acc
@@ -323,7 +325,7 @@ def hough_circles_max(
         _check_map(edges)
         return torch.ops.pointops.hough_circles_max_map(edges, radii, normalize)
     points, lengths, weights, grads = _edge_inputs(edges, weighted, gradients)
-    return torch.ops.pointops.hough_circles_max(
+    return torch.ops.pointops.hough_circles_max_points(
         points, lengths, weights, grads, edges.shape[1], edges.shape[2], radii, max_angle, normalize
     )
 
@@ -342,7 +344,7 @@ def hough_circles_points(
     int64 or None, image_size [H, W]; weights (B, P) and gradients (B, P, 2) per point. Points
     outside the image cast no vote; repeated points vote once each."""
     check_tensor(points, "points", "(B, P, 2)")
-    acc = torch.ops.pointops.hough_circles(
+    acc = torch.ops.pointops.hough_circles_points(
         points, lengths, weights, gradients, image_size[0], image_size[1], radii, max_angle
     )
     return _normalized(acc, radii) if normalize else acc
@@ -366,7 +368,7 @@ def hough_lines(edges: Tensor, theta: Optional[List[float]] = None, weighted: bo
     check_tensor(edges, "edges", "(B, H, W)")
     angles = line_angles(180) if theta is None else theta
     points, lengths, weights, _ = _edge_inputs(edges, weighted, None)
-    return torch.ops.pointops.hough_lines(points, lengths, weights, edges.shape[1], edges.shape[2], angles)
+    return torch.ops.pointops.hough_lines_points(points, lengths, weights, edges.shape[1], edges.shape[2], angles)
 
 
 def hough_lines_points(
@@ -379,4 +381,4 @@ def hough_lines_points(
     """:func:`hough_lines` of point lists (see :func:`hough_circles_points`)."""
     check_tensor(points, "points", "(B, P, 2)")
     angles = line_angles(180) if theta is None else theta
-    return torch.ops.pointops.hough_lines(points, lengths, weights, image_size[0], image_size[1], angles)
+    return torch.ops.pointops.hough_lines_points(points, lengths, weights, image_size[0], image_size[1], angles)

@@ -3,8 +3,8 @@
 Planes, peaks, plane labels and refits: loops by the rules of csrc/hough/*.h with exact fused
 arithmetic. The 2D circle and line accumulators (csrc/hough/{edges,circles,lines}.h): loops over
 images and radii / angles with vectorized torch inside (integer votes, fixed-point weights summed
-in int64, the lines' float64 rounding written out); ``hough_circles`` / ``hough_lines`` here are
-also the bench's plain-PyTorch baselines.
+in int64, the lines' float64 rounding written out): ``hough_circles_points`` and
+``hough_lines_points``, the oracles of the point-list ops of the same names.
 """
 
 import itertools
@@ -456,7 +456,7 @@ def _valid_points(points: Tensor, lengths: Optional[Tensor], b: int, height: int
     return index
 
 
-def hough_circles(
+def hough_circles_points(
     points: Tensor,
     lengths: Optional[Tensor],
     weights: Optional[Tensor],
@@ -495,7 +495,7 @@ def hough_circles(
     return acc.to(torch.int32) if weights is None else acc.to(torch.float32) * (1.0 / 65536.0)
 
 
-def hough_lines(
+def hough_lines_points(
     points: Tensor,
     lengths: Optional[Tensor],
     weights: Optional[Tensor],

@@ -169,20 +169,20 @@ inline std::map<std::string, Call> table() {
     auto r = pointops::edge_points(a[0].toTensor(), a[1].toInt());
     return std::vector<at::Tensor>{r.points, r.lengths};
   };
-  calls["hough_circles"] = [](const Args& a) {
-    auto r = pointops::hough_circles(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
+  calls["hough_circles_points"] = [](const Args& a) {
+    auto r = pointops::hough_circles_points(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
         a[2].toOptional<at::Tensor>(), a[3].toOptional<at::Tensor>(), a[4].toInt(), a[5].toInt(), ints(a[6]),
         a[7].toDouble());
     return std::vector<at::Tensor>{r};
   };
-  calls["hough_circles_max"] = [](const Args& a) {
-    auto r = pointops::hough_circles_max(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
+  calls["hough_circles_max_points"] = [](const Args& a) {
+    auto r = pointops::hough_circles_max_points(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
         a[2].toOptional<at::Tensor>(), a[3].toOptional<at::Tensor>(), a[4].toInt(), a[5].toInt(), ints(a[6]),
         a[7].toDouble(), a[8].toBool());
     return std::vector<at::Tensor>{r.scores, r.radius_index};
   };
-  calls["hough_lines"] = [](const Args& a) {
-    auto r = pointops::hough_lines(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
+  calls["hough_lines_points"] = [](const Args& a) {
+    auto r = pointops::hough_lines_points(a[0].toTensor(), a[1].toOptional<at::Tensor>(),
         a[2].toOptional<at::Tensor>(), a[3].toInt(), a[4].toInt(), doubles(a[5]));
     return std::vector<at::Tensor>{r};
   };

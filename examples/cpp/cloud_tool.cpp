@@ -226,17 +226,33 @@ int main(int argc, char** argv) try {
 
   at::Tensor raw = ends_with(file, ".bin") ? read_kitti_bin(file) : read_ply(file);
   at::Tensor points = raw.unsqueeze(0).to(device);  // one cloud: (1, N, 3)
-  const auto start = std::chrono::steady_clock::now();
-
-  auto down = pointops::voxel_downsample(points, std::nullopt, std::nullopt, {voxel, voxel, voxel});
-  auto near = pointops::knn(down.points, down.lengths, down.points, down.lengths, neighbors);
-  auto normals = pointops::estimate_normals(down.points, down.lengths, near.indices, std::nullopt);
-  auto picks = pointops::fps(down.points, down.lengths, std::nullopt, samples);
-  auto found = pointops::detect_planes(down.points, down.lengths, planes, static_cast<int64_t>(config.at("n_phi")),
-                                       static_cast<int64_t>(config.at("n_theta")), config.at("rho_step"),
-                                       config.at("rho_max"), config.at("distance_threshold"), config.at("min_inliers"));
-  if (device.is_cuda()) torch::cuda::synchronize();
+  // The pipeline, run twice: the first call also pays for start-up (CUDA's context and kernel
+  // loading, the allocator's first blocks), the second is what each further cloud costs.
+  struct Steps {
+    pointops::VoxelDownsampleResult down;
+    pointops::EstimateNormalsResult normals;
+    pointops::FpsResult picks;
+    pointops::DetectPlanesResult found;
+  };
+  auto steps = [&]() {
+    auto down = pointops::voxel_downsample(points, std::nullopt, std::nullopt, {voxel, voxel, voxel});
+    auto near = pointops::knn(down.points, down.lengths, down.points, down.lengths, neighbors);
+    auto normals = pointops::estimate_normals(down.points, down.lengths, near.indices, std::nullopt);
+    auto picks = pointops::fps(down.points, down.lengths, std::nullopt, samples);
+    auto found =
+        pointops::detect_planes(down.points, down.lengths, planes, static_cast<int64_t>(config.at("n_phi")),
+                                static_cast<int64_t>(config.at("n_theta")), config.at("rho_step"), config.at("rho_max"),
+                                config.at("distance_threshold"), config.at("min_inliers"));
+    if (device.is_cuda()) torch::cuda::synchronize();
+    return Steps{down, normals, picks, found};
+  };
+  auto start = std::chrono::steady_clock::now();
+  steps();
+  const double first_ms = elapsed_ms(start);
+  start = std::chrono::steady_clock::now();
+  const Steps result = steps();
   const double ms = elapsed_ms(start);
+  const auto& [down, normals, picks, found] = result;
 
   const int64_t kept = down.lengths[0].item<int64_t>();
   const at::Tensor curvature = normals.curvature[0].slice(0, 0, kept);
@@ -256,7 +272,7 @@ int main(int argc, char** argv) try {
                 row[0].item<double>(), row[1].item<double>(), row[2].item<double>(), row[3].item<double>(),
                 static_cast<long long>(labels.eq(p).sum().item<int64_t>()));
   }
-  std::printf("%.1f ms on %s (file reading excluded)\n", ms, device_name.c_str());
+  std::printf("%.1f ms on %s, the first call %.1f ms (file reading excluded)\n", ms, device_name.c_str(), first_ms);
 
   if (!save.empty()) {
     c10::Dict<std::string, at::Tensor> results;

@@ -12,6 +12,8 @@
 case "${1:-}" in -h|--help) sed -n -E '2,/^([^#]|$)/s/^# ?//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# export_models.py imports this checkout's pointops also where it is not installed (a GPU machine)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p build
 cuda=$(python -c 'import torch; print(int(torch.cuda.is_available()))')
 devices=cpu

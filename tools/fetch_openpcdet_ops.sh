@@ -28,12 +28,13 @@ else  # a git directory (a mirror or a .git folder): the files at REV
   [ -d "$src/.git" ] && gitdir=$src/.git
   commit=$(git --git-dir="$gitdir" rev-parse "$rev^{commit}")
   files=$(git --git-dir="$gitdir" ls-tree -r --name-only "$commit" -- "$stack/src" "$stack/pointnet2_utils.py" |
-    grep -E '\.(cpp|cu|h|py)$')
+    grep -E '\.(cpp|cu|h|py)$' || true)
   read_file() { git --git-dir="$gitdir" show "$commit:$1"; }
 fi
 [ -n "$files" ] || { echo "no $stack sources in $src" >&2; exit 1; }
 
-rm -rf "$dest"
+# replaces an earlier copy's sources (and keeps its build folder: ninja rebuilds what changed)
+rm -rf "$dest/src"
 mkdir -p "$dest/src"
 n=0
 for f in $files; do

@@ -198,7 +198,8 @@ def build_openpcdet(folder):
     """OpenPCDet's pointnet2_stack extension, built with torch.utils.cpp_extension.load from the
     sources tools/fetch_openpcdet_ops.sh copied into folder (their setup.py's CUDAExtension: every
     src/*.cpp and *.cu, no extra flags; -O3 for the host code as a release build), into
-    folder/build (ninja rebuilds only what changed). Returns (module, OpenPCDet's commit)."""
+    folder/build (ninja rebuilds only what changed). Without a GPU (a compile check) set
+    TORCH_CUDA_ARCH_LIST, e.g. 9.0. Returns (module, OpenPCDet's commit)."""
     import glob
 
     # as setup.py: cpp_extension guesses CUDA_HOME from `which nvcc`, /usr/local where nvcc is a

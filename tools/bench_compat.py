@@ -21,10 +21,27 @@ Rows (each against its baseline in the same run):
 On the CPU each row also gives `cpu_ms` and `baseline_cpu_ms`, the CPU time of all threads (the
 fairer figure on a shared machine).
 
-    python tools/bench_compat.py [--quick] [--device cpu] [--json f]
+--openpcdet DIR (CUDA only) also times OpenPCDet's own kernels on the same inputs: DIR holds its
+pointnet2_stack sources (bash tools/fetch_openpcdet_ops.sh OPENPCDET_CHECKOUT DIR copies them, with
+the commit), built here with torch.utils.cpp_extension.load into DIR/build (a minute or two) and
+called through their pybind functions as their pointnet2_utils.py calls them. Columns:
+`openpcdet_ms` and `openpcdet_ratio` = openpcdet_ms / ms (above 1: pointops is faster);
+  three_nn rows: query_stacked_local_neighbor_idxs + query_three_nn_by_stacked_local_idxs
+      (buffer retry loop included); `openpcdet_indices_equal`, `openpcdet_dist_max_diff`;
+  layer row: the same layer with OpenPCDet's two-step search and three_interpolate (forward and
+      backward kernels) in place of pointops'; `openpcdet_out_max_diff`, `openpcdet_grad_max_diff`
+      (their gradient adds with atomics, in a different order each call);
+and one more row, vector_pool voxel_query avg / random fwd+bwd: vector_pool_with_voxel_query_op
+(x_conv4's first group: 3 x 3 x 3 cells, half-width 2.4 m, 32 channels) against OpenPCDet's
+vector_pool_wrapper and vector_pool_grad_wrapper, baseline = OpenPCDet (so `ratio` = their ms /
+ours); `openpcdet_cnt_equal` (points per cell), `openpcdet_out_max_diff`,
+  `openpcdet_local_xyz_max_diff`, `openpcdet_grad_max_diff`.
+
+    python tools/bench_compat.py [--quick] [--device cpu] [--json f] [--openpcdet DIR]
     python tools/bench.py --ops vector_pool   # the same rows
 """
 
+import contextlib
 import json
 import os
 import statistics
@@ -37,8 +54,21 @@ import cli  # noqa: E402  (imports nothing heavy)
 
 OPS = ["vector_pool"]
 
-if __name__ == "__main__":  # run alone: tools/bench.py's command line, these rows by default
-    sys.exit(cli.run_bench_rows(__doc__, OPS))
+
+def parser():
+    p = cli.bench_parser(__doc__, OPS)
+    p.add_argument(
+        "--openpcdet",
+        metavar="DIR",
+        help="also time OpenPCDet's pointnet2_stack kernels, built from the sources in DIR "
+        "(tools/fetch_openpcdet_ops.sh copies them; CUDA only)",
+    )
+    return p
+
+
+if __name__ == "__main__":  # run alone: tools/bench.py's command line and --openpcdet, these rows by default
+    cli.run(parser().parse_args())
+    sys.exit(0)
 
 import torch  # noqa: E402
 
@@ -161,6 +191,225 @@ def brute_three_nn_for_vector_pool(
     return torch.sqrt(out_d2), out_idx.int(), torch.tensor(avg_length_of_neighbor_idxs)
 
 
+# ---- OpenPCDet's own kernels (--openpcdet) -----------------------------------------------------
+
+
+def build_openpcdet(folder):
+    """OpenPCDet's pointnet2_stack extension, built with torch.utils.cpp_extension.load from the
+    sources tools/fetch_openpcdet_ops.sh copied into folder (their setup.py's CUDAExtension: every
+    src/*.cpp and *.cu, no extra flags; -O3 for the host code as a release build), into
+    folder/build (ninja rebuilds only what changed). Without a GPU (a compile check) set
+    TORCH_CUDA_ARCH_LIST, e.g. 9.0. Returns (module, OpenPCDet's commit)."""
+    import glob
+
+    # as setup.py: cpp_extension guesses CUDA_HOME from `which nvcc`, /usr/local where nvcc is a
+    # symlink in /usr/local/bin, which has no CUDA headers
+    if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda/include"):
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"
+    from torch.utils import cpp_extension
+
+    src = os.path.join(os.path.abspath(folder), "src")
+    sources = sorted(glob.glob(os.path.join(src, "*.cpp")) + glob.glob(os.path.join(src, "*.cu")))
+    if not sources:
+        raise SystemExit(f"--openpcdet {folder}: no src/*.cpp or *.cu (run tools/fetch_openpcdet_ops.sh first)")
+    # as setup.py: a toolkit without cusparse.h (which torch's CUDA headers include) takes the
+    # nvidia wheels' headers, as -isystem: searched after the toolkit's own
+    system = []
+    if not os.path.isfile(os.path.join(cpp_extension.CUDA_HOME or "", "include", "cusparse.h")):
+        for entry in sys.path:
+            for header in glob.glob(os.path.join(entry, "nvidia", "*", "include", "cusparse.h")) + glob.glob(
+                os.path.join(entry, "nvidia", "*", "*", "include", "cusparse.h")
+            ):
+                system += ["-isystem", os.path.dirname(header)]
+    build = os.path.join(os.path.abspath(folder), "build")
+    os.makedirs(build, exist_ok=True)
+    start = time.perf_counter()
+    module = cpp_extension.load(
+        "openpcdet_pointnet2_stack",
+        sources,
+        extra_include_paths=[src],
+        extra_cflags=["-O3"] + system,
+        extra_cuda_cflags=system,
+        build_directory=build,
+        verbose=False,
+    )
+    print(f"OpenPCDet pointnet2_stack built and loaded in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    commit_file = os.path.join(folder, "COMMIT")
+    commit = open(commit_file).read().strip() if os.path.exists(commit_file) else "unknown"
+    return module, commit
+
+
+class OpenPCDetStack:
+    """Our calls of OpenPCDet's pybind functions, in the order and with the buffers their
+    pointnet2_utils.py uses (their kernels run on the default stream and take int32 counts and
+    indices, contiguous float32 points and features). The buffer-size hints persist across
+    calls as their modules keep them (the largest seen), so a timed call retries only where
+    OpenPCDet's would."""
+
+    def __init__(self, ext):
+        self.ext = ext
+        self.mean_points_per_grid = 20  # VectorPoolAggregationModule's first hint
+
+    def three_nn_for_vector_pool_by_two_step(
+        self,
+        support_xyz,
+        xyz_batch_cnt,
+        new_xyz,
+        new_xyz_grid_centers,
+        new_xyz_batch_cnt,
+        max_neighbour_distance,
+        nsample,
+        neighbor_type,
+        avg_length_of_neighbor_idxs,
+        num_total_grids,
+        neighbor_distance_multiplier,
+    ):
+        """Step 1 stacks each centre's first (<= 1,000) cube points into one buffer of
+        avg_length * M slots (again, larger, while the total overflows it; the total is read back
+        to the host); step 2 takes each grid centre's 3 nearest of its centre's points."""
+        m = new_xyz.shape[0]
+        support_xyz, new_xyz = support_xyz.contiguous(), new_xyz.contiguous()
+        grid = new_xyz_grid_centers.contiguous()
+        dist2 = torch.zeros_like(grid)
+        idx = torch.full(grid.shape, -1, dtype=torch.int32, device=grid.device)
+        while True:
+            capacity = avg_length_of_neighbor_idxs * m
+            stacked = torch.zeros(capacity, dtype=torch.int32, device=grid.device)
+            start_len = torch.zeros((m, 2), dtype=torch.int32, device=grid.device)
+            total = torch.zeros(1, dtype=torch.int32, device=grid.device)
+            self.ext.query_stacked_local_neighbor_idxs_wrapper_stack(
+                support_xyz,
+                xyz_batch_cnt.contiguous(),
+                new_xyz,
+                new_xyz_batch_cnt.contiguous(),
+                stacked,
+                start_len,
+                total,
+                int(avg_length_of_neighbor_idxs),
+                float(max_neighbour_distance * neighbor_distance_multiplier),
+                int(nsample),
+                int(neighbor_type),
+            )
+            found = int(total.item())
+            avg_length_of_neighbor_idxs = -(-found // m) if m else 0
+            if found <= capacity:
+                break
+        self.ext.query_three_nn_by_stacked_local_idxs_wrapper_stack(
+            support_xyz, new_xyz, grid, idx, dist2, stacked[:found], start_len, m, int(num_total_grids)
+        )
+        return torch.sqrt(dist2), idx, torch.tensor(avg_length_of_neighbor_idxs)
+
+    def three_interpolate(self, features, idx, weight):
+        return _OpenPCDetInterpolate.apply(self.ext, features, idx, weight)
+
+    def vector_pool_with_voxel_query_op(self, *args):
+        """Our vector_pool_with_voxel_query_op's 15 arguments (OpenPCDet's order, all of them);
+        the hint num_mean_points_per_grid is this object's, not the argument."""
+        return _OpenPCDetVectorPool.apply(self, *args)
+
+
+class _OpenPCDetInterpolate(torch.autograd.Function):
+    """three_interpolate_wrapper forward, three_interpolate_grad_wrapper backward (atomics)."""
+
+    @staticmethod
+    def forward(ctx, ext, features, idx, weight):
+        idx, weight = idx.contiguous(), weight.contiguous()
+        out = features.new_zeros((idx.shape[0], features.shape[1]))
+        ext.three_interpolate_wrapper(features.contiguous(), idx, weight, out)
+        ctx.ext, ctx.rows = ext, features.shape[0]
+        ctx.save_for_backward(idx, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        idx, weight = ctx.saved_tensors
+        grad = grad_out.new_zeros((ctx.rows, grad_out.shape[1]))
+        ctx.ext.three_interpolate_grad_wrapper(grad_out.contiguous(), idx, weight, grad)
+        return None, grad, None, None
+
+
+class _OpenPCDetVectorPool(torch.autograd.Function):
+    """vector_pool_wrapper (one thread a centre, sums in cloud order; again with a larger
+    buffer while the grouped pairs overflow it; the total comes back to the host), then the
+    per-cell means; vector_pool_grad_wrapper backward (atomics)."""
+
+    @staticmethod
+    def forward(
+        ctx,
+        stack,
+        support_xyz,
+        xyz_batch_cnt,
+        support_features,
+        new_xyz,
+        new_xyz_batch_cnt,
+        num_grid_x,
+        num_grid_y,
+        num_grid_z,
+        max_neighbour_distance,
+        num_c_out_each_grid,
+        use_xyz,
+        num_mean_points_per_grid,
+        nsample,
+        neighbor_type,
+        pooling_type,
+    ):
+        grids = num_grid_x * num_grid_y * num_grid_z
+        m = new_xyz.shape[0]
+        n, c_in = support_features.shape
+        mean_points = stack.mean_points_per_grid
+        while True:
+            new_features = support_features.new_zeros((m, num_c_out_each_grid * grids))
+            new_local_xyz = support_features.new_zeros((m, 3 * grids))
+            point_cnt_of_grid = torch.zeros((m, grids), dtype=torch.int32, device=new_xyz.device)
+            capacity = mean_points * m
+            grouped = torch.zeros((capacity, 3), dtype=torch.int32, device=new_xyz.device)
+            total = stack.ext.vector_pool_wrapper(
+                support_xyz.contiguous(),
+                xyz_batch_cnt.contiguous(),
+                support_features.contiguous(),
+                new_xyz.contiguous(),
+                new_xyz_batch_cnt.contiguous(),
+                new_features,
+                new_local_xyz,
+                point_cnt_of_grid,
+                grouped,
+                int(num_grid_x),
+                int(num_grid_y),
+                int(num_grid_z),
+                float(max_neighbour_distance),
+                int(bool(use_xyz)),
+                int(capacity),
+                int(nsample),
+                int(neighbor_type),
+                int(pooling_type),
+            )
+            mean_points = -(-total // m) if m else 0
+            if total <= capacity:
+                break
+        stack.mean_points_per_grid = max(stack.mean_points_per_grid, mean_points)
+        normalizer = point_cnt_of_grid[:, :, None].float().clamp_min(1e-6)
+        new_features = (new_features.view(m, grids, -1) / normalizer).view(m, -1)
+        if use_xyz:
+            new_local_xyz = (new_local_xyz.view(m, grids, 3) / normalizer).view(m, -1)
+        ctx.stack, ctx.shape = stack, (n, c_in)
+        ctx.save_for_backward(point_cnt_of_grid, grouped[:total])
+        ctx.mark_non_differentiable(new_local_xyz, point_cnt_of_grid)
+        return new_features, new_local_xyz, torch.tensor([mean_points]).int(), point_cnt_of_grid
+
+    @staticmethod
+    def backward(ctx, grad_features, *unused):
+        point_cnt_of_grid, grouped = ctx.saved_tensors
+        grad = grad_features.new_zeros(ctx.shape)
+        if grouped.shape[0] > 0:
+            ctx.stack.ext.vector_pool_grad_wrapper(grad_features.contiguous(), point_cnt_of_grid, grouped, grad)
+        return (None,) * 3 + (grad,) + (None,) * 12
+
+
+def max_diff(a, b):
+    """Largest absolute difference of two float tensors (0 for empty ones), a Python float."""
+    return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+
+
 def cpu_time_ms(fn, reps=3):
     """Median CPU time of all threads of this process, in ms."""
     fn()
@@ -190,8 +439,12 @@ def timed(row, device, ours, baseline, reps):
         row["baseline_cpu_ms"] = cpu_time_ms(baseline, reps)
 
 
-def bench_vector_pool(device, quick, results):
+def bench_vector_pool(device, quick, results, openpcdet=None):
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    theirs_stack = None
+    if openpcdet:
+        ext, commit = build_openpcdet(openpcdet)
+        theirs_stack = OpenPCDetStack(ext)
     xyz, cnt, keypoints, new_cnt = scene(device, keypoints=1024 if quick else 4096)
     reps = 5 if device == "cuda" else 2
     offsets = torch.nn.functional.pad(cnt.long().cumsum(0), (1, 0))
@@ -228,6 +481,17 @@ def bench_vector_pool(device, quick, results):
             lambda: brute_three_nn_for_vector_pool(*args),
             reps,
         )
+        if theirs_stack is not None:
+            # the same first 1,000 cube points in index order and a strict < in that order: the
+            # same indices; distances from the same float squared sums
+            found = theirs_stack.three_nn_for_vector_pool_by_two_step(*args)
+            row["openpcdet_commit"] = commit[:12]
+            row["openpcdet_indices_equal"] = bool(torch.equal(ours[1], found[1]))
+            row["openpcdet_dist_max_diff"] = max_diff(ours[0], found[0])
+            row["openpcdet_ms"] = time_ms(
+                lambda: theirs_stack.three_nn_for_vector_pool_by_two_step(*args), device, min_reps=reps
+            )
+            row["openpcdet_ratio"] = round(row["openpcdet_ms"] / row["ms"], 2)
         emit(results, row)
 
     torch.manual_seed(0)
@@ -254,9 +518,99 @@ def bench_vector_pool(device, quick, results):
         "baseline": "the same layer on the brute-force search",
     }
     timed(row, device, step, brute_step, reps)
+    if theirs_stack is not None:
+        theirs_kernels = {
+            "three_nn_for_vector_pool_by_two_step": theirs_stack.three_nn_for_vector_pool_by_two_step,
+            "three_interpolate": theirs_stack.three_interpolate,
+        }
+
+        def openpcdet_step():
+            with mock.patch.multiple(openpcdet_stack, **theirs_kernels):
+                step()
+
+        # the output and feature gradient of one call on each (BatchNorm in training mode
+        # normalises by the batch's statistics: the same output on every call)
+        outputs = []
+        for kernels in ({}, theirs_kernels):
+            with mock.patch.multiple(openpcdet_stack, **kernels) if kernels else contextlib.nullcontext():
+                features.grad = None
+                _, out = layer(
+                    xyz=xyz, xyz_batch_cnt=cnt, new_xyz=keypoints, new_xyz_batch_cnt=new_cnt, features=features
+                )
+                out.square().mean().backward()
+            outputs.append((out.detach(), features.grad.clone()))
+        row["openpcdet_commit"] = commit[:12]
+        row["openpcdet_out_max_diff"] = max_diff(outputs[0][0], outputs[1][0])
+        row["openpcdet_grad_max_diff"] = max_diff(outputs[0][1], outputs[1][1])
+        row["openpcdet_ms"] = time_ms(openpcdet_step, device, min_reps=reps)
+        row["openpcdet_ratio"] = round(row["openpcdet_ms"] / row["ms"], 2)
     emit(results, row)
+    if theirs_stack is not None:
+        bench_voxel_query(device, name, xyz, cnt, keypoints, new_cnt, theirs_stack, commit, reps, results)
 
 
-def run(device, quick, ops, results):
+def bench_voxel_query(device, name, xyz, cnt, keypoints, new_cnt, theirs_stack, commit, reps, results):
+    """vector_pool_with_voxel_query_op, forward and backward, against OpenPCDet's kernels (the
+    baseline of these rows) with x_conv4's first group as a voxel pool: 3 x 3 x 3 cells of a cube
+    of half-width 2.4 m, 32 channels (the layer's reduced features)."""
+    torch.manual_seed(0)
+    features = torch.randn(xyz.shape[0], 32, device=device, requires_grad=True)
+    for pooling_type, label in ((0, "avg"), (1, "random")):
+        args = (xyz, cnt, features, keypoints, new_cnt, 3, 3, 3, 2.4, 32, True, 20, -1, 0, pooling_type)
+        outputs = []
+        for op in (openpcdet_stack.vector_pool_with_voxel_query_op, theirs_stack.vector_pool_with_voxel_query_op):
+            features.grad = None
+            out = op(*args)
+            out[0].square().mean().backward()
+            outputs.append((out[0].detach(), out[1], out[3], features.grad.clone()))
+        (f0, l0, c0, g0), (f1, l1, c1, g1) = outputs
+
+        def fwd_bwd(op):
+            return lambda: op(*args)[0].square().mean().backward()
+
+        row = {
+            "op": "vector_pool",
+            "case": f"voxel_query {label} fwd+bwd",
+            "N": int(xyz.shape[0]),
+            "M": int(keypoints.shape[0]),
+            "device": name,
+            "baseline": "OpenPCDet's vector_pool_wrapper + vector_pool_grad_wrapper",
+            "openpcdet_commit": commit[:12],
+            "openpcdet_cnt_equal": bool(torch.equal(c0, c1)),
+            "openpcdet_out_max_diff": max_diff(f0, f1),
+            "openpcdet_local_xyz_max_diff": max_diff(l0, l1),
+            "openpcdet_grad_max_diff": max_diff(g0, g1),
+            "ms": time_ms(fwd_bwd(openpcdet_stack.vector_pool_with_voxel_query_op), device, min_reps=reps),
+            "baseline_ms": time_ms(fwd_bwd(theirs_stack.vector_pool_with_voxel_query_op), device, min_reps=reps),
+        }
+        row["openpcdet_ms"] = row["baseline_ms"]
+        row["openpcdet_ratio"] = round(row["baseline_ms"] / row["ms"], 2)
+        emit(results, row)
+
+
+OPENPCDET_COLUMNS = [
+    ("case", "case", ""),
+    ("ms", "pointops ms", ".3f"),
+    ("openpcdet_ms", "OpenPCDet ms", ".3f"),
+    ("openpcdet_ratio", "OpenPCDet / pointops", ".2f"),
+    ("openpcdet_indices_equal", "indices equal", ""),
+    ("openpcdet_cnt_equal", "counts equal", ""),
+    ("openpcdet_dist_max_diff", "dist diff", ".3g"),
+    ("openpcdet_out_max_diff", "out diff", ".3g"),
+    ("openpcdet_local_xyz_max_diff", "local xyz diff", ".3g"),
+    ("openpcdet_grad_max_diff", "grad diff", ".3g"),
+]
+
+
+def run(device, quick, ops, results, openpcdet=None):
+    if openpcdet and device != "cuda":
+        raise SystemExit("--openpcdet times OpenPCDet's CUDA kernels: it needs --device cuda")
     if "vector_pool" in ops:
-        bench_vector_pool(device, quick, results)
+        bench_vector_pool(device, quick, results, openpcdet)
+        if openpcdet:
+            rows = [r for r in results if "openpcdet_ms" in r]
+            print(
+                cli.table(
+                    rows, OPENPCDET_COLUMNS, title=f"OpenPCDet {rows[0]['openpcdet_commit']} on {rows[0]['device']}"
+                )
+            )

@@ -212,8 +212,10 @@ def run(args):
     results = []
     for module in family_benches():
         if any(op in args.ops for op in module.OPS):
-            full = {"full": args.full} if "full" in inspect.signature(module.run).parameters else {}
-            module.run(device, args.quick, args.ops, results, **full)
+            # the options a family's run takes by name (--full; a family's own, as bench_compat's --openpcdet)
+            params = inspect.signature(module.run).parameters
+            options = {k: v for k, v in vars(args).items() if k in params and k not in ("device", "quick", "ops")}
+            module.run(device, args.quick, args.ops, results, **options)
     if args.json:
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)

@@ -25,6 +25,19 @@ __device__ __forceinline__ void add_release(unsigned long long* p, unsigned long
   asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// Relaxed gpu-scope 64-bit accesses: each is single-copy atomic, so a word that carries its own
+// round number next to its payload can be published and polled with no fence (the reader checks
+// the round number of every word it uses).
+__device__ __forceinline__ unsigned long long load_relaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_relaxed(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // The 32-bit shared-window address of a shared variable of this block.
 __device__ __forceinline__ uint32_t shared_address(const void* p) {

@@ -58,10 +58,13 @@ int active_clusters(int parts, int threads) {
   return cuda::max_active_clusters(fps_onchip_kernel<DIM, PPT, Sync::kCluster>, shape);
 }
 
+static bool kGridFlagWords = false;
+
 struct OnchipScratch {
   float* overflow;       // running distances of the points beyond the blocks' on-chip shares
   uint4* grid_records;   // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
   unsigned long long* grid_arrivals;  // grid: (B,) arrivals, zeroed
+  unsigned long long* grid_words;     // grid, flagged words instead: (B, 2, parts, lists), zeroed
   bool spatial;          // blocks order their points spatially (only without overflow)
 };
 
@@ -77,7 +80,7 @@ void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout
   cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(),
                points.data_ptr<float>(), layout, start, k, plan.parts, plan.max_picks,
                scratch.spatial, scratch.overflow, scratch.grid_records, scratch.grid_arrivals,
-               indices.data_ptr<int64_t>(), distances.data_ptr<float>());
+               scratch.grid_words, indices.data_ptr<int64_t>(), distances.data_ptr<float>());
 }
 
 // Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
@@ -109,14 +112,18 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
   }
 
-  OnchipScratch scratch{nullptr, nullptr, nullptr, true};
-  at::Tensor overflow, grid_records, grid_arrivals;
+  OnchipScratch scratch{nullptr, nullptr, nullptr, nullptr, true};
+  at::Tensor overflow, grid_records, grid_arrivals, grid_words;
   if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
     overflow = at::empty({layout.total_rows}, points.options());
     scratch.overflow = overflow.data_ptr<float>();
     scratch.spatial = false;
   }
-  if (plan.sync == Sync::kGrid) {
+  if (plan.sync == Sync::kGrid && kGridFlagWords) {
+    grid_words = at::zeros({batch * 2 * plan.parts * kGridListLength * 6},
+                           points.options().dtype(at::kLong));
+    scratch.grid_words = reinterpret_cast<unsigned long long*>(grid_words.data_ptr<int64_t>());
+  } else if (plan.sync == Sync::kGrid) {
     // uint4 words as int32 quadruples; the arrivals start at 0.
     grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4},
                              points.options().dtype(at::kInt));

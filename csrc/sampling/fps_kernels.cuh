@@ -246,65 +246,130 @@ __device__ __forceinline__ void sort_ascending(int32_t (&v)[N]) {
   }
 }
 
-// The round's picks from `total` unit records in shared memory, by warp 0 (all lanes): the
-// largest key, then each next largest while it is provably the next pick of the plain one-at-a-
-// time algorithm: (a) its key beats the bound of every unit picked in this round (every other
-// point of those units is below it) -- the units not picked yet hold only smaller keys, since
-// keys are taken in order -- and (b) no pick of this round is nearer to it than its distance, so
-// its running distance stays what the key says. Stops at the first record that fails, at
-// `limit` picks, or when no candidate is left. Writes the picks' records to picks[0, count) and
-// returns the count (in every lane).
+// The round's picks from `total` unit records in shared memory, by warp 0 (all lanes). The
+// one-at-a-time algorithm would pick the largest key, then the next largest ones in key order
+// for as long as each is provably its next pick: (a) its key beats the bound of every unit
+// picked before it in the round (every other point of those units is below it; the units not
+// picked hold only smaller keys, as keys are taken in order), and (b) no pick of the round is
+// nearer to it than its distance, so its running distance stays what its key says. The picks are
+// that prefix (at most `limit`), found in parallel rather than one by one:
+//   1. the first pick is the largest key;
+//   2. candidates are the keys above its bound and above the largest key that it would make
+//      fail (b): the prefix cannot reach past either;
+//   3. the candidates, one a lane (when more than a warp, each lane's best stands for its lane,
+//      with its bound raised to the lane's second: exact, if sometimes shorter);
+//   4. each candidate's rank among them and whether (a) and (b) hold against every candidate
+//      above it; the prefix ends at the lowest rank that fails.
+// Writes the picks' records to picks[0, count) in order and returns the count (every lane).
+// `staging` is kWarpSize ints of shared memory.
 template <int DIM>
-__device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2]) {
+__device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2],
+                            int* staging) {
   const int lane = threadIdx.x % kWarpSize;
-  // Each lane's best record among j = lane + 32 m that is not taken yet.
-  uint32_t taken = 0;
-  int at = -1;
-  auto lane_best = [&]() -> unsigned long long {
-    unsigned long long best = 0;
-    at = -1;
-    for (int j = lane, m = 0; j < total; j += kWarpSize, ++m) {
-      const unsigned long long key = record_key(records[j][0]);
-      if (((taken >> m) & 1u) == 0 && key > best) {
-        best = key;
-        at = j;
+  unsigned long long lane_top = 0;
+  int lane_at = -1;
+  for (int j = lane; j < total; j += kWarpSize) {
+    const unsigned long long key = record_key(records[j][0]);
+    if (key > lane_top) {
+      lane_top = key;
+      lane_at = j;
+    }
+  }
+  const unsigned long long top = warp_max_key(lane_top);
+  if (top == 0) return 0;
+  const int top_at = __shfl_sync(kFullMask, lane_at, __ffs(__ballot_sync(kFullMask, lane_top == top)) - 1);
+  const uint4 top_head = records[top_at][0];
+  const uint4 top_tail = records[top_at][1];
+  if (lane == 0) {
+    picks[0][0] = top_head;
+    picks[0][1] = top_tail;
+  }
+  if (limit == 1) return 1;
+  float first[DIM];
+  record_coords<DIM>(top_head, top_tail, first);
+
+  unsigned long long threshold = bound_key(top_head.z);
+  unsigned long long fails = 0;
+  for (int j = lane; j < total; j += kWarpSize) {
+    const uint4 head = records[j][0];
+    const unsigned long long key = record_key(head);
+    if (key > threshold && key < top && key > fails) {
+      float c[DIM];
+      record_coords<DIM>(head, records[j][1], c);
+      if (!(squared_distance<float>(c, first, DIM) >= key_distance(key))) fails = key;
+    }
+  }
+  threshold = max(threshold, warp_max_key(fails));
+
+  int count = 0, best_at = -1;
+  unsigned long long best_key = 0, second_key = 0;
+  for (int j = lane; j < total; j += kWarpSize) {
+    const unsigned long long key = record_key(records[j][0]);
+    if (key > threshold && key < top) {
+      ++count;
+      second_key = max(second_key, min(best_key, key));
+      if (key > best_key) {
+        best_key = key;
+        best_at = j;
       }
     }
-    return best;
-  };
-  unsigned long long mine = lane_best();
-  unsigned long long threshold = 0;
-  float picked[DIM] = {};  // lane i holds pick i's coordinates
-  int count = 0;
-  while (count < limit) {
-    const unsigned long long key = warp_max_key(mine);
-    if (key == 0) break;
-    const int owner = __ffs(__ballot_sync(kFullMask, mine == key)) - 1;
-    const int j = __shfl_sync(kFullMask, at, owner);
-    const uint4 head = records[j][0];
-    const uint4 tail = records[j][1];
-    float c[DIM];
-    record_coords<DIM>(head, tail, c);
-    if (count > 0) {
-      if (!(key > threshold)) break;
-      const float dist = key_distance(key);
-      const bool nearer = lane < count && !(squared_distance<float>(c, picked, DIM) >= dist);
-      if (__any_sync(kFullMask, nearer)) break;
-    }
-    threshold = max(threshold, bound_key(head.z));
-    if (lane == count) {
-      picks[count][0] = head;
-      picks[count][1] = tail;
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) picked[d] = c[d];
-    }
-    if (lane == owner) {
-      taken |= 1u << ((j - lane) / kWarpSize);
-      mine = lane_best();
-    }
-    ++count;
   }
-  return count;
+  int inclusive = count;
+#pragma unroll
+  for (int offset = 1; offset < kWarpSize; offset *= 2) {
+    const int v = __shfl_up_sync(kFullMask, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  const int candidates = __shfl_sync(kFullMask, inclusive, kWarpSize - 1);
+  if (candidates == 0) return 1;
+  int at = best_at;
+  uint32_t fold = argmax_key_value(second_key);
+  if (candidates <= kWarpSize) {
+    int position = inclusive - count;
+    for (int j = lane; j < total; j += kWarpSize) {
+      const unsigned long long key = record_key(records[j][0]);
+      if (key > threshold && key < top) staging[position++] = j;
+    }
+    __syncwarp();
+    at = lane < candidates ? staging[lane] : -1;
+    fold = 0;
+  }
+
+  unsigned long long key = 0;
+  uint32_t bound = 0;
+  float c[DIM] = {};
+  uint4 head = make_uint4(0u, 0u, 0u, 0u), tail = head;
+  if (at >= 0) {
+    head = records[at][0];
+    tail = records[at][1];
+    key = record_key(head);
+    bound = max(head.z, fold);
+    record_coords<DIM>(head, tail, c);
+  }
+  const float dist = key_distance(key);
+  const uint32_t holders = __ballot_sync(kFullMask, at >= 0);
+  int rank = 0;
+  bool ok = true;
+  for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {
+    const int y = __ffs(rest) - 1;
+    const unsigned long long other = __shfl_sync(kFullMask, key, y);
+    const uint32_t other_bound = __shfl_sync(kFullMask, bound, y);
+    float q[DIM];
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, c[d], y);
+    if (other > key) {
+      ++rank;
+      ok = ok && key > bound_key(other_bound) && squared_distance<float>(c, q, DIM) >= dist;
+    }
+  }
+  const int first_failure = static_cast<int>(
+      __reduce_min_sync(kFullMask, static_cast<uint32_t>(at >= 0 && !ok ? rank : kWarpSize)));
+  const int taken = min(min(first_failure, limit - 1), __popc(holders));
+  if (at >= 0 && rank < taken) {
+    picks[rank + 1][0] = head;
+    picks[rank + 1][1] = tail;
+  }
+  return taken + 1;
 }
 
 // Grid layout, warp 0: the block's best kGridListLength of its `warps` unit records (key order),
@@ -365,6 +430,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                       bool spatial, float* __restrict__ overflow_min_distance,
                       uint4* __restrict__ grid_records,
                       unsigned long long* __restrict__ grid_arrivals,
+                      unsigned long long* __restrict__ grid_words,
                       int64_t* __restrict__ out_index, float* __restrict__ out_distance) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kPicked = fps_detail::picked_marker<float>();
@@ -381,7 +447,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ int round_pick_count;
   __shared__ unsigned long long push_barrier[2];
   __shared__ float box_partial[kMaxWarps][2 * DIM];
+  __shared__ float warp_box[kMaxWarps][2 * DIM];  // each warp's box of present points: lo, hi
   __shared__ uint32_t scan_sums[kWarpSize];
+  __shared__ int select_staging[kWarpSize];
+  __shared__ uint4 block_list[SYNC == Sync::kGrid ? kGridListLength : 1][2];
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
   const int tid = threadIdx.x;
@@ -542,6 +611,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       warp_hi[d] = fmaxf(warp_hi[d], __shfl_xor_sync(kFullMask, warp_hi[d], offset));
     }
   }
+  if (lane == 0) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      warp_box[warp][d] = warp_lo[d];
+      warp_box[warp][DIM + d] = warp_hi[d];
+    }
+  }
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
     overflow[i] = !all_finite(cloud + int64_t{i} * DIM, DIM) ? -kInf
                   : start_present && i == first         ? kPicked
@@ -591,51 +667,59 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 
   int64_t s = 0;
   for (int round = 0;; ++round) {
+    // Lane i < picks holds pick i of the round.
     const int picks = round_pick_count;
+    unsigned long long pick_key = 0;
+    float pick[DIM] = {};
+    if (lane < picks) {
+      const uint4 head = round_picks[lane][0];
+      pick_key = record_key(head);
+      record_coords<DIM>(head, round_picks[lane][1], pick);
+    }
     if (part == 0 && warp == 0 && lane < picks) {
-      const unsigned long long key = record_key(round_picks[lane][0]);
-      index_row[s + lane] = key_index(key) + index_base;
-      distance_row[s + lane] = key_distance(key);
+      index_row[s + lane] = key_index(pick_key) + index_base;
+      distance_row[s + lane] = key_distance(pick_key);
     }
     s += picks;
     if (s >= k || (picks == 0 && round > 0)) break;
 
-    // Apply the picks: the owner marks its point, warps whose box may hold a nearer point
+    // Apply the picks: the owner of a pick marks its point; the picks whose distance to the
+    // warp's box is below the warp's best running distance (all lanes test theirs at once)
     // update every slot.
-    bool touched = round == 0 || has_overflow;
     const float reach = warp_key != 0 ? key_distance(warp_key) : -1.f;
-    for (int i = 0; i < picks; ++i) {
-      const uint4 head = round_picks[i][0];
-      const unsigned long long key = record_key(head);
-      float q[DIM];
-      record_coords<DIM>(head, round_picks[i][1], q);
-      if (key == warp_key) {
-        touched = true;
-        if (key == mine) {
-          if (best_slot >= 0) {
-#pragma unroll
-            for (int p = 0; p < PPT; ++p) {
-              if (p == best_slot) min_dist[p] = kPicked;
-            }
-          } else {
-            overflow[best_overflow] = kPicked;
-          }
-        }
-      }
+    bool near = false;
+    if (lane < picks) {
       float gap[DIM], zero[DIM];
 #pragma unroll
       for (int d = 0; d < DIM; ++d) {
-        gap[d] = fmaxf(fmaxf(subtract(warp_lo[d], q[d]), subtract(q[d], warp_hi[d])), 0.f);
+        gap[d] = fmaxf(fmaxf(subtract(warp_box[warp][d], pick[d]), subtract(pick[d], warp_box[warp][DIM + d])), 0.f);
         zero[d] = 0.f;
       }
-      if (round == 0 || squared_distance<float>(gap, zero, DIM) < reach) {
-        touched = true;
+      near = round == 0 || squared_distance<float>(gap, zero, DIM) < reach;
+    }
+    const uint32_t near_picks = __ballot_sync(kFullMask, near);
+    const bool owned = __any_sync(kFullMask, lane < picks && warp_key != 0 && pick_key == warp_key);
+    if (owned && mine == warp_key) {
+      if (best_slot >= 0) {
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
-          min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
+          if (p == best_slot) min_dist[p] = kPicked;
         }
+      } else {
+        overflow[best_overflow] = kPicked;
       }
     }
+    for (uint32_t rest = near_picks; rest != 0; rest &= rest - 1) {
+      const int i = __ffs(rest) - 1;
+      float q[DIM];
+#pragma unroll
+      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], i);
+#pragma unroll
+      for (int p = 0; p < PPT; ++p) {
+        min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
+      }
+    }
+    const bool touched = round == 0 || has_overflow || owned || near_picks != 0;
 
     if (touched) {
       // This thread's best two: two interleaved chains (even / odd slots) shorten the
@@ -713,7 +797,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if constexpr (SYNC == Sync::kBlock) {
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks);
+        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks, select_staging);
         if (lane == 0) round_pick_count = chosen;
       }
     } else if constexpr (SYNC == Sync::kCluster) {
@@ -731,12 +815,55 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       if (warp == 0) {
         cuda::wait_phase(barrier, phase_parity);
-        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks);
+        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks, select_staging);
         if (lane == 0) round_pick_count = chosen;
       }
 #else
       __trap();  // the host never plans clusters below sm_90
 #endif
+    } else if (grid_words != nullptr) {
+      // Every block's list as words of (payload << 32 | round + 1), written and polled with
+      // relaxed 64-bit accesses: a word read with this round's number holds this round's
+      // payload, so no fence or counter is needed. Two word sets alternate by parity: a block
+      // writes a set again only after reading every block's next list, which each block writes
+      // after reading this one.
+      constexpr int kWords = kGridListLength * 6;  // key high, key low, bound, x, y, z
+      const int listed = parts * kGridListLength;
+      unsigned long long* set = grid_words + (b * 2 + (round & 1)) * int64_t{parts} * kWords;
+      const uint32_t flag = static_cast<uint32_t>(round + 1);
+      __syncthreads();
+      if (warp == 0) {
+        publish_block_list(records[0], warps, &block_list[0][0]);
+        __syncwarp();
+        if (lane < kWords) {
+          const uint32_t* list = reinterpret_cast<const uint32_t*>(block_list);
+          const uint32_t payload = list[(lane / 6) * 8 + lane % 6];
+          cuda::store_relaxed(set + int64_t{part} * kWords + lane,
+                              (static_cast<unsigned long long>(payload) << 32) | flag);
+        }
+      }
+      // The whole block polls, a few words a thread, their loads in flight together.
+      constexpr int kBatch = 4;
+      uint32_t* out = reinterpret_cast<uint32_t*>(gathered);
+      for (int first_word = tid; first_word < parts * kWords; first_word += threads * kBatch) {
+        unsigned long long word[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int w = first_word + i * threads;
+          word[i] = w < parts * kWords ? cuda::load_relaxed(set + w) : flag;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int w = first_word + i * threads;
+          while (static_cast<uint32_t>(word[i]) != flag) word[i] = cuda::load_relaxed(set + w);
+          if (w < parts * kWords) out[(w / 6) * 8 + w % 6] = static_cast<uint32_t>(word[i] >> 32);
+        }
+      }
+      __syncthreads();
+      if (warp == 0) {
+        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks, select_staging);
+        if (lane == 0) round_pick_count = chosen;
+      }
     } else {
       __syncthreads();
       if (warp == 0) {
@@ -758,7 +885,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           gathered[j][1] = __ldcg(set + 2 * j + 1);
         }
         __syncwarp();
-        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks);
+        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks, select_staging);
         if (lane == 0) round_pick_count = chosen;
       }
     }

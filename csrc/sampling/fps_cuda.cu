@@ -37,7 +37,8 @@ using fps_plan::Sync;
 template <int DIM, int PPT>
 size_t onchip_smem_bytes(int threads, Sync sync, int parts) {
   const size_t slots = size_t{PPT} * threads;
-  const size_t lists = sync == Sync::kGrid ? size_t(parts) * kGridListLength * 2 * sizeof(uint4) : 0;
+  const size_t lists =
+      sync == Sync::kGrid ? size_t(parts) * kGridListLength * 2 * sizeof(uint4) : 0;
   return sizeof(float) * (DIM * slots + slots + kCellWords) + lists;
 }
 
@@ -58,14 +59,10 @@ int active_clusters(int parts, int threads) {
   return cuda::max_active_clusters(fps_onchip_kernel<DIM, PPT, Sync::kCluster>, shape);
 }
 
-static bool kGridFlagWords = false;
-
 struct OnchipScratch {
-  float* overflow;       // running distances of the points beyond the blocks' on-chip shares
-  uint4* grid_records;   // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
-  unsigned long long* grid_arrivals;  // grid: (B,) arrivals, zeroed
-  unsigned long long* grid_words;     // grid, flagged words instead: (B, 2, parts, lists), zeroed
-  bool spatial;          // blocks order their points spatially (only without overflow)
+  float* overflow;  // running distances of the points beyond the blocks' on-chip shares
+  unsigned long long* grid_words;  // grid: the blocks' lists as flagged words, zeroed
+  bool spatial;     // blocks order their points spatially (only without overflow)
 };
 
 template <int DIM, int PPT, Sync SYNC>
@@ -79,8 +76,8 @@ void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout
   shape.cluster = SYNC == Sync::kCluster ? static_cast<unsigned>(plan.parts) : 0u;
   cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(),
                points.data_ptr<float>(), layout, start, k, plan.parts, plan.max_picks,
-               scratch.spatial, scratch.overflow, scratch.grid_records, scratch.grid_arrivals,
-               scratch.grid_words, indices.data_ptr<int64_t>(), distances.data_ptr<float>());
+               scratch.spatial, scratch.overflow, scratch.grid_words, indices.data_ptr<int64_t>(),
+               distances.data_ptr<float>());
 }
 
 // Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
@@ -105,31 +102,26 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     // the largest list area the plan may need).
     const size_t smem = onchip_smem_bytes<DIM, PPT>(plan.threads, Sync::kGrid, plan.parts);
     set_kernel_attributes<DIM, PPT, Sync::kGrid>(smem);
-    const int per_sm = cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads, smem);
+    const int per_sm =
+        cuda::blocks_per_sm(fps_onchip_kernel<DIM, PPT, Sync::kGrid>, plan.threads, smem);
     const int64_t resident = int64_t{props->multiProcessorCount} * per_sm;
     TORCH_CHECK(batch <= resident, "fps: ", batch, " clouds do not fit the grid layout on this "
                 "device (", resident, " resident blocks)");
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
   }
 
-  OnchipScratch scratch{nullptr, nullptr, nullptr, nullptr, true};
-  at::Tensor overflow, grid_records, grid_arrivals, grid_words;
+  OnchipScratch scratch{nullptr, nullptr, true};
+  at::Tensor overflow, grid_words;
   if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
     overflow = at::empty({layout.total_rows}, points.options());
     scratch.overflow = overflow.data_ptr<float>();
     scratch.spatial = false;
   }
-  if (plan.sync == Sync::kGrid && kGridFlagWords) {
+  if (plan.sync == Sync::kGrid) {
+    // (B, 2 parities, parts, kGridListLength records of 6 words); 0 is no round's number.
     grid_words = at::zeros({batch * 2 * plan.parts * kGridListLength * 6},
                            points.options().dtype(at::kLong));
     scratch.grid_words = reinterpret_cast<unsigned long long*>(grid_words.data_ptr<int64_t>());
-  } else if (plan.sync == Sync::kGrid) {
-    // uint4 words as int32 quadruples; the arrivals start at 0.
-    grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4},
-                             points.options().dtype(at::kInt));
-    grid_arrivals = at::zeros({batch}, points.options().dtype(at::kLong));
-    scratch.grid_records = reinterpret_cast<uint4*>(grid_records.data_ptr<int32_t>());
-    scratch.grid_arrivals = reinterpret_cast<unsigned long long*>(grid_arrivals.data_ptr<int64_t>());
   }
   auto launch = plan.sync == Sync::kGrid      ? launch_onchip<DIM, PPT, Sync::kGrid>
                 : plan.sync == Sync::kCluster ? launch_onchip<DIM, PPT, Sync::kCluster>

@@ -13,8 +13,8 @@
 //   kBlock   parts == 1: in shared memory;
 //   kCluster parts <= 16 on sm_90: every warp pushes its record into every peer block's shared
 //            memory (st.async, counted by the peer's mbarrier): no cluster barrier per round;
-//   kGrid    a cooperative launch: each block's best two records in global memory, then a
-//            per-cloud arrival counter (release/acquire).
+//   kGrid    a cooperative launch: each block's best two records in global memory as words
+//            tagged with the round, which every block polls (no fence, no counter).
 // Exact pruning skips the warps whose box of points is too far from a pick to change any of
 // their distances (fps_onchip_kernel).
 //
@@ -254,20 +254,24 @@ __device__ __forceinline__ void sort_ascending(int32_t (&v)[N]) {
 // nearer to it than its distance, so its running distance stays what its key says. The picks are
 // that prefix (at most `limit`), found in parallel rather than one by one:
 //   1. the first pick is the largest key;
-//   2. candidates are the keys above its bound and above the largest key that it would make
-//      fail (b): the prefix cannot reach past either;
-//   3. the candidates, one a lane (when more than a warp, each lane's best stands for its lane,
-//      with its bound raised to the lane's second: exact, if sometimes shorter);
-//   4. each candidate's rank among them and whether (a) and (b) hold against every candidate
-//      above it; the prefix ends at the lowest rank that fails.
+//   2. candidates are the keys above its bound (with more records than lanes, also above the
+//      largest key that fails (b) against it: the prefix cannot reach past either);
+//   3. the candidates go to `candidates` (kWarpSize records of shared memory), one a lane; when
+//      they are more than a warp, each lane's best stands for its lane, with its bound raised to
+//      the lane's second key (exact, if sometimes shorter);
+//   4. each candidate's rank among them, and whether (a) and (b) hold against the first pick and
+//      every candidate above it; the prefix ends at the lowest rank that fails.
 // Writes the picks' records to picks[0, count) in order and returns the count (every lane).
-// `staging` is kWarpSize ints of shared memory.
+// Every step is a few warp-wide operations or a loop of independent shared-memory reads: the
+// selection is on each round's critical path.
 template <int DIM>
 __device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2],
-                            int* staging) {
+                            uint4 (*candidates)[2]) {
   const int lane = threadIdx.x % kWarpSize;
+  const uint32_t lanes_below = (1u << lane) - 1u;
   unsigned long long lane_top = 0;
   int lane_at = -1;
+#pragma unroll 4
   for (int j = lane; j < total; j += kWarpSize) {
     const unsigned long long key = record_key(records[j][0]);
     if (key > lane_top) {
@@ -277,7 +281,8 @@ __device__ int select_picks(const uint4 (*records)[2], int total, int limit, uin
   }
   const unsigned long long top = warp_max_key(lane_top);
   if (top == 0) return 0;
-  const int top_at = __shfl_sync(kFullMask, lane_at, __ffs(__ballot_sync(kFullMask, lane_top == top)) - 1);
+  const int top_lane = __ffs(__ballot_sync(kFullMask, lane_top == top)) - 1;
+  const int top_at = __shfl_sync(kFullMask, lane_at, top_lane);
   const uint4 top_head = records[top_at][0];
   const uint4 top_tail = records[top_at][1];
   if (lane == 0) {
@@ -287,85 +292,103 @@ __device__ int select_picks(const uint4 (*records)[2], int total, int limit, uin
   if (limit == 1) return 1;
   float first[DIM];
   record_coords<DIM>(top_head, top_tail, first);
-
   unsigned long long threshold = bound_key(top_head.z);
-  unsigned long long fails = 0;
-  for (int j = lane; j < total; j += kWarpSize) {
-    const uint4 head = records[j][0];
+
+  int n;  // candidates
+  if (total <= kWarpSize) {
+    const uint4 head = lane < total ? records[lane][0] : make_uint4(0u, 0u, 0u, 0u);
     const unsigned long long key = record_key(head);
-    if (key > threshold && key < top && key > fails) {
+    const bool in = key > threshold && key < top;
+    const uint32_t holders = __ballot_sync(kFullMask, in);
+    if (in) {
+      const int position = __popc(holders & lanes_below);
+      candidates[position][0] = head;
+      candidates[position][1] = records[lane][1];
+    }
+    n = __popc(holders);
+  } else {
+    unsigned long long fails = 0;
+#pragma unroll 4
+    for (int j = lane; j < total; j += kWarpSize) {
+      const uint4 head = records[j][0];
+      const unsigned long long key = record_key(head);
       float c[DIM];
       record_coords<DIM>(head, records[j][1], c);
-      if (!(squared_distance<float>(c, first, DIM) >= key_distance(key))) fails = key;
+      const bool fail = !(squared_distance<float>(c, first, DIM) >= key_distance(key));
+      if (key > threshold && key < top && fail) fails = max(fails, key);
     }
-  }
-  threshold = max(threshold, warp_max_key(fails));
-
-  int count = 0, best_at = -1;
-  unsigned long long best_key = 0, second_key = 0;
-  for (int j = lane; j < total; j += kWarpSize) {
-    const unsigned long long key = record_key(records[j][0]);
-    if (key > threshold && key < top) {
-      ++count;
-      second_key = max(second_key, min(best_key, key));
-      if (key > best_key) {
-        best_key = key;
-        best_at = j;
-      }
-    }
-  }
-  int inclusive = count;
-#pragma unroll
-  for (int offset = 1; offset < kWarpSize; offset *= 2) {
-    const int v = __shfl_up_sync(kFullMask, inclusive, offset);
-    if (lane >= offset) inclusive += v;
-  }
-  const int candidates = __shfl_sync(kFullMask, inclusive, kWarpSize - 1);
-  if (candidates == 0) return 1;
-  int at = best_at;
-  uint32_t fold = argmax_key_value(second_key);
-  if (candidates <= kWarpSize) {
-    int position = inclusive - count;
+    threshold = max(threshold, warp_max_key(fails));
+    int count = 0, best_at = -1;
+    unsigned long long best_key = 0, second_key = 0;
+#pragma unroll 4
     for (int j = lane; j < total; j += kWarpSize) {
       const unsigned long long key = record_key(records[j][0]);
-      if (key > threshold && key < top) staging[position++] = j;
+      if (key > threshold && key < top) {
+        ++count;
+        second_key = max(second_key, min(best_key, key));
+        if (key > best_key) {
+          best_key = key;
+          best_at = j;
+        }
+      }
     }
-    __syncwarp();
-    at = lane < candidates ? staging[lane] : -1;
-    fold = 0;
-  }
-
-  unsigned long long key = 0;
-  uint32_t bound = 0;
-  float c[DIM] = {};
-  uint4 head = make_uint4(0u, 0u, 0u, 0u), tail = head;
-  if (at >= 0) {
-    head = records[at][0];
-    tail = records[at][1];
-    key = record_key(head);
-    bound = max(head.z, fold);
-    record_coords<DIM>(head, tail, c);
-  }
-  const float dist = key_distance(key);
-  const uint32_t holders = __ballot_sync(kFullMask, at >= 0);
-  int rank = 0;
-  bool ok = true;
-  for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {
-    const int y = __ffs(rest) - 1;
-    const unsigned long long other = __shfl_sync(kFullMask, key, y);
-    const uint32_t other_bound = __shfl_sync(kFullMask, bound, y);
-    float q[DIM];
+    int inclusive = count;
 #pragma unroll
-    for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, c[d], y);
-    if (other > key) {
-      ++rank;
-      ok = ok && key > bound_key(other_bound) && squared_distance<float>(c, q, DIM) >= dist;
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+      const int v = __shfl_up_sync(kFullMask, inclusive, offset);
+      if (lane >= offset) inclusive += v;
     }
+    n = __shfl_sync(kFullMask, inclusive, kWarpSize - 1);
+    if (n <= kWarpSize) {
+      int position = inclusive - count;
+      for (int j = lane; j < total && position < inclusive; j += kWarpSize) {
+        const uint4 head = records[j][0];
+        const unsigned long long key = record_key(head);
+        if (key > threshold && key < top) {
+          candidates[position][0] = head;
+          candidates[position][1] = records[j][1];
+          ++position;
+        }
+      }
+    } else {
+      const uint32_t holders = __ballot_sync(kFullMask, best_at >= 0);
+      if (best_at >= 0) {
+        const int position = __popc(holders & lanes_below);
+        uint4 head = records[best_at][0];
+        head.z = max(head.z, argmax_key_value(second_key));
+        candidates[position][0] = head;
+        candidates[position][1] = records[best_at][1];
+      }
+      n = __popc(holders);
+    }
+  }
+  if (n == 0) return 1;
+  __syncwarp();
+
+  uint4 head = make_uint4(0u, 0u, 0u, 0u), tail = head;
+  if (lane < n) {
+    head = candidates[lane][0];
+    tail = candidates[lane][1];
+  }
+  const unsigned long long key = record_key(head);
+  const float dist = key_distance(key);
+  float c[DIM];
+  record_coords<DIM>(head, tail, c);
+  bool ok = squared_distance<float>(c, first, DIM) >= dist;
+  int rank = 0;
+#pragma unroll 4
+  for (int y = 0; y < n; ++y) {
+    const uint4 other = candidates[y][0];
+    float q[DIM];
+    record_coords<DIM>(other, candidates[y][1], q);
+    const bool above = record_key(other) > key;
+    rank += above ? 1 : 0;
+    ok = ok && (!above || (key > bound_key(other.z) && squared_distance<float>(c, q, DIM) >= dist));
   }
   const int first_failure = static_cast<int>(
-      __reduce_min_sync(kFullMask, static_cast<uint32_t>(at >= 0 && !ok ? rank : kWarpSize)));
-  const int taken = min(min(first_failure, limit - 1), __popc(holders));
-  if (at >= 0 && rank < taken) {
+      __reduce_min_sync(kFullMask, static_cast<uint32_t>(lane < n && !ok ? rank : kWarpSize)));
+  const int taken = min(min(first_failure, limit - 1), n);
+  if (lane < n && rank < taken) {
     picks[rank + 1][0] = head;
     picks[rank + 1][1] = tail;
   }
@@ -402,6 +425,43 @@ __device__ inline void publish_block_list(const uint4 (*records)[2], int warps, 
   }
 }
 
+// A thread's slots after the round's last pick `q` reaching its warp (APPLY) or with none: the
+// running distances take min(itself, distance to q) in the same pass that finds the thread's best
+// two (two interleaved chains, even and odd slots, shorten the dependency; each keeps its lowest
+// slot on ties, and the merge prefers the lower slot).
+template <int PPT, int DIM, bool APPLY>
+__device__ __forceinline__ void apply_and_scan(float (&min_dist)[PPT], const float (&x)[PPT][DIM],
+                                               const float (&q)[DIM], float& best, float& second,
+                                               int& best_slot) {
+  constexpr float kPicked = fps_detail::picked_marker<float>();
+  float best_even = kPicked, best_odd = kPicked, second_even = kPicked, second_odd = kPicked;
+  int slot_even = -1, slot_odd = -1;
+#pragma unroll
+  for (int p = 0; p < PPT; p += 2) {
+    float m0 = min_dist[p], m1 = min_dist[p + 1];
+    if constexpr (APPLY) {
+      m0 = fminf(m0, squared_distance<float>(x[p], q, DIM));
+      m1 = fminf(m1, squared_distance<float>(x[p + 1], q, DIM));
+      min_dist[p] = m0;
+      min_dist[p + 1] = m1;
+    }
+    second_even = fmaxf(second_even, fminf(best_even, m0));
+    second_odd = fmaxf(second_odd, fminf(best_odd, m1));
+    if (m0 > best_even) {
+      best_even = m0;
+      slot_even = p;
+    }
+    if (m1 > best_odd) {
+      best_odd = m1;
+      slot_odd = p + 1;
+    }
+  }
+  const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
+  best = odd_wins ? best_odd : best_even;
+  best_slot = odd_wins ? slot_odd : slot_even;
+  second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
+}
+
 // The on-chip kernel. A cloud is split over `parts` blocks; a block keeps its points and their
 // running min-distances in registers, PPT a thread (8 or 16), with a shared-memory copy of the
 // coordinates and of each slot's index for reading out the winner.
@@ -410,8 +470,8 @@ __device__ inline void publish_block_list(const uint4 (*records)[2], int warps, 
 // running distances, then every warp summarizes its points as one unit record (best key, its
 // coordinates, and the bound of the warp's second-best point), the records of the cloud meet
 // (kBlock: shared memory; kCluster: pushed into every peer's shared memory with st.async and
-// counted by the peer's mbarrier; kGrid: each block's best two records in global memory, then
-// one arrival counter), and warp 0 of every block selects the same picks from them
+// counted by the peer's mbarrier; kGrid: each block's best two records as tagged words in global
+// memory, polled by every block), and warp 0 of every block selects the same picks from them
 // (select_picks). The picks and distances are those of the one-at-a-time algorithm, bit for bit.
 //
 // Exact pruning: with `spatial`, a block first orders its points along a Morton curve of cells,
@@ -428,8 +488,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout,
                       const int64_t* __restrict__ start, int64_t k, int parts, int max_picks,
                       bool spatial, float* __restrict__ overflow_min_distance,
-                      uint4* __restrict__ grid_records,
-                      unsigned long long* __restrict__ grid_arrivals,
                       unsigned long long* __restrict__ grid_words,
                       int64_t* __restrict__ out_index, float* __restrict__ out_distance) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -449,7 +507,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ float box_partial[kMaxWarps][2 * DIM];
   __shared__ float warp_box[kMaxWarps][2 * DIM];  // each warp's box of present points: lo, hi
   __shared__ uint32_t scan_sums[kWarpSize];
-  __shared__ int select_staging[kWarpSize];
+  __shared__ uint4 select_candidates[kWarpSize][2];
   __shared__ uint4 block_list[SYNC == Sync::kGrid ? kGridListLength : 1][2];
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
@@ -629,9 +687,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     round_pick_count = start_present ? 1 : 0;
     if (start_present) {
       const unsigned long long key = pack_key(kInf, static_cast<int32_t>(first));
-      float c[3] = {cloud[first * DIM], cloud[first * DIM + 1], DIM == 3 ? cloud[first * DIM + 2] : 0.f};
-      round_picks[0][0] = make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u,
-                                     float_bits(c[0]));
+      const float* q = cloud + first * DIM;
+      const float c[3] = {q[0], q[1], DIM == 3 ? q[2] : 0.f};
+      round_picks[0][0] = make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key),
+                                     0u, float_bits(c[0]));
       round_picks[0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
     }
   }
@@ -692,7 +751,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       float gap[DIM], zero[DIM];
 #pragma unroll
       for (int d = 0; d < DIM; ++d) {
-        gap[d] = fmaxf(fmaxf(subtract(warp_box[warp][d], pick[d]), subtract(pick[d], warp_box[warp][DIM + d])), 0.f);
+        const float below = subtract(warp_box[warp][d], pick[d]);
+        const float above = subtract(pick[d], warp_box[warp][DIM + d]);
+        gap[d] = fmaxf(fmaxf(below, above), 0.f);
         zero[d] = 0.f;
       }
       near = round == 0 || squared_distance<float>(gap, zero, DIM) < reach;
@@ -709,41 +770,26 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         overflow[best_overflow] = kPicked;
       }
     }
-    for (uint32_t rest = near_picks; rest != 0; rest &= rest - 1) {
-      const int i = __ffs(rest) - 1;
-      float q[DIM];
-#pragma unroll
-      for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], i);
-#pragma unroll
-      for (int p = 0; p < PPT; ++p) {
-        min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
-      }
-    }
     const bool touched = round == 0 || has_overflow || owned || near_picks != 0;
 
     if (touched) {
-      // This thread's best two: two interleaved chains (even / odd slots) shorten the
-      // dependency; each keeps its lowest slot on ties, and the merge prefers the lower slot.
-      float best_even = kPicked, best_odd = kPicked, second_even = kPicked, second_odd = kPicked;
-      int slot_even = -1, slot_odd = -1;
+      uint32_t rest = near_picks;
+      float q[DIM] = {};
+      for (; (rest & (rest - 1)) != 0; rest &= rest - 1) {
 #pragma unroll
-      for (int p = 0; p < PPT; p += 2) {
-        const float m0 = min_dist[p], m1 = min_dist[p + 1];
-        second_even = fmaxf(second_even, fminf(best_even, m0));
-        second_odd = fmaxf(second_odd, fminf(best_odd, m1));
-        if (m0 > best_even) {
-          best_even = m0;
-          slot_even = p;
-        }
-        if (m1 > best_odd) {
-          best_odd = m1;
-          slot_odd = p + 1;
+        for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], __ffs(rest) - 1);
+#pragma unroll
+        for (int p = 0; p < PPT; ++p) {
+          min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
         }
       }
-      const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
-      best = odd_wins ? best_odd : best_even;
-      best_slot = odd_wins ? slot_odd : slot_even;
-      second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
+      if (rest != 0) {
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], __ffs(rest) - 1);
+        apply_and_scan<PPT, DIM, true>(min_dist, x, q, best, second, best_slot);
+      } else {
+        apply_and_scan<PPT, DIM, false>(min_dist, x, q, best, second, best_slot);
+      }
       best_overflow = -1;
       // Overflow points follow the slots in index order; every pick of the round applies.
       for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
@@ -797,7 +843,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if constexpr (SYNC == Sync::kBlock) {
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks, select_staging);
+        const int chosen =
+            select_picks<DIM>(records[0], warps, limit, round_picks, select_candidates);
         if (lane == 0) round_pick_count = chosen;
       }
     } else if constexpr (SYNC == Sync::kCluster) {
@@ -808,20 +855,22 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       if (tid == 0) cuda::expect_bytes(barrier, static_cast<uint32_t>(parts * warps) * 32u);
       __syncwarp();
       if (lane < parts) {
-        const uint32_t slot = static_cast<uint32_t>((parity * kRecordSlots + part * warps + warp) * 2);
+        const uint32_t slot =
+            static_cast<uint32_t>((parity * kRecordSlots + part * warps + warp) * 2);
         const uint32_t peer = peer_barrier + 8u * parity;
         cuda::push_to_peer(peer_records + 16u * slot, own_records[warp][0], peer);
         cuda::push_to_peer(peer_records + 16u * (slot + 1), own_records[warp][1], peer);
       }
       if (warp == 0) {
         cuda::wait_phase(barrier, phase_parity);
-        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks, select_staging);
+        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks,
+                                             select_candidates);
         if (lane == 0) round_pick_count = chosen;
       }
 #else
       __trap();  // the host never plans clusters below sm_90
 #endif
-    } else if (grid_words != nullptr) {
+    } else {
       // Every block's list as words of (payload << 32 | round + 1), written and polled with
       // relaxed 64-bit accesses: a word read with this round's number holds this round's
       // payload, so no fence or counter is needed. Two word sets alternate by parity: a block
@@ -861,31 +910,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks, select_staging);
-        if (lane == 0) round_pick_count = chosen;
-      }
-    } else {
-      __syncthreads();
-      if (warp == 0) {
-        const int parity = round & 1;
-        const int listed = parts * kGridListLength;
-        uint4* set = grid_records + (b * 2 + parity) * int64_t{listed} * 2;
-        publish_block_list(records[0], warps, set + int64_t{part} * kGridListLength * 2);
-        unsigned long long* arrivals = grid_arrivals + b;
-        // Lane 0's release orders its list before its arrival; each lane's acquire of the full
-        // count orders its reads after every block's list. Two record sets suffice: a block
-        // writes a set again only after every block has arrived once more, i.e. has finished
-        // reading it.
-        if (lane == 0) cuda::add_release(arrivals, 1);
-        const unsigned long long arrived = static_cast<unsigned long long>(round + 1) * parts;
-        while (cuda::load_acquire(arrivals) < arrived) {
-        }
-        for (int j = lane; j < listed; j += kWarpSize) {
-          gathered[j][0] = __ldcg(set + 2 * j);
-          gathered[j][1] = __ldcg(set + 2 * j + 1);
-        }
-        __syncwarp();
-        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks, select_staging);
+        const int chosen =
+            select_picks<DIM>(gathered, listed, limit, round_picks, select_candidates);
         if (lane == 0) round_pick_count = chosen;
       }
     }

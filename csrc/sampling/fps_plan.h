@@ -28,7 +28,7 @@ constexpr int64_t kMaxBlockPoints = int64_t{kPointsPerThread} * kMaxThreads;
 constexpr int kMaxPicksPerRound = 32;  // lane i of a warp holds pick i
 constexpr int kPicksPerRound = 16;
 // Points per block that the automatic plan aims at in each layout (see plan_layout).
-constexpr int64_t kClusterPointsPerBlock = 4096;
+constexpr int64_t kClusterPointsPerBlock = 2048;
 constexpr int64_t kGridPointsPerBlock = 2048;
 
 struct Plan {

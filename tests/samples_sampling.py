@@ -18,6 +18,11 @@ def _fps_samples(device: str) -> List[tuple]:
         (points, None, None, 60),
         (points.double(), lengths, None, 8),
         (torch.rand(2, 40, 5, generator=g).to(device), None, None, 7),
+        # On an sm_90 GPU these take the other CUDA layouts (csrc/sampling/fps_plan.cpp), so the
+        # harness (opcheck, streams, repeat calls, tools/sanitize.py) reaches every kernel: a
+        # cluster of 5 blocks, and the cooperative grid (more than a 16-block cluster holds).
+        (torch.rand(1, 9000, 3, generator=g).to(device), None, None, 24),
+        (torch.rand(1, 140000, 2, generator=g).to(device), None, None, 16),
     ]
 
 

@@ -492,8 +492,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ uint4 records[kRecordSets][kRecordSlots][2];
   // Each warp's record as of its last change (block, grid: the records the selection reads).
   __shared__ uint4 cluster_own_records[SYNC == Sync::kCluster ? kMaxWarps : 1][2];
-  __shared__ uint4 round_picks[fps_plan::kMaxPicksPerRound][2];
-  __shared__ int round_pick_count;
+  // A round reads the picks of set round % 2 while warp 0 selects the next round's into the
+  // other set: in the cluster layout nothing but the peers' pushes orders the two (no block
+  // barrier between them), and two sets put the round's closing barrier between every read and
+  // the next write of the same set.
+  __shared__ uint4 round_picks[2][fps_plan::kMaxPicksPerRound][2];
+  __shared__ int round_pick_count[2];
   __shared__ unsigned long long push_barrier[2];
   __shared__ float box_partial[kMaxWarps][2 * DIM];
   __shared__ float warp_box[kMaxWarps][2 * DIM];  // each warp's box of present points: lo, hi
@@ -673,14 +677,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   // The first round's pick: the start when present; else none, and the first selection takes
   // the lowest-index present point (the argmax while every distance is +inf).
   if (tid == 0) {
-    round_pick_count = start_present ? 1 : 0;
+    round_pick_count[0] = start_present ? 1 : 0;
     if (start_present) {
       const unsigned long long key = pack_key(kInf, static_cast<int32_t>(first));
       const float* q = cloud + first * DIM;
       const float c[3] = {q[0], q[1], DIM == 3 ? q[2] : 0.f};
-      round_picks[0][0] =
+      round_picks[0][0][0] =
           make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u, float_bits(c[0]));
-      round_picks[0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
+      round_picks[0][0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
     }
   }
   // Cluster: lane r < parts pushes the warp's record to block r of the cluster.
@@ -716,13 +720,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   int64_t s = 0;
   for (int round = 0;; ++round) {
     // Lane i < picks holds pick i of the round.
-    const int picks = round_pick_count;
+    const uint4(*this_round)[2] = round_picks[round & 1];
+    uint4(*next_round)[2] = round_picks[(round + 1) & 1];
+    const int picks = round_pick_count[round & 1];
     unsigned long long pick_key = 0;
     float pick[DIM] = {};
     if (lane < picks) {
-      const uint4 head = round_picks[lane][0];
+      const uint4 head = this_round[lane][0];
       pick_key = record_key(head);
-      record_coords<DIM>(head, round_picks[lane][1], pick);
+      record_coords<DIM>(head, this_round[lane][1], pick);
     }
     if (part == 0 && warp == 0 && lane < picks) {
       index_row[s + lane] = key_index(pick_key) + index_base;
@@ -788,7 +794,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         for (int d = 0; d < DIM; ++d) p[d] = cloud[int64_t{i} * DIM + d];
         for (int j = 0; j < picks; ++j) {
           float q[DIM];
-          record_coords<DIM>(round_picks[j][0], round_picks[j][1], q);
+          record_coords<DIM>(this_round[j][0], this_round[j][1], q);
           m = fminf(m, squared_distance<float>(p, q, DIM));
         }
         overflow[i] = m;
@@ -831,8 +837,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if constexpr (SYNC == Sync::kBlock) {
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks, select_candidates);
-        if (lane == 0) round_pick_count = chosen;
+        const int chosen = select_picks<DIM>(records[0], warps, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
     } else if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -849,8 +855,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       if (warp == 0) {
         cuda::wait_phase(barrier, phase_parity);
-        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks, select_candidates);
-        if (lane == 0) round_pick_count = chosen;
+        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
 #else
       __trap();  // the host never plans clusters below sm_90
@@ -895,8 +901,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks, select_candidates);
-        if (lane == 0) round_pick_count = chosen;
+        const int chosen = select_picks<DIM>(gathered, listed, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
     }
     __syncthreads();

@@ -275,11 +275,11 @@ def test_mixed_devices_raise():
     "batch, n, dims, k",
     [
         (3, 700, 3, 300),  # block, 8 points per thread
-        (1, 3000, 3, 3000),  # block, every point picked
+        (1, 2000, 3, 2000),  # block, every point picked
         (100, 9000, 3, 64),  # block (one SM per cloud), 16 points per thread, overflow streaming
-        (2, 9000, 3, 257),  # cluster of 3, 16 points per thread
-        (2, 20000, 2, 100),  # cluster of 5, D = 2
-        (1, 65536, 3, 200),  # cluster of 16
+        (2, 9000, 3, 257),  # cluster of 5, 8 points per thread
+        (2, 20000, 2, 100),  # cluster of 10, D = 2
+        (1, 65536, 3, 200),  # cluster of 16, 16 points per thread
         (2, 120000, 3, 300),  # cluster of 16, 7,500 points per block
         (40, 60000, 3, 16),  # cluster of 2-3, overflow streaming
         (1, 200000, 3, 100),  # grid of 98, 8 points per thread

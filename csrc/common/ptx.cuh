@@ -1,7 +1,6 @@
 // Inline PTX for exchanging data between blocks, where CUDA C++ has no intrinsic:
-//   * gpu-scope acquire / release on global memory, for blocks of a cooperative launch that
-//     publish a value and then count their arrival (the release orders the value before the
-//     count; the acquire on the count orders the reads after it);
+//   * relaxed gpu-scope 64-bit loads and stores on global memory, for blocks of a cooperative
+//     launch that publish words tagged with a round number and poll for them;
 //   * thread-block clusters (sm_90): a block's shared memory as its cluster peers address it,
 //     asynchronous stores into a peer's shared memory (st.async) that count their bytes down the
 //     peer's transaction barrier (mbarrier), and waits on such a barrier. A block can then learn
@@ -15,14 +14,17 @@
 namespace pointops {
 namespace cuda {
 
-__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
+// Relaxed gpu-scope 64-bit accesses: each is single-copy atomic, so a word that carries its own
+// round number next to its payload can be published and polled with no fence (the reader checks
+// the round number of every word it uses).
+__device__ __forceinline__ unsigned long long load_relaxed(const unsigned long long* p) {
   unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
-__device__ __forceinline__ void add_release(unsigned long long* p, unsigned long long v) {
-  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+__device__ __forceinline__ void store_relaxed(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

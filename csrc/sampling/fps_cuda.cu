@@ -59,10 +59,9 @@ int active_clusters(int parts, int threads) {
 }
 
 struct OnchipScratch {
-  float* overflow;                    // running distances of the points beyond the blocks' on-chip shares
-  uint4* grid_records;                // grid: the blocks' lists, (B, 2, parts, kGridListLength, 2)
-  unsigned long long* grid_arrivals;  // grid: (B,) arrivals, zeroed
-  bool spatial;                       // blocks order their points spatially (only without overflow)
+  float* overflow;                 // running distances of the points beyond the blocks' on-chip shares
+  unsigned long long* grid_words;  // grid: the blocks' lists as flagged words, zeroed
+  bool spatial;                    // blocks order their points spatially (only without overflow)
 };
 
 template <int DIM, int PPT, Sync SYNC>
@@ -75,8 +74,8 @@ void launch_onchip(const Plan& plan, const at::Tensor& points, const CloudLayout
   shape.cooperative = SYNC == Sync::kGrid;
   shape.cluster = SYNC == Sync::kCluster ? static_cast<unsigned>(plan.parts) : 0u;
   cuda::launch(fps_onchip_kernel<DIM, PPT, SYNC>, shape, at::cuda::getCurrentCUDAStream(), points.data_ptr<float>(),
-               layout, start, k, plan.parts, plan.max_picks, scratch.spatial, scratch.overflow, scratch.grid_records,
-               scratch.grid_arrivals, indices.data_ptr<int64_t>(), distances.data_ptr<float>());
+               layout, start, k, plan.parts, plan.max_picks, scratch.spatial, scratch.overflow, scratch.grid_words,
+               indices.data_ptr<int64_t>(), distances.data_ptr<float>());
 }
 
 // Fits the plan to the kernel with PPT points per thread (threads, cluster shape, residency)
@@ -112,19 +111,17 @@ void run_onchip_ppt(Plan plan, const at::Tensor& points, const CloudLayout& layo
     plan.parts = static_cast<int>(std::min<int64_t>(plan.parts, resident / batch));
   }
 
-  OnchipScratch scratch{nullptr, nullptr, nullptr, true};
-  at::Tensor overflow, grid_records, grid_arrivals;
+  OnchipScratch scratch{nullptr, nullptr, true};
+  at::Tensor overflow, grid_words;
   if (cuda::ceil_div(max_cloud, plan.parts) > int64_t{PPT} * plan.threads) {
     overflow = at::empty({layout.total_rows}, points.options());
     scratch.overflow = overflow.data_ptr<float>();
     scratch.spatial = false;
   }
   if (plan.sync == Sync::kGrid) {
-    // uint4 words as int32 quadruples; the arrivals start at 0.
-    grid_records = at::empty({batch * 2 * plan.parts * kGridListLength * 2 * 4}, points.options().dtype(at::kInt));
-    grid_arrivals = at::zeros({batch}, points.options().dtype(at::kLong));
-    scratch.grid_records = reinterpret_cast<uint4*>(grid_records.data_ptr<int32_t>());
-    scratch.grid_arrivals = reinterpret_cast<unsigned long long*>(grid_arrivals.data_ptr<int64_t>());
+    // (B, 2 parities, parts, kGridListLength records of 6 words); 0 is no round's number.
+    grid_words = at::zeros({batch * 2 * plan.parts * kGridListLength * 6}, points.options().dtype(at::kLong));
+    scratch.grid_words = reinterpret_cast<unsigned long long*>(grid_words.data_ptr<int64_t>());
   }
   auto launch = plan.sync == Sync::kGrid      ? launch_onchip<DIM, PPT, Sync::kGrid>
                 : plan.sync == Sync::kCluster ? launch_onchip<DIM, PPT, Sync::kCluster>

@@ -13,8 +13,8 @@
 //   kBlock   parts == 1: in shared memory;
 //   kCluster parts <= 16 on sm_90: every warp pushes its record into every peer block's shared
 //            memory (st.async, counted by the peer's mbarrier): no cluster barrier per round;
-//   kGrid    a cooperative launch: each block's best two records in global memory, then a
-//            per-cloud arrival counter (release/acquire).
+//   kGrid    a cooperative launch: each block's best two records in global memory as words
+//            tagged with the round, which every block polls (no fence, no counter).
 // Exact pruning skips the warps whose box of points is too far from a pick to change any of
 // their distances (fps_onchip_kernel).
 //
@@ -239,65 +239,153 @@ __device__ __forceinline__ void sort_ascending(int32_t (&v)[N]) {
   }
 }
 
-// The round's picks from `total` unit records in shared memory, by warp 0 (all lanes): the
-// largest key, then each next largest while it is provably the next pick of the plain one-at-a-
-// time algorithm: (a) its key beats the bound of every unit picked in this round (every other
-// point of those units is below it) -- the units not picked yet hold only smaller keys, since
-// keys are taken in order -- and (b) no pick of this round is nearer to it than its distance, so
-// its running distance stays what the key says. Stops at the first record that fails, at
-// `limit` picks, or when no candidate is left. Writes the picks' records to picks[0, count) and
-// returns the count (in every lane).
+// The round's picks from `total` unit records in shared memory, by warp 0 (all lanes). The
+// one-at-a-time algorithm would pick the largest key, then the next largest ones in key order
+// for as long as each is provably its next pick: (a) its key beats the bound of every unit
+// picked before it in the round (every other point of those units is below it; the units not
+// picked hold only smaller keys, as keys are taken in order), and (b) no pick of the round is
+// nearer to it than its distance, so its running distance stays what its key says. The picks are
+// that prefix (at most `limit`), found in parallel rather than one by one:
+//   1. the first pick is the largest key;
+//   2. candidates are the keys above its bound (with more records than lanes, also above the
+//      largest key that fails (b) against it: the prefix cannot reach past either);
+//   3. the candidates go to `candidates` (kWarpSize records of shared memory), one a lane; when
+//      they are more than a warp, each lane's best stands for its lane, with its bound raised to
+//      the lane's second key (exact, if sometimes shorter);
+//   4. each candidate's rank among them, and whether (a) and (b) hold against the first pick and
+//      every candidate above it; the prefix ends at the lowest rank that fails.
+// Writes the picks' records to picks[0, count) in order and returns the count (every lane).
+// Every step is a few warp-wide operations or a loop of independent shared-memory reads: the
+// selection is on each round's critical path.
 template <int DIM>
-__device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2]) {
+__device__ int select_picks(const uint4 (*records)[2], int total, int limit, uint4 (*picks)[2],
+                            uint4 (*candidates)[2]) {
   const int lane = threadIdx.x % kWarpSize;
-  // Each lane's best record among j = lane + 32 m that is not taken yet.
-  uint32_t taken = 0;
-  int at = -1;
-  auto lane_best = [&]() -> unsigned long long {
-    unsigned long long best = 0;
-    at = -1;
-    for (int j = lane, m = 0; j < total; j += kWarpSize, ++m) {
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  unsigned long long lane_top = 0;
+  int lane_at = -1;
+#pragma unroll 4
+  for (int j = lane; j < total; j += kWarpSize) {
+    const unsigned long long key = record_key(records[j][0]);
+    if (key > lane_top) {
+      lane_top = key;
+      lane_at = j;
+    }
+  }
+  const unsigned long long top = warp_max_key(lane_top);
+  if (top == 0) return 0;
+  const int top_lane = __ffs(__ballot_sync(kFullMask, lane_top == top)) - 1;
+  const int top_at = __shfl_sync(kFullMask, lane_at, top_lane);
+  const uint4 top_head = records[top_at][0];
+  const uint4 top_tail = records[top_at][1];
+  if (lane == 0) {
+    picks[0][0] = top_head;
+    picks[0][1] = top_tail;
+  }
+  if (limit == 1) return 1;
+  float first[DIM];
+  record_coords<DIM>(top_head, top_tail, first);
+  unsigned long long threshold = bound_key(top_head.z);
+
+  int n;  // candidates
+  if (total <= kWarpSize) {
+    const uint4 head = lane < total ? records[lane][0] : make_uint4(0u, 0u, 0u, 0u);
+    const unsigned long long key = record_key(head);
+    const bool in = key > threshold && key < top;
+    const uint32_t holders = __ballot_sync(kFullMask, in);
+    if (in) {
+      const int position = __popc(holders & lanes_below);
+      candidates[position][0] = head;
+      candidates[position][1] = records[lane][1];
+    }
+    n = __popc(holders);
+  } else {
+    unsigned long long fails = 0;
+#pragma unroll 4
+    for (int j = lane; j < total; j += kWarpSize) {
+      const uint4 head = records[j][0];
+      const unsigned long long key = record_key(head);
+      float c[DIM];
+      record_coords<DIM>(head, records[j][1], c);
+      const bool fail = !(squared_distance<float>(c, first, DIM) >= key_distance(key));
+      if (key > threshold && key < top && fail) fails = max(fails, key);
+    }
+    threshold = max(threshold, warp_max_key(fails));
+    int count = 0, best_at = -1;
+    unsigned long long best_key = 0, second_key = 0;
+#pragma unroll 4
+    for (int j = lane; j < total; j += kWarpSize) {
       const unsigned long long key = record_key(records[j][0]);
-      if (((taken >> m) & 1u) == 0 && key > best) {
-        best = key;
-        at = j;
+      if (key > threshold && key < top) {
+        ++count;
+        second_key = max(second_key, min(best_key, key));
+        if (key > best_key) {
+          best_key = key;
+          best_at = j;
+        }
       }
     }
-    return best;
-  };
-  unsigned long long mine = lane_best();
-  unsigned long long threshold = 0;
-  float picked[DIM] = {};  // lane i holds pick i's coordinates
-  int count = 0;
-  while (count < limit) {
-    const unsigned long long key = warp_max_key(mine);
-    if (key == 0) break;
-    const int owner = __ffs(__ballot_sync(kFullMask, mine == key)) - 1;
-    const int j = __shfl_sync(kFullMask, at, owner);
-    const uint4 head = records[j][0];
-    const uint4 tail = records[j][1];
-    float c[DIM];
-    record_coords<DIM>(head, tail, c);
-    if (count > 0) {
-      if (!(key > threshold)) break;
-      const float dist = key_distance(key);
-      const bool nearer = lane < count && !(squared_distance<float>(c, picked, DIM) >= dist);
-      if (__any_sync(kFullMask, nearer)) break;
-    }
-    threshold = max(threshold, bound_key(head.z));
-    if (lane == count) {
-      picks[count][0] = head;
-      picks[count][1] = tail;
+    int inclusive = count;
 #pragma unroll
-      for (int d = 0; d < DIM; ++d) picked[d] = c[d];
+    for (int offset = 1; offset < kWarpSize; offset *= 2) {
+      const int v = __shfl_up_sync(kFullMask, inclusive, offset);
+      if (lane >= offset) inclusive += v;
     }
-    if (lane == owner) {
-      taken |= 1u << ((j - lane) / kWarpSize);
-      mine = lane_best();
+    n = __shfl_sync(kFullMask, inclusive, kWarpSize - 1);
+    if (n <= kWarpSize) {
+      int position = inclusive - count;
+      for (int j = lane; j < total && position < inclusive; j += kWarpSize) {
+        const uint4 head = records[j][0];
+        const unsigned long long key = record_key(head);
+        if (key > threshold && key < top) {
+          candidates[position][0] = head;
+          candidates[position][1] = records[j][1];
+          ++position;
+        }
+      }
+    } else {
+      const uint32_t holders = __ballot_sync(kFullMask, best_at >= 0);
+      if (best_at >= 0) {
+        const int position = __popc(holders & lanes_below);
+        uint4 head = records[best_at][0];
+        head.z = max(head.z, argmax_key_value(second_key));
+        candidates[position][0] = head;
+        candidates[position][1] = records[best_at][1];
+      }
+      n = __popc(holders);
     }
-    ++count;
   }
-  return count;
+  if (n == 0) return 1;
+  __syncwarp();
+
+  uint4 head = make_uint4(0u, 0u, 0u, 0u), tail = head;
+  if (lane < n) {
+    head = candidates[lane][0];
+    tail = candidates[lane][1];
+  }
+  const unsigned long long key = record_key(head);
+  const float dist = key_distance(key);
+  float c[DIM];
+  record_coords<DIM>(head, tail, c);
+  bool ok = squared_distance<float>(c, first, DIM) >= dist;
+  int rank = 0;
+#pragma unroll 4
+  for (int y = 0; y < n; ++y) {
+    const uint4 other = candidates[y][0];
+    float q[DIM];
+    record_coords<DIM>(other, candidates[y][1], q);
+    const bool above = record_key(other) > key;
+    rank += above ? 1 : 0;
+    ok = ok && (!above || (key > bound_key(other.z) && squared_distance<float>(c, q, DIM) >= dist));
+  }
+  const int first_failure =
+      static_cast<int>(__reduce_min_sync(kFullMask, static_cast<uint32_t>(lane < n && !ok ? rank : kWarpSize)));
+  const int taken = min(min(first_failure, limit - 1), n);
+  if (lane < n && rank < taken) {
+    picks[rank + 1][0] = head;
+    picks[rank + 1][1] = tail;
+  }
+  return taken + 1;
 }
 
 // Grid layout, warp 0: the block's best kGridListLength of its `warps` unit records (key order),
@@ -330,6 +418,42 @@ __device__ inline void publish_block_list(const uint4 (*records)[2], int warps, 
   }
 }
 
+// A thread's slots after the round's last pick `q` reaching its warp (APPLY) or with none: the
+// running distances take min(itself, distance to q) in the same pass that finds the thread's best
+// two (two interleaved chains, even and odd slots, shorten the dependency; each keeps its lowest
+// slot on ties, and the merge prefers the lower slot).
+template <int PPT, int DIM, bool APPLY>
+__device__ __forceinline__ void apply_and_scan(float (&min_dist)[PPT], const float (&x)[PPT][DIM],
+                                               const float (&q)[DIM], float& best, float& second, int& best_slot) {
+  constexpr float kPicked = fps_detail::picked_marker<float>();
+  float best_even = kPicked, best_odd = kPicked, second_even = kPicked, second_odd = kPicked;
+  int slot_even = -1, slot_odd = -1;
+#pragma unroll
+  for (int p = 0; p < PPT; p += 2) {
+    float m0 = min_dist[p], m1 = min_dist[p + 1];
+    if constexpr (APPLY) {
+      m0 = fminf(m0, squared_distance<float>(x[p], q, DIM));
+      m1 = fminf(m1, squared_distance<float>(x[p + 1], q, DIM));
+      min_dist[p] = m0;
+      min_dist[p + 1] = m1;
+    }
+    second_even = fmaxf(second_even, fminf(best_even, m0));
+    second_odd = fmaxf(second_odd, fminf(best_odd, m1));
+    if (m0 > best_even) {
+      best_even = m0;
+      slot_even = p;
+    }
+    if (m1 > best_odd) {
+      best_odd = m1;
+      slot_odd = p + 1;
+    }
+  }
+  const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
+  best = odd_wins ? best_odd : best_even;
+  best_slot = odd_wins ? slot_odd : slot_even;
+  second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
+}
+
 // The on-chip kernel. A cloud is split over `parts` blocks; a block keeps its points and their
 // running min-distances in registers, PPT a thread (8 or 16), with a shared-memory copy of the
 // coordinates and of each slot's index for reading out the winner.
@@ -338,8 +462,8 @@ __device__ inline void publish_block_list(const uint4 (*records)[2], int warps, 
 // running distances, then every warp summarizes its points as one unit record (best key, its
 // coordinates, and the bound of the warp's second-best point), the records of the cloud meet
 // (kBlock: shared memory; kCluster: pushed into every peer's shared memory with st.async and
-// counted by the peer's mbarrier; kGrid: each block's best two records in global memory, then
-// one arrival counter), and warp 0 of every block selects the same picks from them
+// counted by the peer's mbarrier; kGrid: each block's best two records as tagged words in global
+// memory, polled by every block), and warp 0 of every block selects the same picks from them
 // (select_picks). The picks and distances are those of the one-at-a-time algorithm, bit for bit.
 //
 // Exact pruning: with `spatial`, a block first orders its points along a Morton curve of cells,
@@ -355,8 +479,8 @@ template <int DIM, int PPT, Sync SYNC>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     fps_onchip_kernel(const float* __restrict__ points, CloudLayout layout, const int64_t* __restrict__ start,
                       int64_t k, int parts, int max_picks, bool spatial, float* __restrict__ overflow_min_distance,
-                      uint4* __restrict__ grid_records, unsigned long long* __restrict__ grid_arrivals,
-                      int64_t* __restrict__ out_index, float* __restrict__ out_distance) {
+                      unsigned long long* __restrict__ grid_words, int64_t* __restrict__ out_index,
+                      float* __restrict__ out_distance) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kPicked = fps_detail::picked_marker<float>();
   constexpr int kCells = SpatialCells<DIM>::kCells;
@@ -368,11 +492,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   __shared__ uint4 records[kRecordSets][kRecordSlots][2];
   // Each warp's record as of its last change (block, grid: the records the selection reads).
   __shared__ uint4 cluster_own_records[SYNC == Sync::kCluster ? kMaxWarps : 1][2];
-  __shared__ uint4 round_picks[fps_plan::kMaxPicksPerRound][2];
-  __shared__ int round_pick_count;
+  // A round reads the picks of set round % 2 while warp 0 selects the next round's into the
+  // other set: in the cluster layout nothing but the peers' pushes orders the two (no block
+  // barrier between them), and two sets put the round's closing barrier between every read and
+  // the next write of the same set.
+  __shared__ uint4 round_picks[2][fps_plan::kMaxPicksPerRound][2];
+  __shared__ int round_pick_count[2];
   __shared__ unsigned long long push_barrier[2];
   __shared__ float box_partial[kMaxWarps][2 * DIM];
+  __shared__ float warp_box[kMaxWarps][2 * DIM];  // each warp's box of present points: lo, hi
   __shared__ uint32_t scan_sums[kWarpSize];
+  __shared__ uint4 select_candidates[kWarpSize][2];
+  __shared__ uint4 block_list[SYNC == Sync::kGrid ? kGridListLength : 1][2];
 
   // Cloud-local indices fit in 32 bits (checked on the host); only row offsets need 64.
   const int tid = threadIdx.x;
@@ -533,19 +664,27 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       warp_hi[d] = fmaxf(warp_hi[d], __shfl_xor_sync(kFullMask, warp_hi[d], offset));
     }
   }
+  if (lane == 0) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+      warp_box[warp][d] = warp_lo[d];
+      warp_box[warp][DIM + d] = warp_hi[d];
+    }
+  }
   for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
     overflow[i] = !all_finite(cloud + int64_t{i} * DIM, DIM) ? -kInf : start_present && i == first ? kPicked : kInf;
   }
   // The first round's pick: the start when present; else none, and the first selection takes
   // the lowest-index present point (the argmax while every distance is +inf).
   if (tid == 0) {
-    round_pick_count = start_present ? 1 : 0;
+    round_pick_count[0] = start_present ? 1 : 0;
     if (start_present) {
       const unsigned long long key = pack_key(kInf, static_cast<int32_t>(first));
-      float c[3] = {cloud[first * DIM], cloud[first * DIM + 1], DIM == 3 ? cloud[first * DIM + 2] : 0.f};
-      round_picks[0][0] =
+      const float* q = cloud + first * DIM;
+      const float c[3] = {q[0], q[1], DIM == 3 ? q[2] : 0.f};
+      round_picks[0][0][0] =
           make_uint4(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), 0u, float_bits(c[0]));
-      round_picks[0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
+      round_picks[0][0][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
     }
   }
   // Cluster: lane r < parts pushes the warp's record to block r of the cluster.
@@ -580,75 +719,72 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 
   int64_t s = 0;
   for (int round = 0;; ++round) {
-    const int picks = round_pick_count;
+    // Lane i < picks holds pick i of the round.
+    const uint4(*this_round)[2] = round_picks[round & 1];
+    uint4(*next_round)[2] = round_picks[(round + 1) & 1];
+    const int picks = round_pick_count[round & 1];
+    unsigned long long pick_key = 0;
+    float pick[DIM] = {};
+    if (lane < picks) {
+      const uint4 head = this_round[lane][0];
+      pick_key = record_key(head);
+      record_coords<DIM>(head, this_round[lane][1], pick);
+    }
     if (part == 0 && warp == 0 && lane < picks) {
-      const unsigned long long key = record_key(round_picks[lane][0]);
-      index_row[s + lane] = key_index(key) + index_base;
-      distance_row[s + lane] = key_distance(key);
+      index_row[s + lane] = key_index(pick_key) + index_base;
+      distance_row[s + lane] = key_distance(pick_key);
     }
     s += picks;
     if (s >= k || (picks == 0 && round > 0)) break;
 
-    // Apply the picks: the owner marks its point, warps whose box may hold a nearer point
+    // Apply the picks: the owner of a pick marks its point; the picks whose distance to the
+    // warp's box is below the warp's best running distance (all lanes test theirs at once)
     // update every slot.
-    bool touched = round == 0 || has_overflow;
     const float reach = warp_key != 0 ? key_distance(warp_key) : -1.f;
-    for (int i = 0; i < picks; ++i) {
-      const uint4 head = round_picks[i][0];
-      const unsigned long long key = record_key(head);
-      float q[DIM];
-      record_coords<DIM>(head, round_picks[i][1], q);
-      if (key == warp_key) {
-        touched = true;
-        if (key == mine) {
-          if (best_slot >= 0) {
-#pragma unroll
-            for (int p = 0; p < PPT; ++p) {
-              if (p == best_slot) min_dist[p] = kPicked;
-            }
-          } else {
-            overflow[best_overflow] = kPicked;
-          }
-        }
-      }
+    bool near = false;
+    if (lane < picks) {
       float gap[DIM], zero[DIM];
 #pragma unroll
       for (int d = 0; d < DIM; ++d) {
-        gap[d] = fmaxf(fmaxf(subtract(warp_lo[d], q[d]), subtract(q[d], warp_hi[d])), 0.f);
+        const float below = subtract(warp_box[warp][d], pick[d]);
+        const float above = subtract(pick[d], warp_box[warp][DIM + d]);
+        gap[d] = fmaxf(fmaxf(below, above), 0.f);
         zero[d] = 0.f;
       }
-      if (round == 0 || squared_distance<float>(gap, zero, DIM) < reach) {
-        touched = true;
+      near = round == 0 || squared_distance<float>(gap, zero, DIM) < reach;
+    }
+    const uint32_t near_picks = __ballot_sync(kFullMask, near);
+    const bool owned = __any_sync(kFullMask, lane < picks && warp_key != 0 && pick_key == warp_key);
+    if (owned && mine == warp_key) {
+      if (best_slot >= 0) {
+#pragma unroll
+        for (int p = 0; p < PPT; ++p) {
+          if (p == best_slot) min_dist[p] = kPicked;
+        }
+      } else {
+        overflow[best_overflow] = kPicked;
+      }
+    }
+    const bool touched = round == 0 || has_overflow || owned || near_picks != 0;
+
+    if (touched) {
+      uint32_t rest = near_picks;
+      float q[DIM] = {};
+      for (; (rest & (rest - 1)) != 0; rest &= rest - 1) {
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], __ffs(rest) - 1);
 #pragma unroll
         for (int p = 0; p < PPT; ++p) {
           min_dist[p] = fminf(min_dist[p], squared_distance<float>(x[p], q, DIM));
         }
       }
-    }
-
-    if (touched) {
-      // This thread's best two: two interleaved chains (even / odd slots) shorten the
-      // dependency; each keeps its lowest slot on ties, and the merge prefers the lower slot.
-      float best_even = kPicked, best_odd = kPicked, second_even = kPicked, second_odd = kPicked;
-      int slot_even = -1, slot_odd = -1;
+      if (rest != 0) {
 #pragma unroll
-      for (int p = 0; p < PPT; p += 2) {
-        const float m0 = min_dist[p], m1 = min_dist[p + 1];
-        second_even = fmaxf(second_even, fminf(best_even, m0));
-        second_odd = fmaxf(second_odd, fminf(best_odd, m1));
-        if (m0 > best_even) {
-          best_even = m0;
-          slot_even = p;
-        }
-        if (m1 > best_odd) {
-          best_odd = m1;
-          slot_odd = p + 1;
-        }
+        for (int d = 0; d < DIM; ++d) q[d] = __shfl_sync(kFullMask, pick[d], __ffs(rest) - 1);
+        apply_and_scan<PPT, DIM, true>(min_dist, x, q, best, second, best_slot);
+      } else {
+        apply_and_scan<PPT, DIM, false>(min_dist, x, q, best, second, best_slot);
       }
-      const bool odd_wins = best_odd > best_even || (best_odd == best_even && slot_odd < slot_even);
-      best = odd_wins ? best_odd : best_even;
-      best_slot = odd_wins ? slot_odd : slot_even;
-      second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
       best_overflow = -1;
       // Overflow points follow the slots in index order; every pick of the round applies.
       for (int32_t i = lo + onchip + tid; i < hi; i += threads) {
@@ -658,7 +794,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         for (int d = 0; d < DIM; ++d) p[d] = cloud[int64_t{i} * DIM + d];
         for (int j = 0; j < picks; ++j) {
           float q[DIM];
-          record_coords<DIM>(round_picks[j][0], round_picks[j][1], q);
+          record_coords<DIM>(this_round[j][0], this_round[j][1], q);
           m = fminf(m, squared_distance<float>(p, q, DIM));
         }
         overflow[i] = m;
@@ -701,8 +837,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     if constexpr (SYNC == Sync::kBlock) {
       __syncthreads();
       if (warp == 0) {
-        const int chosen = select_picks<DIM>(records[0], warps, limit, round_picks);
-        if (lane == 0) round_pick_count = chosen;
+        const int chosen = select_picks<DIM>(records[0], warps, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
     } else if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -719,35 +855,54 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       if (warp == 0) {
         cuda::wait_phase(barrier, phase_parity);
-        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, round_picks);
-        if (lane == 0) round_pick_count = chosen;
+        const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
 #else
       __trap();  // the host never plans clusters below sm_90
 #endif
     } else {
+      // Every block's list as words of (payload << 32 | round + 1), written and polled with
+      // relaxed 64-bit accesses: a word read with this round's number holds this round's
+      // payload, so no fence or counter is needed. Two word sets alternate by parity: a block
+      // writes a set again only after reading every block's next list, which each block writes
+      // after reading this one.
+      constexpr int kWords = kGridListLength * 6;  // key high, key low, bound, x, y, z
+      const int listed = parts * kGridListLength;
+      unsigned long long* set = grid_words + (b * 2 + (round & 1)) * int64_t{parts} * kWords;
+      const uint32_t flag = static_cast<uint32_t>(round + 1);
       __syncthreads();
       if (warp == 0) {
-        const int parity = round & 1;
-        const int listed = parts * kGridListLength;
-        uint4* set = grid_records + (b * 2 + parity) * int64_t{listed} * 2;
-        publish_block_list(records[0], warps, set + int64_t{part} * kGridListLength * 2);
-        unsigned long long* arrivals = grid_arrivals + b;
-        // Lane 0's release orders its list before its arrival; each lane's acquire of the full
-        // count orders its reads after every block's list. Two record sets suffice: a block
-        // writes a set again only after every block has arrived once more, i.e. has finished
-        // reading it.
-        if (lane == 0) cuda::add_release(arrivals, 1);
-        const unsigned long long arrived = static_cast<unsigned long long>(round + 1) * parts;
-        while (cuda::load_acquire(arrivals) < arrived) {
-        }
-        for (int j = lane; j < listed; j += kWarpSize) {
-          gathered[j][0] = __ldcg(set + 2 * j);
-          gathered[j][1] = __ldcg(set + 2 * j + 1);
-        }
+        publish_block_list(records[0], warps, &block_list[0][0]);
         __syncwarp();
-        const int chosen = select_picks<DIM>(gathered, listed, limit, round_picks);
-        if (lane == 0) round_pick_count = chosen;
+        if (lane < kWords) {
+          const uint32_t* list = reinterpret_cast<const uint32_t*>(block_list);
+          const uint32_t payload = list[(lane / 6) * 8 + lane % 6];
+          cuda::store_relaxed(set + int64_t{part} * kWords + lane,
+                              (static_cast<unsigned long long>(payload) << 32) | flag);
+        }
+      }
+      // The whole block polls, a few words a thread, their loads in flight together.
+      constexpr int kBatch = 4;
+      uint32_t* out = reinterpret_cast<uint32_t*>(gathered);
+      for (int first_word = tid; first_word < parts * kWords; first_word += threads * kBatch) {
+        unsigned long long word[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int w = first_word + i * threads;
+          word[i] = w < parts * kWords ? cuda::load_relaxed(set + w) : flag;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int w = first_word + i * threads;
+          while (static_cast<uint32_t>(word[i]) != flag) word[i] = cuda::load_relaxed(set + w);
+          if (w < parts * kWords) out[(w / 6) * 8 + w % 6] = static_cast<uint32_t>(word[i] >> 32);
+        }
+      }
+      __syncthreads();
+      if (warp == 0) {
+        const int chosen = select_picks<DIM>(gathered, listed, limit, next_round, select_candidates);
+        if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
       }
     }
     __syncthreads();

@@ -14,10 +14,10 @@ namespace {
 constexpr int kWarpThreads = 32;
 }  // namespace
 
-// A cluster's exchange gets dearer with its size, so clusters aim at >= 4096 points per block;
-// a cloud that a 16-block cluster can hold on chip takes a cluster (or one block), a larger one
-// the grid, whose best share is ~2048 points per block (fewer blocks contend less on the
-// per-round arrivals). Clouds are spread over the SMs only as far as the batch leaves SMs free.
+// Clusters aim at ~2048 points per block: more, smaller blocks shorten each round's slowest warp
+// by more than the wider exchange costs (up to 16 blocks). A cloud that a 16-block cluster can
+// hold on chip takes a cluster (or one block), a larger one the grid, whose best share is also
+// ~2048 points per block. Clouds are spread over the SMs only as far as the batch leaves SMs free.
 Plan plan_layout(int64_t batch, int64_t n, int sm_count, int cc_major) {
   const int64_t spread = std::max<int64_t>(1, sm_count / batch);
   const int64_t max_cluster = cc_major >= 9 ? kMaxClusterParts : 1;

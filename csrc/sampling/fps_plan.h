@@ -25,10 +25,10 @@ constexpr int kMaxClusterParts = 16;
 // Points a block holds on chip at most (kPointsPerThread a thread, kMaxThreads threads).
 constexpr int64_t kMaxBlockPoints = int64_t{kPointsPerThread} * kMaxThreads;
 // Picks one exchange may settle: the kernel's capacity, and what the plan asks for.
-constexpr int kMaxPicksPerRound = 16;
-constexpr int kPicksPerRound = 8;
+constexpr int kMaxPicksPerRound = 32;  // lane i of a warp holds pick i
+constexpr int kPicksPerRound = 16;
 // Points per block that the automatic plan aims at in each layout (see plan_layout).
-constexpr int64_t kClusterPointsPerBlock = 4096;
+constexpr int64_t kClusterPointsPerBlock = 2048;
 constexpr int64_t kGridPointsPerBlock = 2048;
 
 struct Plan {

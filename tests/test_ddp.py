@@ -69,8 +69,8 @@ def test_ranks_equal_one_process(tmp_path):
 
 def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
     """tools/bench_ddp.py on the CPU (gloo) at tiny sizes: one run per rank count, the frames
-    split over the ranks, and a table with the scaling (docs/multi_gpu.md; the lead measures it
-    on GPUs)."""
+    split over the ranks, a table with the scaling and, with --profile, each run's host time by
+    operation and what grew between the runs (docs/multi_gpu.md; GPUs give the product's figures)."""
     import json
 
     out = tmp_path / "rows.jsonl"
@@ -98,6 +98,9 @@ def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
         "1",
         "--json",
         str(out),
+        "--profile",
+        "--profile-steps",
+        "1",
     ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -112,3 +115,14 @@ def test_bench_ddp_runs_one_then_two_ranks(tmp_path):
     assert table[0].split()[:4] == ["ranks", "device", "frames", "s"] and "scaling" in table[0]
     assert table[2].split()[0] == "1" and table[3].split()[0] == "2"
     assert table[4].startswith("per frame and rank, ") and "grew most from 1 to 2 ranks" in table[4]
+    # --profile: per rank count, the operations by host time per frame (the pointops ops of the
+    # preprocessing among them), then what grew from 1 to 2 ranks; no kernel launches on the CPU
+    assert all(r["launches_per_frame"] == 0 for r in rows)
+    for ranks in ("1 rank:", "2 ranks:"):
+        at = next(i for i, line in enumerate(table) if line.startswith(ranks))
+        assert "host time per frame by operation" in table[at] and table[at + 1].split()[0] == "operation"
+    profiled = "\n".join(table)
+    assert "pointops::" in profiled and "aten::" in profiled
+    growth = next(i for i, line in enumerate(table) if line.startswith("host time per frame and rank that grew"))
+    assert "from 1 to 2 ranks" in table[growth] and len(table) >= growth + 4
+    assert all(len(line.split()) >= 4 for line in table[growth + 3 :])

@@ -10,7 +10,8 @@ example's PointPillars-style model under DistributedDataParallel. The frames are
 ranks (DistributedSampler), so the total work is the same for every rank count and the scaling
 from 1 to N ranks is the ratio of the totals' frames per second.
 
-Defaults: on CUDA, KITTI-size frames (64 beams x 2048 firings, about 120k points) and 512 frames,
+Defaults: on CUDA, KITTI-size frames (64 beams x 2048 firings, about 120k points) and 2048 frames
+(several seconds a run even on several GPUs, so that the start and the last batch weigh little),
 4 per batch, 4 DataLoader workers per rank; on the CPU, small frames so that the harness runs in a
 minute (the CPU figures are not the product's). The first batches of each rank are a warm-up and
 are not timed. The table gives, per rank count: frames per second in all and per rank, the
@@ -18,8 +19,16 @@ scaling and its efficiency (scaling / ranks), and where a rank's time goes per f
 the DataLoader, preprocessing, training, as measured on the host after each stage synchronizes:
 --no-split times the loop without those syncs).
 
+--profile runs torch.profiler over each rank's first --profile-steps timed batches and prints, per
+rank count, the operations that take the most host time per frame (averaged over the ranks), the
+kernel launches per frame, and, after the last run, the operations whose host time per frame grew
+most from the first rank count to the last: what the ranks share shows up there (a host-bound
+launch path slowing as more cores are busy, a lock, the all-reduce's wait). The profiler's own
+overhead is in that run's figures.
+
     python tools/bench_ddp.py --gpus 1 2                      # on a machine with 2 GPUs
     python tools/bench_ddp.py --device cpu --gpus 1 2 --frames 8 --beams 16 --azimuth 512 --steps 2
+    python tools/bench_ddp.py --gpus 1 4 --profile            # what grows per rank
 """
 
 import json
@@ -30,7 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # imports nothing heavy
 
-CUDA_DEFAULTS = {"frames": 512, "beams": 64, "azimuth": 2048, "batch": 4, "workers": 4, "pool": 32, "warmup": 2}
+CUDA_DEFAULTS = {"frames": 2048, "beams": 64, "azimuth": 2048, "batch": 4, "workers": 4, "pool": 32, "warmup": 2}
 CPU_DEFAULTS = {"frames": 16, "beams": 16, "azimuth": 512, "batch": 2, "workers": 1, "pool": 4, "warmup": 1}
 
 
@@ -66,6 +75,10 @@ def parse_args(argv=None):
         action="store_true",
         help="time the loop without synchronizing after each stage (no per-stage split)",
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile each rank's first timed batches (torch.profiler)"
+    )
+    parser.add_argument("--profile-steps", type=int, default=10, help="batches each rank profiles (default 10)")
     parser.add_argument("--json", help="also write one JSON line per run here")
     parser.add_argument("--cache", help="keep the generated frames in this file (made if missing)")
     return parser.parse_args(argv)
@@ -160,6 +173,7 @@ def rank_main(rank, world, settings, port, points, lengths, results):
 
     split = not settings["no_split"]
     timed = {"frames": 0, "wait_s": 0.0, "preprocess_s": 0.0, "train_s": 0.0}
+    profiler, profiled_frames = None, 0
     losses = []
     batches = iter(loader)
     step = 0
@@ -169,6 +183,9 @@ def rank_main(rank, world, settings, port, points, lengths, results):
             sync()
             dist.barrier()
             start = time.perf_counter()
+            if settings["profile"]:
+                profiler = torch.profiler.profile(activities=profile_activities(device))
+                profiler.start()
         if settings["steps"] is not None and step >= settings["warmup"] + settings["steps"]:
             break
         t0 = time.perf_counter()
@@ -200,6 +217,12 @@ def rank_main(rank, world, settings, port, points, lengths, results):
             timed["preprocess_s"] += t2 - t1
             timed["train_s"] += t3 - t2
         step += 1
+        if profiler is not None:
+            profiled_frames += cloud.shape[0]
+            if step >= settings["warmup"] + settings["profile_steps"]:
+                profiler, timed["profile"] = None, host_profile(profiler, profiled_frames, sync)
+    if profiler is not None:
+        timed["profile"] = host_profile(profiler, profiled_frames, sync)
     sync()
     dist.barrier()
     seconds = time.perf_counter() - start if start is not None else 0.0
@@ -213,6 +236,78 @@ def rank_main(rank, world, settings, port, points, lengths, results):
     # while its peer still reads from it aborts that peer at exit
     dist.barrier()
     dist.destroy_process_group()
+
+
+def profile_activities(device):
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return activities
+
+
+def host_profile(profiler, frames, sync):
+    """Stops `profiler`; {op: [calls, host us, device us] per frame} of every operation it saw."""
+    sync()
+    profiler.stop()
+    per_frame = {}
+    for event in profiler.key_averages():
+        device_us = getattr(event, "self_device_time_total", None)
+        if device_us is None:
+            device_us = getattr(event, "self_cuda_time_total", 0.0)
+        per_frame[event.key] = [event.count / frames, event.self_cpu_time_total / frames, device_us / frames]
+    return per_frame
+
+
+# Host calls that launch a kernel (the runtime's and the driver's entry points).
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def profile_rows(ranks):
+    """One row per operation: calls, host ms and device ms per frame, averaged over the ranks."""
+    profiles = [r["profile"] for r in ranks if r.get("profile")]
+    keys = sorted({key for p in profiles for key in p})
+    rows = []
+    for key in keys:
+        values = [p.get(key, [0.0, 0.0, 0.0]) for p in profiles]
+        rows.append(
+            {
+                "op": key,
+                "calls": sum(v[0] for v in values) / len(values),
+                "host_ms": sum(v[1] for v in values) / len(values) / 1e3,
+                "device_ms": sum(v[2] for v in values) / len(values) / 1e3,
+            }
+        )
+    return rows
+
+
+PROFILE_COLUMNS = [
+    ("op", "operation", ""),
+    ("calls", "calls/frame", ".1f"),
+    ("host_ms", "host ms/frame", ".3f"),
+    ("device_ms", "device ms/frame", ".3f"),
+]
+GROWTH_COLUMNS = [
+    ("op", "operation", ""),
+    ("before", "host ms/frame, first", ".3f"),
+    ("after", "host ms/frame, last", ".3f"),
+    ("grew", "grew ms/frame", ".3f"),
+]
+
+
+def print_profile(world, rows, top=12):
+    launches = sum(r["calls"] for r in rows if r["op"] in LAUNCHES)
+    title = f"{world} rank{'s' if world > 1 else ''}: host time per frame by operation (top {top}), {launches:.0f} kernel launches per frame"
+    print(cli.table(sorted(rows, key=lambda r: -r["host_ms"])[:top], PROFILE_COLUMNS, title=title), flush=True)
+
+
+def profile_growth(first, last, top=8):
+    """The operations whose host time per frame grew most between two runs' profile rows."""
+    before = {r["op"]: r["host_ms"] for r in first}
+    after = {r["op"]: r["host_ms"] for r in last}
+    rows = [{"op": op, "before": before.get(op, 0.0), "after": after.get(op, 0.0)} for op in set(before) | set(after)]
+    for r in rows:
+        r["grew"] = r["after"] - r["before"]
+    return sorted(rows, key=lambda r: -r["grew"])[:top]
 
 
 def free_port():
@@ -292,6 +387,8 @@ def main(args):
         device=device,
         steps=args.steps,
         no_split=args.no_split,
+        profile=args.profile,
+        profile_steps=args.profile_steps,
         device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu (gloo)",
     )
     if device == "cuda":
@@ -309,8 +406,13 @@ def main(args):
     points.share_memory_()
     rows = []
     progress = cli.Progress(len(counts), "runs")
+    profiles = []
     for world in counts:
-        row = summarize(world, run(world, settings, points, lengths), settings)
+        ranks = run(world, settings, points, lengths)
+        row = summarize(world, ranks, settings)
+        if args.profile:
+            profiles.append((world, profile_rows(ranks)))
+            row["launches_per_frame"] = sum(r["calls"] for r in profiles[-1][1] if r["op"] in LAUNCHES)
         base = next((r for r in rows if r["ranks"] == 1), row if world == 1 else None)
         if base is not None and row["frames_per_s"] and base["frames_per_s"]:
             row["scaling"] = row["frames_per_s"] / base["frames_per_s"]
@@ -342,6 +444,12 @@ def main(args):
             f"{one[key]:.1f} -> {many[key]:.1f} ms",
             flush=True,
         )
+    for world, rows_of_run in profiles:
+        print_profile(world, rows_of_run)
+    if len(profiles) > 1:
+        (first, before), (last, after) = profiles[0], profiles[-1]
+        title = f"host time per frame and rank that grew most from {first} to {last} ranks"
+        print(cli.table(profile_growth(before, after), GROWTH_COLUMNS, title=title), flush=True)
 
 
 if __name__ == "__main__":

@@ -48,28 +48,15 @@ if __name__ == "__main__":  # run alone: tools/bench.py's command line, these ro
 import torch
 
 from bench import graph_ms, time_ms
+from build_baselines import baseline_module
 
 import pointops
 from pointops.scenes import lidar as lidar_scenes
 from pointops.reference.geometry import knn_cdist_topk
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
-
-_classic = None
-
 
 def classic_module():
-    global _classic
-    if _classic is None:
-        from torch.utils.cpp_extension import load
-
-        _classic = load(
-            "pointops_neighbors_classic",
-            [os.path.join(ROOT, "baselines", "neighbors_classic.cu")],
-            extra_cuda_cflags=["-O3"],
-            verbose=False,
-        )
-    return _classic
+    return baseline_module("neighbors_classic")
 
 
 def uniform(b, n, device, seed):

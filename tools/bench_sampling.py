@@ -23,26 +23,12 @@ import torch  # noqa: E402
 sys.path.insert(0, cli.ROOT)
 import pointops  # noqa: E402,F401  (registers the ops)
 from bench import time_ms  # noqa: E402
+from build_baselines import baseline_module  # noqa: E402
 from pointops.reference.sampling import fps_torch_loop  # noqa: E402
-
-ROOT = os.path.dirname(os.path.abspath(__file__))
-
-
-_classic = None
 
 
 def classic_module():
-    global _classic
-    if _classic is None:
-        from torch.utils.cpp_extension import load
-
-        _classic = load(
-            "pointops_fps_classic",
-            [os.path.join(ROOT, "baselines", "fps_classic.cu")],
-            extra_cuda_cflags=["-O3"],
-            verbose=False,
-        )
-    return _classic
+    return baseline_module("fps_classic")
 
 
 # (B, N, k, floor_ms: the target time or None)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build pointops on a GPU machine, run every test, then the benchmarks; logs go to $OUT (or ./out),
 # written as the steps go, so a run cut short still leaves what it did.
-#   --build-only   just the build, for a command that runs its own scripts next
+#   --build-only   just the build (and the benches' baseline kernels, tools/build_baselines.py),
+#                  for a command that runs its own scripts next
 #   --cmake        build libpointops with CMake (docs/deploy.md) and load it as the Python
 #                  package's compiled extension too: one CUDA build serves Python and C++
 #   --deploy       after the tests, tools/check_deploy.sh (the C++ examples on CPU and CUDA)
@@ -54,6 +55,13 @@ if [ -n "${WHEELS:-}" ]; then
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+# The benches' classic baseline kernels build beside the library (a minute or more each when a
+# bench builds its own on first use, inside a time-limited call).
+baselines=
+if [ "$bench" = 1 ]; then
+  $PY tools/build_baselines.py > "$OUT/baselines.log" 2>&1 &
+  baselines=$!
+fi
 start=$(date +%s)
 if [ "$cmake" = 1 ]; then
   ext=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
@@ -68,7 +76,10 @@ elif ! $PY setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi
 echo "build: $(( $(date +%s) - start )) s"
-if [ "$build_only" = 1 ]; then exit 0; fi
+if [ "$build_only" = 1 ]; then
+  if [ -n "$baselines" ]; then wait "$baselines" || echo "baseline kernels: build failed ($OUT/baselines.log)"; fi
+  exit 0
+fi
 
 workers=${WORKERS:-}
 if [ -z "$workers" ]; then
@@ -97,6 +108,7 @@ if [ "$deploy" = 1 ]; then
   [ "$deploy_rc" = 0 ] || tests_rc=1
 fi
 if [ "$bench" = 1 ]; then
+  wait "$baselines" || echo "baseline kernels: build failed ($OUT/baselines.log); the benches build their own"
   $PY tools/bench.py --json "$OUT/bench.jsonl" --plot "$OUT/bench.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | grep -v '^{'
   $PY - "$OUT/bench.jsonl" <<'PYEOF'
 import json, sys

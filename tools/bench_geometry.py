@@ -118,13 +118,26 @@ def with_outlier(points, where=OUTLIER):
     return out
 
 
-def outlier_row(results, row, clean_ms, fn):
-    """A row for fn() on the clouds with the outlier, the same call on the clean clouds its
-    baseline (`ratio` = clean / with outlier: 1 is no cost at all)."""
+def with_noise(points, share=0.01, spread=4000.0, seed=7):
+    """points with `share` of every cloud's points moved to uniform places in a cube of `spread` m
+    around the origin (rain, dust, multipath): more far points than the trimmed box of
+    csrc/geometry/grid.h trims (n / 1,024 a side and axis)."""
+    out = points.clone()
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    count = max(1, int(points.shape[1] * share))
+    rows = torch.randperm(points.shape[1], generator=g)[:count]
+    noise = (torch.rand(points.shape[0], count, 3, generator=g) - 0.5) * spread
+    out[:, rows.to(points.device)] = noise.to(out)
+    return out
+
+
+def outlier_row(results, row, clean_ms, fn, case=" + 1 outlier ~1 km", outlier=OUTLIER):
+    """A row for fn() on the clouds with the outlier (or noise), the same call on the clean clouds
+    its baseline (`ratio` = clean / with outlier: 1 is no cost at all)."""
     row.update(
         {
-            "case": row["case"] + " + 1 outlier ~1 km",
-            "outlier": list(OUTLIER),
+            "case": row["case"] + case,
+            "outlier": list(outlier),
             "baseline": "the same call without the outlier, same run",
         }
     )
@@ -177,6 +190,15 @@ def bench_knn_cuda(quick, results):
                 {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
                 row["ms"],
                 lambda: torch.ops.pointops.knn(queries, None, far, None, k),
+            )
+            noisy = with_noise(points)
+            outlier_row(
+                results,
+                {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
+                row["ms"],
+                lambda: torch.ops.pointops.knn(queries, None, noisy, None, k),
+                case=" + 1 % noise in a 4 km cube",
+                outlier=(4000.0, 4000.0, 4000.0),
             )
 
 

@@ -270,6 +270,23 @@ def test_knn_far_outliers(device, strategy, dtype):
         )
 
 
+def test_knn_and_ball_query_with_far_noise(device, strategy):
+    # 1.5 % of each cloud spread over a 4 km cube: more far points than the near trim drops
+    # (n / 1,024 a side and axis), fewer than the far one (n / 64), so the grid's box is the far
+    # trim's (grid.h). Still exact, for queries in the cloud and at the noise.
+    g = torch.Generator().manual_seed(60)
+    points = torch.cat([rand(1, 2000, 3, seed=61), lidar_like(2000, seed=62)[None] / 20])
+    for b in range(2):
+        rows = torch.randperm(2000, generator=g)[:30]
+        points[b, rows] = (torch.rand(30, 3, generator=g) - 0.5) * 4000
+    queries = points[:, ::7].contiguous()
+    for k in (1, 16):
+        assert_same(pointops.knn(queries.to(device), points.to(device), k), ref.knn(queries, points, k))
+    assert_same(
+        pointops.ball_query(queries.to(device), points.to(device), 0.1, 16), ref.ball_query(queries, points, 0.1, 16)
+    )
+
+
 def test_knn_empty_shapes(device, strategy):
     def run(b, m, n, k, lengths=None):
         q, p = torch.rand(b, m, 3, device=device), torch.rand(b, n, 3, device=device)

@@ -209,15 +209,22 @@ struct GridCloud {
 // A grid over the bounding box fails a cloud with a few far points: one stray return 1 km from a
 // 1 m cloud puts the whole cloud in one cell, and every search scans it. So the grid spans a
 // trimmed box: on each axis, from the histogram bin that holds the (trim + 1)-th lowest of the
-// cloud's n finite points to the bin of the (trim + 1)-th highest, trim = floor(n /
-// kTrimDivisor), within the bounding box. Two histograms of kBoxBins bins per axis find it: the
-// first by magnitude (the top 11 order-preserving bits of the value's float32 rounding: sign,
-// exponent and 2 mantissa bits, so the bins are scale-free and an outlier at 1e30 costs nothing),
-// the second linear over the first one's box. Points outside the box are clamped into its outer
-// cells, which bound nothing outwards (GridCloud::axis_gap): the searches stay exact, and only
-// their speed depends on the box. A cloud of fewer than kTrimDivisor points keeps its bounding box.
+// cloud's n finite points to the bin of the (trim + 1)-th highest, within the bounding box. Each
+// axis tries two trims, n / kTrimDivisor and n / kTrimFarDivisor, and keeps the wider box unless
+// the narrower one is less than half as wide: a few stray points cost nothing either way, while
+// a share of noise spread over kilometres (1 % of a scan: rain, dust, multipath) would otherwise
+// keep the box kilometres wide and the dense part of the cloud in a few cells. Two histograms of
+// kBoxBins bins per axis find it: the first by magnitude (the top 11 order-preserving bits of the
+// value's float32 rounding: sign, exponent and 2 mantissa bits, so the bins are scale-free and an
+// outlier at 1e30 costs nothing), the second linear over the first one's box. Points outside the
+// box are clamped into its outer cells, which bound nothing outwards (GridCloud::axis_gap): the
+// searches stay exact, and only their speed depends on the box. A cloud of fewer than
+// kTrimFarDivisor points keeps its bounding box. The CUDA grid builds (grid_cuda.cuh's
+// warp_trim_axis) still take the near trim alone: the choice between the two has not yet been
+// timed on a GPU, and the box decides only speed.
 constexpr int kBoxBins = 2048;
 constexpr int64_t kTrimDivisor = 1024;
+constexpr int64_t kTrimFarDivisor = 64;
 
 POINTOPS_HOST_DEVICE inline int magnitude_bin(double v) {
   return static_cast<int>(ordered_bits(static_cast<float>(v)) >> 21);
@@ -262,6 +269,18 @@ POINTOPS_HOST_DEVICE inline void narrow_axis(bool linear, int first, int last, d
   const double new_hi = high < *hi && high >= new_lo ? high : *hi;
   *lo = new_lo;
   *hi = new_hi;
+}
+
+// One axis of the box narrowed by the bins of both trims (near: n / kTrimDivisor, far: n /
+// kTrimFarDivisor), keeping the near one's unless it is more than twice as wide as the far one's.
+POINTOPS_HOST_DEVICE inline void narrow_axis_trimmed(bool linear, int near_first, int near_last, int far_first,
+                                                     int far_last, double* lo, double* hi) {
+  double near_lo = *lo, near_hi = *hi, far_lo = *lo, far_hi = *hi;
+  narrow_axis(linear, near_first, near_last, &near_lo, &near_hi);
+  narrow_axis(linear, far_first, far_last, &far_lo, &far_hi);
+  const bool far = near_hi - near_lo > 2.0 * (far_hi - far_lo);
+  *lo = far ? far_lo : near_lo;
+  *hi = far ? far_hi : near_hi;
 }
 
 // Cells of edge s over a box of extents e: prod over axes of max(1, ceil(e / s)).

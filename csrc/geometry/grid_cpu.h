@@ -32,8 +32,9 @@ struct CpuGrid {
 // [lo, hi]: lo and hi are narrowed in place.
 template <typename acc_t>
 void trim_box_cpu(const acc_t* cloud, int64_t n, int64_t finite, double lo[3], double hi[3]) {
-  const int64_t trim = finite / kTrimDivisor;
-  if (trim == 0) return;
+  const int64_t near_trim = finite / kTrimDivisor;
+  const int64_t far_trim = finite / kTrimFarDivisor;
+  if (far_trim == 0) return;
   std::vector<int32_t> hist(static_cast<size_t>(3 * kBoxBins));
   for (const bool linear : {false, true}) {
     std::fill(hist.begin(), hist.end(), 0);
@@ -46,10 +47,10 @@ void trim_box_cpu(const acc_t* cloud, int64_t n, int64_t finite, double lo[3], d
       }
     }
     for (int d = 0; d < 3; ++d) {
-      int first = 0;
-      int last = 0;
-      trimmed_bins(hist.data() + d * kBoxBins, trim, &first, &last);
-      narrow_axis(linear, first, last, lo + d, hi + d);
+      int near_first = 0, near_last = 0, far_first = 0, far_last = 0;
+      trimmed_bins(hist.data() + d * kBoxBins, near_trim, &near_first, &near_last);
+      trimmed_bins(hist.data() + d * kBoxBins, far_trim, &far_first, &far_last);
+      narrow_axis_trimmed(linear, near_first, near_last, far_first, far_last, lo + d, hi + d);
     }
   }
 }

@@ -1,12 +1,13 @@
 // Runs the models export_models.py wrote (a PointNet++ stage and a PointPillars front end, each as a
 // TorchScript module and an AOTInductor package) with LibTorch alone, no Python, and checks that
-// every output equals, bit for bit, what Python computed from the same files on the same device.
+// every output equals what Python computed from the same files on the same device: bit for bit,
+// except torch's own dense layers' floating outputs, within 1e-5 (see compare).
 //
 //   run_scripted MODELS_DIR [cpu|cuda ...]     (default: cpu, and cuda when built with CUDA and a GPU is present)
 //
 // This file names no pointops symbol: the models call torch.ops.pointops.* through the dispatcher,
 // and linking pointops::pointops is what makes the ops exist (the link keeps libpointops and its
-// registrations although nothing here references it). Exit status 0 when every output is equal.
+// registrations although nothing here references it). Exit status 0 when every output matches.
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
@@ -46,17 +47,25 @@ double median_ms(Run&& run, bool cuda, int repeats = 20) {
   return times[repeats / 2];
 }
 
-// Compares outputs with expected[prefix + i]; prints one line; true when all are equal.
+// Compares outputs with expected[prefix + i]; prints one line; true when all match. Integer outputs
+// (the pointops ops' indices, coordinates and counts) must be equal bit for bit. Floating outputs
+// come out of torch's own dense layers (Linear, Conv2d) after the ops, and on the CPU those kernels
+// have given last-bit differences between two processes now and then (a PointNet++ feature off by
+// under 1e-6 in about one run of twenty): they must be equal or within 1e-5 relative.
 bool compare(const std::string& what, const std::vector<at::Tensor>& outputs,
              const c10::Dict<c10::IValue, c10::IValue>& expected, const std::string& prefix, double ms) {
   int equal = 0;
+  int close = 0;
   std::string unequal;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string key = prefix + std::to_string(i);
     at::Tensor want = expected.at(key).toTensor();
     at::Tensor got = outputs[i].cpu();
-    if (got.sizes() == want.sizes() && got.dtype() == want.dtype() && torch::equal(got, want)) {
+    const bool same_shape = got.sizes() == want.sizes() && got.dtype() == want.dtype();
+    if (same_shape && torch::equal(got, want)) {
       ++equal;
+    } else if (same_shape && got.is_floating_point() && torch::allclose(got, want, 1e-5, 1e-6, true)) {
+      ++close;
     } else {
       double diff =
           got.sizes() == want.sizes() ? (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() : -1;
@@ -64,11 +73,10 @@ bool compare(const std::string& what, const std::vector<at::Tensor>& outputs,
     }
   }
   const double python_ms = expected.at(prefix + "_ms").toTensor().item<double>();
-  std::printf("%-34s %d/%zu outputs equal to Python's, bit for bit; %8.3f ms (Python %8.3f ms)%s\n", what.c_str(),
-              equal, outputs.size(), ms, python_ms, unequal.c_str());
-  return equal == static_cast<int>(outputs.size());
+  std::printf("%-34s %d/%zu outputs equal to Python's bit for bit, %d within 1e-5; %8.3f ms (Python %8.3f ms)%s\n",
+              what.c_str(), equal, outputs.size(), close, ms, python_ms, unequal.c_str());
+  return equal + close == static_cast<int>(outputs.size());
 }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +145,6 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf(ok ? "every output equal to Python's\n" : "SOME OUTPUTS DIFFER from Python's\n");
+  std::printf(ok ? "every output matches Python's\n" : "SOME OUTPUTS DIFFER from Python's\n");
   return ok ? 0 : 1;
 }

@@ -184,22 +184,18 @@ def bench_knn_cuda(quick, results):
             row["baseline_ms"] = time_ms(lambda: knn_cdist_topk(queries, points, k), "cuda", min_reps=2)
         emit(results, row)
         if case == "uniform" and b == 1:
-            far = with_outlier(points)
-            outlier_row(
-                results,
-                {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
-                row["ms"],
-                lambda: torch.ops.pointops.knn(queries, None, far, None, k),
-            )
-            noisy = with_noise(points)
-            outlier_row(
-                results,
-                {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
-                row["ms"],
-                lambda: torch.ops.pointops.knn(queries, None, noisy, None, k),
-                case=" + 1 % noise in a 4 km cube",
-                outlier=(4000.0, 4000.0, 4000.0),
-            )
+            for far, label, where in (
+                (with_outlier(points), " + 1 outlier ~1 km", OUTLIER),
+                (with_noise(points), " + 1 % noise in a 4 km cube", (4000.0, 4000.0, 4000.0)),
+            ):
+                outlier_row(
+                    results,
+                    {"op": "knn", "case": case, "B": b, "M": m, "N": n, "k": k, "device": name, "floor_ms": None},
+                    row["ms"],
+                    lambda far=far: torch.ops.pointops.knn(queries, None, far, None, k),
+                    case=label,
+                    outlier=where,
+                )
 
 
 def bench_knn_cpu(quick, results):

@@ -454,6 +454,106 @@ __device__ __forceinline__ void apply_and_scan(float (&min_dist)[PPT], const flo
   second = fmaxf(fmaxf(second_even, second_odd), fminf(best_even, best_odd));
 }
 
+// Opt-in measurement of where a round's cycles go (compile with -DPOINTOPS_FPS_PHASES, e.g.
+// CMake's -DCMAKE_CUDA_FLAGS=-DPOINTOPS_FPS_PHASES or nvcc's NVCC_APPEND_FLAGS; without it none
+// of this exists and the kernel is today's). One observer, warp 0 of block 0 (cloud 0's first
+// block, the warp that selects), reads clock64() at the boundaries of each round's phases and adds
+// each delta to its phase; its lane 0 prints one line when the loop ends (tools/fps_phases.py runs
+// it; docs/performance.md, "Where a round's time goes"). The marks only read the clock, so the
+// picks and distances stay bit for bit. Each mark costs about a dozen instructions (the read,
+// lane 0's branch and atomic), counted in the phase it starts, and ptxas may schedule independent
+// instructions across a read, so a boundary is exact only to some tens of cycles.
+//
+// The marks are consecutive, so a round's phases add up to its cycles. The rounds counted are the
+// loop's passes that end at the closing barrier; the last pass (reading the final picks, then
+// leaving) and the setup before the loop are outside them (setup is printed on its own).
+//   update     from the end of the previous round's closing barrier (the loop's top) to the end
+//              of the observer's own update: reading the round's picks, writing them out (block
+//              0), the pruning test, the distance updates and scan, and its warp record;
+//   exchange   from there to the start of select_picks: the records meeting, with the wait for
+//              the slowest warp (block), the slowest warp of any peer (cluster) or the slowest
+//              block (grid) inside; its parts per layout:
+//                kBlock   the block barrier only;
+//                kCluster push: expect_bytes, __syncwarp and the observer's own st.async pushes;
+//                         wait: the mbarrier wait for the pushes of every warp of the
+//                         cluster (its own block's too);
+//                kGrid    block: the block barrier before publishing; publish: warp 0's list and
+//                         its relaxed stores; gather: the poll of every block's words and the
+//                         block barrier after it;
+//   selection  select_picks and the store of the count;
+//   barrier    the round's closing __syncthreads (the observer selects, so it usually arrives
+//              last and this is the barrier's own latency).
+#ifdef POINTOPS_FPS_PHASES
+#define POINTOPS_FPS_PHASE(...) __VA_ARGS__
+struct PhaseClock {
+  enum Slot { kUpdate, kExchange0, kExchange1, kExchange2, kSelection, kBarrier, kSetup, kRounds, kSlots };
+  // The sums live in shared memory, added by lane 0 with 32-bit shared atomics whose result is
+  // unused (no wait on a load; 64-bit ones are a compare-and-swap loop on sm_90), so a phase may
+  // sum to 2^32 cycles, about 2 s: the 16-point kernels sit at the 128-register limit and sums in
+  // registers made them spill. Only the last clock read is kept in a register.
+  bool on;  // warp-uniform: the observer's lanes all read the clock; only lane 0's atomic branches
+  long long mark = 0;
+
+  __device__ static uint32_t* sums() {
+    __shared__ uint32_t phase_sums[kSlots];
+    return phase_sums;
+  }
+  __device__ explicit PhaseClock(bool observer) : on(observer) {
+    if (on) {
+      if (threadIdx.x == 0) {
+        for (int i = 0; i < kSlots; ++i) sums()[i] = 0;
+      }
+      mark = clock64();
+    }
+  }
+  // Ends the phase in slot `slot` (kSetup: the kernel's start to the first round's top) here and
+  // starts the next one; the closing barrier's also counts the round.
+  __device__ void lap(int slot) {
+    if (on) {
+      const long long now = clock64();
+      if (threadIdx.x == 0) {
+        atomicAdd(&sums()[slot], static_cast<uint32_t>(now - mark));
+        if (slot == kBarrier) atomicAdd(&sums()[kRounds], 1u);
+      }
+      mark = now;
+    }
+  }
+  __device__ static double mean(int slot) {
+    const uint32_t rounds = sums()[kRounds];
+    return rounds > 0 ? double(sums()[slot]) / double(rounds) : 0.0;
+  }
+
+  // One line from the observer's lane 0; `picks` is cloud 0's count (the start included).
+  template <Sync SYNC>
+  __device__ void print(int dim, int ppt, long long batch, long long n, long long k, int parts, int threads,
+                        int max_picks, bool spatial, bool overflow, long long picks) const {
+    if (!on || threadIdx.x != 0) return;
+    const uint32_t rounds = sums()[kRounds];
+    const double exchange = mean(kExchange0) + mean(kExchange1) + mean(kExchange2);
+    const double round = mean(kUpdate) + exchange + mean(kSelection) + mean(kBarrier);
+    const char* layout = SYNC == Sync::kBlock ? "block" : SYNC == Sync::kCluster ? "cluster" : "grid";
+    printf(
+        "fps_phases layout=%s B=%lld N=%lld k=%lld D=%d ppt=%d parts=%d threads=%d max_picks=%d spatial=%d "
+        "overflow=%d rounds=%u picks=%lld picks_per_round=%.2f setup=%u update=%.1f exchange=%.1f "
+        "selection=%.1f barrier=%.1f round=%.1f",
+        layout, batch, n, k, dim, ppt, parts, threads, max_picks, int(spatial), int(overflow), rounds, picks,
+        rounds > 0 ? double(picks) / double(rounds) : 0.0, sums()[kSetup], mean(kUpdate), exchange, mean(kSelection),
+        mean(kBarrier), round);
+    // A second printf of the same thread follows the first in the output (no other thread prints).
+    if constexpr (SYNC == Sync::kCluster) {
+      printf(" exchange_push=%.1f exchange_wait=%.1f\n", mean(kExchange0), mean(kExchange1));
+    } else if constexpr (SYNC == Sync::kGrid) {
+      printf(" exchange_block=%.1f exchange_publish=%.1f exchange_gather=%.1f\n", mean(kExchange0), mean(kExchange1),
+             mean(kExchange2));
+    } else {
+      printf("\n");
+    }
+  }
+};
+#else
+#define POINTOPS_FPS_PHASE(...)
+#endif
+
 // The on-chip kernel. A cloud is split over `parts` blocks; a block keeps its points and their
 // running min-distances in registers, PPT a thread (8 or 16), with a shared-memory copy of the
 // coordinates and of each slot's index for reading out the winner.
@@ -511,6 +611,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int warp = tid / kWarpSize;
   const int threads = blockDim.x;
   const int warps = threads / kWarpSize;
+  POINTOPS_FPS_PHASE(PhaseClock phases(blockIdx.x == 0 && warp == 0));
   const int32_t onchip = PPT * threads;
   const int64_t b = blockIdx.x / parts;
   const int part = blockIdx.x % parts;
@@ -718,6 +819,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   unsigned long long mine = 0, warp_key = 0;
 
   int64_t s = 0;
+  POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kSetup));
   for (int round = 0;; ++round) {
     // Lane i < picks holds pick i of the round.
     const uint4(*this_round)[2] = round_picks[round & 1];
@@ -831,14 +933,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         own_records[warp][1] = make_uint4(float_bits(c[1]), float_bits(c[2]), 0u, 0u);
       }
     }
+    POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kUpdate));
 
     // The records meet; warp 0 selects the next round's picks.
     const int limit = static_cast<int>(min(int64_t{max_picks}, k - s));
     if constexpr (SYNC == Sync::kBlock) {
       __syncthreads();
       if (warp == 0) {
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange0));
         const int chosen = select_picks<DIM>(records[0], warps, limit, next_round, select_candidates);
         if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kSelection));
       }
     } else if constexpr (SYNC == Sync::kCluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -854,9 +959,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         cuda::push_to_peer(peer_records + 16u * (slot + 1), own_records[warp][1], peer);
       }
       if (warp == 0) {
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange0));
         cuda::wait_phase(barrier, phase_parity);
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange1));
         const int chosen = select_picks<DIM>(records[parity], parts * warps, limit, next_round, select_candidates);
         if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kSelection));
       }
 #else
       __trap();  // the host never plans clusters below sm_90
@@ -872,6 +980,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       unsigned long long* set = grid_words + (b * 2 + (round & 1)) * int64_t{parts} * kWords;
       const uint32_t flag = static_cast<uint32_t>(round + 1);
       __syncthreads();
+      POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange0));
       if (warp == 0) {
         publish_block_list(records[0], warps, &block_list[0][0]);
         __syncwarp();
@@ -882,6 +991,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                               (static_cast<unsigned long long>(payload) << 32) | flag);
         }
       }
+      POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange1));
       // The whole block polls, a few words a thread, their loads in flight together.
       constexpr int kBatch = 4;
       uint32_t* out = reinterpret_cast<uint32_t*>(gathered);
@@ -901,12 +1011,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       }
       __syncthreads();
       if (warp == 0) {
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kExchange2));
         const int chosen = select_picks<DIM>(gathered, listed, limit, next_round, select_candidates);
         if (lane == 0) round_pick_count[(round + 1) & 1] = chosen;
+        POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kSelection));
       }
     }
     __syncthreads();
+    POINTOPS_FPS_PHASE(phases.lap(PhaseClock::kBarrier));
   }
+  POINTOPS_FPS_PHASE(
+      phases.print<SYNC>(DIM, PPT, gridDim.x / parts, n, k, parts, threads, max_picks, spatial, has_overflow, s));
 
   if (part == 0) {
     for (int64_t j = s + tid; j < k; j += threads) {

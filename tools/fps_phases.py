@@ -23,8 +23,6 @@ import ctypes
 import os
 import sys
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SIZES = "16x16384x4096 2x120000x4096 1x1000000x4096 8x4096x1024 32x1024x512"
 LIBC = ctypes.CDLL(None)
@@ -41,6 +39,8 @@ def size(text):
 def flush():
     # The device printf lands in C's stdout buffer at the synchronize; Python's print has its
     # own buffer: flush both so the lines come out in order, also into a pipe.
+    import torch  # noqa: PLC0415  (loaded by main already)
+
     torch.cuda.synchronize()
     sys.stdout.flush()
     LIBC.fflush(None)
@@ -57,7 +57,10 @@ def main():
     )
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
-    import pointops  # noqa: F401, PLC0415  (registers the ops; after the arguments, so --help needs no build)
+    # after the arguments, so that --help loads neither torch nor the build
+    import torch  # noqa: PLC0415
+
+    import pointops  # noqa: F401, PLC0415  (registers the ops)
 
     props = torch.cuda.get_device_properties(0)
     # cycles, not microseconds: the SM clock under load is the GPU's (nvidia-smi's clocks.sm while

@@ -19,7 +19,7 @@
 //      any other path is skipped): each cloud's rows are sorted by (z, y, x cell, index), rows
 //      that do not count last, run heads found by comparing neighbours' cells, a scan numbers the
 //      voxels, then step 4's sums, in the same order, fill its rows. A cloud of at most
-//      kChunkRows (1,024) rows is one block's, sorted in shared memory; step 3 lists the larger
+//      kChunkRows (1,024) rows is one block's, sorted in shared memory; step 2 lists the larger
 //      ones, and the whole grid sorts them together: chunks of kChunkRows rows in shared memory,
 //      then merge passes over the grid (grid barriers between them), a grid-wide scan and the
 //      sums. Sizes come from the device, so it needs no host sync either.
@@ -77,10 +77,15 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackedMinRows = 256;
 // Step 5 (sorted-path clouds): threads a block; rows a block sorts in shared memory (a cloud of
 // at most this many rows is sorted by one block alone, a larger one in chunks of it); outputs a
-// thread merges in a pass of the grid-wide merge.
+// thread merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
+// fit static shared memory with two blocks an SM, so the whole of such a cloud sorts on cached
+// cells with block barriers only; a larger cloud goes to the whole grid (a grid barrier per
+// merge pass and two for the scan, ~1-2 us each), as one block on it would leave the other SMs
+// idle. kMergeItems divides kChunkRows (a segment lies in one merge).
 constexpr int kWideThreads = 512;
 constexpr int kChunkRows = 1024;
 constexpr int kMergeItems = 8;
+static_assert(kChunkRows % kMergeItems == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 

@@ -51,6 +51,8 @@ def _voxel_downsample_samples(device: str) -> List[tuple]:
         (far.to(device), torch.tensor([300, 200], device=device), None, [0.01, 0.01, 0.01], None),
         (points, None, None, [0.3, 0.4, 0.5], [-0.5, -0.5, -0.5, 0.5, 0.5, 0.5]),
         (points, lengths, features, [1e-7, 0.5, 0.5], None),  # 2e7 cells on x: the exact slow path
+        # rows spread over 1e9 cells an axis: the sorted path, one cloud past a block's 1,024 rows
+        (_cloud(device, 2, 1500, 5) * 5e6, torch.tensor([1500, 700], device=device), None, [0.01] * 3, None),
         (points.double(), lengths, features.double(), [0.25, 0.25, 0.25], None),
         (points.half(), None, features, [0.5, 0.5, 0.5], None),
         (grad_points, None, None, [0.5, 0.5, 0.5], None),

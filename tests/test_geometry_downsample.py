@@ -439,3 +439,117 @@ def test_cuda_gradients_match_cpu():
         torch.ops.pointops.voxel_downsample(p, None, None, [0.3] * 3, None)[0].pow(2).sum().backward()
         grads.append(p.grad.cpu())
     assert torch.equal(grads[0], grads[1])
+
+
+def cloud_path(points, size, point_range=None):
+    """The path voxel_downsample takes for one cloud's rows (M, 3) (voxel_downsample.h's rules, as
+    the CPU applies them): "empty", "direct" (the raw offsets fit the 62-bit key), "packed" (the
+    offsets packed by bit-width bins fit it) or "sorted" (neither)."""
+    acc = torch.float64 if points.dtype == torch.float64 else torch.float32
+    q = points.to(acc)
+    origin = torch.tensor(point_range[:3] if point_range else [0.0] * 3, dtype=torch.float64).to(acc)
+    cells = torch.floor((q - origin) / torch.tensor(size, dtype=torch.float64).to(acc))
+    ok = torch.isfinite(q).all(-1) & ((cells >= -(2.0**62)) & (cells < 2.0**62)).all(-1)
+    if point_range:
+        ok &= ((q >= origin) & (q < torch.tensor(point_range[3:], dtype=torch.float64).to(acc))).all(-1)
+    cells = cells[ok].to(torch.int64)
+    if len(cells) == 0:
+        return "empty"
+    offsets = [torch.unique(cells[:, d] - cells[:, d].min()).tolist() for d in range(3)]
+    if sum(o[-1].bit_length() for o in offsets) <= 62:
+        return "direct"
+    top = []
+    for axis in offsets:
+        bins = {}
+        for v in axis:  # increasing: a bin's first offset is its lowest
+            bins.setdefault(v.bit_length(), [v, v])[1] = v
+        top.append(sum(high - low + 1 for low, high in bins.values()) - 1)
+    return "packed" if sum(t.bit_length() for t in top) <= 62 else "sorted"
+
+
+def spread_clouds(batch, n, far, dtype, seed):
+    """(batch, n) clouds of points in a 50 m box (every 7th a copy of its neighbour: voxels of
+    several points) with `far` points of each spread within 200 km at random rows: at 5 cm more
+    than 2^21 cells an axis even packed, so the sorted path. Features of 2 channels."""
+    g = torch.Generator().manual_seed(seed)
+    points = torch.rand(batch, n, 3, generator=g, dtype=torch.float64) * 50
+    copies = points[:, 1::7]
+    points[:, : copies.shape[1] * 7 : 7] = copies
+    for b in range(batch):
+        rows = torch.randperm(n, generator=g)[:far]
+        points[b, rows] = torch.rand(far, 3, generator=g, dtype=torch.float64) * 2e5 - 1e5
+    return points.to(dtype), torch.randn(batch, n, 2, generator=g, dtype=torch.float64).to(dtype)
+
+
+SPREAD = [0.05] * 3
+
+
+def test_spread_clouds_take_the_sorted_path():
+    # The premise of the CUDA tests below: these clouds are not direct or packed.
+    points, _ = spread_clouds(1, 20_000, 1000, torch.float32, seed=40)
+    assert cloud_path(points[0], SPREAD) == "sorted"
+    assert cloud_path(points[0, :1000], SPREAD) == "sorted"
+    assert cloud_path(points[0], SPREAD, [-1e5, -1e5, -1e5, 1e5, 1e5, 30.0]) == "sorted"
+    clean, _ = spread_clouds(1, 20_000, 0, torch.float32, seed=40)
+    assert cloud_path(clean[0], SPREAD) == "direct"
+    clean[0, 5] = torch.tensor([1.2e5, -1.2e5, 1.2e5])
+    assert cloud_path(clean[0], SPREAD) == "packed"
+
+
+def assert_cuda_matches_cpu_twice(points, size, lengths=None, features=None, point_range=None):
+    cpu = downsample(points, size, lengths, features, point_range)
+    first = downsample(points, size, lengths, features, point_range, "cuda")
+    assert_same(first, cpu)
+    assert_same(downsample(points, size, lengths, features, point_range, "cuda"), first)  # a second call alike
+    return cpu
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_large_sorted_cloud_matches_cpu_bitwise(dtype):
+    # 200k points and 1,000 far ones: many chunks and merge passes of the grid-wide sort.
+    points, features = spread_clouds(1, 201_000, 1000, dtype, seed=41)
+    assert cloud_path(points[0], SPREAD) == "sorted"
+    cpu = assert_cuda_matches_cpu_twice(points, SPREAD, None, features)
+    assert int(cpu[2][0]) > 150_000
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_sorted_packed_and_direct_clouds_match_cpu_bitwise(dtype):
+    # One batch: a large sorted-path cloud (ragged), a packed one (one point 200 km away on every
+    # axis) and a direct one.
+    n = 60_000
+    points, features = spread_clouds(3, n, 0, torch.float64, seed=42)
+    far, _ = spread_clouds(1, n, 1000, torch.float64, seed=43)
+    points[0] = far[0]
+    points[1, 10] = torch.tensor([1.2e5, -1.2e5, 1.2e5], dtype=torch.float64)
+    points, features = points.to(dtype), features.to(dtype)
+    lengths = torch.tensor([n - 4321, n, n // 2])
+    paths = [cloud_path(points[b, : lengths[b]], SPREAD) for b in range(3)]
+    assert paths == ["sorted", "packed", "direct"]
+    assert_cuda_matches_cpu_twice(points, SPREAD, lengths, features)
+    # the same clouds one at a time
+    for b in range(3):
+        assert_cuda_matches_cpu_twice(points[b : b + 1], SPREAD, lengths[b : b + 1], features[b : b + 1])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("with_range", [False, True])
+def test_cuda_sorted_clouds_with_uncounted_rows_match_cpu_bitwise(dtype, with_range):
+    # Sorted-path clouds around a block's 1,024 rows and far past it, merged by the grid together,
+    # with NaN / Inf rows and (with the range) rows outside it, which sort last and do not count.
+    n = 9000
+    points, features = spread_clouds(6, n, 1000, torch.float64, seed=44)
+    points[:, ::13, 1] = NAN
+    points[:, 5::17, 2] = INF
+    points[:, 3::29, 0] = -INF
+    features[:, ::11, 1] = NAN
+    points, features = points.to(dtype), features.to(dtype)
+    lengths = torch.tensor([1024, 1025, 2049, n, 700, 8193])
+    point_range = [-1e5, -1e5, -1e5, 1e5, 1e5, 30.0] if with_range else None
+    for b in range(6):
+        assert cloud_path(points[b, : lengths[b]], SPREAD, point_range) == "sorted"
+    cpu = assert_cuda_matches_cpu_twice(points, SPREAD, lengths, features, point_range)
+    assert (cpu[3][:, ::13] == -1).all()

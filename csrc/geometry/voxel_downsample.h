@@ -33,10 +33,10 @@
 //     order and closes the empty stretches between bins. A single outlier then costs one packed
 //     offset, however far it is. A cloud whose packed offsets still need more than 62 bits
 //     (points spread thinly over more than about 2^21 cells on every axis) takes an exact but
-//     slow path that orders its points by the raw (z, y, x) cells (on CUDA one thread block per
-//     such cloud, decided on the device: no host sync; its cost is under "What bounds it" in
-//     voxel_downsample_cuda.cu). All three give the voxels, order and means below, so the path
-//     taken shows only in the time.
+//     slower path that orders its points by the raw (z, y, x) cells (on CUDA one thread block per
+//     such cloud of at most 1,024 rows, the whole grid for larger ones, decided on the device: no
+//     host sync; its cost is under "What bounds it" in voxel_downsample_cuda.cu). All three give
+//     the voxels, order and means below, so the path taken shows only in the time.
 //   * Order: voxels of a cloud are listed by their (z, y, x) cell, lexicographically: the same
 //     order whatever the points' order, the batch, or the device.
 //   * Means: a voxel's points are summed in increasing point index, in float64, one rounded add

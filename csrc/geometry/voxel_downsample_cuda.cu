@@ -5,7 +5,8 @@
 //   2. for each cloud whose raw offsets (cell - lowest) do not fit the 62-bit key, the lowest and
 //      highest offset of each of the 64 bit-width bins per axis (block-aggregated, then 64-bit
 //      atomics: order-free); one thread per cloud then picks its path (voxel_downsample.h): the
-//      direct key, the packed key (the bins become shifts), or the sorted path;
+//      direct key, the packed key (the bins become shifts), or the sorted path (a sorted-path
+//      cloud of more than kChunkRows rows is appended to step 5's list);
 //   3. each point's key (the invalid key for points that do not count and for every point of a
 //      sorted-path cloud, so steps 4-5 skip them) and the parallel hash array
 //      (common/hash_array.cuh) of the keys of the whole batch: a stable radix sort + run-length
@@ -14,10 +15,14 @@
 //      key, each voxel's points still in index order (both sorts are stable);
 //   4. one thread per voxel sums its points in that order in float64 (the CPU kernel's order),
 //      writes the means and each point's row;
-//   5. sorted-path clouds, one thread block each (the block of any other cloud returns at once):
-//      a merge sort of the cloud's counted points by (z, y, x cell, index), run heads by
-//      comparing neighbours' cells, a block scan numbering the voxels, then step 4's sums, in the
-//      same order, for its rows. Its size comes from the device, so it needs no host sync either.
+//   5. sorted-path clouds, in one cooperative launch of as many blocks as are resident (a cloud of
+//      any other path is skipped): each cloud's rows are sorted by (z, y, x cell, index), rows
+//      that do not count last, run heads found by comparing neighbours' cells, a scan numbers the
+//      voxels, then step 4's sums, in the same order, fill its rows. A cloud of at most
+//      kChunkRows (1,024) rows is one block's, sorted in shared memory; step 2 lists the larger
+//      ones, and the whole grid sorts them together: chunks of kChunkRows rows in shared memory,
+//      then merge passes over the grid (grid barriers between them), a grid-wide scan and the
+//      sums. Sizes come from the device, so it needs no host sync either.
 // Clouds of fewer than kPackedMinRows rows (N) get no bins (their 3 KB each would outweigh the
 // points): a tiny cloud whose raw offsets do not fit the key takes the sorted path, cheap at that
 // size. The CPU packs every cloud; the results are the same either way.
@@ -28,37 +33,59 @@
 // permutation (scattered 12-byte reads), one thread per voxel, so a voxel with many points
 // serialises that thread: clouds with a few dense voxels (a sensor's near field at a coarse voxel
 // size) load the warps unevenly. Far outliers cost one more pass over the points (step 2) and
-// take the packed key, at the common case's speed. Step 5 costs every call one launch of
-// min(B, 65535) blocks that read their cloud's path and return; a sorted-path cloud of m counted
-// points costs one SM: ceil(log2 m) merge passes in which every point binary-searches the other
-// run, recomputing the cells it compares (O(m log^2 m) cell computations, latency-bound), then a
-// scan and the sums: slow by design, and reached only by points spread thinly over more cells
-// than the key holds even packed (a voxel far below the data's resolution).
+// take the packed key, at the common case's speed. Step 5 costs every call one cooperative
+// launch whose blocks read the paths of their share of the clouds and the list's length, and
+// return. The sorted path is reached only by points spread thinly over more cells than the key
+// holds even packed (a voxel far below the data's resolution, far outliers scattered on every
+// axis). A cloud of at most kChunkRows rows costs its block ~10 shared-memory merge passes (each
+// row binary-searches the other run on cached cells), a scan and the sums. Larger clouds, all
+// together, cost: the chunk sorts (the same, one block per chunk, the cells computed once); then
+// ceil(log2(rows / kChunkRows)) grid-wide merge passes, each a grid barrier (~1-2 us) plus, per
+// kMergeItems outputs, one merge-path binary search and one cell per output, recomputed from the
+// point (a dependent index load, then a 12- or 24-byte point read, from L2 for a cloud that fits
+// it): latency-bound, as many threads as are resident in flight (the bound of 2 blocks an SM
+// keeps 64 registers a thread); then two passes over the rows for the heads and the scan (two
+// grid barriers), and the sums, one thread per voxel as in step 4.
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
 #include <torch/library.h>
 
+#include <cooperative_groups.h>
 #include <algorithm>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <limits>
 #include <type_traits>
 
 #include "common/checks.h"
 #include "common/clouds.h"
 #include "common/cuda_utils.cuh"
 #include "common/hash_array.cuh"
+#include "common/launch.cuh"
 
 namespace pointops {
 namespace {
 
 using namespace voxel_downsample_detail;
 using cuda::HashArrayView;
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxGridY = 65535;
 // Clouds of at least this many rows get the bins of the packed key (3 KB a cloud).
 constexpr int64_t kPackedMinRows = 256;
+// Step 5 (sorted-path clouds): threads a block; rows a block sorts in shared memory (a cloud of
+// at most this many rows is sorted by one block alone, a larger one in chunks of it); outputs a
+// thread merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
+// fit static shared memory with two blocks an SM, so the whole of such a cloud sorts on cached
+// cells with block barriers only; a larger cloud goes to the whole grid (a grid barrier per
+// merge pass and two for the scan, ~1-2 us each), as one block on it would leave the other SMs
+// idle. kMergeItems divides kChunkRows (a segment lies in one merge).
+constexpr int kWideThreads = 512;
+constexpr int kChunkRows = 1024;
+constexpr int kMergeItems = 8;
+static_assert(kChunkRows % kMergeItems == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
@@ -222,9 +249,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Each cloud's path and key bits (one thread per cloud). A packed cloud's bin lows become its
-// shifts in place (pack_axis).
-__global__ void key_layout_kernel(int64_t batch, int64_t stride, unsigned long long* __restrict__ low,
-                                  const unsigned long long* __restrict__ high, KeyLayout* __restrict__ layouts) {
+// shifts in place (pack_axis). A sorted-path cloud of more than kChunkRows rows is appended to
+// sorted_clouds, sorted_header[0] counting them and sorted_header[1] their most rows (both start
+// at 0), so that step 5 finds them without reading every cloud's layout in every block.
+__global__ void key_layout_kernel(const int64_t* __restrict__ lengths, int64_t batch, int64_t n, int64_t stride,
+                                  unsigned long long* __restrict__ low, const unsigned long long* __restrict__ high,
+                                  KeyLayout* __restrict__ layouts, unsigned long long* __restrict__ sorted_header,
+                                  int32_t* __restrict__ sorted_clouds) {
   const int64_t b = thread_index();
   if (b >= batch) return;
   KeyLayout layout{{0, 0, 0}, static_cast<int32_t>(CloudPath::kEmpty)};
@@ -241,6 +272,11 @@ __global__ void key_layout_kernel(int64_t batch, int64_t stride, unsigned long l
                              reinterpret_cast<const uint64_t*>(high + stride * b + 3 + d * kOffsetBins));
         }
         if (packed_layout(top, layout.bits)) layout.path = static_cast<int32_t>(CloudPath::kPacked);
+      }
+      const int64_t len = cloud_length(lengths, b, n);
+      if (layout.path == static_cast<int32_t>(CloudPath::kSorted) && len > kChunkRows) {
+        sorted_clouds[atomicAdd(sorted_header, 1ull)] = static_cast<int32_t>(b);
+        atomicMax(sorted_header + 1, static_cast<unsigned long long>(len));
       }
     }
   }
@@ -335,30 +371,49 @@ __global__ void voxel_means_kernel(HashArrayView h, int64_t capacity, int64_t ba
               point_voxel);
 }
 
-// Step 5: sorted-path clouds, one block each.
-constexpr int kWideThreads = 512;
-constexpr int64_t kMaxWideBlocks = 65535;
+// Step 5: sorted-path clouds, in one cooperative launch (every block resident). A cloud of at
+// most kChunkRows rows is sorted by one block in shared memory, which holds the cells of all its
+// rows, so it needs no grid barrier; the blocks share out such clouds as they share out the batch.
+// The rows of each larger cloud are sorted in chunks of kChunkRows the same way, then the whole
+// grid merges the chunks of all those clouds at once, runs doubling each pass, one grid barrier a
+// pass; a grid-wide scan numbers the voxels and the grid sums them.
+// The sort order is (cell, row) with the rows that do not count last (their cell is kNoCell on
+// every axis, above any counted cell), so no compaction (and its grid-wide scan) comes first:
+// the counted rows end up first, in the order the CPU kernel sorts them.
+constexpr int64_t kNoCell = std::numeric_limits<int64_t>::max();
 
-// The cell of point i of a cloud, which counted it.
+// The sort cell of row i of a cloud; false (and kNoCell) for a row that does not count.
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ void counted_cell(const scalar_t* __restrict__ cloud, int64_t i,
-                                             const VoxelGrid<acc_t>& grid, int64_t* cell) {
+__device__ __forceinline__ bool sort_cell(const scalar_t* __restrict__ cloud, int64_t i, const VoxelGrid<acc_t>& grid,
+                                          int64_t* cell) {
   const scalar_t* q = cloud + 3 * i;
-  grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell);
+  if (grid.cell(static_cast<acc_t>(q[0]), static_cast<acc_t>(q[1]), static_cast<acc_t>(q[2]), cell)) return true;
+  cell[0] = cell[1] = cell[2] = kNoCell;
+  return false;
 }
 
-// How many of sorted[first, last) (point indices of the cloud, in (cell, index) order) come
-// before (cell, index).
-template <typename scalar_t, typename acc_t>
-__device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t last, const int64_t cell[3],
-                                int64_t index, const scalar_t* __restrict__ cloud, const VoxelGrid<acc_t>& grid) {
-  const int64_t begin = first;
+using WideScan = cub::BlockScan<int, kWideThreads>;
+using WideReduce = cub::BlockReduce<int, kWideThreads>;
+
+// A block's shared memory: the cells of one chunk's rows and two buffers of its rows (offsets in
+// the chunk), 28 KB with kChunkRows = 1024.
+struct ChunkStorage {
+  int64_t cell[kChunkRows][3];
+  uint16_t rows[2][kChunkRows];
+  union {
+    typename WideScan::TempStorage scan;
+    typename WideReduce::TempStorage reduce;
+  } temp;
+  int total;
+};
+
+// How many of run[first, last) (chunk rows in (cell, row) order) come before chunk row `row`.
+__device__ int rows_before(const uint16_t* run, int first, int last, const int64_t (*cell)[3], int row) {
+  const int begin = first;
   while (first < last) {
-    const int64_t mid = first + (last - first) / 2;
-    const int64_t q = sorted[mid];
-    int64_t c[3];
-    counted_cell(cloud, q, grid, c);
-    if (cell_index_less(c, q, cell, index)) {
+    const int mid = (first + last) / 2;
+    const int q = run[mid];
+    if (cell_index_less(cell[q], q, cell[row], row)) {
       first = mid + 1;
     } else {
       last = mid;
@@ -367,94 +422,291 @@ __device__ int64_t count_before(const int32_t* sorted, int64_t first, int64_t la
   return first - begin;
 }
 
-// order and scratch: (B, N) int32 each. The block of a cloud of any other path returns at once:
-// steps 1-4 wrote its outputs. A sorted-path cloud's outputs are still as
-// empty_downsample_outputs left them (its points had the invalid key), and this block fills its
-// rows.
+// Rows [first, first + count) of a cloud (count <= kChunkRows) sorted by (cell, row), the rows
+// that do not count last, by the whole block: out[0, count) gets the sorted rows. Leaves each
+// row's cell in s.cell (by its offset in the chunk) and returns the buffer of s.rows that holds
+// the sorted offsets; *counted gets the rows that count. A bottom-up merge sort, runs of width 1,
+// 2, 4, ...: an element's place in the merged pair is its place in its run plus the number of
+// the other run's elements before it (keys are distinct, so the places form a permutation).
+template <typename scalar_t, typename acc_t>
+__device__ const uint16_t* sort_chunk(const scalar_t* __restrict__ cloud, int64_t first, int count,
+                                      const VoxelGrid<acc_t>& grid, ChunkStorage& s, int32_t* out, int* counted) {
+  int valid = 0;
+  for (int base = 0; base < count; base += kWideThreads) {
+    const int r = base + threadIdx.x;
+    bool in = false;
+    if (r < count) {
+      in = sort_cell(cloud, first + r, grid, s.cell[r]);
+      s.rows[0][r] = static_cast<uint16_t>(r);
+    }
+    valid += __syncthreads_count(in);
+  }
+  uint16_t* src = s.rows[0];
+  uint16_t* dst = s.rows[1];
+  for (int width = 1; width < count; width *= 2) {
+    for (int r = threadIdx.x; r < count; r += kWideThreads) {
+      const int lo = r / (2 * width) * (2 * width);
+      const int mid = min(lo + width, count);
+      const int hi = min(lo + 2 * width, count);
+      const int row = src[r];
+      const int at = r < mid ? r + rows_before(src, mid, hi, s.cell, row)
+                             : lo + (r - mid) + rows_before(src, lo, mid, s.cell, row);
+      dst[at] = static_cast<uint16_t>(row);
+    }
+    __syncthreads();
+    uint16_t* sorted = dst;
+    dst = src;
+    src = sorted;
+  }
+  for (int r = threadIdx.x; r < count; r += kWideThreads) out[r] = static_cast<int32_t>(first + src[r]);
+  *counted = valid;
+  return src;
+}
+
+// The outputs and inputs every step-5 phase reads.
+template <typename scalar_t, typename feature_t>
+struct SortedOutputs {
+  const scalar_t* points;
+  const feature_t* features;
+  int64_t f;
+  scalar_t* centroids;
+  feature_t* mean_features;
+  int64_t* new_lengths;
+  int64_t* point_voxel;
+
+  // Voxel v of cloud b: rows members[0, count) in increasing index.
+  __device__ __forceinline__ void voxel(const int32_t* members, int64_t count, int64_t b, int64_t n, int64_t v) const {
+    write_voxel(members, count, b * n, b * n + v, v, points, features, f, centroids, mean_features, point_voxel);
+  }
+};
+
+// A cloud of at most kChunkRows rows, by one block: its sorted rows go to order (its row of it),
+// runs of equal cells are its voxels.
 template <typename scalar_t, typename feature_t, typename acc_t>
-__global__ void __launch_bounds__(kWideThreads)
-    wide_clouds_kernel(const scalar_t* __restrict__ points, const int64_t* __restrict__ lengths, int64_t batch,
-                       int64_t n, VoxelGrid<acc_t> grid, const KeyLayout* __restrict__ layouts,
-                       const feature_t* __restrict__ features, int64_t f, int32_t* order, int32_t* scratch,
-                       scalar_t* __restrict__ centroids, feature_t* __restrict__ mean_features,
-                       int64_t* __restrict__ new_lengths, int64_t* __restrict__ point_voxel) {
-  using BlockScan = cub::BlockScan<int, kWideThreads>;
-  __shared__ typename BlockScan::TempStorage temp;
+__device__ void sort_small_cloud(int64_t b, int64_t n, int len, const VoxelGrid<acc_t>& grid,
+                                 const SortedOutputs<scalar_t, feature_t>& o, int32_t* order, ChunkStorage& s) {
+  int m = 0;
+  const uint16_t* sorted = sort_chunk(o.points + 3 * b * n, 0, len, grid, s, order + b * n, &m);
+  uint16_t* starts = sorted == s.rows[0] ? s.rows[1] : s.rows[0];  // the sort is done with it
+  int voxels = 0;
+  for (int base = 0; base < m; base += kWideThreads) {
+    const int r = base + threadIdx.x;
+    const int head = r < m && (r == 0 || !same_cell(s.cell[sorted[r]], s.cell[sorted[r - 1]])) ? 1 : 0;
+    int at = 0;
+    int tile = 0;
+    WideScan(s.temp.scan).ExclusiveSum(head, at, tile);
+    if (head) starts[voxels + at] = static_cast<uint16_t>(r);
+    voxels += tile;
+    __syncthreads();  // temp is reused; starts is complete after the last tile
+  }
+  if (threadIdx.x == 0) o.new_lengths[b] = voxels;
+  for (int v = threadIdx.x; v < voxels; v += kWideThreads) {
+    const int begin = starts[v];
+    const int end = v + 1 < voxels ? starts[v + 1] : m;
+    o.voxel(order + b * n + begin, end - begin, b, n, v);
+  }
+  __syncthreads();  // s is reused by the block's next cloud
+}
+
+// The clouds of more than kChunkRows rows that take the sorted path (key_layout_kernel lists
+// them, in any order: each is sorted on its own).
+struct SortedList {
+  const unsigned long long* header;  // [0]: clouds listed, [1]: the most rows of a listed cloud
+  const int32_t* clouds;
+  int32_t* block_heads;  // per block of the launch: the voxel heads in its range (the grid-wide scan)
+};
+
+// Item e of the listed clouds, each padded to `rows` rows: row *i of cloud *b; false past the
+// cloud's length.
+__device__ __forceinline__ bool listed_row(const SortedList& list, const int64_t* __restrict__ lengths, int64_t n,
+                                           int64_t rows, int64_t e, int64_t* b, int64_t* i) {
+  *b = list.clouds[e / rows];
+  *i = e % rows;
+  return *i < cloud_length(lengths, *b, n);
+}
+
+// Pass `width` of the grid-wide merge on one cloud of len rows: outputs [start, start +
+// kMergeItems) of the merge of the runs src[lo, mid) and src[mid, hi) that hold them, to dst.
+// The thread finds where they begin in both runs (merge path: a binary search on the diagonal),
+// then merges them one comparison each, so each output costs one cell, not a binary search.
+template <typename scalar_t, typename acc_t>
+__device__ void merge_segment(const scalar_t* __restrict__ cloud, const int32_t* src, int32_t* dst, int64_t len,
+                              int64_t width, int64_t start, const VoxelGrid<acc_t>& grid) {
+  const int64_t lo = start / (2 * width) * (2 * width);
+  const int64_t mid = min(lo + width, len);
+  const int64_t hi = min(lo + 2 * width, len);
+  const int64_t end = min(start + kMergeItems, hi);
+  if (mid == hi) {  // a run without a partner: already in place
+    for (int64_t x = start; x < end; ++x) dst[x] = src[x];
+    return;
+  }
+  // i of the first run's rows (and d - i of the second's) precede output d: the first i such
+  // that the first run's row i does not come before the second run's row d - 1 - i.
+  const int64_t d = start - lo;
+  int64_t i = max(int64_t{0}, d - (hi - mid));
+  int64_t last = min(d, mid - lo);
+  while (i < last) {
+    const int64_t k = (i + last) / 2;
+    const int64_t a = src[lo + k];
+    const int64_t c = src[mid + d - 1 - k];
+    int64_t cell_a[3], cell_c[3];
+    sort_cell(cloud, a, grid, cell_a);
+    sort_cell(cloud, c, grid, cell_c);
+    if (cell_index_less(cell_a, a, cell_c, c)) {
+      i = k + 1;
+    } else {
+      last = k;
+    }
+  }
+  int64_t ia = lo + i;
+  int64_t ic = mid + d - i;
+  int64_t a = 0, c = 0;
+  int64_t cell_a[3], cell_c[3];
+  if (ia < mid) sort_cell(cloud, a = src[ia], grid, cell_a);
+  if (ic < hi) sort_cell(cloud, c = src[ic], grid, cell_c);
+  for (int64_t x = start; x < end; ++x) {
+    if (ic >= hi || (ia < mid && cell_index_less(cell_a, a, cell_c, c))) {
+      dst[x] = static_cast<int32_t>(a);
+      if (++ia < mid) sort_cell(cloud, a = src[ia], grid, cell_a);
+    } else {
+      dst[x] = static_cast<int32_t>(c);
+      if (++ic < hi) sort_cell(cloud, c = src[ic], grid, cell_c);
+    }
+  }
+}
+
+// Sum of v over the block, returned to every thread.
+__device__ __forceinline__ int block_total(int v, ChunkStorage& s) {
+  v = WideReduce(s.temp.reduce).Sum(v);
+  if (threadIdx.x == 0) s.total = v;
+  __syncthreads();
+  v = s.total;
+  __syncthreads();  // temp and total are free again
+  return v;
+}
+
+// order and scratch: (B, N) int32 each. A cloud of any other path is skipped: steps 1-4 wrote
+// its outputs. A sorted-path cloud's outputs are still as empty_downsample_outputs left them (its
+// points had the invalid key), and this kernel fills its rows. Every block reaches every
+// grid.sync(): the listed clouds' count is the same for all.
+template <typename scalar_t, typename feature_t, typename acc_t>
+__global__ void __launch_bounds__(kWideThreads, 2)
+    sorted_clouds_kernel(const int64_t* __restrict__ lengths, int64_t batch, int64_t n, VoxelGrid<acc_t> grid,
+                         const KeyLayout* __restrict__ layouts, SortedList list, int32_t* order, int32_t* scratch,
+                         SortedOutputs<scalar_t, feature_t> o) {
+  __shared__ ChunkStorage s;
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
     if (layouts[b].path != static_cast<int32_t>(CloudPath::kSorted)) continue;
     const int64_t len = cloud_length(lengths, b, n);
-    const scalar_t* cloud = points + 3 * b * n;
-    int32_t* src = order + b * n;
-    int32_t* dst = scratch + b * n;
-
-    // The counted points, in increasing index.
-    int64_t m = 0;
-    for (int64_t base = 0; base < len; base += kWideThreads) {
-      const int64_t i = base + threadIdx.x;
-      int64_t cell[3];
-      const int flag = i < len && grid.cell(static_cast<acc_t>(cloud[3 * i]), static_cast<acc_t>(cloud[3 * i + 1]),
-                                            static_cast<acc_t>(cloud[3 * i + 2]), cell)
-                           ? 1
-                           : 0;
-      int at = 0;
-      int tile = 0;
-      BlockScan(temp).ExclusiveSum(flag, at, tile);
-      if (flag) src[m + at] = static_cast<int32_t>(i);
-      m += tile;
-      __syncthreads();  // temp is reused; src is complete after the last tile
-    }
-
-    // Bottom-up merge sort by (cell, index), runs of width 1, 2, 4, ...: an element's place in
-    // the merged pair is its place in its run plus the number of the other run's elements
-    // before it (keys are distinct, so the places form a permutation).
-    for (int64_t width = 1; width < m; width *= 2) {
-      for (int64_t i = threadIdx.x; i < m; i += kWideThreads) {
-        const int64_t lo = i / (2 * width) * (2 * width);
-        const int64_t mid = min(lo + width, m);
-        const int64_t hi = min(lo + 2 * width, m);
-        const int64_t p = src[i];
-        int64_t cell[3];
-        counted_cell(cloud, p, grid, cell);
-        const int64_t at = i < mid ? i + count_before(src, mid, hi, cell, p, cloud, grid)
-                                   : lo + (i - mid) + count_before(src, lo, mid, cell, p, cloud, grid);
-        dst[at] = static_cast<int32_t>(p);
-      }
-      __syncthreads();
-      int32_t* sorted = dst;
-      dst = src;
-      src = sorted;
-    }
-
-    // Voxels: runs of equal cells; dst[v] = the sorted position where voxel v starts.
-    int64_t voxels = 0;
-    for (int64_t base = 0; base < m; base += kWideThreads) {
-      const int64_t i = base + threadIdx.x;
-      int head = 0;
-      if (i < m) {
-        head = 1;
-        if (i > 0) {
-          int64_t cell[3], previous[3];
-          counted_cell(cloud, src[i], grid, cell);
-          counted_cell(cloud, src[i - 1], grid, previous);
-          head = same_cell(cell, previous) ? 0 : 1;
-        }
-      }
-      int at = 0;
-      int tile = 0;
-      BlockScan(temp).ExclusiveSum(head, at, tile);
-      if (head) dst[voxels + at] = static_cast<int32_t>(i);
-      voxels += tile;
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) new_lengths[b] = voxels;
-    for (int64_t v = threadIdx.x; v < voxels; v += kWideThreads) {
-      const int64_t begin = dst[v];
-      const int64_t end = v + 1 < voxels ? dst[v + 1] : m;
-      write_voxel(src + begin, end - begin, b * n, b * n + v, v, points, features, f, centroids, mean_features,
-                  point_voxel);
-    }
-    __syncthreads();
+    if (len <= kChunkRows) sort_small_cloud(b, n, static_cast<int>(len), grid, o, order, s);
   }
+  const int64_t clouds = static_cast<int64_t>(list.header[0]);
+  if (clouds == 0) return;
+  const int64_t rows = static_cast<int64_t>(list.header[1]);
+  const cg::grid_group all = cg::this_grid();
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kWideThreads + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * kWideThreads;
+
+  // Each chunk of kChunkRows rows of each listed cloud, sorted by a block.
+  const int64_t chunks = cuda::ceil_div(rows, int64_t{kChunkRows});
+  for (int64_t t = blockIdx.x; t < clouds * chunks; t += gridDim.x) {
+    const int64_t b = list.clouds[t / chunks];
+    const int64_t first = t % chunks * kChunkRows;
+    const int64_t len = cloud_length(lengths, b, n);
+    if (first >= len) continue;
+    int counted = 0;
+    sort_chunk(o.points + 3 * b * n, first, static_cast<int>(min(len - first, int64_t{kChunkRows})), grid, s,
+               order + b * n + first, &counted);
+    __syncthreads();  // s is reused by the block's next chunk
+  }
+  all.sync();
+
+  // The merge passes, runs of kChunkRows, 2 kChunkRows, ... rows (kMergeItems divides every
+  // run, so a segment lies in one merge).
+  int32_t* src = order;
+  int32_t* dst = scratch;
+  const int64_t segments = cuda::ceil_div(rows, int64_t{kMergeItems});
+  for (int64_t width = kChunkRows; width < rows; width *= 2) {
+    for (int64_t t = thread; t < clouds * segments; t += threads) {
+      const int64_t b = list.clouds[t / segments];
+      const int64_t len = cloud_length(lengths, b, n);
+      const int64_t start = t % segments * kMergeItems;
+      if (start < len) merge_segment(o.points + 3 * b * n, src + b * n, dst + b * n, len, width, start, grid);
+    }
+    all.sync();
+    int32_t* sorted = dst;
+    dst = src;
+    src = sorted;
+  }
+
+  // Voxel heads (counted rows whose cell differs from the previous row's), numbered by a
+  // grid-wide scan over the items of all listed clouds, each block a contiguous range: dst gets
+  // 1 for a head, 0 for another counted row, -2 for a row that does not count; then the head's
+  // number among all listed clouds' voxels, -1, -2.
+  const int64_t items = clouds * rows;
+  const int64_t begin = items * blockIdx.x / gridDim.x;
+  const int64_t end = items * (blockIdx.x + 1) / gridDim.x;
+  int heads = 0;
+  for (int64_t e = begin + threadIdx.x; e < end; e += kWideThreads) {
+    int64_t b, i;
+    if (!listed_row(list, lengths, n, rows, e, &b, &i)) continue;
+    const scalar_t* cloud = o.points + 3 * b * n;
+    int64_t cell[3], previous[3];
+    int mark = sort_cell(cloud, src[b * n + i], grid, cell) ? 1 : -2;
+    if (mark == 1 && i > 0) {
+      sort_cell(cloud, src[b * n + i - 1], grid, previous);
+      if (same_cell(cell, previous)) mark = 0;
+    }
+    dst[b * n + i] = mark;
+    heads += mark == 1 ? 1 : 0;
+  }
+  heads = block_total(heads, s);
+  if (threadIdx.x == 0) list.block_heads[blockIdx.x] = heads;
+  all.sync();
+  int before = 0;
+  for (int k = threadIdx.x; k < static_cast<int>(blockIdx.x); k += kWideThreads) before += list.block_heads[k];
+  before = block_total(before, s);
+  for (int64_t base = begin; base < end; base += kWideThreads) {
+    const int64_t e = base + threadIdx.x;
+    int64_t b, i;
+    int32_t* mark = nullptr;
+    if (e < end && listed_row(list, lengths, n, rows, e, &b, &i)) mark = dst + b * n + i;
+    const int head = mark != nullptr && *mark == 1 ? 1 : 0;
+    int at = 0;
+    int tile = 0;
+    WideScan(s.temp.scan).ExclusiveSum(head, at, tile);
+    if (mark != nullptr) *mark = head ? before + at : (*mark == 0 ? -1 : -2);
+    before += tile;
+    __syncthreads();  // temp is reused
+  }
+  all.sync();
+
+  // The sums: a head's voxel spans the rows up to the next head or uncounted row; its row in the
+  // outputs is its number less that of the cloud's first row (a head: the cloud has a counted
+  // point, and those sort first).
+  for (int64_t e = thread; e < items; e += threads) {
+    int64_t b, i;
+    if (!listed_row(list, lengths, n, rows, e, &b, &i)) continue;
+    const int32_t* marks = dst + b * n;
+    const int32_t number = marks[i];
+    if (number < 0) continue;
+    const int64_t len = cloud_length(lengths, b, n);
+    int64_t j = i + 1;
+    while (j < len && marks[j] == -1) ++j;
+    const int64_t v = number - marks[0];
+    o.voxel(src + b * n + i, j - i, b, n, v);
+    if (j == len || marks[j] == -2) o.new_lengths[b] = v + 1;
+  }
+}
+
+// The grid of sorted_clouds_kernel: as many blocks as are resident at once (a cooperative
+// launch), the occupancy queried once per process (the GPUs of one machine share an
+// architecture).
+template <typename scalar_t, typename feature_t, typename acc_t>
+int sorted_clouds_blocks() {
+  static const int per_sm = cuda::blocks_per_sm(sorted_clouds_kernel<scalar_t, feature_t, acc_t>, kWideThreads);
+  TORCH_CHECK(per_sm > 0, "voxel_downsample: the sorted-path kernel cannot be resident on this device");
+  return per_sm * cuda::sm_count();
 }
 
 template <typename scalar_t, typename feature_t>
@@ -472,9 +724,10 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
 
   // Per cloud: the lowest / highest cells (ordered bits), then, for clouds of kPackedMinRows rows
   // or more, the bins of the packed key. low starts at all ones (the largest), high at 0.
+  // high's last two entries are the header of step 5's list (zero like the rest).
   const int64_t stride = n >= kPackedMinRows ? 3 + 3 * kOffsetBins : 3;
   at::Tensor low = at::full({batch, stride}, -1, options.dtype(at::kLong));
-  at::Tensor high = at::zeros({batch, stride}, options.dtype(at::kLong));
+  at::Tensor high = at::zeros({batch * stride + 2}, options.dtype(at::kLong));
   auto* low_ptr = reinterpret_cast<unsigned long long*>(low.data_ptr<int64_t>());
   auto* high_ptr = reinterpret_cast<unsigned long long*>(high.data_ptr<int64_t>());
   const unsigned clouds_y = static_cast<unsigned>(std::min<int64_t>(batch, kMaxGridY));
@@ -487,9 +740,17 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
         <<<tiles, kThreads, 0, stream>>>(pts_ptr, lengths, batch, n, grid, stride, low_ptr, high_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  at::Tensor layouts = at::empty({batch * static_cast<int64_t>(sizeof(KeyLayout))}, options.dtype(at::kByte));
+  // One allocation: the layouts, then step 5's list of clouds (B int32) and its blocks' head
+  // counts.
+  const int sorted_blocks = sorted_clouds_blocks<scalar_t, feature_t, acc_t>();
+  at::Tensor layouts = at::empty({batch * static_cast<int64_t>(sizeof(KeyLayout) + sizeof(int32_t)) +
+                                  sorted_blocks * static_cast<int64_t>(sizeof(int32_t))},
+                                 options.dtype(at::kByte));
   auto* layout_ptr = reinterpret_cast<KeyLayout*>(layouts.data_ptr<uint8_t>());
-  key_layout_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(batch, stride, low_ptr, high_ptr, layout_ptr);
+  auto* sorted_clouds = reinterpret_cast<int32_t*>(layout_ptr + batch);
+  unsigned long long* sorted_header = high_ptr + batch * stride;
+  key_layout_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(lengths, batch, n, stride, low_ptr, high_ptr,
+                                                                layout_ptr, sorted_header, sorted_clouds);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   at::Tensor keys = at::empty({total}, options.dtype(at::kLong));
   keys_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
@@ -517,15 +778,20 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   // Sorted-path clouds. The keys are dead once the hash arrays are built (stream order), so
-  // their 8 * B * N bytes hold the two (B, N) int32 buffers of the merge sort.
+  // their 8 * B * N bytes hold the two (B, N) int32 buffers of the sorts.
   int32_t* order = reinterpret_cast<int32_t*>(keys.data_ptr<int64_t>());
-  wide_clouds_kernel<scalar_t, feature_t, acc_t>
-      <<<static_cast<unsigned>(std::min<int64_t>(batch, kMaxWideBlocks)), kWideThreads, 0, stream>>>(
-          pts_ptr, lengths, batch, n, grid, layout_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr, f, order,
-          order + total, std::get<0>(outputs).data_ptr<scalar_t>(),
-          f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr, std::get<2>(outputs).data_ptr<int64_t>(),
-          std::get<3>(outputs).data_ptr<int64_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const SortedList list{sorted_header, sorted_clouds, sorted_clouds + batch};
+  const SortedOutputs<scalar_t, feature_t> o{pts_ptr,
+                                             f > 0 ? feats.data_ptr<feature_t>() : nullptr,
+                                             f,
+                                             std::get<0>(outputs).data_ptr<scalar_t>(),
+                                             f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr,
+                                             std::get<2>(outputs).data_ptr<int64_t>(),
+                                             std::get<3>(outputs).data_ptr<int64_t>()};
+  cuda::LaunchShape shape{dim3(static_cast<unsigned>(sorted_blocks)), dim3(kWideThreads)};
+  shape.cooperative = true;
+  cuda::launch(sorted_clouds_kernel<scalar_t, feature_t, acc_t>, shape, stream, lengths, batch, n, grid, layout_ptr,
+               list, order, order + total, o);
 }
 
 VoxelDownsampleResult voxel_downsample_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,

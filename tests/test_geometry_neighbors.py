@@ -5,9 +5,9 @@ CPU == CUDA bit for bit; edge cases and error messages.
 The ops pick brute force or the grid from the sizes alone (csrc/geometry/knn_cpu.cpp,
 pick_strategy): on the CPU, clouds of at most 128 points or at most 8 queries per cloud take brute
 force; on CUDA, queries x points per cloud up to 2^27 (2^29 for ball queries, whose brute force
-runs a warp per query), and above that kNN of padded clouds of at most 64 KB of points (4,096
-float32 points, 2,048 float64) builds each cloud's grid in a block's shared memory (knn_cuda.cu),
-larger ones the batch grid. The `strategy` fixture (tests/conftest.py) makes every search of a test
+runs a warp per query), and above that kNN of k <= 8 over padded clouds of at most 64 KB of
+points (4,096 float32 points, 2,048 float64) builds each cloud's grid in a block's shared memory
+(knn_cuda.cu), larger k and larger clouds the batch grid. The `strategy` fixture (tests/conftest.py) makes every search of a test
 take the strategy it names: rows past the lengths (which change no result) push the sizes to the
 grid ("grid": the batch grid; "block": the block grid, kNN on CUDA only), and calls of at most 8
 queries per cloud keep the CPU on brute force (the tests' sizes keep CUDA there)."""

@@ -100,9 +100,10 @@ __global__ void __launch_bounds__(kSearchThreads) knn_search_kernel(KnnProblem<a
 
 // ---- Small clouds: a grid per block, in shared memory ---------------------------------------
 //
-// Padded clouds of up to kBlockPointBytes of sorted points (4,096 float32 points, 2,048 float64)
-// skip the batch grid's ~25 launches: each block copies its cloud into shared memory, builds its
-// grid there by the same rules (make_grid_cloud over the trimmed box, the occupancy refinement,
+// Padded clouds of up to kBlockPointBytes of sorted points (4,096 float32 points, 2,048 float64),
+// searched for k <= kBlockMaxK neighbours (three_nn, interpolation, small-k kNN), skip the batch
+// grid's ~25 launches: each block copies its cloud into shared memory, builds its grid there by
+// the same rules (make_grid_cloud over the trimmed box, the occupancy refinement,
 // within kBlockCells cells), and searches a slice of the cloud's query rows, ordered by cell
 // kQueryRound at a time (so that a warp's queries visit neighbouring cells), with the same
 // knn_grid. The blocks of one cloud build the same grid: the build, a few passes over at most
@@ -332,26 +333,24 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
         continue;
       }
-      auto search = [&](auto& list) {
-        list.init(pb.k, pb.limit);
-        neighbors::knn_grid(g, table, stored, qx, qy, qz, list);
-        neighbors::write_knn_row(list, pb.k, 0, out_index, out_distance);
-      };
-      if constexpr (K > 0) {
-        neighbors::FixedKnnList<acc_t, K> list;
-        search(list);
-      } else {
-        neighbors::SpanKnnList<acc_t> list{out_distance, out_index, pb.k};
-        search(list);
-      }
+      neighbors::FixedKnnList<acc_t, K> list;  // K = 4 or 8 (takes_block_grid)
+      list.init(pb.k, pb.limit);
+      neighbors::knn_grid(g, table, stored, qx, qy, qz, list);
+      neighbors::write_knn_row(list, pb.k, 0, out_index, out_distance);
     }
   }
 }
 
-// Whether the sizes take the block grid: padded clouds whose points fit kBlockPointBytes.
+// Whether the sizes take the block grid: padded clouds whose points fit kBlockPointBytes, and k
+// <= 8. At 512 threads a block ptxas holds the search to 128 registers; the lists of 16 and 32
+// then go to local memory (32 registers, 6-9 KB of spills a thread), which made k = 16-32 over
+// clouds of 4,096 points 9-20x slower than the batch grid, whose 128-thread search keeps them in
+// registers (k = 20 over 32 x 4,096: 20.9 against 1.42 ms, H100).
+constexpr int64_t kBlockMaxK = 8;
+
 template <typename acc_t>
 bool takes_block_grid(const KnnProblem<acc_t>& pb) {
-  return !pb.point_rows.packed &&
+  return !pb.point_rows.packed && pb.k <= kBlockMaxK &&
          pb.point_rows.rows_per_cloud * static_cast<int64_t>(sizeof(SortedPoint<acc_t>)) <= kBlockPointBytes;
 }
 
@@ -377,16 +376,11 @@ void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64
 
 template <typename acc_t>
 void launch_block_grid(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
+  static_assert(kBlockMaxK == 8, "the lists below cover k <= kBlockMaxK");
   if (pb.k <= 4) {
     launch_block_grid_k<acc_t, 4>(pb, points, cell_points);
-  } else if (pb.k <= 8) {
-    launch_block_grid_k<acc_t, 8>(pb, points, cell_points);
-  } else if (pb.k <= 16) {
-    launch_block_grid_k<acc_t, 16>(pb, points, cell_points);
-  } else if (pb.k <= 32) {
-    launch_block_grid_k<acc_t, 32>(pb, points, cell_points);
   } else {
-    launch_block_grid_k<acc_t, 0>(pb, points, cell_points);
+    launch_block_grid_k<acc_t, 8>(pb, points, cell_points);
   }
 }
 

@@ -220,9 +220,10 @@ struct GridCloud {
 // box are clamped into its outer cells, which bound nothing outwards (GridCloud::axis_gap): the
 // searches stay exact, and only their speed depends on the box. A cloud of fewer than
 // kTrimFarDivisor points keeps its bounding box. The CUDA grid builds (grid_cuda.cuh's
-// warp_trim_axis) take the near trim alone: on the GPU, 1 % of a 100k cloud spread over
-// kilometres measured no cliff with it, and both trims made that case and the vector pool's many
-// small clouds slower (docs/performance.md, "far noise"). The box decides only speed.
+// warp_trim_axis) still take the near trim alone, and there 1 % of a 100k cloud spread over
+// kilometres makes knn 40-80x slower than the clean cloud. The two trims for CUDA are written
+// (branch trim) but have not yet been timed against this in one run (docs/performance.md, "far
+// noise"). The box decides only speed.
 constexpr int kBoxBins = 2048;
 constexpr int64_t kTrimDivisor = 1024;
 constexpr int64_t kTrimFarDivisor = 64;

@@ -14,10 +14,14 @@ Defaults: on CUDA, KITTI-size frames (64 beams x 2048 firings, about 120k points
 (several seconds a run even on several GPUs, so that the start and the last batch weigh little),
 4 per batch, 4 DataLoader workers per rank; on the CPU, small frames so that the harness runs in a
 minute (the CPU figures are not the product's). The first batches of each rank are a warm-up and
-are not timed. The table gives, per rank count: frames per second in all and per rank, the
-scaling and its efficiency (scaling / ranks), and where a rank's time goes per frame (waiting for
-the DataLoader, preprocessing, training, as measured on the host after each stage synchronizes:
---no-split times the loop without those syncs).
+are not timed, and the timed window ends with the last step, before the workers shut down (the
+shutdown, about half a second, is reported apart as teardown_s). The table gives, per rank count:
+frames per second in all and per rank, the scaling and its efficiency (scaling / ranks), where a
+rank's time goes per frame (waiting for the DataLoader, preprocessing, training, as measured on
+the host after each stage synchronizes: --no-split times the loop without those syncs), and the
+slowest rank's lead: per step, how much longer the slowest rank's data and preprocessing took
+than the ranks' mean, which every step's all-reduce waits out. --bind pins each rank and its
+workers to a share of the CPUs of its GPU's NUMA node.
 
 --profile runs torch.profiler over each rank's first --profile-steps timed batches and prints, per
 rank count, the operations that take the most host time per frame (averaged over the ranks), the

@@ -238,6 +238,14 @@ def rank_main(rank, world, settings, port, points, lengths, results):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     grid = pointops.bev_grid_size(ddp_pipeline.PILLAR_RANGE, ddp_pipeline.PILLAR_SIZE[:2])
 
+    # The profiler starts and stops between host-only (gloo) barriers: no rank's NCCL kernel is then
+    # in flight while another rank's profiler (CUPTI) starts or stops, the shape of the deadlock of
+    # pytorch/pytorch#48987 (a rank's CUDA work waiting for kernels that wait for that rank).
+    host_group = dist.new_group(backend="gloo") if settings["profile"] else None
+
+    def host_barrier():
+        dist.barrier(group=host_group)
+
     split = not settings["no_split"]
     timed = {"frames": 0, "wait_s": 0.0, "preprocess_s": 0.0, "train_s": 0.0, "step_work_s": []}
     profiler, profiled_frames = None, 0
@@ -255,7 +263,9 @@ def rank_main(rank, world, settings, port, points, lengths, results):
             start = time.perf_counter()
             if settings["profile"]:
                 profiler = torch.profiler.profile(activities=profile_activities(device))
+                host_barrier()
                 profiler.start()
+                host_barrier()
         t0 = time.perf_counter()
         cloud, length = next(batches)
         cloud = cloud.to(device, non_blocking=True)
@@ -285,9 +295,9 @@ def rank_main(rank, world, settings, port, points, lengths, results):
         if profiler is not None:
             profiled_frames += cloud.shape[0]
             if step + 1 >= settings["warmup"] + settings["profile_steps"]:
-                profiler, timed["profile"] = None, host_profile(profiler, profiled_frames, sync)
+                profiler, timed["profile"] = None, host_profile(profiler, profiled_frames, sync, host_barrier)
     if profiler is not None:
-        timed["profile"] = host_profile(profiler, profiled_frames, sync)
+        timed["profile"] = host_profile(profiler, profiled_frames, sync, host_barrier)
     sync()
     dist.barrier()
     seconds = time.perf_counter() - start if start is not None else 0.0
@@ -314,10 +324,13 @@ def profile_activities(device):
     return activities
 
 
-def host_profile(profiler, frames, sync):
-    """Stops `profiler`; {op: [calls, host us, device us] per frame} of every operation it saw."""
+def host_profile(profiler, frames, sync, host_barrier):
+    """Stops `profiler` (every rank at once, its GPU idle); {op: [calls, host us, device us] per
+    frame} of every operation it saw."""
     sync()
+    host_barrier()
     profiler.stop()
+    host_barrier()
     per_frame = {}
     for event in profiler.key_averages():
         device_us = getattr(event, "self_device_time_total", None)

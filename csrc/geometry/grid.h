@@ -220,9 +220,8 @@ struct GridCloud {
 // box are clamped into its outer cells, which bound nothing outwards (GridCloud::axis_gap): the
 // searches stay exact, and only their speed depends on the box. A cloud of fewer than
 // kTrimFarDivisor points keeps its bounding box. The CUDA grid builds (grid_cuda.cuh's
-// warp_trim_axis) still take the near trim alone, and there 1 % of a 100k cloud spread over
-// kilometres makes knn 40-80x slower than the clean cloud. The two trims for CUDA are written
-// (branch trim) but have not yet been timed against this in one run (docs/performance.md, "far
+// warp_trim_axis) take the same two trims: with the near trim alone, 1 % of a 100k cloud spread
+// over kilometres made CUDA knn 43-84x slower than the clean cloud (docs/performance.md, "far
 // noise"). The box decides only speed.
 constexpr int kBoxBins = 2048;
 constexpr int64_t kTrimDivisor = 1024;

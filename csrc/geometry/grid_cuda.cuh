@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The axis box [lo, hi] narrowed to the trimmed bins of its histogram h (kBoxBins counts, global
 // or shared memory), by one whole warp: trimmed_bins' bins, found by a scan of the lanes' 64-bin
-// slices, then narrow_axis. Every lane gets the result.
+// slices, for both trims, then narrow_axis_trimmed. Every lane gets the result.
 constexpr int kBinsPerLane = kBoxBins / cuda::kWarpSize;
 
 __device__ inline void warp_trim_axis(const int32_t* h, bool linear, double* lo, double* hi) {
@@ -217,32 +217,36 @@ __device__ inline void warp_trim_axis(const int32_t* h, bool linear, double* lo,
     if (lane >= offset) below += other;
   }
   const long long total = __shfl_sync(cuda::kFullMask, below, cuda::kWarpSize - 1);
-  const long long trim = total / kTrimDivisor;
-  if (trim == 0) return;
-  // The lane whose slice holds the first bin counted past trim from below walks its slice; the
-  // same from above.
+  if (total / kTrimFarDivisor == 0) return;
   const long long above = total - below + mine;  // this slice and every slice after it
-  const unsigned first_lanes = __ballot_sync(cuda::kFullMask, below > trim);
-  const unsigned last_lanes = __ballot_sync(cuda::kFullMask, above > trim);
-  const int first_lane = __ffs(first_lanes) - 1;
-  const int last_lane = cuda::kWarpSize - 1 - __clz(last_lanes);
-  int first = 0;
-  int last = 0;
-  if (lane == first_lane) {
-    long long count = below - mine;
-    int j = 0;
-    while (j < kBinsPerLane - 1 && (count += h[lane * kBinsPerLane + j]) <= trim) ++j;
-    first = lane * kBinsPerLane + j;
-  }
-  if (lane == last_lane) {
-    long long count = above - mine;
-    int j = kBinsPerLane - 1;
-    while (j > 0 && (count += h[lane * kBinsPerLane + j]) <= trim) --j;
-    last = lane * kBinsPerLane + j;
-  }
-  first = __shfl_sync(cuda::kFullMask, first, first_lane);
-  last = __shfl_sync(cuda::kFullMask, last, last_lane);
-  narrow_axis(linear, first, last, lo, hi);
+  // The bins of one trim: the lane whose slice holds the first bin counted past trim from below
+  // walks its slice; the same from above.
+  auto bins = [&](long long trim, int* first_bin, int* last_bin) {
+    const unsigned first_lanes = __ballot_sync(cuda::kFullMask, below > trim);
+    const unsigned last_lanes = __ballot_sync(cuda::kFullMask, above > trim);
+    const int first_lane = __ffs(first_lanes) - 1;
+    const int last_lane = cuda::kWarpSize - 1 - __clz(last_lanes);
+    int first = 0;
+    int last = 0;
+    if (lane == first_lane) {
+      long long count = below - mine;
+      int j = 0;
+      while (j < kBinsPerLane - 1 && (count += h[lane * kBinsPerLane + j]) <= trim) ++j;
+      first = lane * kBinsPerLane + j;
+    }
+    if (lane == last_lane) {
+      long long count = above - mine;
+      int j = kBinsPerLane - 1;
+      while (j > 0 && (count += h[lane * kBinsPerLane + j]) <= trim) --j;
+      last = lane * kBinsPerLane + j;
+    }
+    *first_bin = __shfl_sync(cuda::kFullMask, first, first_lane);
+    *last_bin = __shfl_sync(cuda::kFullMask, last, last_lane);
+  };
+  int near_first, near_last, far_first, far_last;
+  bins(total / kTrimDivisor, &near_first, &near_last);
+  bins(total / kTrimFarDivisor, &far_first, &far_last);
+  narrow_axis_trimmed(linear, near_first, near_last, far_first, far_last, lo, hi);
 }
 
 // One warp per (cloud, axis): its box narrowed by its histogram (warp_trim_axis). The magnitude

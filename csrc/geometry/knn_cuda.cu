@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bool any = finite > 0;
 
   // The trimmed box: the two histograms in the table's space, a warp per axis.
-  if (finite / neighbors::kTrimDivisor > 0) {
+  if (finite / neighbors::kTrimFarDivisor > 0) {
     for (int pass = 0; pass < 2; ++pass) {
       const bool linear = pass == 1;  // the magnitude histograms first
       zero_table(table, 3 * kBoxBins);

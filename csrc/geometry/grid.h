@@ -441,6 +441,7 @@ struct FixedKnnList {
     }
   }
   POINTOPS_HOST_DEVICE acc_t bound() const { return dist[K - 1]; }
+  POINTOPS_HOST_DEVICE void finish() {}  // always sorted
 
   POINTOPS_HOST_DEVICE void push(acc_t d, int64_t i64) {
     const int32_t i = static_cast<int32_t>(i64);
@@ -472,7 +473,11 @@ struct FixedKnnList {
   }
 };
 
-// The same list for any k, kept in memory the caller owns (the output row itself).
+// The same list for any k, kept in memory the caller owns (the output row itself). While the
+// search runs the row is a max-heap on (distance, index): slot 0 holds the worst kept pair, which
+// is the bound, and a pair that comes before it replaces it and sinks, log2(k) steps, where a
+// sorted row would shift up to k pairs per insertion; finish() sorts the row ascending in place
+// (heap sort). Empty slots are (limit, INT64_MAX), which every kept pair comes before.
 template <typename acc_t>
 struct SpanKnnList {
   acc_t* dist;
@@ -485,24 +490,45 @@ struct SpanKnnList {
       index[j] = std::numeric_limits<int64_t>::max();
     }
   }
-  POINTOPS_HOST_DEVICE acc_t bound() const { return dist[k - 1]; }
+  POINTOPS_HOST_DEVICE acc_t bound() const { return dist[0]; }
 
   POINTOPS_HOST_DEVICE void push(acc_t d, int64_t i) {
-    if (!comes_before(d, i, dist[k - 1], index[k - 1])) return;
-    int64_t j = k - 1;
-    while (j > 0 && comes_before(d, i, dist[j - 1], index[j - 1])) {
-      dist[j] = dist[j - 1];
-      index[j] = index[j - 1];
-      --j;
+    if (!comes_before(d, i, dist[0], index[0])) return;
+    sink(d, i, 0, k);
+  }
+
+  // The heap's pairs in ascending order: the root (the largest) swapped to the end, the rest
+  // made a heap again, k - 1 times.
+  POINTOPS_HOST_DEVICE void finish() {
+    for (int64_t end = k - 1; end > 0; --end) {
+      const acc_t d = dist[end];
+      const int64_t i = index[end];
+      dist[end] = dist[0];
+      index[end] = index[0];
+      sink(d, i, 0, end);
     }
-    dist[j] = d;
-    index[j] = i;
   }
   POINTOPS_HOST_DEVICE int64_t result_index(int64_t, int64_t j) const {
     return index[j] == std::numeric_limits<int64_t>::max() ? -1 : index[j];
   }
   POINTOPS_HOST_DEVICE acc_t result_distance(int64_t, int64_t j) const {
     return index[j] == std::numeric_limits<int64_t>::max() ? std::numeric_limits<acc_t>::infinity() : dist[j];
+  }
+
+ private:
+  // Puts (d, i) at slot j of the heap of the first `size` slots, moving larger children up.
+  POINTOPS_HOST_DEVICE void sink(acc_t d, int64_t i, int64_t j, int64_t size) {
+    while (true) {
+      int64_t child = 2 * j + 1;
+      if (child >= size) break;
+      if (child + 1 < size && comes_before(dist[child], index[child], dist[child + 1], index[child + 1])) ++child;
+      if (!comes_before(d, i, dist[child], index[child])) break;
+      dist[j] = dist[child];
+      index[j] = index[child];
+      j = child;
+    }
+    dist[j] = d;
+    index[j] = i;
   }
 };
 
@@ -876,11 +902,13 @@ POINTOPS_HOST_DEVICE inline void ball_grid(const GridCloud& g, const int32_t* ce
 
 // ---- Output rows ------------------------------------------------------------------------------
 
-// A kNN row: indices (cloud indices + base, or -1) and distances (+inf where none). The list may
-// live in the output row itself (SpanKnnList): entry j is read before it is written.
+// A kNN row: indices (cloud indices + base, or -1) and distances (+inf where none), ascending
+// (the list's finish() first). The list may live in the output row itself (SpanKnnList): entry j
+// is read before it is written.
 template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void write_knn_row(const List& list, int64_t k, int64_t base, int64_t* out_index,
+POINTOPS_HOST_DEVICE inline void write_knn_row(List& list, int64_t k, int64_t base, int64_t* out_index,
                                                acc_t* out_distance) {
+  list.finish();
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = list.result_index(k, j);
     out_distance[j] = list.result_distance(k, j);

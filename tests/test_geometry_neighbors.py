@@ -461,6 +461,36 @@ def test_far_outliers_cpu_equals_cuda(strategy):
 
 
 @pytest.mark.cuda
+def test_far_noise_queries_cpu_equals_cuda(strategy):
+    # 2 % of each cloud in a 4 km cube, searched against itself, and queries 100 km out: their
+    # k-th neighbours lie farther than the grid's box is wide, so the CUDA batch grid hands them
+    # to the block that scans the whole cloud (knn_cuda.cu, "Far queries").
+    g = torch.Generator().manual_seed(63)
+    points = torch.cat([rand(1, 6000, 3, seed=64), lidar_like(6000, seed=65)[None] / 20])
+    for b in range(2):
+        rows = torch.randperm(6000, generator=g)[:120]
+        points[b, rows] = (torch.rand(120, 3, generator=g) - 0.5) * 4000
+    far = torch.tensor([[1e5, 1e5, 1e5], [-1e5, 3e4, 2e5], [0.5, 0.5, -1e5]]).expand(2, 3, 3)
+    queries = torch.cat([points, far], 1)
+    lengths = torch.tensor([6000, 5500])
+    for dtype in (torch.float32, torch.float64):
+        q, p = queries.to(dtype), points.to(dtype)
+        for k in (1, 5, 16, 32):
+            assert_same(
+                pointops.knn(q.cuda(), p.cuda(), k, lengths=lengths.cuda()), pointops.knn(q, p, k, lengths=lengths)
+            )
+        assert_same(
+            pointops.knn(q.cuda(), p.cuda(), 16, lengths=lengths.cuda(), max_distance=500.0),
+            pointops.knn(q, p, 16, lengths=lengths, max_distance=500.0),
+        )
+        offsets = torch.tensor([0, 6000, 12000])
+        assert_same(
+            pointops.knn_packed(q[:, :6000].reshape(-1, 3).cuda(), offsets.cuda(), p.reshape(-1, 3).cuda(), offsets.cuda(), 8),
+            pointops.knn_packed(q[:, :6000].reshape(-1, 3), offsets, p.reshape(-1, 3), offsets, 8),
+        )
+
+
+@pytest.mark.cuda
 def test_knn_packed_cpu_equals_cuda(strategy):
     points, queries = lidar_like(6000, seed=26), lidar_like(3000, seed=27)
     offsets, query_offsets = torch.tensor([0, 2500, 2500, 6000]), torch.tensor([0, 1000, 1500, 2900])

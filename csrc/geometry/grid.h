@@ -630,15 +630,29 @@ POINTOPS_HOST_DEVICE inline void ball_brute(const SortedPoint<acc_t>* points, in
   }
 }
 
+// How much work knn_grid may spend on one query: cells visited plus points scanned, checked
+// after each ring. The CPU searches every query to the end (Unlimited); the CUDA batch grid gives
+// up on a query past a limit and hands it to a block that scans the whole cloud (knn_cuda.cu,
+// "Far queries").
+struct Unlimited {
+  POINTOPS_HOST_DEVICE bool allows(int64_t) const { return true; }
+};
+struct WorkLimit {
+  int64_t limit;
+  POINTOPS_HOST_DEVICE bool allows(int64_t spent) const { return spent <= limit; }
+};
+
 // kNN over a grid, ring by ring: ring R is the cells at Chebyshev distance R from the query's
 // cell. Within a ring, a cell whose bound L exceeds the current k-th distance is skipped; after
 // a ring, the search stops once every cell left outside the searched box is bounded away in the
 // same way, or when the box covers the grid. `cell_start[key]` is the position of the first
 // stored point with a cell key >= key (so a cell's points are [cell_start[key],
-// cell_start[key + 1]), ordered by index).
-template <typename acc_t, typename List>
-POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cell_start,
-                                          const SortedPoint<acc_t>* points, acc_t qx, acc_t qy, acc_t qz, List& list) {
+// cell_start[key + 1]), ordered by index). Returns false when `work` ran out before the search
+// ended (the list is then incomplete); true otherwise.
+template <typename acc_t, typename List, typename Work = Unlimited>
+POINTOPS_HOST_DEVICE inline bool knn_grid(const GridCloud& g, const int32_t* cell_start,
+                                          const SortedPoint<acc_t>* points, acc_t qx, acc_t qy, acc_t qz, List& list,
+                                          const Work& work = Work()) {
   const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
   const double slack = query_slack(g, q);
   int64_t cq[3];
@@ -697,9 +711,10 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
       const double axis = g.outside_gap(d, q[d], lo, hi, slack);
       if (axis < outside) outside = axis;
     }
-    if (covers || distance_bound<acc_t>(outside) > list.bound()) return;
+    if (covers || distance_bound<acc_t>(outside) > list.bound()) return true;
     ring = 2;
   }
+  int64_t spent = 0;
   for (;; ++ring) {
     int64_t lo[3], hi[3];
     for (int d = 0; d < 3; ++d) {
@@ -733,10 +748,12 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
           int64_t begin = cell_start[row + runs[r][0]];
           for (int64_t x = runs[r][0]; x <= runs[r][1]; ++x) {
             const int64_t end = cell_start[row + x + 1];
+            ++spent;
             if (end > begin) {
               const acc_t worst = list.bound();
               const bool skip = worst < kInf && distance_bound<acc_t>(g.axis_gap(0, q[0], x, x, slack), gy, gz) > worst;
               if (!skip) {
+                spent += end - begin;
                 for (int64_t j = begin; j < end; ++j) {
                   const SortedPoint<acc_t> p = points[j];
                   list.push(squared_distance3(qx, qy, qz, p.x, p.y, p.z), p.index);
@@ -755,7 +772,8 @@ POINTOPS_HOST_DEVICE inline void knn_grid(const GridCloud& g, const int32_t* cel
       const double axis = g.outside_gap(d, q[d], lo[d], hi[d], slack);
       if (axis < gap) gap = axis;
     }
-    if (covers || distance_bound<acc_t>(gap) > list.bound()) return;
+    if (covers || distance_bound<acc_t>(gap) > list.bound()) return true;
+    if (!work.allows(spent)) return false;
   }
 }
 

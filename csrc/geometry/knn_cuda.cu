@@ -8,7 +8,9 @@
 //     lockstep, so each load is one broadcast from L1;
 //   * grid (everything larger): grid_cuda.cuh builds one uniform grid per cloud with the parallel
 //     hash array (cells sized for about max(2, k/3) points), queries are sorted by cell, and each
-//     searches ring by ring with the exact stopping rule of grid.h.
+//     searches ring by ring with the exact stopping rule of grid.h; a search that runs past its
+//     work limit (a query far outside the cloud's box) is finished by a block instead ("Far
+//     queries").
 // What bounds it: at the bench's sizes (10^5 queries and points) the grid build's fixed chain of
 // ~25 short launches (two radix sorts, run-length encoding, scans, tables) is comparable to the
 // search, which is ~30 cells and ~6k candidate distances per query, issue-bound in the list
@@ -24,9 +26,11 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <limits>
+#include <type_traits>
 
 #include "common/checks.h"
 #include "common/cuda_utils.cuh"
+#include "common/launch.cuh"
 #include "geometry/grid.h"
 #include "geometry/grid_cuda.cuh"
 
@@ -61,8 +65,28 @@ struct SearchData {
   const SortedPoint<acc_t>* points;
 };
 
+// ---- Far queries -------------------------------------------------------------------------------
+//
+// A query far outside its cloud's trimmed box (one of 1 % of a scan's returns spread over
+// kilometres, searched against its own cloud) can have its k-th neighbour farther away than the
+// box is wide. Its ring search then visits every cell, and that one thread's scan of the whole
+// cloud is the slowest thread of the launch: such a cloud of 100k points against itself took
+// ~30x its clean twin. So the batch grid's search (k <= 32) gives up past far_work(n) cells and
+// points, lists the query's row, and knn_far_kernel then scans the whole cloud for each listed
+// query with a block: each thread keeps its own list, each warp merges its 32 lists, and the
+// first warp merges the warps'. The k smallest (distance, index) pairs are the same either way.
+struct FarQueries {
+  int32_t* rows;   // (total_queries,) the listed query rows, the first *count of them
+  int32_t* count;  // (1,) zeroed before the search
+};
+
+// The work after which a search is listed: past n / 16 it has cost a thread more than the
+// block's scan (n / kSearchThreads points a thread) several times over.
+__device__ inline int64_t far_work(int64_t n) { return 2048 + n / 16; }
+
 template <typename acc_t, int K, bool kGrid>
-__global__ void __launch_bounds__(kSearchThreads) knn_search_kernel(KnnProblem<acc_t> pb, SearchData<acc_t> data) {
+__global__ void __launch_bounds__(kSearchThreads)
+    knn_search_kernel(KnnProblem<acc_t> pb, SearchData<acc_t> data, FarQueries far) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= pb.total_queries) return;
   const int64_t row = data.order != nullptr ? data.order[t] : t;
@@ -82,7 +106,14 @@ __global__ void __launch_bounds__(kSearchThreads) knn_search_kernel(KnnProblem<a
   }
   auto search = [&](auto& list) {
     list.init(pb.k, pb.limit);
-    if constexpr (kGrid) {
+    if constexpr (kGrid && K > 0) {
+      const GridCloud& g = data.clouds[b];
+      const neighbors::WorkLimit work{far_work(data.cell_start[g.base + g.cells()] - data.cell_start[g.base])};
+      if (!neighbors::knn_grid(g, data.cell_start, data.points, qx, qy, qz, list, work)) {
+        far.rows[atomicAdd(far.count, 1)] = static_cast<int32_t>(row);
+        return;
+      }
+    } else if constexpr (kGrid) {
       neighbors::knn_grid(data.clouds[b], data.cell_start, data.points, qx, qy, qz, list);
     } else {
       neighbors::knn_brute(data.points + pb.point_rows.begin(b), pb.point_rows.length(b), qx, qy, qz, list);
@@ -95,6 +126,111 @@ __global__ void __launch_bounds__(kSearchThreads) knn_search_kernel(KnnProblem<a
   } else {
     neighbors::SpanKnnList<acc_t> list{out_distance, out_index, pb.k};
     search(list);
+  }
+}
+
+// Merges the k-lists of a warp's 32 lanes (each ascending, as FixedKnnList keeps them): emit(j,
+// d, i) is called on every lane with the j-th smallest pair, j = 0, 1, ... up to k - 1 or up to
+// the first empty slot (index INT32_MAX). Each step takes the lanes' smallest untaken pairs'
+// minimum over the warp; the lane that held it marks that slot as padding (-inf, -1), which its
+// list skips from then on. Every index is a compile-time constant once the loops unroll.
+template <typename acc_t, int K, typename Emit>
+__device__ inline void warp_merge_lists(neighbors::FixedKnnList<acc_t, K>& list, int64_t k, Emit emit) {
+  constexpr int32_t kEmpty = std::numeric_limits<int32_t>::max();
+  for (int64_t j = 0; j < k; ++j) {
+    acc_t d = std::numeric_limits<acc_t>::infinity();
+    int32_t i = kEmpty;
+    int slot = -1;
+    POINTOPS_UNROLL
+    for (int s = K - 1; s >= 0; --s) {
+      if (list.index[s] != -1) {
+        d = list.dist[s];
+        i = list.index[s];
+        slot = s;
+      }
+    }
+    acc_t best_d = d;
+    int32_t best_i = i;
+    for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) {
+      const acc_t other_d = __shfl_xor_sync(cuda::kFullMask, best_d, offset);
+      const int32_t other_i = __shfl_xor_sync(cuda::kFullMask, best_i, offset);
+      if (neighbors::comes_before(other_d, other_i, best_d, best_i)) {
+        best_d = other_d;
+        best_i = other_i;
+      }
+    }
+    if (best_i == kEmpty) return;  // every pair left is empty
+    if (best_i == i && best_d == d) {  // indices are unique: only the lane that held it
+      POINTOPS_UNROLL
+      for (int s = 0; s < K; ++s) {
+        if (s == slot) {
+          list.dist[s] = -std::numeric_limits<acc_t>::infinity();
+          list.index[s] = -1;
+        }
+      }
+    }
+    emit(j, best_d, best_i);
+  }
+}
+
+// One block per listed far query: the cloud's stored points, a stride of kSearchThreads a
+// thread, then the two merges (see "Far queries"). The grid loops over the list, whose length
+// only the device knows.
+template <typename acc_t, int K>
+__global__ void __launch_bounds__(kSearchThreads)
+    knn_far_kernel(KnnProblem<acc_t> pb, SearchData<acc_t> data, FarQueries far) {
+  constexpr int kWarps = kSearchThreads / cuda::kWarpSize;
+  __shared__ acc_t warp_dist[kWarps][K];
+  __shared__ int32_t warp_index[kWarps][K];
+  const int warp = threadIdx.x / cuda::kWarpSize;
+  const int count = *far.count;
+  for (int f = blockIdx.x; f < count; f += gridDim.x) {
+    const int64_t row = far.rows[f];
+    int64_t local = 0;
+    const int64_t b = pb.query_rows.cloud_of(row, &local);
+    const acc_t qx = pb.queries[row * 3];
+    const acc_t qy = pb.queries[row * 3 + 1];
+    const acc_t qz = pb.queries[row * 3 + 2];
+    const GridCloud& g = data.clouds[b];
+    const int64_t begin = data.cell_start[g.base];
+    const int64_t end = data.cell_start[g.base + g.cells()];
+    neighbors::FixedKnnList<acc_t, K> list;
+    list.init(pb.k, pb.limit);
+    for (int64_t j = begin + threadIdx.x; j < end; j += kSearchThreads) {
+      const SortedPoint<acc_t> p = data.points[j];
+      list.push(squared_distance3(qx, qy, qz, p.x, p.y, p.z), p.index);
+    }
+    const int lane = threadIdx.x % cuda::kWarpSize;
+    if (lane < pb.k) warp_index[warp][lane] = std::numeric_limits<int32_t>::max();
+    __syncwarp();
+    warp_merge_lists(list, pb.k, [&](int64_t j, acc_t d, int32_t i) {
+      if (lane == 0) {
+        warp_dist[warp][j] = d;
+        warp_index[warp][j] = i;
+      }
+    });
+    __syncthreads();
+    if (warp == 0) {
+      // The warps' lists as one pool of kWarps * k pairs, a few a lane, merged once more into the
+      // output row (a SpanKnnList there, written as every search writes its row).
+      list.init(pb.k, pb.limit);
+      for (int e = threadIdx.x; e < kWarps * K; e += cuda::kWarpSize) {
+        const int w = e / K;
+        const int j = e % K;
+        if (j < pb.k && warp_index[w][j] != std::numeric_limits<int32_t>::max()) {
+          list.push(warp_dist[w][j], warp_index[w][j]);
+        }
+      }
+      int64_t* out_index = pb.out_index + row * pb.k;
+      acc_t* out_distance = pb.out_distance + row * pb.k;
+      neighbors::SpanKnnList<acc_t> merged{out_distance, out_index, pb.k};
+      if (threadIdx.x == 0) merged.init(pb.k, pb.limit);
+      warp_merge_lists(list, pb.k, [&](int64_t, acc_t d, int32_t i) {
+        if (threadIdx.x == 0) merged.push(d, i);
+      });
+      if (threadIdx.x == 0) neighbors::write_knn_row(merged, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
+    }
+    __syncthreads();  // the shared lists are the next query's
   }
 }
 
@@ -384,22 +520,34 @@ void launch_block_grid(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t
   }
 }
 
+// The search, then (grid, k <= 32) the far queries it listed; `far` is unused by brute force.
 template <typename acc_t, bool kGrid>
-void launch_search(const KnnProblem<acc_t>& pb, const SearchData<acc_t>& data) {
+void launch_search(const KnnProblem<acc_t>& pb, const SearchData<acc_t>& data, FarQueries far) {
   const unsigned blocks = static_cast<unsigned>(cuda::ceil_div(pb.total_queries, kSearchThreads));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  auto run = [&](auto k_slots) {
+    constexpr int K = decltype(k_slots)::value;
+    knn_search_kernel<acc_t, K, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data, far);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if constexpr (kGrid && K > 0) {
+      // A few blocks an SM: the list is short, or empty, but its length is not read back.
+      const unsigned far_blocks = static_cast<unsigned>(
+          std::min<int64_t>(4 * static_cast<int64_t>(cuda::sm_count()), std::max<int64_t>(pb.total_queries, 1)));
+      knn_far_kernel<acc_t, K><<<far_blocks, kSearchThreads, 0, stream>>>(pb, data, far);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  };
   if (pb.k <= 4) {
-    knn_search_kernel<acc_t, 4, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    run(std::integral_constant<int, 4>());
   } else if (pb.k <= 8) {
-    knn_search_kernel<acc_t, 8, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    run(std::integral_constant<int, 8>());
   } else if (pb.k <= 16) {
-    knn_search_kernel<acc_t, 16, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    run(std::integral_constant<int, 16>());
   } else if (pb.k <= 32) {
-    knn_search_kernel<acc_t, 32, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    run(std::integral_constant<int, 32>());
   } else {
-    knn_search_kernel<acc_t, 0, kGrid><<<blocks, kSearchThreads, 0, stream>>>(pb, data);
+    run(std::integral_constant<int, 0>());
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // q, p: contiguous (rows, 3) in the compute type.
@@ -412,7 +560,7 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
     const at::Tensor points = neighbors::grid_cuda::row_points<acc_t>(p, pb.point_rows, total_points);
     const SearchData<acc_t> data{nullptr, nullptr, nullptr,
                                  reinterpret_cast<const SortedPoint<acc_t>*>(points.data_ptr<uint8_t>())};
-    launch_search<acc_t, false>(pb, data);
+    launch_search<acc_t, false>(pb, data, FarQueries{nullptr, nullptr});
     return;
   }
   const int64_t cell_points = neighbors::knn_cell_points(pb.k);
@@ -426,7 +574,11 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
   const at::Tensor order = neighbors::grid_cuda::sort_queries_by_cell<acc_t>(q, pb.query_rows, pb.total_queries, grid);
   const SearchData<acc_t> data{order.data_ptr<int32_t>(), grid.cloud_ptr(),
                                grid.cell_start.template data_ptr<int32_t>(), grid.point_ptr()};
-  launch_search<acc_t, true>(pb, data);
+  // The far-query list and its count (zeroed) in one allocation.
+  const at::Tensor far_rows = at::empty({pb.total_queries + 1}, order.options());
+  int32_t* far_count = far_rows.data_ptr<int32_t>() + pb.total_queries;
+  C10_CUDA_CHECK(cudaMemsetAsync(far_count, 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
+  launch_search<acc_t, true>(pb, data, FarQueries{far_rows.data_ptr<int32_t>(), far_count});
 }
 
 std::tuple<at::Tensor, at::Tensor> knn_outputs(at::IntArrayRef rows, int64_t k, const at::Tensor& points) {

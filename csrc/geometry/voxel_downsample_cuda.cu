@@ -49,10 +49,12 @@
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/library.h>
 
 #include <cooperative_groups.h>
 #include <algorithm>
+#include <atomic>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <limits>
@@ -699,13 +701,21 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   }
 }
 
-// The grid of sorted_clouds_kernel: as many blocks as are resident at once (a cooperative
-// launch), the occupancy queried once per process (the GPUs of one machine share an
-// architecture).
+// The grid of sorted_clouds_kernel on the current device: as many blocks as are resident at once
+// (a cooperative launch). The occupancy is queried once per device, as the GPUs of one process
+// may differ in architecture; two first calls on one device may both query it and store the same
+// value (relaxed atomics suffice). A device past the table's size queries it every call.
 template <typename scalar_t, typename feature_t, typename acc_t>
 int sorted_clouds_blocks() {
-  static const int per_sm = cuda::blocks_per_sm(sorted_clouds_kernel<scalar_t, feature_t, acc_t>, kWideThreads);
-  TORCH_CHECK(per_sm > 0, "voxel_downsample: the sorted-path kernel cannot be resident on this device");
+  static std::atomic<int> cached[C10_COMPILE_TIME_MAX_GPUS] = {};  // 0: not queried yet
+  const int device = c10::cuda::current_device();
+  const bool cacheable = device >= 0 && device < C10_COMPILE_TIME_MAX_GPUS;
+  int per_sm = cacheable ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    per_sm = cuda::blocks_per_sm(sorted_clouds_kernel<scalar_t, feature_t, acc_t>, kWideThreads);
+    TORCH_CHECK(per_sm > 0, "voxel_downsample: the sorted-path kernel cannot be resident on this device");
+    if (cacheable) cached[device].store(per_sm, std::memory_order_relaxed);
+  }
   return per_sm * cuda::sm_count();
 }
 

@@ -485,7 +485,9 @@ def test_far_noise_queries_cpu_equals_cuda(strategy):
         )
         offsets = torch.tensor([0, 6000, 12000])
         assert_same(
-            pointops.knn_packed(q[:, :6000].reshape(-1, 3).cuda(), offsets.cuda(), p.reshape(-1, 3).cuda(), offsets.cuda(), 8),
+            pointops.knn_packed(
+                q[:, :6000].reshape(-1, 3).cuda(), offsets.cuda(), p.reshape(-1, 3).cuda(), offsets.cuda(), 8
+            ),
             pointops.knn_packed(q[:, :6000].reshape(-1, 3), offsets, p.reshape(-1, 3), offsets, 8),
         )
 

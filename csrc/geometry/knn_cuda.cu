@@ -159,7 +159,7 @@ __device__ inline void warp_merge_lists(neighbors::FixedKnnList<acc_t, K>& list,
         best_i = other_i;
       }
     }
-    if (best_i == kEmpty) return;  // every pair left is empty
+    if (best_i == kEmpty) return;      // every pair left is empty
     if (best_i == i && best_d == d) {  // indices are unique: only the lane that held it
       POINTOPS_UNROLL
       for (int s = 0; s < K; ++s) {
@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(kSearchThreads)
       warp_merge_lists(list, pb.k, [&](int64_t, acc_t d, int32_t i) {
         if (threadIdx.x == 0) merged.push(d, i);
       });
-      if (threadIdx.x == 0) neighbors::write_knn_row(merged, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
+      if (threadIdx.x == 0)
+        neighbors::write_knn_row(merged, pb.k, pb.point_rows.index_base(b), out_index, out_distance);
     }
     __syncthreads();  // the shared lists are the next query's
   }

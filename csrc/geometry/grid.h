@@ -161,6 +161,23 @@ struct GridCloud {
     return base + (point_cell(2, z) * dims[1] + point_cell(1, y)) * dims[0] + point_cell(0, x);
   }
 
+  // The first ring (the cells at Chebyshev distance R from the query's cell cq, which may lie
+  // outside the grid) that meets the grid: 0 when cq is in it.
+  POINTOPS_HOST_DEVICE int64_t first_ring(const int64_t cq[3]) const {
+    int64_t ring = 0;
+    for (int d = 0; d < 3; ++d) {
+      if (-cq[d] > ring) ring = -cq[d];
+      if (cq[d] - (dims[d] - 1) > ring) ring = cq[d] - (dims[d] - 1);
+    }
+    return ring;
+  }
+  POINTOPS_HOST_DEVICE int64_t widest() const {
+    int64_t w = dims[0];
+    if (dims[1] > w) w = dims[1];
+    if (dims[2] > w) w = dims[2];
+    return w;
+  }
+
   // The cell of a query on axis d, which may lie outside the grid.
   POINTOPS_HOST_DEVICE int64_t query_cell(int d, double v) const {
     double f = floor_value((v - origin[d]) / size);
@@ -656,12 +673,8 @@ POINTOPS_HOST_DEVICE inline bool knn_grid(const GridCloud& g, const int32_t* cel
   const double q[3] = {static_cast<double>(qx), static_cast<double>(qy), static_cast<double>(qz)};
   const double slack = query_slack(g, q);
   int64_t cq[3];
-  int64_t ring = 0;  // the first ring that meets the grid
-  for (int d = 0; d < 3; ++d) {
-    cq[d] = g.query_cell(d, q[d]);
-    if (-cq[d] > ring) ring = -cq[d];
-    if (cq[d] - (g.dims[d] - 1) > ring) ring = cq[d] - (g.dims[d] - 1);
-  }
+  for (int d = 0; d < 3; ++d) cq[d] = g.query_cell(d, q[d]);
+  int64_t ring = g.first_ring(cq);
   constexpr acc_t kInf = std::numeric_limits<acc_t>::infinity();
   if (ring == 0) {
     // The query is in the grid: first the 3 x 3 x 3 cells around it, nearest first, so that the

@@ -71,10 +71,13 @@ struct SearchData {
 // kilometres, searched against its own cloud) can have its k-th neighbour farther away than the
 // box is wide. Its ring search then visits every cell, and that one thread's scan of the whole
 // cloud is the slowest thread of the launch: such a cloud of 100k points against itself took
-// ~30x its clean twin. So the batch grid's search (k <= 32) gives up past far_work(n) cells and
-// points, lists the query's row, and knn_far_kernel then scans the whole cloud for each listed
-// query with a block: each thread keeps its own list, each warp merges its 32 lists, and the
-// first warp merges the warps'. The k smallest (distance, index) pairs are the same either way.
+// ~30x its clean twin. So the batch grid's search (k <= 32) lists the query's row when the query
+// lies farther outside the grid than the grid is wide (its first ring is then at least a whole
+// face, and each ring after it another plane of the grid) in a cloud of more than kFarMinPoints
+// points, or when a search runs past far_work(n) cells and points; knn_far_kernel then scans the
+// whole cloud for each listed query with a block: each thread keeps its own list, each warp
+// merges its 32 lists, and the first warp merges the warps'. The k smallest (distance, index)
+// pairs are the same either way.
 struct FarQueries {
   int32_t* rows;   // (total_queries,) the listed query rows, the first *count of them
   int32_t* count;  // (1,) zeroed before the search
@@ -83,6 +86,8 @@ struct FarQueries {
 // The work after which a search is listed: past n / 16 it has cost a thread more than the
 // block's scan (n / kSearchThreads points a thread) several times over.
 __device__ inline int64_t far_work(int64_t n) { return 2048 + n / 16; }
+// Below this many points a face of the grid costs a thread no more than the block's merges.
+constexpr int64_t kFarMinPoints = 8 * kSearchThreads;
 
 template <typename acc_t, int K, bool kGrid>
 __global__ void __launch_bounds__(kSearchThreads)
@@ -108,8 +113,14 @@ __global__ void __launch_bounds__(kSearchThreads)
     list.init(pb.k, pb.limit);
     if constexpr (kGrid && K > 0) {
       const GridCloud& g = data.clouds[b];
-      const neighbors::WorkLimit work{far_work(data.cell_start[g.base + g.cells()] - data.cell_start[g.base])};
-      if (!neighbors::knn_grid(g, data.cell_start, data.points, qx, qy, qz, list, work)) {
+      const int64_t n = data.cell_start[g.base + g.cells()] - data.cell_start[g.base];
+      int64_t cq[3];
+      cq[0] = g.query_cell(0, static_cast<double>(qx));
+      cq[1] = g.query_cell(1, static_cast<double>(qy));
+      cq[2] = g.query_cell(2, static_cast<double>(qz));
+      const bool beyond = n > kFarMinPoints && g.first_ring(cq) >= g.widest();
+      if (beyond ||
+          !neighbors::knn_grid(g, data.cell_start, data.points, qx, qy, qz, list, neighbors::WorkLimit{far_work(n)})) {
         far.rows[atomicAdd(far.count, 1)] = static_cast<int32_t>(row);
         return;
       }

@@ -42,11 +42,11 @@
 // row binary-searches the other run on cached cells), a scan and the sums. Larger clouds, all
 // together, cost: the chunk sorts (the same, one block per chunk, the cells computed once and
 // written with the rows as 32-byte (cell, row) records); then ceil(log2(rows / kChunkRows))
-// grid-wide merge passes over the records, each a grid barrier (~1-2 us) plus, per kMergeItems
-// outputs, one merge-path binary search (each probe one 32-byte record of each run, no dependent
-// load) and one record read and written per output: 64 bytes a row a pass, from HBM once the
-// two record buffers outgrow L2 (1M rows: 64 MB), and scattered probes, as many threads as are
-// resident in flight (the bound of 2 blocks an SM keeps 64 registers a thread); then two passes
+// grid-wide merge passes over the records, each a grid barrier (~1-2 us) plus, per warp and
+// kMergeRows outputs, one merge-path search (~4 rounds of one probe a lane), then rounds of 32
+// outputs, each two coalesced 32-record reads, 12 shuffle steps of a record (the ranks) and a
+// coalesced write: about 96 bytes a row a pass of streaming reads and writes, from HBM once the
+// two record buffers outgrow L2 (1M rows: 64 MB), and the shuffles (96 a round); then two passes
 // over the records for the heads and the scan (two grid barriers), and the sums, one thread per
 // voxel as in step 4.
 #include "geometry/voxel_downsample.h"
@@ -82,15 +82,15 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackedMinRows = 256;
 // Step 5 (sorted-path clouds): threads a block; rows a block sorts in shared memory (a cloud of
 // at most this many rows is sorted by one block alone, a larger one in chunks of it); outputs a
-// thread merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
+// warp merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
 // fit static shared memory with two blocks an SM, so the whole of such a cloud sorts on cached
 // cells with block barriers only; a larger cloud goes to the whole grid (a grid barrier per
 // merge pass and two for the scan, ~1-2 us each), as one block on it would leave the other SMs
-// idle. kMergeItems divides kChunkRows (a segment lies in one merge).
+// idle. kMergeRows divides kChunkRows (a warp's outputs lie in one merge).
 constexpr int kWideThreads = 512;
 constexpr int kChunkRows = 1024;
-constexpr int kMergeItems = 8;
-static_assert(kChunkRows % kMergeItems == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
+constexpr int kMergeRows = 8 * cuda::kWarpSize;
+static_assert(kChunkRows % kMergeRows == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
@@ -399,9 +399,9 @@ __device__ __forceinline__ bool sort_cell(const scalar_t* __restrict__ cloud, in
 
 // A row of a listed cloud (more than kChunkRows rows) in the grid-wide sort: its sort cell and
 // its row in the cloud, the whole (cell, row) key. The chunk sorts write them with the cells they
-// hold in shared memory, and the merge passes move them, so every comparison reads one aligned
-// 32-byte sector (two 16-byte loads) and no cell is computed from a point again. Counted iff
-// cell[0] != kNoCell (a counted cell lies in [-2^62, 2^62)).
+// hold in shared memory, and the merge passes move them (a warp reads 32 consecutive records, one
+// 32-byte sector each, with two 16-byte loads a lane), so no cell is computed from a point again.
+// Counted iff cell[0] != kNoCell (a counted cell lies in [-2^62, 2^62)).
 struct alignas(16) SortRow {
   int64_t cell[3];
   int64_t row;
@@ -546,46 +546,92 @@ __device__ __forceinline__ bool listed_row(const SortedList& list, const int64_t
   return *i < cloud_length(lengths, *b, n);
 }
 
-// Pass `width` of the grid-wide merge on one cloud of len rows: outputs [start, start +
-// kMergeItems) of the merge of the runs src[lo, mid) and src[mid, hi) that hold them, to dst.
-// The thread finds where they begin in both runs (merge path: a binary search on the diagonal),
-// then merges them one comparison each, so each output costs one record read, not a binary
-// search.
-__device__ void merge_segment(const SortRow* src, SortRow* dst, int64_t len, int64_t width, int64_t start) {
+// Past the end of a run: after every row, so a merge never takes it.
+__device__ __forceinline__ SortRow past_run() {
+  return SortRow{{kNoCell, kNoCell, kNoCell}, std::numeric_limits<int64_t>::max()};
+}
+
+__device__ __forceinline__ SortRow shuffle_row(const SortRow& r, int lane) {
+  SortRow out;
+  for (int d = 0; d < 3; ++d) out.cell[d] = __shfl_sync(cuda::kFullMask, r.cell[d], lane);
+  out.row = __shfl_sync(cuda::kFullMask, r.row, lane);
+  return out;
+}
+
+// How many rows of a warp's window (one a lane, in (cell, row) order) come before r: a binary
+// search over the lanes by shuffles (the whole warp takes part).
+__device__ __forceinline__ int window_rank(const SortRow& window, const SortRow& r) {
+  int count = 0;
+  for (int step = cuda::kWarpSize; step > 0; step /= 2) {
+    const int probe = count + step - 1;
+    const SortRow other = shuffle_row(window, min(probe, cuda::kWarpSize - 1));
+    if (probe < cuda::kWarpSize && row_less(other, r)) count += step;
+  }
+  return count;
+}
+
+// One cloud's records in a merge pass: read from src, written to dst.
+struct RecordRuns {
+  const SortRow* src;
+  SortRow* dst;
+  __device__ __forceinline__ SortRow load(int64_t k) const { return src[k]; }
+  __device__ __forceinline__ void store(int64_t x, const SortRow& r) const { dst[x] = r; }
+  __device__ __forceinline__ void copy(int64_t x) const { dst[x] = src[x]; }
+};
+
+// Pass `width` of the grid-wide merge on one cloud of len rows, by one warp: outputs [start,
+// start + kMergeRows) of the merge of the runs [lo, mid) and [mid, hi) that hold them. The warp
+// finds where they begin in both runs (merge path: a search on the diagonal, 33-way, each lane
+// probing one point a round), then merges in rounds of 32 outputs: each lane reads the next row
+// of each run (coalesced), ranks it in the other run's window by shuffles, and the rows ranked
+// below 32 go to their place (the 32 smallest rows left lie in the two windows). So each output
+// costs two coalesced reads and no binary search through memory.
+template <typename Runs>
+__device__ void merge_tile(const Runs& runs, int64_t len, int64_t width, int64_t start) {
+  const int lane = threadIdx.x % cuda::kWarpSize;
   const int64_t lo = start / (2 * width) * (2 * width);
   const int64_t mid = min(lo + width, len);
   const int64_t hi = min(lo + 2 * width, len);
-  const int64_t end = min(start + kMergeItems, hi);
+  const int64_t end = min(start + kMergeRows, hi);
   if (mid == hi) {  // a run without a partner: already in place
-    for (int64_t x = start; x < end; ++x) dst[x] = src[x];
+    for (int64_t x = start + lane; x < end; x += cuda::kWarpSize) runs.copy(x);
     return;
   }
   // i of the first run's rows (and d - i of the second's) precede output d: the first i such
-  // that the first run's row i does not come before the second run's row d - 1 - i.
+  // that the first run's row i does not come before the second run's row d - 1 - i (true below
+  // it, false from it on).
   const int64_t d = start - lo;
   int64_t i = max(int64_t{0}, d - (hi - mid));
   int64_t last = min(d, mid - lo);
   while (i < last) {
-    const int64_t k = (i + last) / 2;
-    if (row_less(src[lo + k], src[mid + d - 1 - k])) {
-      i = k + 1;
-    } else {
-      last = k;
+    const int64_t span = last - i;
+    const bool few = span <= cuda::kWarpSize;
+    const int64_t k = few ? i + lane : i + (lane + 1) * span / (cuda::kWarpSize + 1);
+    const bool before = k < last && row_less(runs.load(lo + k), runs.load(mid + d - 1 - k));
+    const int count = __popc(__ballot_sync(cuda::kFullMask, before));
+    if (few) {
+      i += count;
+      break;
     }
+    // Probes k(c) = i + (c + 1) * span / 33 increase with c: the first `count` hold.
+    const int64_t next_i = count > 0 ? i + count * span / (cuda::kWarpSize + 1) + 1 : i;
+    if (count < cuda::kWarpSize) last = i + (count + 1) * span / (cuda::kWarpSize + 1);
+    i = next_i;
   }
   int64_t ia = lo + i;
   int64_t ic = mid + d - i;
-  SortRow a{}, c{};
-  if (ia < mid) a = src[ia];
-  if (ic < hi) c = src[ic];
-  for (int64_t x = start; x < end; ++x) {
-    if (ic >= hi || (ia < mid && row_less(a, c))) {
-      dst[x] = a;
-      if (++ia < mid) a = src[ia];
-    } else {
-      dst[x] = c;
-      if (++ic < hi) c = src[ic];
-    }
+  for (int64_t x = start; x < end;) {
+    const SortRow a = ia + lane < mid ? runs.load(ia + lane) : past_run();
+    const SortRow c = ic + lane < hi ? runs.load(ic + lane) : past_run();
+    const int out = static_cast<int>(min(int64_t{cuda::kWarpSize}, end - x));
+    const int rank_a = lane + window_rank(c, a);
+    const int rank_c = lane + window_rank(a, c);
+    if (rank_a < out) runs.store(x + rank_a, a);
+    if (rank_c < out) runs.store(x + rank_c, c);
+    const int from_a = __popc(__ballot_sync(cuda::kFullMask, rank_a < out));
+    ia += from_a;
+    ic += out - from_a;
+    x += out;
   }
 }
 
@@ -643,17 +689,20 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   }
   all.sync();
 
-  // The merge passes, runs of kChunkRows, 2 kChunkRows, ... rows (kMergeItems divides every
-  // run, so a segment lies in one merge).
+  // The merge passes, runs of kChunkRows, 2 kChunkRows, ... rows, kMergeRows outputs a warp
+  // (kMergeRows divides every run, so a warp's outputs lie in one merge; the loop is the same
+  // for every lane of a warp, as the shuffles need).
   SortRow* src = sorted_rows;
   SortRow* dst = sorted_rows + batch * n;
-  const int64_t segments = cuda::ceil_div(rows, int64_t{kMergeItems});
+  const int64_t tiles = cuda::ceil_div(rows, int64_t{kMergeRows});
+  const int64_t warp = thread / cuda::kWarpSize;
+  const int64_t warps = threads / cuda::kWarpSize;
   for (int64_t width = kChunkRows; width < rows; width *= 2) {
-    for (int64_t t = thread; t < clouds * segments; t += threads) {
-      const int64_t b = list.clouds[t / segments];
+    for (int64_t t = warp; t < clouds * tiles; t += warps) {
+      const int64_t b = list.clouds[t / tiles];
       const int64_t len = cloud_length(lengths, b, n);
-      const int64_t start = t % segments * kMergeItems;
-      if (start < len) merge_segment(src + b * n, dst + b * n, len, width, start);
+      const int64_t start = t % tiles * kMergeRows;
+      if (start < len) merge_tile(RecordRuns{src + b * n, dst + b * n}, len, width, start);
     }
     all.sync();
     SortRow* sorted = dst;

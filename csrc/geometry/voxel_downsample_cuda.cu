@@ -21,8 +21,9 @@
 //      voxels, then step 4's sums, in the same order, fill its rows. A cloud of at most
 //      kChunkRows (1,024) rows is one block's, sorted in shared memory; step 2 lists the larger
 //      ones, and the whole grid sorts them together: chunks of kChunkRows rows in shared memory,
-//      then merge passes over the grid (grid barriers between them), a grid-wide scan and the
-//      sums. Sizes come from the device, so it needs no host sync either.
+//      then merge passes over the grid (grid barriers between them) that move (cell, row)
+//      records, so no cell is computed twice, a grid-wide scan and the sums. Sizes come from the
+//      device and buffers from the shapes, so it needs no host sync either.
 // Clouds of fewer than kPackedMinRows rows (N) get no bins (their 3 KB each would outweigh the
 // points): a tiny cloud whose raw offsets do not fit the key takes the sorted path, cheap at that
 // size. The CPU packs every cloud; the results are the same either way.
@@ -39,13 +40,15 @@
 // holds even packed (a voxel far below the data's resolution, far outliers scattered on every
 // axis). A cloud of at most kChunkRows rows costs its block ~10 shared-memory merge passes (each
 // row binary-searches the other run on cached cells), a scan and the sums. Larger clouds, all
-// together, cost: the chunk sorts (the same, one block per chunk, the cells computed once); then
-// ceil(log2(rows / kChunkRows)) grid-wide merge passes, each a grid barrier (~1-2 us) plus, per
-// kMergeItems outputs, one merge-path binary search and one cell per output, recomputed from the
-// point (a dependent index load, then a 12- or 24-byte point read, from L2 for a cloud that fits
-// it): latency-bound, as many threads as are resident in flight (the bound of 2 blocks an SM
-// keeps 64 registers a thread); then two passes over the rows for the heads and the scan (two
-// grid barriers), and the sums, one thread per voxel as in step 4.
+// together, cost: the chunk sorts (the same, one block per chunk, the cells computed once and
+// written with the rows as 32-byte (cell, row) records); then ceil(log2(rows / kChunkRows))
+// grid-wide merge passes over the records, each a grid barrier (~1-2 us) plus, per warp and
+// kMergeRows outputs, one merge-path search (~4 rounds of one probe a lane), then rounds of 32
+// outputs, each two coalesced 32-record reads, 12 shuffle steps of a record (the ranks) and a
+// coalesced write: about 96 bytes a row a pass of streaming reads and writes, from HBM once the
+// two record buffers outgrow L2 (1M rows: 64 MB), and the shuffles (96 a round); then two passes
+// over the records for the heads and the scan (two grid barriers), and the sums, one thread per
+// voxel as in step 4.
 #include "geometry/voxel_downsample.h"
 
 #include <ATen/Dispatch.h>
@@ -79,15 +82,15 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kPackedMinRows = 256;
 // Step 5 (sorted-path clouds): threads a block; rows a block sorts in shared memory (a cloud of
 // at most this many rows is sorted by one block alone, a larger one in chunks of it); outputs a
-// thread merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
+// warp merges in a pass of the grid-wide merge. 1,024 rows: their cells and row buffers (28 KB)
 // fit static shared memory with two blocks an SM, so the whole of such a cloud sorts on cached
 // cells with block barriers only; a larger cloud goes to the whole grid (a grid barrier per
 // merge pass and two for the scan, ~1-2 us each), as one block on it would leave the other SMs
-// idle. kMergeItems divides kChunkRows (a segment lies in one merge).
+// idle. kMergeRows divides kChunkRows (a warp's outputs lie in one merge).
 constexpr int kWideThreads = 512;
 constexpr int kChunkRows = 1024;
-constexpr int kMergeItems = 8;
-static_assert(kChunkRows % kMergeItems == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
+constexpr int kMergeRows = 8 * cuda::kWarpSize;
+static_assert(kChunkRows % kMergeRows == 0 && kChunkRows <= 65536, "rows of a chunk are uint16 offsets");
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>(cuda::ceil_div(items, kThreads)); }
 
@@ -394,6 +397,21 @@ __device__ __forceinline__ bool sort_cell(const scalar_t* __restrict__ cloud, in
   return false;
 }
 
+// A row of a listed cloud (more than kChunkRows rows) in the grid-wide sort: its sort cell and
+// its row in the cloud, the whole (cell, row) key. The chunk sorts write them with the cells they
+// hold in shared memory, and the merge passes move them (a warp reads 32 consecutive records, one
+// 32-byte sector each, with two 16-byte loads a lane), so no cell is computed from a point again.
+// Counted iff cell[0] != kNoCell (a counted cell lies in [-2^62, 2^62)).
+struct alignas(16) SortRow {
+  int64_t cell[3];
+  int64_t row;
+};
+static_assert(sizeof(SortRow) == 32, "a SortRow is one 32-byte sector");
+
+__device__ __forceinline__ bool row_less(const SortRow& a, const SortRow& c) {
+  return cell_index_less(a.cell, a.row, c.cell, c.row);
+}
+
 using WideScan = cub::BlockScan<int, kWideThreads>;
 using WideReduce = cub::BlockReduce<int, kWideThreads>;
 
@@ -425,14 +443,15 @@ __device__ int rows_before(const uint16_t* run, int first, int last, const int64
 }
 
 // Rows [first, first + count) of a cloud (count <= kChunkRows) sorted by (cell, row), the rows
-// that do not count last, by the whole block: out[0, count) gets the sorted rows. Leaves each
-// row's cell in s.cell (by its offset in the chunk) and returns the buffer of s.rows that holds
-// the sorted offsets; *counted gets the rows that count. A bottom-up merge sort, runs of width 1,
-// 2, 4, ...: an element's place in the merged pair is its place in its run plus the number of
-// the other run's elements before it (keys are distinct, so the places form a permutation).
+// that do not count last, by the whole block. Leaves each row's cell in s.cell (by its offset in
+// the chunk) and returns the buffer of s.rows that holds the sorted offsets, which every thread
+// may read at once (a block barrier follows their last write); *counted gets the rows that
+// count. A bottom-up merge sort, runs of width 1, 2, 4, ...: an element's place in the merged
+// pair is its place in its run plus the number of the other run's elements before it (keys are
+// distinct, so the places form a permutation).
 template <typename scalar_t, typename acc_t>
 __device__ const uint16_t* sort_chunk(const scalar_t* __restrict__ cloud, int64_t first, int count,
-                                      const VoxelGrid<acc_t>& grid, ChunkStorage& s, int32_t* out, int* counted) {
+                                      const VoxelGrid<acc_t>& grid, ChunkStorage& s, int* counted) {
   int valid = 0;
   for (int base = 0; base < count; base += kWideThreads) {
     const int r = base + threadIdx.x;
@@ -460,7 +479,6 @@ __device__ const uint16_t* sort_chunk(const scalar_t* __restrict__ cloud, int64_
     dst = src;
     src = sorted;
   }
-  for (int r = threadIdx.x; r < count; r += kWideThreads) out[r] = static_cast<int32_t>(first + src[r]);
   *counted = valid;
   return src;
 }
@@ -488,7 +506,8 @@ template <typename scalar_t, typename feature_t, typename acc_t>
 __device__ void sort_small_cloud(int64_t b, int64_t n, int len, const VoxelGrid<acc_t>& grid,
                                  const SortedOutputs<scalar_t, feature_t>& o, int32_t* order, ChunkStorage& s) {
   int m = 0;
-  const uint16_t* sorted = sort_chunk(o.points + 3 * b * n, 0, len, grid, s, order + b * n, &m);
+  const uint16_t* sorted = sort_chunk(o.points + 3 * b * n, 0, len, grid, s, &m);
+  for (int r = threadIdx.x; r < len; r += kWideThreads) order[b * n + r] = static_cast<int32_t>(sorted[r]);
   uint16_t* starts = sorted == s.rows[0] ? s.rows[1] : s.rows[0];  // the sort is done with it
   int voxels = 0;
   for (int base = 0; base < m; base += kWideThreads) {
@@ -527,53 +546,92 @@ __device__ __forceinline__ bool listed_row(const SortedList& list, const int64_t
   return *i < cloud_length(lengths, *b, n);
 }
 
-// Pass `width` of the grid-wide merge on one cloud of len rows: outputs [start, start +
-// kMergeItems) of the merge of the runs src[lo, mid) and src[mid, hi) that hold them, to dst.
-// The thread finds where they begin in both runs (merge path: a binary search on the diagonal),
-// then merges them one comparison each, so each output costs one cell, not a binary search.
-template <typename scalar_t, typename acc_t>
-__device__ void merge_segment(const scalar_t* __restrict__ cloud, const int32_t* src, int32_t* dst, int64_t len,
-                              int64_t width, int64_t start, const VoxelGrid<acc_t>& grid) {
+// Past the end of a run: after every row, so a merge never takes it.
+__device__ __forceinline__ SortRow past_run() {
+  return SortRow{{kNoCell, kNoCell, kNoCell}, std::numeric_limits<int64_t>::max()};
+}
+
+__device__ __forceinline__ SortRow shuffle_row(const SortRow& r, int lane) {
+  SortRow out;
+  for (int d = 0; d < 3; ++d) out.cell[d] = __shfl_sync(cuda::kFullMask, r.cell[d], lane);
+  out.row = __shfl_sync(cuda::kFullMask, r.row, lane);
+  return out;
+}
+
+// How many rows of a warp's window (one a lane, in (cell, row) order) come before r: a binary
+// search over the lanes by shuffles (the whole warp takes part).
+__device__ __forceinline__ int window_rank(const SortRow& window, const SortRow& r) {
+  int count = 0;
+  for (int step = cuda::kWarpSize; step > 0; step /= 2) {
+    const int probe = count + step - 1;
+    const SortRow other = shuffle_row(window, min(probe, cuda::kWarpSize - 1));
+    if (probe < cuda::kWarpSize && row_less(other, r)) count += step;
+  }
+  return count;
+}
+
+// One cloud's records in a merge pass: read from src, written to dst.
+struct RecordRuns {
+  const SortRow* src;
+  SortRow* dst;
+  __device__ __forceinline__ SortRow load(int64_t k) const { return src[k]; }
+  __device__ __forceinline__ void store(int64_t x, const SortRow& r) const { dst[x] = r; }
+  __device__ __forceinline__ void copy(int64_t x) const { dst[x] = src[x]; }
+};
+
+// Pass `width` of the grid-wide merge on one cloud of len rows, by one warp: outputs [start,
+// start + kMergeRows) of the merge of the runs [lo, mid) and [mid, hi) that hold them. The warp
+// finds where they begin in both runs (merge path: a search on the diagonal, 33-way, each lane
+// probing one point a round), then merges in rounds of 32 outputs: each lane reads the next row
+// of each run (coalesced), ranks it in the other run's window by shuffles, and the rows ranked
+// below 32 go to their place (the 32 smallest rows left lie in the two windows). So each output
+// costs two coalesced reads and no binary search through memory.
+template <typename Runs>
+__device__ void merge_tile(const Runs& runs, int64_t len, int64_t width, int64_t start) {
+  const int lane = threadIdx.x % cuda::kWarpSize;
   const int64_t lo = start / (2 * width) * (2 * width);
   const int64_t mid = min(lo + width, len);
   const int64_t hi = min(lo + 2 * width, len);
-  const int64_t end = min(start + kMergeItems, hi);
+  const int64_t end = min(start + kMergeRows, hi);
   if (mid == hi) {  // a run without a partner: already in place
-    for (int64_t x = start; x < end; ++x) dst[x] = src[x];
+    for (int64_t x = start + lane; x < end; x += cuda::kWarpSize) runs.copy(x);
     return;
   }
   // i of the first run's rows (and d - i of the second's) precede output d: the first i such
-  // that the first run's row i does not come before the second run's row d - 1 - i.
+  // that the first run's row i does not come before the second run's row d - 1 - i (true below
+  // it, false from it on).
   const int64_t d = start - lo;
   int64_t i = max(int64_t{0}, d - (hi - mid));
   int64_t last = min(d, mid - lo);
   while (i < last) {
-    const int64_t k = (i + last) / 2;
-    const int64_t a = src[lo + k];
-    const int64_t c = src[mid + d - 1 - k];
-    int64_t cell_a[3], cell_c[3];
-    sort_cell(cloud, a, grid, cell_a);
-    sort_cell(cloud, c, grid, cell_c);
-    if (cell_index_less(cell_a, a, cell_c, c)) {
-      i = k + 1;
-    } else {
-      last = k;
+    const int64_t span = last - i;
+    const bool few = span <= cuda::kWarpSize;
+    const int64_t k = few ? i + lane : i + (lane + 1) * span / (cuda::kWarpSize + 1);
+    const bool before = k < last && row_less(runs.load(lo + k), runs.load(mid + d - 1 - k));
+    const int count = __popc(__ballot_sync(cuda::kFullMask, before));
+    if (few) {
+      i += count;
+      break;
     }
+    // Probes k(c) = i + (c + 1) * span / 33 increase with c: the first `count` hold.
+    const int64_t next_i = count > 0 ? i + count * span / (cuda::kWarpSize + 1) + 1 : i;
+    if (count < cuda::kWarpSize) last = i + (count + 1) * span / (cuda::kWarpSize + 1);
+    i = next_i;
   }
   int64_t ia = lo + i;
   int64_t ic = mid + d - i;
-  int64_t a = 0, c = 0;
-  int64_t cell_a[3], cell_c[3];
-  if (ia < mid) sort_cell(cloud, a = src[ia], grid, cell_a);
-  if (ic < hi) sort_cell(cloud, c = src[ic], grid, cell_c);
-  for (int64_t x = start; x < end; ++x) {
-    if (ic >= hi || (ia < mid && cell_index_less(cell_a, a, cell_c, c))) {
-      dst[x] = static_cast<int32_t>(a);
-      if (++ia < mid) sort_cell(cloud, a = src[ia], grid, cell_a);
-    } else {
-      dst[x] = static_cast<int32_t>(c);
-      if (++ic < hi) sort_cell(cloud, c = src[ic], grid, cell_c);
-    }
+  for (int64_t x = start; x < end;) {
+    const SortRow a = ia + lane < mid ? runs.load(ia + lane) : past_run();
+    const SortRow c = ic + lane < hi ? runs.load(ic + lane) : past_run();
+    const int out = static_cast<int>(min(int64_t{cuda::kWarpSize}, end - x));
+    const int rank_a = lane + window_rank(c, a);
+    const int rank_c = lane + window_rank(a, c);
+    if (rank_a < out) runs.store(x + rank_a, a);
+    if (rank_c < out) runs.store(x + rank_c, c);
+    const int from_a = __popc(__ballot_sync(cuda::kFullMask, rank_a < out));
+    ia += from_a;
+    ic += out - from_a;
+    x += out;
   }
 }
 
@@ -587,15 +645,17 @@ __device__ __forceinline__ int block_total(int v, ChunkStorage& s) {
   return v;
 }
 
-// order and scratch: (B, N) int32 each. A cloud of any other path is skipped: steps 1-4 wrote
-// its outputs. A sorted-path cloud's outputs are still as empty_downsample_outputs left them (its
-// points had the invalid key), and this kernel fills its rows. Every block reaches every
-// grid.sync(): the listed clouds' count is the same for all.
+// order and scratch: (B, N) int32 each (a cloud's sorted rows and the listed clouds' voxel
+// marks). sorted_rows: two (B, N) buffers of SortRow, the merge passes' source and destination;
+// read only when a cloud is listed, which needs N > kChunkRows (null otherwise). A cloud of any
+// other path is skipped: steps 1-4 wrote its outputs. A sorted-path cloud's outputs are still as
+// empty_downsample_outputs left them (its points had the invalid key), and this kernel fills its
+// rows. Every block reaches every grid.sync(): the listed clouds' count is the same for all.
 template <typename scalar_t, typename feature_t, typename acc_t>
 __global__ void __launch_bounds__(kWideThreads, 2)
     sorted_clouds_kernel(const int64_t* __restrict__ lengths, int64_t batch, int64_t n, VoxelGrid<acc_t> grid,
                          const KeyLayout* __restrict__ layouts, SortedList list, int32_t* order, int32_t* scratch,
-                         SortedOutputs<scalar_t, feature_t> o) {
+                         SortRow* sorted_rows, SortedOutputs<scalar_t, feature_t> o) {
   __shared__ ChunkStorage s;
   for (int64_t b = blockIdx.x; b < batch; b += gridDim.x) {
     if (layouts[b].path != static_cast<int32_t>(CloudPath::kSorted)) continue;
@@ -609,42 +669,51 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kWideThreads + threadIdx.x;
   const int64_t threads = static_cast<int64_t>(gridDim.x) * kWideThreads;
 
-  // Each chunk of kChunkRows rows of each listed cloud, sorted by a block.
+  // Each chunk of kChunkRows rows of each listed cloud, sorted by a block, written as records
+  // with the cells the block computed.
   const int64_t chunks = cuda::ceil_div(rows, int64_t{kChunkRows});
   for (int64_t t = blockIdx.x; t < clouds * chunks; t += gridDim.x) {
     const int64_t b = list.clouds[t / chunks];
     const int64_t first = t % chunks * kChunkRows;
     const int64_t len = cloud_length(lengths, b, n);
     if (first >= len) continue;
+    const int count = static_cast<int>(min(len - first, int64_t{kChunkRows}));
     int counted = 0;
-    sort_chunk(o.points + 3 * b * n, first, static_cast<int>(min(len - first, int64_t{kChunkRows})), grid, s,
-               order + b * n + first, &counted);
+    const uint16_t* sorted = sort_chunk(o.points + 3 * b * n, first, count, grid, s, &counted);
+    SortRow* out = sorted_rows + b * n + first;
+    for (int r = threadIdx.x; r < count; r += kWideThreads) {
+      const int q = sorted[r];
+      out[r] = SortRow{{s.cell[q][0], s.cell[q][1], s.cell[q][2]}, first + q};
+    }
     __syncthreads();  // s is reused by the block's next chunk
   }
   all.sync();
 
-  // The merge passes, runs of kChunkRows, 2 kChunkRows, ... rows (kMergeItems divides every
-  // run, so a segment lies in one merge).
-  int32_t* src = order;
-  int32_t* dst = scratch;
-  const int64_t segments = cuda::ceil_div(rows, int64_t{kMergeItems});
+  // The merge passes, runs of kChunkRows, 2 kChunkRows, ... rows, kMergeRows outputs a warp
+  // (kMergeRows divides every run, so a warp's outputs lie in one merge; the loop is the same
+  // for every lane of a warp, as the shuffles need).
+  SortRow* src = sorted_rows;
+  SortRow* dst = sorted_rows + batch * n;
+  const int64_t tiles = cuda::ceil_div(rows, int64_t{kMergeRows});
+  const int64_t warp = thread / cuda::kWarpSize;
+  const int64_t warps = threads / cuda::kWarpSize;
   for (int64_t width = kChunkRows; width < rows; width *= 2) {
-    for (int64_t t = thread; t < clouds * segments; t += threads) {
-      const int64_t b = list.clouds[t / segments];
+    for (int64_t t = warp; t < clouds * tiles; t += warps) {
+      const int64_t b = list.clouds[t / tiles];
       const int64_t len = cloud_length(lengths, b, n);
-      const int64_t start = t % segments * kMergeItems;
-      if (start < len) merge_segment(o.points + 3 * b * n, src + b * n, dst + b * n, len, width, start, grid);
+      const int64_t start = t % tiles * kMergeRows;
+      if (start < len) merge_tile(RecordRuns{src + b * n, dst + b * n}, len, width, start);
     }
     all.sync();
-    int32_t* sorted = dst;
+    SortRow* sorted = dst;
     dst = src;
     src = sorted;
   }
 
   // Voxel heads (counted rows whose cell differs from the previous row's), numbered by a
-  // grid-wide scan over the items of all listed clouds, each block a contiguous range: dst gets
-  // 1 for a head, 0 for another counted row, -2 for a row that does not count; then the head's
-  // number among all listed clouds' voxels, -1, -2.
+  // grid-wide scan over the items of all listed clouds, each block a contiguous range: order
+  // gets each sorted record's row, scratch 1 for a head, 0 for another counted row, -2 for a row
+  // that does not count; then the head's number among all listed clouds' voxels, -1, -2.
   const int64_t items = clouds * rows;
   const int64_t begin = items * blockIdx.x / gridDim.x;
   const int64_t end = items * (blockIdx.x + 1) / gridDim.x;
@@ -652,14 +721,12 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   for (int64_t e = begin + threadIdx.x; e < end; e += kWideThreads) {
     int64_t b, i;
     if (!listed_row(list, lengths, n, rows, e, &b, &i)) continue;
-    const scalar_t* cloud = o.points + 3 * b * n;
-    int64_t cell[3], previous[3];
-    int mark = sort_cell(cloud, src[b * n + i], grid, cell) ? 1 : -2;
-    if (mark == 1 && i > 0) {
-      sort_cell(cloud, src[b * n + i - 1], grid, previous);
-      if (same_cell(cell, previous)) mark = 0;
-    }
-    dst[b * n + i] = mark;
+    const SortRow* sorted = src + b * n;
+    const SortRow row = sorted[i];
+    order[b * n + i] = static_cast<int32_t>(row.row);
+    int mark = row.cell[0] != kNoCell ? 1 : -2;
+    if (mark == 1 && i > 0 && same_cell(row.cell, sorted[i - 1].cell)) mark = 0;
+    scratch[b * n + i] = mark;
     heads += mark == 1 ? 1 : 0;
   }
   heads = block_total(heads, s);
@@ -672,7 +739,7 @@ __global__ void __launch_bounds__(kWideThreads, 2)
     const int64_t e = base + threadIdx.x;
     int64_t b, i;
     int32_t* mark = nullptr;
-    if (e < end && listed_row(list, lengths, n, rows, e, &b, &i)) mark = dst + b * n + i;
+    if (e < end && listed_row(list, lengths, n, rows, e, &b, &i)) mark = scratch + b * n + i;
     const int head = mark != nullptr && *mark == 1 ? 1 : 0;
     int at = 0;
     int tile = 0;
@@ -689,14 +756,14 @@ __global__ void __launch_bounds__(kWideThreads, 2)
   for (int64_t e = thread; e < items; e += threads) {
     int64_t b, i;
     if (!listed_row(list, lengths, n, rows, e, &b, &i)) continue;
-    const int32_t* marks = dst + b * n;
+    const int32_t* marks = scratch + b * n;
     const int32_t number = marks[i];
     if (number < 0) continue;
     const int64_t len = cloud_length(lengths, b, n);
     int64_t j = i + 1;
     while (j < len && marks[j] == -1) ++j;
     const int64_t v = number - marks[0];
-    o.voxel(src + b * n + i, j - i, b, n, v);
+    o.voxel(order + b * n + i, j - i, b, n, v);
     if (j == len || marks[j] == -2) o.new_lengths[b] = v + 1;
   }
 }
@@ -767,29 +834,42 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
       pts_ptr, lengths, n, total, grid, stride, low_ptr, layout_ptr, keys.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
-  cuda::HashArray hash = cuda::build_hash_array(keys, kInvalidKey);
-  if (batch > 1) {
-    at::Tensor cloud_keys = at::empty({total}, options.dtype(at::kLong));
-    cloud_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(hash.view(), keys.data_ptr<int64_t>(), n, total,
-                                                                  cloud_keys.data_ptr<int64_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    hash = cuda::build_hash_array(cloud_keys, batch * total);
-  }
-  const HashArrayView h = hash.view();
+  {  // the hash arrays are dead once step 4 is launched: freed here, before step 5's records
+    cuda::HashArray hash = cuda::build_hash_array(keys, kInvalidKey);
+    if (batch > 1) {
+      at::Tensor cloud_keys = at::empty({total}, options.dtype(at::kLong));
+      cloud_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(hash.view(), keys.data_ptr<int64_t>(), n, total,
+                                                                    cloud_keys.data_ptr<int64_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      hash = cuda::build_hash_array(cloud_keys, batch * total);
+    }
+    const HashArrayView h = hash.view();
 
-  at::Tensor first_run = at::empty({batch}, options.dtype(at::kLong));
-  cloud_runs_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(h, batch, total, first_run.data_ptr<int64_t>(),
-                                                                std::get<2>(outputs).data_ptr<int64_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  voxel_means_kernel<scalar_t, feature_t><<<blocks_for(total), kThreads, 0, stream>>>(
-      h, total, batch, n, total, first_run.data_ptr<int64_t>(), pts_ptr, f > 0 ? feats.data_ptr<feature_t>() : nullptr,
-      f, std::get<0>(outputs).data_ptr<scalar_t>(), f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr,
-      std::get<3>(outputs).data_ptr<int64_t>());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+    at::Tensor first_run = at::empty({batch}, options.dtype(at::kLong));
+    cloud_runs_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(h, batch, total, first_run.data_ptr<int64_t>(),
+                                                                  std::get<2>(outputs).data_ptr<int64_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    voxel_means_kernel<scalar_t, feature_t><<<blocks_for(total), kThreads, 0, stream>>>(
+        h, total, batch, n, total, first_run.data_ptr<int64_t>(), pts_ptr,
+        f > 0 ? feats.data_ptr<feature_t>() : nullptr, f, std::get<0>(outputs).data_ptr<scalar_t>(),
+        f > 0 ? std::get<1>(outputs).data_ptr<feature_t>() : nullptr, std::get<3>(outputs).data_ptr<int64_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 
   // Sorted-path clouds. The keys are dead once the hash arrays are built (stream order), so
-  // their 8 * B * N bytes hold the two (B, N) int32 buffers of the sorts.
+  // their 8 * B * N bytes hold the two (B, N) int32 buffers of step 5 (order, scratch). A listed
+  // cloud (more than kChunkRows rows, so only when N > kChunkRows) also needs two (B, N) buffers
+  // of SortRow records: 64 * B * N bytes, sized from the shape (whether any cloud is listed is
+  // known on the device only), allocated after the hash arrays are freed so that the caching
+  // allocator can hand their blocks back (stream order makes the reuse safe).
   int32_t* order = reinterpret_cast<int32_t*>(keys.data_ptr<int64_t>());
+  at::Tensor sorted_rows;
+  SortRow* sorted_rows_ptr = nullptr;
+  if (n > kChunkRows) {
+    sorted_rows =
+        at::empty({2 * total * static_cast<int64_t>(sizeof(SortRow) / sizeof(int64_t))}, options.dtype(at::kLong));
+    sorted_rows_ptr = reinterpret_cast<SortRow*>(sorted_rows.data_ptr<int64_t>());
+  }
   const SortedList list{sorted_header, sorted_clouds, sorted_clouds + batch};
   const SortedOutputs<scalar_t, feature_t> o{pts_ptr,
                                              f > 0 ? feats.data_ptr<feature_t>() : nullptr,
@@ -801,7 +881,7 @@ void downsample_cuda_typed(const at::Tensor& pts, const at::Tensor& feats, const
   cuda::LaunchShape shape{dim3(static_cast<unsigned>(sorted_blocks)), dim3(kWideThreads)};
   shape.cooperative = true;
   cuda::launch(sorted_clouds_kernel<scalar_t, feature_t, acc_t>, shape, stream, lengths, batch, n, grid, layout_ptr,
-               list, order, order + total, o);
+               list, order, order + total, sorted_rows_ptr, o);
 }
 
 VoxelDownsampleResult voxel_downsample_cuda(const at::Tensor& points, const std::optional<at::Tensor>& lengths,

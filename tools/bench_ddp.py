@@ -25,7 +25,8 @@ workers to a share of the CPUs of its GPU's NUMA node.
 
 --profile runs torch.profiler over each rank's first --profile-steps timed batches and prints, per
 rank count, the operations that take the most host time per frame (averaged over the ranks), the
-kernel launches per frame, and, after the last run, the operations whose host time per frame grew
+kernel launches per frame (device times too when every run has one rank: device tracing in several
+NCCL ranks at once hangs them), and, after the last run, the operations whose host time per frame grew
 most from the first rank count to the last: what the ranks share shows up there (a host-bound
 launch path slowing as more cores are busy, a lock, the all-reduce's wait). The profiler's own
 overhead is in that run's figures.
@@ -262,7 +263,7 @@ def rank_main(rank, world, settings, port, points, lengths, results):
             dist.barrier()
             start = time.perf_counter()
             if settings["profile"]:
-                profiler = torch.profiler.profile(activities=profile_activities(device))
+                profiler = torch.profiler.profile(activities=profile_activities(device, settings["profile_device"]))
                 host_barrier()
                 profiler.start()
                 host_barrier()
@@ -317,9 +318,9 @@ def rank_main(rank, world, settings, port, points, lengths, results):
     dist.destroy_process_group()
 
 
-def profile_activities(device):
+def profile_activities(device, trace_device):
     activities = [torch.profiler.ProfilerActivity.CPU]
-    if device.type == "cuda":
+    if trace_device and device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return activities
 
@@ -377,8 +378,10 @@ GROWTH_COLUMNS = [
 
 
 def print_profile(world, rows, top=12):
-    launches = sum(r["calls"] for r in rows if r["op"] in LAUNCHES)
-    title = f"{world} rank{'s' if world > 1 else ''}: host time per frame by operation (top {top}), {launches:.0f} kernel launches per frame"
+    traced = [r for r in rows if r["op"] in LAUNCHES]
+    # launches are CUDA runtime calls, seen only where the device is traced
+    launches = f", {sum(r['calls'] for r in traced):.0f} kernel launches per frame" if traced else ""
+    title = f"{world} rank{'s' if world > 1 else ''}: host time per frame by operation (top {top}){launches}"
     print(cli.table(sorted(rows, key=lambda r: -r["host_ms"])[:top], PROFILE_COLUMNS, title=title), flush=True)
 
 
@@ -500,6 +503,11 @@ def main(args):
         no_split=args.no_split,
         profile=args.profile,
         profile_steps=args.profile_steps,
+        # CUPTI's device tracing in several NCCL ranks at once hangs them (4 ranks, profiler started
+        # and stopped between gloo barriers, 4 x H200); host activity alone is what the growth per
+        # rank is read from, so when any run has several ranks every run records the host only,
+        # and the rank counts' host figures carry the same profiler overhead
+        profile_device=max(counts) == 1,
         bind=args.bind,
         device_name=torch.cuda.get_device_name() if device == "cuda" else "cpu (gloo)",
     )

@@ -201,6 +201,25 @@ def bench_knn_cuda(quick, results):
                     case=label,
                     outlier=where,
                 )
+    if not quick:
+        # queries outside their clouds: an exact grid search visits the face of the cloud turned to
+        # each query (docs/performance.md, "Queries outside their cloud"); k = 8 takes the block
+        # grid, k = 16 the batch grid
+        points = uniform(64, 2000, "cuda", 5)
+        inside = uniform(64, 20_000, "cuda", 6)
+        outside = inside + 500.0
+        for k in (8, 16):
+            row = {"op": "knn", "case": "small clouds", "B": 64, "M": 20_000, "N": 2000, "k": k}
+            row.update({"device": name, "floor_ms": None})
+            clean_ms = time_ms(lambda k=k: torch.ops.pointops.knn(inside, None, points, None, k), "cuda")
+            outlier_row(
+                results,
+                row,
+                clean_ms,
+                lambda k=k: torch.ops.pointops.knn(outside, None, points, None, k),
+                case=", queries 500 m away",
+                outlier=(500.0, 500.0, 500.0),
+            )
 
 
 def bench_knn_cpu(quick, results):

@@ -379,7 +379,7 @@ GROWTH_COLUMNS = [
 
 def print_profile(world, rows, top=12):
     traced = [r for r in rows if r["op"] in LAUNCHES]
-    # launches are CUDA runtime calls, seen only where the device is traced
+    # launches are CUDA runtime calls (recorded with host activity too): a CPU run has none to count
     launches = f", {sum(r['calls'] for r in traced):.0f} kernel launches per frame" if traced else ""
     title = f"{world} rank{'s' if world > 1 else ''}: host time per frame by operation (top {top}){launches}"
     print(cli.table(sorted(rows, key=lambda r: -r["host_ms"])[:top], PROFILE_COLUMNS, title=title), flush=True)

@@ -256,20 +256,30 @@ __global__ void __launch_bounds__(kSearchThreads)
 // searched for k <= kBlockMaxK neighbours (three_nn, interpolation, small-k kNN), skip the batch
 // grid's ~25 launches: each block copies its cloud into shared memory, builds its grid there by
 // the same rules (make_grid_cloud over the trimmed box, the occupancy refinement,
-// within kBlockCells cells), and searches a slice of the cloud's query rows, ordered by cell
-// kQueryRound at a time (so that a warp's queries visit neighbouring cells), with the same
-// knn_grid. The blocks of one cloud build the same grid: the build, a few passes over at most
-// 4,096 points in shared memory, costs less than one launch of the batch grid. The launch is one
-// wave (blocks per cloud from the occupancy). Shared memory holds the sorted points, the rows as
-// given and the table (144 KB for 4,096 float32 points: one block an SM). Points of a cell are
-// stored in the order the block's atomics place them; the k smallest (distance, index) pairs do
-// not depend on it.
+// within kBlockCells cells), and searches the cloud's query rows kQueryRound at a time, ordered by
+// cell (so that a warp's queries visit neighbouring cells), with the same knn_grid. The blocks of
+// a cloud take its rounds from a counter as they finish them: blocks with the same work differed
+// 2x in search time (590k-1,225k cycles, 16 x 16,384 queries into 16 x 4,096, H100), so fixed
+// slices made the launch end with the slowest block. The blocks of one cloud build the same
+// grid: the build, a few passes over at most 4,096 points in shared memory, costs less than one
+// launch of the batch grid. The launch is one wave (blocks per cloud from the occupancy). Shared
+// memory holds the sorted points, the rows as given and the table (144 KB for 4,096 float32
+// points: one block an SM). Points of a cell are stored in the order the block's atomics place
+// them; the k smallest (distance, index) pairs do not depend on it.
 constexpr int kBlockThreads = 512;
 constexpr int64_t kBlockPointBytes = 65536;
 constexpr int kBlockCells = 8192;
-// Query rows a block orders by cell at a time.
-constexpr int kQueriesPerThread = 4;
-constexpr int64_t kQueryRound = int64_t{kBlockThreads} * kQueriesPerThread;
+// Query rows a thread takes in a round, by the kernel's K. For k <= 4 one: rounds of 512 rows let
+// a cloud's blocks share several rounds each (three_nn, 16 x 16,384 queries into 16 x 4,096, 8
+// blocks a cloud: 0.46-0.48 ms, against 0.50-0.52 with rounds of 1,024 and 0.57-0.60 with fixed
+// slices, H200). For k = 8 two: its longer searches gain more from a warp's queries lying in
+// neighbouring cells of a 1,024-row sort than from the finer sharing (32 x 4,096 queries into
+// 32 x 4,096: 0.39 ms, against 0.42-0.43 with rounds of 512; 64 x 20,000 into 64 x 2,000: 2.31-2.34
+// against 2.52-2.57).
+template <int K>
+constexpr int kQueriesPerThread = K <= 4 ? 1 : 2;
+template <int K>
+constexpr int64_t kQueryRound = int64_t{kBlockThreads} * kQueriesPerThread<K>;
 // int32 entries after the points: the trimmed box's histograms, then the cell table.
 constexpr int kBlockTable = kBlockCells + 1 > 3 * neighbors::kBoxBins ? kBlockCells + 1 : 3 * neighbors::kBoxBins;
 
@@ -288,12 +298,15 @@ __device__ inline void zero_table(int32_t* table, int64_t count) {
 
 template <typename acc_t, int K>
 __global__ void __launch_bounds__(kBlockThreads)
-    knn_block_grid_kernel(KnnProblem<acc_t> pb, const acc_t* __restrict__ points, int64_t parts, int64_t cell_points) {
+    knn_block_grid_kernel(KnnProblem<acc_t> pb, const acc_t* __restrict__ points, int64_t parts, int64_t cell_points,
+                          int32_t* __restrict__ next_round) {
   using neighbors::kBoxBins;
   using Reduce = cub::BlockReduce<double, kBlockThreads>;
   using Count = cub::BlockReduce<long long, kBlockThreads>;
   using Scan = cub::BlockScan<long long, kBlockThreads>;
-  using QuerySort = cub::BlockRadixSort<uint32_t, kBlockThreads, kQueriesPerThread, int32_t>;
+  constexpr int kQueries = kQueriesPerThread<K>;
+  constexpr int64_t kRound = kQueryRound<K>;
+  using QuerySort = cub::BlockRadixSort<uint32_t, kBlockThreads, kQueries, int32_t>;
   __shared__ union {
     typename Reduce::TempStorage reduce;
     typename Count::TempStorage count;
@@ -303,6 +316,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ double box[6];
   __shared__ long long finite_points;
   __shared__ GridCloud grid;
+  __shared__ int64_t taken;
   extern __shared__ __align__(32) unsigned char dynamic[];
   const int64_t rows_per_cloud = pb.point_rows.rows_per_cloud;
   SortedPoint<acc_t>* stored = reinterpret_cast<SortedPoint<acc_t>*>(dynamic);
@@ -311,7 +325,6 @@ __global__ void __launch_bounds__(kBlockThreads)
       reinterpret_cast<int32_t*>(dynamic + rows_per_cloud * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)));
 
   const int64_t b = blockIdx.x / parts;
-  const int64_t part = blockIdx.x % parts;
   const int64_t n = pb.point_rows.length(b);
   // The cloud's rows, copied once (every load in flight together): each build pass below reads
   // shared memory, not a dependent chain of global loads.
@@ -442,21 +455,26 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   __syncthreads();
 
-  // This block's slice of the cloud's query rows, kQueryRound at a time, ordered by cell first so
-  // that a warp's queries search neighbouring cells (the batch grid sorts its queries likewise).
+  // The cloud's rounds of kRound query rows, as this block takes them from the cloud's counter,
+  // each ordered by cell first so that a warp's queries search neighbouring cells (the batch grid
+  // sorts its queries likewise). Which block searches a row does not change its output.
   const GridCloud g = grid;
   const int64_t m = pb.query_rows.rows_per_cloud;
-  const int64_t slice = (m + parts - 1) / parts;
-  const int64_t first = part * slice;
-  const int64_t last = first + slice < m ? first + slice : m;
+  const int64_t rounds = (m + kRound - 1) / kRound;
   const int64_t query_length = pb.query_rows.length(b);
   const int64_t base_row = pb.query_rows.begin(b);
   const int key_bits = bit_width(static_cast<uint64_t>(g.cells()));  // keys in [0, cells]: cells last
-  for (int64_t round = first; round < last; round += kQueryRound) {
-    uint32_t keys[kQueriesPerThread];
-    int32_t slots[kQueriesPerThread];
-    for (int j = 0; j < kQueriesPerThread; ++j) {
-      const int64_t t = round + threadIdx.x * kQueriesPerThread + j;
+  for (;;) {
+    __syncthreads();  // every thread has read the last round's number, and the sort's storage is free
+    if (threadIdx.x == 0) taken = atomicAdd(next_round + b, 1);
+    __syncthreads();
+    if (taken >= rounds) break;
+    const int64_t round = taken * kRound;
+    const int64_t last = round + kRound < m ? round + kRound : m;
+    uint32_t keys[kQueries];
+    int32_t slots[kQueries];
+    for (int j = 0; j < kQueries; ++j) {
+      const int64_t t = round + threadIdx.x * kQueries + j;
       slots[j] = static_cast<int32_t>(t - round);
       keys[j] = static_cast<uint32_t>(g.cells());
       if (t < last && t < query_length) {
@@ -467,9 +485,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
       }
     }
-    __syncthreads();  // the sort's storage is the build's
     QuerySort(temp.sort).SortBlockedToStriped(keys, slots, 0, key_bits);
-    for (int j = 0; j < kQueriesPerThread; ++j) {
+    for (int j = 0; j < kQueries; ++j) {
       const int64_t t = round + slots[j];
       if (t >= last) continue;
       const int64_t row = base_row + t;
@@ -507,7 +524,7 @@ bool takes_block_grid(const KnnProblem<acc_t>& pb) {
 }
 
 template <typename acc_t, int K>
-void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
+void launch_block_grid_k(const KnnProblem<acc_t>& pb, const at::Tensor& points, int64_t cell_points) {
   // Blocks per cloud: each with at least a query row per thread.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t batch = pb.point_rows.batch;
@@ -521,13 +538,17 @@ void launch_block_grid_k(const KnnProblem<acc_t>& pb, const acc_t* points, int64
   int per_sm = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, smem));
   const int64_t parts = std::clamp<int64_t>(sms * std::max(per_sm, 1) / batch, 1, most);
-  kernel<<<static_cast<unsigned>(batch * parts), kBlockThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-      pb, points, parts, cell_points);
+  // Each cloud's round counter, zeroed on the stream before the launch.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const at::Tensor next_round = at::empty({batch}, points.options().dtype(at::kInt));
+  C10_CUDA_CHECK(cudaMemsetAsync(next_round.data_ptr<int32_t>(), 0, batch * sizeof(int32_t), stream));
+  kernel<<<static_cast<unsigned>(batch * parts), kBlockThreads, smem, stream>>>(
+      pb, points.data_ptr<acc_t>(), parts, cell_points, next_round.data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 template <typename acc_t>
-void launch_block_grid(const KnnProblem<acc_t>& pb, const acc_t* points, int64_t cell_points) {
+void launch_block_grid(const KnnProblem<acc_t>& pb, const at::Tensor& points, int64_t cell_points) {
   static_assert(kBlockMaxK == 8, "the lists below cover k <= kBlockMaxK");
   if (pb.k <= 4) {
     launch_block_grid_k<acc_t, 4>(pb, points, cell_points);
@@ -581,7 +602,7 @@ void knn_cuda_impl(const KnnProblem<acc_t>& pb, const at::Tensor& q, const at::T
   }
   const int64_t cell_points = neighbors::knn_cell_points(pb.k);
   if (takes_block_grid(pb)) {
-    launch_block_grid(pb, p.data_ptr<acc_t>(), cell_points);
+    launch_block_grid(pb, p, cell_points);
     return;
   }
   const neighbors::CellBudget budget{1, cell_points};

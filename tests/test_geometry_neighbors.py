@@ -490,8 +490,8 @@ def test_far_noise_queries_cpu_equals_cuda(strategy):
             ),
             pointops.knn_packed(q[:, :6000].reshape(-1, 3), offsets, p.reshape(-1, 3), offsets, 8),
         )
-    # a cloud above kFarMinPoints (16,384 points): its queries beyond the grid are listed before
-    # any ring, the others walk and are listed past their limit
+    # a larger cloud (17,170 points) with 1 % far noise: its queries beyond the grid are listed
+    # before any ring, the others walk and are listed past their limit
     big = torch.cat([rand(1, 17000, 3, seed=66), (torch.rand(1, 170, 3, generator=g) - 0.5) * 4000], 1)
     big_queries = torch.cat([far[:1], big[:, ::97]], 1)
     for dtype in (torch.float32, torch.float64):

@@ -86,12 +86,13 @@ struct FarQueries {
 // The work after which a search is listed: past n / 16 it has cost a thread more than the
 // block's scan (n / kSearchThreads points a thread) several times over.
 __device__ inline int64_t far_work(int64_t n) { return 2048 + n / 16; }
-// Below this many points a thread walks a face of the grid (~n^(2/3) cells and points) in less
-// than the block's scan and merges, and a whole batch of far queries (every query outside a small
-// cloud) costs a block each in lane-time 128 times its thread's walk: 64 clouds of 2,000 points
-// with 20,000 queries 500 m away, k = 16, took 97 ms listed at once and 52 ms walked by threads
-// (H200). Above it, the queries beyond the grid are a cloud's own few outliers, listed at once.
-constexpr int64_t kFarMinPoints = 128 * kSearchThreads;
+// Below this many points a face of the grid costs a thread no more than the block's merges. At
+// 16,384 instead, the few far points of a noisy small cloud walked to their work limit first:
+// 32 x 4,096 points with 1 % noise over 4 km against themselves, k = 20, took 3.6-3.8 ms against
+// 1.5-1.7 (8 x 8,192, k = 16: 3.6-3.8 against 0.8-0.9), while only a batch whose every query is
+// far gained (64 x 20,000 queries 500 m from clouds of 2,000 points, k = 16: 52 against 97 ms;
+// H200, interleaved runs).
+constexpr int64_t kFarMinPoints = 8 * kSearchThreads;
 
 template <typename acc_t, int K, bool kGrid>
 __global__ void __launch_bounds__(kSearchThreads)

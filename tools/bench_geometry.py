@@ -220,6 +220,21 @@ def bench_knn_cuda(quick, results):
                 case=", queries 500 m away",
                 outlier=(500.0, 500.0, 500.0),
             )
+        # DGCNN-sized clouds with 1 % far noise, against themselves: their few far points are
+        # listed at once in clouds of more than 1,024 points rather than walked to a work limit
+        # (docs/performance.md, "Queries outside their cloud")
+        blocks = uniform(32, 4096, "cuda", 0)
+        noisy_blocks = with_noise(blocks)
+        row = {"op": "knn", "case": "uniform", "B": 32, "M": 4096, "N": 4096, "k": 20}
+        row.update({"device": name, "floor_ms": None})
+        outlier_row(
+            results,
+            row,
+            time_ms(lambda: torch.ops.pointops.knn(blocks, None, blocks, None, 20), "cuda"),
+            lambda: torch.ops.pointops.knn(noisy_blocks, None, noisy_blocks, None, 20),
+            case=" + 1 % noise in a 4 km cube, against itself",
+            outlier=(4000.0, 4000.0, 4000.0),
+        )
 
 
 def bench_knn_cpu(quick, results):

@@ -527,17 +527,16 @@ bool takes_block_grid(const KnnProblem<acc_t>& pb) {
 template <typename acc_t, int K>
 void launch_block_grid_k(const KnnProblem<acc_t>& pb, const at::Tensor& points, int64_t cell_points) {
   // Blocks per cloud: each with at least a query row per thread.
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t sms = cuda::sm_count();
   const int64_t batch = pb.point_rows.batch;
   const int64_t most = std::max<int64_t>(1, cuda::ceil_div(pb.query_rows.rows_per_cloud, kBlockThreads));
   const size_t smem =
       static_cast<size_t>(pb.point_rows.rows_per_cloud) * (sizeof(SortedPoint<acc_t>) + 3 * sizeof(acc_t)) +
       static_cast<size_t>(kBlockTable) * sizeof(int32_t);
   auto kernel = knn_block_grid_kernel<acc_t, K>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  cuda::set_dynamic_smem(kernel, smem);
   // One wave: as many blocks as fit the GPU at once (a second, partial wave would double the time).
-  int per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, smem));
+  const int per_sm = cuda::blocks_per_sm(kernel, kBlockThreads, smem);
   const int64_t parts = std::clamp<int64_t>(sms * std::max(per_sm, 1) / batch, 1, most);
   // Each cloud's round counter, zeroed on the stream before the launch.
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
